@@ -1,0 +1,362 @@
+#include "model/comm_insertion.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "model/errors.hpp"
+
+namespace ppsched {
+namespace {
+
+// One time column of a rank during the scan. A composite spreads over as many columns as it
+// has sub-steps; only its first column emits it.
+struct Column {
+  const Step* emit = nullptr;     // the step written to the output at this column
+  const Step* compute = nullptr;  // the (sub-)step whose outputs are sent at this column
+  bool idle = false;              // an idle slot of the input (AsGiven) kept in the output
+  int input_index = -1;           // index of the emitted step in the input program
+};
+
+// Identifies "the unit that produces X" for dependency lookups.
+enum class Produces { Forward, BackwardInput, InputHalf };
+
+struct Unit {
+  int rank;
+  int first_column_unit;  // for composites: index of the composite's first unit on its rank
+  int sub;                // sub-step position within a composite, 0 for simple steps
+};
+
+class Scan {
+ public:
+  explicit Scan(const Schedule& s) : s_(s), units_(static_cast<size_t>(s.ranks)) {
+    const size_t keys = static_cast<size_t>(s.stages) * static_cast<size_t>(std::max(s.micro_batches, 1));
+    for (auto& v : producer_) v.assign(keys, {-1, -1});
+  }
+
+  Schedule run(Alignment alignment) {
+    collect_units();
+    if (alignment == Alignment::AsGiven) {
+      columns_as_given();
+    } else {
+      columns_auto();
+    }
+    check_consumers_after_producers();
+    return emit();
+  }
+
+ private:
+  struct Ref {
+    int rank;
+    int unit;
+  };
+  struct U {
+    const Step* top;   // the step in the input program (composite or simple), null for idle
+    const Step* sub;   // the compute (sub-)step this unit stands for, null for idle
+    int sub_pos;       // 0 for the first unit of a step
+    int input_index;   // index in the input program
+    int column = -1;
+  };
+
+  size_t key(int stage, int micro) const {
+    return static_cast<size_t>(stage) * static_cast<size_t>(std::max(s_.micro_batches, 1)) +
+           static_cast<size_t>(micro);
+  }
+
+  [[noreturn]] void fail(int rank, int index, const std::string& msg) const {
+    Location loc;
+    loc.rank = rank;
+    loc.index = index;
+    throw InputError(loc, msg);
+  }
+
+  void register_producer(const Step& st, int rank, int unit, int index) {
+    if (!is_body_compute(st.op)) return;
+    if (st.stage < 0 || st.stage >= s_.stages || st.micro < 0 || st.micro >= s_.micro_batches)
+      fail(rank, index, short_label(st) + ": stage or micro out of range");
+    if (s_.rank_of(st.stage) != rank)
+      fail(rank, index, short_label(st) + " runs on rank " + std::to_string(rank) + " but stage " +
+                            std::to_string(st.stage) + " is placed on rank " +
+                            std::to_string(s_.rank_of(st.stage)));
+    auto put = [&](Produces p) {
+      auto& slot = producer_[static_cast<int>(p)][key(st.stage, st.micro)];
+      if (slot.rank >= 0)
+        fail(rank, index, short_label(st) + " appears twice (also on rank " + std::to_string(slot.rank) + ")");
+      slot = {rank, unit};
+    };
+    if (st.op == Op::FWD) put(Produces::Forward);
+    if (st.op == Op::BWD || st.op == Op::BWD_INPUT) put(Produces::BackwardInput);
+    if (st.op == Op::BWD_INPUT) put(Produces::InputHalf);
+  }
+
+  void collect_units() {
+    for (int r = 0; r < s_.ranks; ++r) {
+      const Program& prog = s_.programs[static_cast<size_t>(r)];
+      auto& us = units_[static_cast<size_t>(r)];
+      for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
+        const Slot& slot = prog[static_cast<size_t>(i)];
+        if (!slot) {
+          us.push_back({nullptr, nullptr, 0, i});
+          continue;
+        }
+        const Step& st = *slot;
+        if (is_p2p(st.op) || st.op == Op::BATCH_SEND_RECV)
+          fail(r, i, "P2P insertion needs a compute-only order, found " + short_label(st));
+        if (is_composite(st.op)) {
+          for (size_t k = 0; k < st.sub_steps.size(); ++k) {
+            const Step& sub = st.sub_steps[k];
+            if (is_p2p(sub.op) || is_composite(sub.op))
+              fail(r, i, "a compute composite may hold only compute sub-steps, found " + short_label(sub));
+            register_producer(sub, r, static_cast<int>(us.size()), i);
+            us.push_back({&st, &sub, static_cast<int>(k), i});
+          }
+        } else {
+          register_producer(st, r, static_cast<int>(us.size()), i);
+          us.push_back({&st, &st, 0, i});
+        }
+      }
+    }
+  }
+
+  // The units a compute (sub-)step needs before it can start (reference §4: F needs the
+  // previous stage's output; a backward needs the next stage's input gradient and its own
+  // forward; W needs its I).
+  template <class Fn>
+  void for_each_dependency(const Step& st, int rank, int index, Fn&& fn) const {
+    auto need = [&](Produces p, int stage, int micro, const char* what) {
+      const auto& ref = producer_[static_cast<int>(p)][key(stage, micro)];
+      if (ref.rank < 0) {
+        std::string want = what + std::string(" of micro ") + std::to_string(micro) + " at stage " +
+                           std::to_string(stage);
+        fail(rank, index, short_label(st) + " needs the " + want + ", which no rank runs");
+      }
+      fn(ref);
+    };
+    switch (st.op) {
+      case Op::FWD:
+        if (st.stage > 0) need(Produces::Forward, st.stage - 1, st.micro, "FWD");
+        break;
+      case Op::BWD:
+      case Op::BWD_INPUT:
+        need(Produces::Forward, st.stage, st.micro, "FWD");
+        if (st.stage + 1 < s_.stages) need(Produces::BackwardInput, st.stage + 1, st.micro, "backward");
+        break;
+      case Op::BWD_WEIGHT:
+        need(Produces::InputHalf, st.stage, st.micro, "BWD_INPUT");
+        break;
+      default:
+        break;
+    }
+  }
+
+  void columns_as_given() {
+    for (auto& us : units_) {
+      int col = 0;
+      for (auto& u : us) u.column = col++;
+    }
+  }
+
+  // Earliest columns: each unit starts after the previous unit of its rank and after every
+  // unit it depends on; a composite's units sit in consecutive columns and the composite
+  // waits for the inputs of all its sub-steps. Repeated sweeps; a sweep without progress
+  // means a dependency cycle (or an order that waits on a later step of the same rank).
+  void columns_auto() {
+    // Idle slots carry no meaning in Auto mode.
+    for (auto& us : units_)
+      us.erase(std::remove_if(us.begin(), us.end(), [](const U& u) { return u.top == nullptr; }), us.end());
+    // Unit indices changed: rebuild the producer table.
+    for (auto& v : producer_) std::fill(v.begin(), v.end(), Ref{-1, -1});
+    for (int r = 0; r < s_.ranks; ++r) {
+      auto& us = units_[static_cast<size_t>(r)];
+      for (int k = 0; k < static_cast<int>(us.size()); ++k)
+        register_producer(*us[static_cast<size_t>(k)].sub, r, k, us[static_cast<size_t>(k)].input_index);
+    }
+    std::vector<size_t> head(static_cast<size_t>(s_.ranks), 0);
+    size_t remaining = 0;
+    for (auto& us : units_) remaining += us.size();
+    while (remaining > 0) {
+      bool progress = false;
+      for (int r = 0; r < s_.ranks; ++r) {
+        auto& us = units_[static_cast<size_t>(r)];
+        size_t& h = head[static_cast<size_t>(r)];
+        while (h < us.size()) {
+          // The whole step (all its units) is placed at once.
+          size_t end = h + 1;
+          while (end < us.size() && us[end].top == us[h].top && us[end].sub_pos > 0) ++end;
+          int start = h == 0 ? 0 : us[h - 1].column + 1;
+          bool ready = true;
+          for (size_t k = h; k < end && ready; ++k) {
+            for_each_dependency(*us[k].sub, r, us[k].input_index, [&](const Ref& ref) {
+              const U& dep = units_[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.unit)];
+              if (dep.column < 0) {
+                ready = false;
+                return;
+              }
+              start = std::max(start, dep.column + 1);
+            });
+          }
+          if (!ready) break;
+          for (size_t k = h; k < end; ++k) us[k].column = start + static_cast<int>(k - h);
+          remaining -= end - h;
+          h = end;
+          progress = true;
+        }
+      }
+      if (!progress) report_stuck(head);
+    }
+  }
+
+  [[noreturn]] void report_stuck(const std::vector<size_t>& head) const {
+    std::string msg = "the compute order cannot run: every rank waits on a step that never comes first;";
+    int first_rank = -1, first_index = -1;
+    for (int r = 0; r < s_.ranks; ++r) {
+      const auto& us = units_[static_cast<size_t>(r)];
+      size_t h = head[static_cast<size_t>(r)];
+      if (h >= us.size()) continue;
+      if (first_rank < 0) {
+        first_rank = r;
+        first_index = us[h].input_index;
+      }
+      msg += " rank " + std::to_string(r) + " at step " + std::to_string(us[h].input_index) + " (" +
+             short_label(*us[h].top) + ") waits for";
+      for_each_dependency(*us[h].sub, r, us[h].input_index, [&](const Ref& ref) {
+        const U& dep = units_[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.unit)];
+        if (dep.column < 0)
+          msg += " " + short_label(*dep.sub) + " (rank " + std::to_string(ref.rank) + ", step " +
+                 std::to_string(dep.input_index) + ")";
+      });
+      msg += ";";
+    }
+    msg.pop_back();
+    fail(first_rank, first_index, msg);
+  }
+
+  // Each receive lands at its producer's column; its consumer must come strictly later, and
+  // a composite must come after the inputs of all of its sub-steps.
+  void check_consumers_after_producers() const {
+    for (int r = 0; r < s_.ranks; ++r) {
+      const auto& us = units_[static_cast<size_t>(r)];
+      for (size_t k = 0; k < us.size(); ++k) {
+        const U& u = us[k];
+        if (!u.sub) continue;
+        const int first_col = u.column - u.sub_pos;
+        for_each_dependency(*u.sub, r, u.input_index, [&](const Ref& ref) {
+          const U& dep = units_[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.unit)];
+          if (dep.column >= first_col) {
+            fail(r, u.input_index,
+                 short_label(*u.top) + " at column " + std::to_string(first_col) + " needs " +
+                     short_label(*dep.sub) + " (rank " + std::to_string(ref.rank) + ") which runs at column " +
+                     std::to_string(dep.column) + "; a consumer must sit in a later column than its producer");
+          }
+        });
+      }
+    }
+  }
+
+  Schedule emit() const {
+    Schedule out = s_;
+    int columns = 0;
+    std::vector<std::vector<const U*>> at(static_cast<size_t>(s_.ranks));
+    for (int r = 0; r < s_.ranks; ++r) {
+      const auto& us = units_[static_cast<size_t>(r)];
+      int last = us.empty() ? -1 : us.back().column;
+      columns = std::max(columns, last + 1);
+      auto& a = at[static_cast<size_t>(r)];
+      a.assign(static_cast<size_t>(last + 1), nullptr);
+      for (const U& u : us) a[static_cast<size_t>(u.column)] = &u;
+      out.programs[static_cast<size_t>(r)].clear();
+      out.programs[static_cast<size_t>(r)].reserve(us.size() * 2);
+    }
+    std::vector<int> order;  // even ranks first, then odd (reference §2.0)
+    for (int r = 0; r < s_.ranks; r += 2) order.push_back(r);
+    for (int r = 1; r < s_.ranks; r += 2) order.push_back(r);
+    for (int t = 0; t < columns; ++t) {
+      for (int r = 0; r < s_.ranks; ++r) {
+        const auto& a = at[static_cast<size_t>(r)];
+        if (t >= static_cast<int>(a.size())) continue;
+        const U* u = a[static_cast<size_t>(t)];
+        if (!u || !u->top) {
+          out.programs[static_cast<size_t>(r)].push_back(std::nullopt);  // idle column
+        } else if (u->sub_pos == 0) {
+          out.programs[static_cast<size_t>(r)].push_back(*u->top);
+        }
+      }
+      for (int r : order) {
+        const auto& a = at[static_cast<size_t>(r)];
+        if (t >= static_cast<int>(a.size())) continue;
+        const U* u = a[static_cast<size_t>(t)];
+        if (!u || !u->sub) continue;
+        const Step& st = *u->sub;
+        if (st.op == Op::FWD && st.stage + 1 < s_.stages && s_.rank_of(st.stage + 1) != r) {
+          out.programs[static_cast<size_t>(r)].push_back(make_step(Op::FWD_SEND, st.micro, st.stage));
+          out.programs[static_cast<size_t>(s_.rank_of(st.stage + 1))].push_back(
+              make_step(Op::FWD_RECV, st.micro, st.stage + 1));
+        }
+        if ((st.op == Op::BWD || st.op == Op::BWD_INPUT) && st.stage > 0 && s_.rank_of(st.stage - 1) != r) {
+          out.programs[static_cast<size_t>(r)].push_back(make_step(Op::BWD_SEND, st.micro, st.stage));
+          out.programs[static_cast<size_t>(s_.rank_of(st.stage - 1))].push_back(
+              make_step(Op::BWD_RECV, st.micro, st.stage - 1));
+        }
+      }
+    }
+    return out;
+  }
+
+  const Schedule& s_;
+  std::vector<std::vector<U>> units_;
+  std::vector<Ref> producer_[3];
+};
+
+}  // namespace
+
+Schedule insert_p2p(const Schedule& compute_only, Alignment alignment) {
+  if (static_cast<int>(compute_only.programs.size()) != compute_only.ranks)
+    throw InputError({}, "schedule has " + std::to_string(compute_only.programs.size()) +
+                             " programs for " + std::to_string(compute_only.ranks) + " ranks");
+  if (static_cast<int>(compute_only.placement.stage_to_rank.size()) != compute_only.stages)
+    throw InputError({}, "placement gives " + std::to_string(compute_only.placement.stage_to_rank.size()) +
+                             " ranks for " + std::to_string(compute_only.stages) + " stages");
+  return Scan(compute_only).run(alignment);
+}
+
+Schedule strip_p2p(const Schedule& s) {
+  Schedule out = s;
+  for (auto& prog : out.programs) {
+    Program kept;
+    kept.reserve(prog.size());
+    for (auto& slot : prog) {
+      if (!slot || is_p2p(slot->op) || slot->op == Op::BATCH_SEND_RECV) continue;
+      kept.push_back(std::move(slot));
+    }
+    prog = std::move(kept);
+  }
+  return out;
+}
+
+Schedule coalesce_p2p(const Schedule& s) {
+  Schedule out = s;
+  for (auto& prog : out.programs) {
+    Program result;
+    result.reserve(prog.size());
+    size_t i = 0;
+    while (i < prog.size()) {
+      size_t j = i;
+      while (j < prog.size() && prog[j] && is_p2p(prog[j]->op)) ++j;
+      if (j - i >= 2) {
+        std::vector<Step> run;
+        for (size_t k = i; k < j; ++k) run.push_back(*prog[k]);
+        result.push_back(make_composite(Op::BATCH_SEND_RECV, std::move(run)));
+        i = j;
+      } else if (j - i == 1) {
+        result.push_back(prog[i]);
+        i = j;
+      } else {
+        result.push_back(prog[i]);
+        ++i;
+      }
+    }
+    prog = std::move(result);
+  }
+  return out;
+}
+
+}  // namespace ppsched

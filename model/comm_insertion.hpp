@@ -1,0 +1,42 @@
+// Passes that add communication to a compute-only order.
+//
+// insert_p2p is the one P2P insertion pass (families and CSV imports use it). It follows
+// hyper-parallel's column scan (reference hyper_parallel.md §2.0): a program's slot index is
+// logical time; an OVERLAP composite occupies two columns, one per sub-step. For each column
+// t, every rank's item at t is emitted, then, even ranks first and odd ranks after, every
+// compute step at t that feeds a stage on another rank appends its send to its own program
+// and the matching receive to the receiver's. So each receive lands at the column where its
+// producer ran, and each send right after its producer.
+//
+// Why it cannot deadlock: the pass itself writes one global order (column by column, each
+// send immediately followed by its receive) of which every rank's program is a subsequence,
+// so replaying that order under blocking rendezvous always finds both ends of the next
+// message at their heads. It only needs every consumer to sit in a later column than its
+// producer; Alignment::Auto computes such columns, Alignment::AsGiven checks them.
+#pragma once
+
+#include "model/schedule.hpp"
+
+namespace ppsched {
+
+enum class Alignment {
+  AsGiven,  // slots (idle ones included) are time columns, as the generator laid them out
+  Auto,     // ignore idle slots; place every step at the earliest column its inputs allow
+};
+
+// `compute_only` may contain compute steps, composites of compute steps, local steps and
+// collectives, and idle slots; no P2P steps. Returns the schedule with FWD/BWD sends and
+// receives added (none between adjacent stages on the same rank). In Auto mode the result
+// keeps the computed columns as idle slots, so `ppsched show` draws a time grid.
+// Throws InputError when the order cannot run (a consumer not after its producer, a
+// dependency cycle, a step on a rank that does not own its stage).
+Schedule insert_p2p(const Schedule& compute_only, Alignment alignment);
+
+// The compute-only projection: drops P2P steps (and BATCH_SEND_RECV) and idle slots.
+Schedule strip_p2p(const Schedule& s);
+
+// Transport rewrite (reference §2.4): each maximal run of >= 2 consecutive P2P steps
+// becomes one BATCH_SEND_RECV with the run as its sub-steps, in order.
+Schedule coalesce_p2p(const Schedule& s);
+
+}  // namespace ppsched

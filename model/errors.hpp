@@ -1,0 +1,42 @@
+// Located input errors. Reading a file or building a schedule from bad parameters throws
+// an InputError that carries where the problem is and what was expected; the CLI is the
+// only place that turns it into text and exit code 2.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace ppsched {
+
+struct Location {
+  std::string file;  // "" when not read from a file
+  int rank = -1;     // -1: not about one rank
+  int index = -1;    // step index within the rank's program; -1: not about one step
+  int line = -1;     // CSV row / JSON line where known
+  std::string field; // JSON path or field name where known ("programs[1][3].micro")
+};
+
+class InputError : public std::runtime_error {
+ public:
+  InputError(Location where, std::string what_expected)
+      : std::runtime_error(render(where, what_expected)), where_(std::move(where)),
+        message_(std::move(what_expected)) {}
+  const Location& where() const { return where_; }
+  const std::string& message() const { return message_; }
+
+  static std::string render(const Location& w, const std::string& msg) {
+    std::string s;
+    if (!w.file.empty()) s += w.file;
+    if (w.line >= 0) s += (s.empty() ? "" : ":") + std::string("line ") + std::to_string(w.line);
+    if (w.rank >= 0) s += (s.empty() ? "" : ": ") + std::string("rank ") + std::to_string(w.rank);
+    if (w.index >= 0) s += (s.empty() ? "" : ", ") + std::string("step ") + std::to_string(w.index);
+    if (!w.field.empty()) s += (s.empty() ? "" : " ") + std::string("(") + w.field + ")";
+    return s.empty() ? msg : s + ": " + msg;
+  }
+
+ private:
+  Location where_;
+  std::string message_;
+};
+
+}  // namespace ppsched

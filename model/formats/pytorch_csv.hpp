@@ -1,0 +1,23 @@
+// PyTorch pipelining CSV schedules: one row per rank, one action per cell (empty = idle).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "model/schedule.hpp"
+
+namespace ppsched {
+
+struct CsvReadOptions {
+  std::optional<Placement> placement;  // else inferred from the actions
+  std::optional<int> micro_batches;    // else inferred (max micro + 1)
+};
+enum class CsvKind { ComputeOnly, ComputeComms };
+
+// Reads either kind; a compute-only file gets its P2P steps from insert_p2p (Auto).
+Schedule read_pytorch_csv(std::string_view text, const std::string& file_name,
+                          const CsvReadOptions& options = {});
+std::string write_pytorch_csv(const Schedule& s, CsvKind kind);
+
+}  // namespace ppsched

@@ -1,0 +1,2 @@
+// PLACEHOLDER: written by the file-format work.
+#include "model/schedule.hpp"

@@ -1,0 +1,55 @@
+// Schedule generators: `ppsched generate NAME --pp P [--vpp V] --micro M [options]`.
+// Each family lives in its own file under model/generators/ and registers here.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/schedule.hpp"
+
+namespace ppsched {
+
+struct GenerateOptions {
+  int pp = 0;       // pipeline ranks P
+  int vpp = 1;      // virtual stages per rank V (stages = P * V)
+  int micro = 0;    // micro-batches M
+  // interleaved-1f1b (and the MPipe body)
+  bool less_memory = false;  // shallow warmup (V-1)*R0 + (P-1-i)
+  bool overlap_b_f = false;  // steady pairs become OVERLAP_B_F
+  bool dxdw_split = false;   // [B|F] -> [Bi|F] ... Bw (needs overlap_b_f)
+  // mpipe-transpose
+  Overflow overflow = Overflow::Full;
+  Tower tower = Tower::Trainable;
+  bool owner_backward = false;
+};
+
+struct GeneratorInfo {
+  std::string_view name;
+  std::string_view summary;      // one line for `ppsched generate --list` and the README
+  std::string_view constraints;  // what parameters it accepts, in words
+  Schedule (*build)(const GenerateOptions&);
+};
+
+// Every family, in the order `ppsched generate --list` prints them.
+const std::vector<GeneratorInfo>& generators();
+const GeneratorInfo* find_generator(std::string_view name);
+
+// Builds a schedule; throws InputError (no location, a clear message) for unknown families
+// and invalid parameter combinations.
+Schedule generate(std::string_view name, const GenerateOptions& options);
+
+// Family entry points (one file each).
+Schedule generate_gpipe(const GenerateOptions&);
+Schedule generate_1f1b(const GenerateOptions&);
+Schedule generate_interleaved_1f1b(const GenerateOptions&);
+Schedule generate_looped_bfs(const GenerateOptions&);
+Schedule generate_zb_h1(const GenerateOptions&);
+Schedule generate_zbv(const GenerateOptions&);
+Schedule generate_dualpipev(const GenerateOptions&);
+Schedule generate_mpipe_transpose(const GenerateOptions&);
+
+// Shared helper for family code: refuse with a clear message (throws InputError).
+[[noreturn]] void refuse(std::string_view family, const std::string& why);
+
+}  // namespace ppsched

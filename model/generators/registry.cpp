@@ -1,0 +1,56 @@
+#include <algorithm>
+
+#include "model/errors.hpp"
+#include "model/generators/generator.hpp"
+
+namespace ppsched {
+
+const std::vector<GeneratorInfo>& generators() {
+  static const std::vector<GeneratorInfo> all = {
+      {"gpipe", "all forwards, then all backwards (V=1)", "P >= 1, M >= 1", generate_gpipe},
+      {"1f1b", "one-forward-one-backward with P-r warmup forwards (V=1)", "P >= 1, M >= 1",
+       generate_1f1b},
+      {"interleaved-1f1b",
+       "interleaved 1F1B over V virtual stages per rank (loop placement); "
+       "--less-memory, --overlap-b-f, --dxdw-split",
+       "P >= 1, V >= 1, M >= 1", generate_interleaved_1f1b},
+      {"looped-bfs", "all forwards of each local stage, then backwards in reverse (loop placement)",
+       "P >= 1, V >= 1, M >= 1", generate_looped_bfs},
+      {"zb-h1", "zero bubble H1: split backward, weight gradients delayed into the bubbles (V=1)",
+       "P >= 1, M >= 1", generate_zb_h1},
+      {"zbv", "zero bubble V: V placement, two stages per rank, split backward", "P >= 1, V = 2, M >= 1",
+       generate_zbv},
+      {"dualpipev", "DualPipeV: V placement, two stages per rank, OVERLAP_F_B in the steady state",
+       "P >= 1, V = 2, M >= 2P", generate_dualpipev},
+      {"mpipe-transpose",
+       "interleaved-1F1B body with the MPipe Transpose tower layer; --overflow full|min, "
+       "--tower trainable|frozen|none, --owner-backward",
+       "P >= 1, V >= 1, M >= 1", generate_mpipe_transpose},
+  };
+  return all;
+}
+
+const GeneratorInfo* find_generator(std::string_view name) {
+  const auto& all = generators();
+  auto it = std::find_if(all.begin(), all.end(), [&](const GeneratorInfo& g) { return g.name == name; });
+  return it == all.end() ? nullptr : &*it;
+}
+
+void refuse(std::string_view family, const std::string& why) {
+  throw InputError({}, std::string(family) + ": " + why);
+}
+
+Schedule generate(std::string_view name, const GenerateOptions& options) {
+  const GeneratorInfo* g = find_generator(name);
+  if (!g) {
+    std::string known;
+    for (const auto& x : generators()) known += (known.empty() ? "" : ", ") + std::string(x.name);
+    throw InputError({}, "unknown schedule family '" + std::string(name) + "' (known: " + known + ")");
+  }
+  if (options.pp < 1) refuse(name, "--pp must be >= 1 (got " + std::to_string(options.pp) + ")");
+  if (options.vpp < 1) refuse(name, "--vpp must be >= 1 (got " + std::to_string(options.vpp) + ")");
+  if (options.micro < 1) refuse(name, "--micro must be >= 1 (got " + std::to_string(options.micro) + ")");
+  return g->build(options);
+}
+
+}  // namespace ppsched

@@ -1,0 +1,148 @@
+#include "model/schedule.hpp"
+
+#include <algorithm>
+
+namespace ppsched {
+
+Step make_composite(Op op, std::vector<Step> sub_steps) {
+  Step s;
+  s.op = op;
+  s.sub_steps = std::move(sub_steps);
+  return s;
+}
+
+Placement Placement::loop(int ranks, int stages) {
+  Placement p;
+  p.kind = PlacementKind::Loop;
+  for (int s = 0; s < stages; ++s) p.stage_to_rank.push_back(ranks > 0 ? s % ranks : 0);
+  return p;
+}
+
+// V placement: 0..R-1 then R-1..0, repeating (PyTorch's "v" style; pp=4, 12 stages gives
+// 0,1,2,3,3,2,1,0,0,1,2,3).
+Placement Placement::v(int ranks, int stages) {
+  Placement p;
+  p.kind = PlacementKind::V;
+  for (int s = 0; s < stages; ++s) {
+    int lap = ranks > 0 ? s / ranks : 0;
+    int pos = ranks > 0 ? s % ranks : 0;
+    p.stage_to_rank.push_back(lap % 2 == 0 ? pos : ranks - 1 - pos);
+  }
+  return p;
+}
+
+Placement Placement::explicit_map(std::vector<int32_t> stage_to_rank) {
+  Placement p;
+  p.kind = PlacementKind::Explicit;
+  p.stage_to_rank = std::move(stage_to_rank);
+  return p;
+}
+
+int Schedule::mpipe_owner_count() const { return std::min(ranks, micro_batches); }
+
+int Schedule::owner_of(int micro) const {
+  if (!mpipe || micro < 0) return kNone;
+  if (!mpipe->owners.empty()) {
+    return micro < static_cast<int>(mpipe->owners.size()) ? mpipe->owners[static_cast<size_t>(micro)]
+                                                          : kNone;
+  }
+  int nt = mpipe_owner_count();
+  if (nt <= 0) return kNone;
+  if (mpipe->overflow == Overflow::Full) return micro % nt;
+  return micro < nt ? micro : 0;
+}
+
+std::vector<int> Schedule::stages_of(int rank) const {
+  std::vector<int> out;
+  for (int s = 0; s < stages; ++s)
+    if (rank_of(s) == rank) out.push_back(s);
+  return out;
+}
+
+size_t Schedule::step_count() const {
+  size_t n = 0;
+  for (const auto& p : programs)
+    for (const auto& slot : p)
+      if (slot) ++n;
+  return n;
+}
+
+int peer_of(const Schedule& s, int rank, const Step& step) {
+  if (step.peer != kNone) return step.peer;
+  const auto& i = info(step.op);
+  auto stage_rank = [&](int stage) { return stage >= 0 && stage < s.stages ? s.rank_of(stage) : kNone; };
+  switch (i.peer) {
+    case PeerRule::None: return kNone;
+    case PeerRule::NextStage: return step.stage >= 0 ? stage_rank(step.stage + 1) : kNone;
+    case PeerRule::PrevStage: return step.stage >= 0 ? stage_rank(step.stage - 1) : kNone;
+    case PeerRule::DataChain:
+      if (step.stage >= 0) return stage_rank(i.kind == StepKind::P2PSend ? step.stage + 1 : step.stage - 1);
+      return i.kind == StepKind::P2PSend ? 0 : s.owner_of(step.micro);
+    case PeerRule::OwnerToRank0: return 0;
+    case PeerRule::Rank0ToOwner: return s.owner_of(step.micro);
+  }
+  (void)rank;
+  return kNone;
+}
+
+uint32_t conditions_of(const Schedule& s, int rank, const Step& step) {
+  uint32_t c = 0;
+  if (step.stage >= 0 && step.stage < s.stages) {
+    c |= Body;
+    const int st = step.stage;
+    c |= st == 0 ? FirstStage : NotFirstStage;
+    c |= st == s.stages - 1 ? LastStage : NotLastStage;
+    if (st > 0) c |= s.rank_of(st - 1) == rank ? PrevStageLocal : PrevStageRemote;
+    if (st + 1 < s.stages) c |= s.rank_of(st + 1) == rank ? NextStageLocal : NextStageRemote;
+  } else {
+    c |= Prefix;
+  }
+  c |= rank == 0 ? OnRank0 : NotOnRank0;
+  if (s.mpipe) {
+    c |= MPipe;
+    const auto& m = *s.mpipe;
+    if (m.tower != Tower::None) c |= TowerPresent;
+    if (m.tower == Tower::Trainable) {
+      c |= TowerTrainable;
+      c |= m.owner_backward ? OwnerBackward : Stage0Backward;
+    }
+    if (step.micro >= 0 && s.owner_of(step.micro) != 0) c |= OwnerNotRank0;
+  }
+  return c;
+}
+
+std::string_view to_string(PlacementKind k) {
+  switch (k) {
+    case PlacementKind::Loop: return "loop";
+    case PlacementKind::V: return "v";
+    case PlacementKind::Explicit: return "explicit";
+  }
+  return "?";
+}
+std::string_view to_string(Overflow o) { return o == Overflow::Full ? "full" : "min"; }
+std::string_view to_string(Tower t) {
+  switch (t) {
+    case Tower::Trainable: return "trainable";
+    case Tower::Frozen: return "frozen";
+    case Tower::None: return "none";
+  }
+  return "?";
+}
+
+std::string short_label(const Step& step) {
+  const auto& i = info(step.op);
+  if (i.kind == StepKind::Composite) {
+    std::string out = "[";
+    for (size_t k = 0; k < step.sub_steps.size(); ++k) {
+      if (k) out += "|";
+      out += short_label(step.sub_steps[k]);
+    }
+    return out + "]";
+  }
+  std::string out(i.short_name);
+  if (step.micro >= 0) out += std::to_string(step.micro);
+  if (step.stage >= 0) out += "s" + std::to_string(step.stage);
+  return out;
+}
+
+}  // namespace ppsched

@@ -1,0 +1,119 @@
+// The schedule IR: per-rank step lists plus the facts needed to interpret them
+// (placement of stages on ranks, micro-batch count, the optional MPipe layer).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/step_types.hpp"
+
+namespace ppsched {
+
+struct TensorDesc {
+  std::vector<int64_t> shape;
+  std::string dtype;
+  bool operator==(const TensorDesc& o) const { return shape == o.shape && dtype == o.dtype; }
+  bool operator!=(const TensorDesc& o) const { return !(*this == o); }
+};
+
+inline constexpr int32_t kNone = -1;  // absent micro / stage / peer
+
+struct Step {
+  Op op = Op::FWD;
+  int32_t micro = kNone;
+  int32_t stage = kNone;
+  int32_t peer = kNone;           // explicit peer rank; kNone = derived from the peer rule
+  std::vector<Step> sub_steps;    // composites
+  std::vector<TensorDesc> tensors;// payload descriptors, compared when both ends give them
+  std::vector<int32_t> group;     // explicit collective group (ALL_REDUCE)
+
+  bool operator==(const Step& o) const {
+    return op == o.op && micro == o.micro && stage == o.stage && peer == o.peer &&
+           sub_steps == o.sub_steps && tensors == o.tensors && group == o.group;
+  }
+  bool operator!=(const Step& o) const { return !(*this == o); }
+};
+
+inline Step make_step(Op op, int micro = kNone, int stage = kNone) {
+  Step s;
+  s.op = op;
+  s.micro = micro;
+  s.stage = stage;
+  return s;
+}
+Step make_composite(Op op, std::vector<Step> sub_steps);
+
+// One slot of a rank's program: a step, or an idle slot (kept for display, skipped when run).
+using Slot = std::optional<Step>;
+using Program = std::vector<Slot>;
+
+enum class PlacementKind : uint8_t { Loop, V, Explicit };
+
+struct Placement {
+  PlacementKind kind = PlacementKind::Loop;
+  std::vector<int32_t> stage_to_rank;  // always filled (size = stages)
+
+  static Placement loop(int ranks, int stages);
+  static Placement v(int ranks, int stages);
+  static Placement explicit_map(std::vector<int32_t> stage_to_rank);
+  bool operator==(const Placement& o) const { return kind == o.kind && stage_to_rank == o.stage_to_rank; }
+};
+
+enum class Overflow : uint8_t { Full, Min };
+enum class Tower : uint8_t { Trainable, Frozen, None };
+
+struct MPipeConfig {
+  Overflow overflow = Overflow::Full;
+  Tower tower = Tower::Trainable;
+  bool owner_backward = false;
+  std::vector<int32_t> owners;  // explicit owner per micro; empty = from `overflow`
+  bool operator==(const MPipeConfig& o) const {
+    return overflow == o.overflow && tower == o.tower && owner_backward == o.owner_backward &&
+           owners == o.owners;
+  }
+};
+
+struct Schedule {
+  std::string name;
+  int32_t ranks = 0;
+  int32_t stages = 0;
+  int32_t micro_batches = 0;
+  Placement placement;
+  std::optional<MPipeConfig> mpipe;
+  std::vector<Program> programs;
+
+  int rank_of(int stage) const { return placement.stage_to_rank[static_cast<size_t>(stage)]; }
+  // Number of owner ranks in MPipe: NT = min(ranks, micro_batches).
+  int mpipe_owner_count() const;
+  // owner(m) under the MPipe rule (or the explicit owners array). Requires mpipe.
+  int owner_of(int micro) const;
+  // Stages placed on `rank`, ascending.
+  std::vector<int> stages_of(int rank) const;
+  // Number of non-idle steps over all ranks (composites count once).
+  size_t step_count() const;
+  bool operator==(const Schedule& o) const {
+    return name == o.name && ranks == o.ranks && stages == o.stages &&
+           micro_batches == o.micro_batches && placement == o.placement && mpipe == o.mpipe &&
+           programs == o.programs;
+  }
+};
+
+// The rank a P2P step on `rank` talks to: the explicit peer if given, else the step type's
+// peer rule. Returns kNone for steps without a peer.
+int peer_of(const Schedule& s, int rank, const Step& step);
+
+// The condition bits (step_types.hpp, Cond) that hold for `step` on `rank`.
+uint32_t conditions_of(const Schedule& s, int rank, const Step& step);
+
+// Strings for enums used in files and output.
+std::string_view to_string(PlacementKind k);
+std::string_view to_string(Overflow o);
+std::string_view to_string(Tower t);
+
+// Compact grid notation used by `ppsched show` and messages: F3s1, FS3s1, BCAST, TF2,
+// [B0s3|F4s1] for composites.
+std::string short_label(const Step& step);
+
+}  // namespace ppsched

@@ -1,0 +1,292 @@
+#include "model/step_types.hpp"
+
+#include <unordered_map>
+
+namespace ppsched {
+namespace {
+
+using E = Effect;
+using C = Cache;
+
+std::array<CacheInfo, kCacheCount> make_caches() {
+  return {{
+      {C::fwd_cache, "fwd_cache", true, "autograd graph and outputs kept from FWD to its backward"},
+      {C::fwd_outputs_cache, "fwd_outputs_cache", true, "stage output waiting to be sent or handed to the next local stage"},
+      {C::bwd_cache, "bwd_cache", true, "input gradients waiting to be sent or handed to the previous local stage"},
+      {C::dw_cache, "_dw_cache", true, "state BWD_INPUT keeps for BWD_WEIGHT"},
+      {C::fwd_recv_buffer, "fwd_recv_buffer", true, "received activation waiting for its FWD"},
+      {C::bwd_recv_buffer, "bwd_recv_buffer", true, "received gradient waiting for its backward"},
+      {C::swap_offloading, "swap_offloading", true, "activation offload launched, not waited"},
+      {C::swap_on_host, "swap_on_host", true, "activation offloaded to host memory"},
+      {C::swap_loading, "swap_loading", true, "activation reload launched, not waited"},
+      {C::data_batch, "data_batch", false, "a loaded or received micro-batch (input_ids and kwargs)"},
+      {C::tower_features, "tower_features", false, "tower output placed as stage 0's input (ctx.arg_mbs[m])"},
+      {C::inputs_for_explicit_forward, "_inputs_for_explicit_forward", false, "tower input kept for the stage-0 recompute"},
+      {C::outputs_for_stage0, "_outputs_for_stage0", false, "tower output on an owner, waiting for MPIPE_FWD_SEND"},
+      {C::keep_grad, "_keep_grad", false, "placed features on rank 0 whose gradients the tower backward needs"},
+      {C::outputs_for_bwd, "_outputs_for_bwd", false, "graph-connected tower output on an owner (owner_backward)"},
+      {C::feature_grads, "feature_grads", false, "gradients the body backward left on rank 0's placed features"},
+  }};
+}
+
+StepTypeInfo row(Op op, std::string_view name, std::string_view short_name,
+                 std::string_view torch_token, StepKind kind, Field micro, Field stage,
+                 std::string_view summary) {
+  StepTypeInfo i{};
+  i.op = op;
+  i.name = name;
+  i.short_name = short_name;
+  i.torch_token = torch_token;
+  i.kind = kind;
+  i.micro = micro;
+  i.stage = stage;
+  i.peer = PeerRule::None;
+  i.partner = op;
+  i.partner_stage_delta = 0;
+  i.payload = Payload::None;
+  i.meta = Meta::None;
+  i.collective = CollectiveScope::None;
+  i.compute = ComputeKind::None;
+  i.summary = summary;
+  return i;
+}
+
+StepTypeInfo& p2p(StepTypeInfo& i, PeerRule peer, Op partner, int delta, Payload payload, Meta meta) {
+  i.peer = peer;
+  i.partner = partner;
+  i.partner_stage_delta = delta;
+  i.payload = payload;
+  i.meta = meta;
+  return i;
+}
+
+std::array<StepTypeInfo, kOpCount> make_table() {
+  using K = StepKind;
+  using F = Field;
+  std::array<StepTypeInfo, kOpCount> t{};
+  auto add = [&](StepTypeInfo i) -> StepTypeInfo& {
+    auto& slot = t[static_cast<int>(i.op)];
+    slot = std::move(i);
+    return slot;
+  };
+
+  // ---- compute ---------------------------------------------------------------------------
+  // A forward takes its input from the previous stage (a receive buffer, or the previous
+  // local stage's output under V placement; reference §4) and keeps its graph for backward.
+  auto& fwd = add(row(Op::FWD, "FWD", "F", "F", K::Compute, F::Required, F::Required,
+                      "forward of one micro-batch through one stage"));
+  fwd.compute = ComputeKind::Forward;
+  fwd.effects = {{C::fwd_recv_buffer, E::Consume, PrevStageRemote},
+                 {C::fwd_outputs_cache, E::Consume, PrevStageLocal, -1},
+                 {C::data_batch, E::Consume, FirstStage | MPipe},
+                 {C::tower_features, E::Consume, FirstStage | TowerPresent},
+                 {C::fwd_cache, E::Produce},
+                 {C::fwd_outputs_cache, E::Produce, NotLastStage}};
+
+  // Backward seeds from the next stage's gradient (received, or handed over locally).
+  const std::vector<CacheEffect> backward_inputs = {
+      {C::fwd_cache, E::Consume},
+      {C::bwd_recv_buffer, E::Consume, NextStageRemote},
+      {C::bwd_cache, E::Consume, NextStageLocal, +1},
+      {C::bwd_cache, E::Produce, NotFirstStage},
+      {C::feature_grads, E::Produce, FirstStage | OnRank0 | Stage0Backward},
+      {C::feature_grads, E::Produce, FirstStage | OnRank0 | OwnerBackward | OwnerNotRank0}};
+  auto& bwd = add(row(Op::BWD, "BWD", "B", "B", K::Compute, F::Required, F::Required,
+                      "full backward (input and weight gradients) of one micro-batch"));
+  bwd.compute = ComputeKind::Backward;
+  bwd.effects = backward_inputs;
+
+  auto& bwd_in = add(row(Op::BWD_INPUT, "BWD_INPUT", "Bi", "I", K::Compute, F::Required, F::Required,
+                         "input-gradient half of a split backward; keeps state for BWD_WEIGHT"));
+  bwd_in.compute = ComputeKind::BackwardInput;
+  bwd_in.effects = backward_inputs;
+  bwd_in.effects.push_back({C::dw_cache, E::Produce});
+
+  auto& bwd_w = add(row(Op::BWD_WEIGHT, "BWD_WEIGHT", "Bw", "W", K::Compute, F::Required, F::Required,
+                        "weight-gradient half of a split backward"));
+  bwd_w.compute = ComputeKind::BackwardWeight;
+  bwd_w.effects = {{C::dw_cache, E::Consume}};
+
+  add(row(Op::OVERLAP_F_B, "OVERLAP_F_B", "FB", "OVERLAP_F_B", K::Composite, F::None, F::None,
+          "a forward and a backward run together (sub_steps: forward, backward)"));
+  add(row(Op::OVERLAP_B_F, "OVERLAP_B_F", "BF", "OVERLAP_B_F", K::Composite, F::None, F::None,
+          "a backward and a forward run together (sub_steps: backward, forward)"));
+
+  // ---- body P2P --------------------------------------------------------------------------
+  auto& fs = add(row(Op::FWD_SEND, "FWD_SEND", "FS", "SEND_F", K::P2PSend, F::Required, F::Required,
+                     "send a stage's output to the next stage"));
+  p2p(fs, PeerRule::NextStage, Op::FWD_RECV, +1, Payload::Activation, Meta::FirstPerStage);
+  fs.effects = {{C::fwd_outputs_cache, E::Consume}};
+
+  auto& fr = add(row(Op::FWD_RECV, "FWD_RECV", "FR", "RECV_F", K::P2PRecv, F::Required, F::Required,
+                     "receive a stage's input from the previous stage"));
+  p2p(fr, PeerRule::PrevStage, Op::FWD_SEND, -1, Payload::Activation, Meta::FirstPerStage);
+  fr.effects = {{C::fwd_recv_buffer, E::Produce}};
+
+  auto& bs = add(row(Op::BWD_SEND, "BWD_SEND", "BS", "SEND_B", K::P2PSend, F::Required, F::Required,
+                     "send input gradients to the previous stage"));
+  p2p(bs, PeerRule::PrevStage, Op::BWD_RECV, -1, Payload::Gradient, Meta::None);
+  bs.effects = {{C::bwd_cache, E::Consume}};
+
+  auto& br = add(row(Op::BWD_RECV, "BWD_RECV", "BR", "RECV_B", K::P2PRecv, F::Required, F::Required,
+                     "receive output gradients from the next stage"));
+  p2p(br, PeerRule::NextStage, Op::BWD_SEND, +1, Payload::Gradient, Meta::None);
+  br.effects = {{C::bwd_recv_buffer, E::Produce}};
+
+  add(row(Op::BATCH_SEND_RECV, "BATCH_SEND_RECV", "BATCH", "BATCH_SEND_RECV", K::Composite, F::None,
+          F::None, "P2P sub-steps issued as one group (batch_isend_irecv / ncclGroupStart..End)"));
+
+  // ---- data ------------------------------------------------------------------------------
+  auto& dl = add(row(Op::DATA_LOAD, "DATA_LOAD", "DL", "DATA_LOAD", K::Local, F::Required, F::Optional,
+                     "load a micro-batch from the data iterator"));
+  dl.compute = ComputeKind::DataLoad;
+  dl.effects = {{C::data_batch, E::Produce, MPipe}};
+  auto& ds = add(row(Op::DATA_SEND, "DATA_SEND", "DS", "DATA_SEND", K::P2PSend, F::Required, F::Optional,
+                     "ship raw inputs (owner to rank 0 in the MPipe prefix, else stage s to s+1)"));
+  p2p(ds, PeerRule::DataChain, Op::DATA_RECV, +1, Payload::Data, Meta::EveryStep);
+  ds.effects = {{C::data_batch, E::Consume, Prefix | MPipe}};
+  auto& dr = add(row(Op::DATA_RECV, "DATA_RECV", "DR", "DATA_RECV", K::P2PRecv, F::Required, F::Optional,
+                     "receive raw inputs (rank 0 from the owner in the MPipe prefix, else from stage s-1)"));
+  p2p(dr, PeerRule::DataChain, Op::DATA_SEND, -1, Payload::Data, Meta::EveryStep);
+  dr.effects = {{C::data_batch, E::Produce, Prefix | MPipe}};
+
+  // ---- FSDP / DP -------------------------------------------------------------------------
+  auto dp = [&](Op op, std::string_view name, std::string_view short_name, std::string_view token,
+                std::string_view summary) {
+    auto& i = add(row(op, name, short_name, token, K::Collective, F::None, F::Required, summary));
+    i.collective = CollectiveScope::DataParallel;
+    i.compute = ComputeKind::Fsdp;
+  };
+  dp(Op::FSDP_UNSHARD, "FSDP_UNSHARD", "UNSH", "UNSHARD", "all-gather a stage's sharded parameters");
+  dp(Op::FSDP_RESHARD, "FSDP_RESHARD", "RESH", "RESHARD", "free a stage's gathered parameters");
+  dp(Op::FSDP_REDUCE_GRAD, "FSDP_REDUCE_GRAD", "RG", "REDUCE_GRAD",
+     "reduce-scatter a stage's gradients after its last backward");
+  auto& ar = add(row(Op::ALL_REDUCE, "ALL_REDUCE", "AR", "ALL_REDUCE", K::Collective, F::None, F::Optional,
+                     "all-reduce of tied parameters' gradients over an explicit rank group"));
+  ar.collective = CollectiveScope::ExplicitGroup;
+
+  // ---- swap (lifecycle: LAUNCH_OFFLOAD < WAIT_OFFLOAD < LAUNCH_LOAD < WAIT_LOAD < backward) --
+  auto swap = [&](Op op, std::string_view name, std::string_view short_name, Cache in, Cache out,
+                  std::string_view summary) {
+    auto& i = add(row(op, name, short_name, name, K::Local, F::Required, F::Required, summary));
+    i.compute = ComputeKind::Swap;
+    i.effects = {{in, E::Consume}, {out, E::Produce}};
+  };
+  swap(Op::SWAP_LAUNCH_OFFLOAD, "SWAP_LAUNCH_OFFLOAD", "SLO", C::fwd_cache, C::swap_offloading,
+       "start copying a kept activation to host memory");
+  swap(Op::SWAP_WAIT_OFFLOAD, "SWAP_WAIT_OFFLOAD", "SWO", C::swap_offloading, C::swap_on_host,
+       "wait for the offload; the device copy is freed");
+  swap(Op::SWAP_LAUNCH_LOAD, "SWAP_LAUNCH_LOAD", "SLL", C::swap_on_host, C::swap_loading,
+       "start copying the activation back to the device");
+  swap(Op::SWAP_WAIT_LOAD, "SWAP_WAIT_LOAD", "SWL", C::swap_loading, C::fwd_cache,
+       "wait for the reload; the backward may run");
+
+  // ---- MPipe Transpose (reference §1.3, §2.5, §4) ------------------------------------------
+  auto& bcast = add(row(Op::MPIPE_PARAM_BROADCAST, "MPIPE_PARAM_BROADCAST", "BCAST", "", K::Collective,
+                        F::None, F::Optional, "broadcast the trainable tower parameters from rank 0"));
+  bcast.collective = CollectiveScope::AllPipelineRanks;
+  bcast.payload = Payload::None;
+
+  auto& tf = add(row(Op::MPIPE_TRANSPOSE_FWD, "MPIPE_TRANSPOSE_FWD", "TF", "", K::Compute, F::Required,
+                     F::Optional, "run the tower on a micro-batch this rank owns"));
+  tf.compute = ComputeKind::TowerForward;
+  tf.effects = {{C::data_batch, E::Read},
+                {C::tower_features, E::Produce, OnRank0 | TowerPresent},
+                {C::inputs_for_explicit_forward, E::Produce, Stage0Backward},
+                {C::keep_grad, E::Produce, OnRank0 | Stage0Backward},
+                {C::outputs_for_stage0, E::Produce, NotOnRank0 | TowerPresent},
+                {C::outputs_for_bwd, E::Produce, NotOnRank0 | OwnerBackward}};
+
+  auto& mfs = add(row(Op::MPIPE_FWD_SEND, "MPIPE_FWD_SEND", "MFS", "", K::P2PSend, F::Required, F::Optional,
+                      "owner ships tower features to rank 0"));
+  p2p(mfs, PeerRule::OwnerToRank0, Op::MPIPE_FWD_RECV, 0, Payload::Features, Meta::EveryStep);
+  mfs.effects = {{C::outputs_for_stage0, E::Consume}};
+
+  auto& mfr = add(row(Op::MPIPE_FWD_RECV, "MPIPE_FWD_RECV", "MFR", "", K::P2PRecv, F::Required, F::Optional,
+                      "rank 0 receives tower features from the owner"));
+  p2p(mfr, PeerRule::Rank0ToOwner, Op::MPIPE_FWD_SEND, 0, Payload::Features, Meta::EveryStep);
+  mfr.effects = {{C::tower_features, E::Produce}, {C::keep_grad, E::Produce, TowerTrainable}};
+
+  auto& gs = add(row(Op::MPIPE_GRAPH_SEND, "MPIPE_GRAPH_SEND", "GS", "", K::P2PSend, F::Required,
+                     F::Optional, "owner ships the tower input for rank 0's recompute"));
+  p2p(gs, PeerRule::OwnerToRank0, Op::MPIPE_GRAPH_RECV, 0, Payload::TowerInputs, Meta::EveryStep);
+  gs.effects = {{C::inputs_for_explicit_forward, E::Consume}};
+
+  auto& gr = add(row(Op::MPIPE_GRAPH_RECV, "MPIPE_GRAPH_RECV", "GR", "", K::P2PRecv, F::Required,
+                     F::Optional, "rank 0 receives the tower input of a micro it does not own"));
+  p2p(gr, PeerRule::Rank0ToOwner, Op::MPIPE_GRAPH_SEND, 0, Payload::TowerInputs, Meta::EveryStep);
+  gr.effects = {{C::inputs_for_explicit_forward, E::Produce}};
+
+  auto& tb = add(row(Op::MPIPE_TRANSPOSE_BWD, "MPIPE_TRANSPOSE_BWD", "TB", "", K::Compute, F::Required,
+                     F::Optional, "rank 0 recomputes the tower and backprops the feature gradients"));
+  tb.compute = ComputeKind::TowerBackward;
+  tb.effects = {{C::inputs_for_explicit_forward, E::Consume},
+                {C::keep_grad, E::Consume},
+                {C::feature_grads, E::Consume}};
+
+  auto& grads = add(row(Op::MPIPE_GRAD_SEND, "MPIPE_GRAD_SEND", "GRADS", "", K::P2PSend, F::Required,
+                        F::Optional, "rank 0 ships feature gradients back to the owner (owner_backward)"));
+  p2p(grads, PeerRule::Rank0ToOwner, Op::MPIPE_GRAD_RECV_WITH_BACKWARD, 0, Payload::FeatureGrads,
+      Meta::EveryStep);
+  grads.effects = {{C::keep_grad, E::Consume}, {C::feature_grads, E::Consume}};
+
+  auto& gradr = add(row(Op::MPIPE_GRAD_RECV_WITH_BACKWARD, "MPIPE_GRAD_RECV_WITH_BACKWARD", "GRADR+B", "",
+                        K::P2PRecv, F::Required, F::Optional,
+                        "owner receives feature gradients and backprops its kept tower graph"));
+  p2p(gradr, PeerRule::OwnerToRank0, Op::MPIPE_GRAD_SEND, 0, Payload::FeatureGrads, Meta::EveryStep);
+  gradr.compute = ComputeKind::TowerGradBackward;
+  gradr.effects = {{C::outputs_for_bwd, E::Consume}};
+
+  auto& greduce = add(row(Op::MPIPE_GRAD_REDUCE, "MPIPE_GRAD_REDUCE", "GREDUCE", "", K::Collective,
+                          F::None, F::Optional, "SUM all-reduce of this run's tower-gradient delta"));
+  greduce.collective = CollectiveScope::AllPipelineRanks;
+
+  return t;
+}
+
+}  // namespace
+
+const std::array<StepTypeInfo, kOpCount>& step_table() {
+  static const std::array<StepTypeInfo, kOpCount> table = make_table();
+  return table;
+}
+
+const StepTypeInfo& info(Op op) { return step_table()[static_cast<int>(op)]; }
+
+std::string_view op_name(Op op) { return info(op).name; }
+
+const CacheInfo& cache_info(Cache c) {
+  static const std::array<CacheInfo, kCacheCount> caches = make_caches();
+  return caches[static_cast<int>(c)];
+}
+
+std::optional<Op> op_from_name(std::string_view name) {
+  static const std::unordered_map<std::string_view, Op> by_name = [] {
+    std::unordered_map<std::string_view, Op> m;
+    for (const auto& i : step_table()) m.emplace(i.name, i.op);
+    return m;
+  }();
+  auto it = by_name.find(name);
+  if (it == by_name.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<Op> op_from_torch_token(std::string_view token) {
+  static const std::unordered_map<std::string_view, Op> by_token = [] {
+    std::unordered_map<std::string_view, Op> m;
+    for (const auto& i : step_table()) {
+      if (!i.torch_token.empty()) m.emplace(i.torch_token, i.op);
+      m.emplace(i.name, i.op);  // canonical names are accepted as tokens too
+    }
+    return m;
+  }();
+  auto it = by_token.find(token);
+  if (it == by_token.end()) return std::nullopt;
+  return it->second;
+}
+
+bool is_body_compute(Op op) {
+  return op == Op::FWD || op == Op::BWD || op == Op::BWD_INPUT || op == Op::BWD_WEIGHT;
+}
+
+}  // namespace ppsched

@@ -1,0 +1,173 @@
+// The one step vocabulary of ppsched.
+//
+// Every step type is declared exactly once, in the table in step_types.cpp, with
+// everything the rest of the toolkit needs to know about it: its kind, which fields it
+// takes, how its peer rank is derived, what message it exchanges and with whom, which
+// per-micro-batch caches it produces, reads and consumes, and what a cost model should
+// charge for it. Checkers, the simulator and the executor read this table; none of
+// them switches over step types. Adding a step type means adding one row.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ppsched {
+
+enum class Op : uint8_t {
+  // compute
+  FWD, BWD, BWD_INPUT, BWD_WEIGHT, OVERLAP_F_B, OVERLAP_B_F,
+  // body point-to-point
+  FWD_SEND, FWD_RECV, BWD_SEND, BWD_RECV, BATCH_SEND_RECV,
+  // data
+  DATA_LOAD, DATA_SEND, DATA_RECV,
+  // FSDP / DP and tied parameters
+  FSDP_UNSHARD, FSDP_RESHARD, FSDP_REDUCE_GRAD, ALL_REDUCE,
+  // activation swap
+  SWAP_LAUNCH_OFFLOAD, SWAP_WAIT_OFFLOAD, SWAP_LAUNCH_LOAD, SWAP_WAIT_LOAD,
+  // MPipe Transpose
+  MPIPE_PARAM_BROADCAST, MPIPE_TRANSPOSE_FWD, MPIPE_FWD_SEND, MPIPE_FWD_RECV,
+  MPIPE_GRAPH_SEND, MPIPE_GRAPH_RECV, MPIPE_TRANSPOSE_BWD, MPIPE_GRAD_SEND,
+  MPIPE_GRAD_RECV_WITH_BACKWARD, MPIPE_GRAD_REDUCE,
+};
+inline constexpr int kOpCount = static_cast<int>(Op::MPIPE_GRAD_REDUCE) + 1;
+
+enum class StepKind : uint8_t { Compute, P2PSend, P2PRecv, Collective, Local, Composite };
+
+// Whether a step type takes a field. Optional: may be given, need not be.
+enum class Field : uint8_t { None, Required, Optional };
+
+// How the peer rank of a P2P step is derived (an explicit "peer" on a step overrides it).
+enum class PeerRule : uint8_t {
+  None,
+  NextStage,     // rank of stage s+1
+  PrevStage,     // rank of stage s-1
+  DataChain,     // stage >= 0: along the body (send: s+1, recv: s-1); prefix (no stage): owner <-> rank 0
+  OwnerToRank0,  // MPipe: the step runs on owner(m) and talks to rank 0 ...
+  Rank0ToOwner,  // ... or runs on rank 0 and talks to owner(m)
+};
+
+// Which ranks a collective synchronises.
+enum class CollectiveScope : uint8_t {
+  None,
+  AllPipelineRanks,  // every rank of the pipeline (MPipe broadcast / grad reduce)
+  ExplicitGroup,     // the step's "group" field (tied-parameter ALL_REDUCE)
+  DataParallel,      // a group outside the pipeline (FSDP): no pipeline rank waits on it
+};
+
+// What a compute step costs in a cost model; also the executor's handler class.
+enum class ComputeKind : uint8_t {
+  None, Forward, Backward, BackwardInput, BackwardWeight, TowerForward, TowerBackward,
+  DataLoad, TowerGradBackward, Fsdp, Swap,
+};
+
+// What a P2P message carries (the simulator prices it by this).
+enum class Payload : uint8_t { None, Activation, Gradient, Data, Features, TowerInputs, FeatureGrads };
+
+// Shape/dtype meta messages the runtime exchanges on the same channel before a payload
+// (reference hyper_parallel.md §3.3).
+enum class Meta : uint8_t {
+  None,
+  FirstPerStage,  // once per stage object and process (body FWD P2P, dyn_shape=false)
+  EveryStep,      // before every payload (MPipe transfers)
+};
+
+// Per-micro caches of the runtime (reference hyper_parallel.md §4). Stage caches are keyed
+// by (stage, micro); rank caches (MPipe executor, data) by (rank, micro).
+enum class Cache : uint8_t {
+  // stage caches
+  fwd_cache, fwd_outputs_cache, bwd_cache, dw_cache, fwd_recv_buffer, bwd_recv_buffer,
+  swap_offloading, swap_on_host, swap_loading,
+  // rank caches
+  data_batch, tower_features, inputs_for_explicit_forward, outputs_for_stage0, keep_grad,
+  outputs_for_bwd, feature_grads,
+};
+inline constexpr int kCacheCount = static_cast<int>(Cache::feature_grads) + 1;
+struct CacheInfo {
+  Cache cache;
+  std::string_view name;
+  bool per_stage;           // keyed by (stage, micro); else by (rank, micro)
+  std::string_view meaning;
+};
+const CacheInfo& cache_info(Cache c);
+
+enum class Effect : uint8_t {
+  Produce,  // creates the entry; it must not exist yet
+  Read,     // needs the entry to exist, leaves it
+  Consume,  // needs the entry to exist and deletes it
+};
+
+// Conditions under which a cache effect applies. A set bit means "requires this to hold";
+// the effect applies when all required conditions hold for the step on its rank.
+enum Cond : uint32_t {
+  Always = 0,
+  FirstStage = 1u << 0,
+  NotFirstStage = 1u << 1,
+  LastStage = 1u << 2,
+  NotLastStage = 1u << 3,
+  PrevStageLocal = 1u << 4,   // s > 0 and stage s-1 lives on the same rank
+  PrevStageRemote = 1u << 5,  // s > 0 and stage s-1 lives on another rank
+  NextStageLocal = 1u << 6,
+  NextStageRemote = 1u << 7,
+  OnRank0 = 1u << 8,
+  NotOnRank0 = 1u << 9,
+  MPipe = 1u << 10,                 // the schedule has an MPipe layer
+  TowerPresent = 1u << 11,          // MPipe with T > 0
+  TowerTrainable = 1u << 12,        // MPipe with a trainable tower
+  Stage0Backward = 1u << 13,        // trainable tower, backward through it on rank 0 (TB)
+  OwnerBackward = 1u << 14,         // trainable tower, owner_backward mode
+  OwnerNotRank0 = 1u << 15,         // owner(micro) != 0
+  Prefix = 1u << 16,                // no stage (stage < 0): MPipe prefix / suffix
+  Body = 1u << 17,                  // stage >= 0
+};
+
+struct CacheEffect {
+  Cache cache;
+  Effect effect;
+  uint32_t when = Always;  // Cond bits
+  int stage_offset = 0;    // stage caches: the entry of stage s + offset (V placement hand-over)
+};
+
+struct StepTypeInfo {
+  Op op;
+  std::string_view name;    // canonical spelling (hyper-parallel's), used in JSON
+  std::string_view short_name;  // grid notation for `ppsched show` (F, FS, BCAST, ...)
+  std::string_view torch_token; // PyTorch action notation token ("" = use the name)
+  StepKind kind;
+  Field micro;
+  Field stage;
+  PeerRule peer;
+  Op partner;               // P2P: the op at the other end of the message
+  int partner_stage_delta;  // P2P body steps: partner's stage = stage + delta
+  Payload payload;
+  Meta meta;
+  CollectiveScope collective;
+  ComputeKind compute;
+  std::vector<CacheEffect> effects;
+  std::string_view summary;
+};
+
+const StepTypeInfo& info(Op op);
+const std::array<StepTypeInfo, kOpCount>& step_table();
+std::string_view op_name(Op op);
+// Canonical name, short name or PyTorch token -> op.
+std::optional<Op> op_from_name(std::string_view name);
+std::optional<Op> op_from_torch_token(std::string_view token);
+
+inline bool is_p2p(Op op) {
+  auto k = info(op).kind;
+  return k == StepKind::P2PSend || k == StepKind::P2PRecv;
+}
+inline bool is_send(Op op) { return info(op).kind == StepKind::P2PSend; }
+inline bool is_recv(Op op) { return info(op).kind == StepKind::P2PRecv; }
+inline bool is_composite(Op op) { return info(op).kind == StepKind::Composite; }
+inline bool is_compute(Op op) { return info(op).kind == StepKind::Compute; }
+// A compute step of the body: FWD, BWD, BWD_INPUT, BWD_WEIGHT (not the tower).
+bool is_body_compute(Op op);
+// A "full backward" contribution: BWD, or the BWD_INPUT half of a split backward.
+inline bool is_backward_input_side(Op op) { return op == Op::BWD || op == Op::BWD_INPUT; }
+
+}  // namespace ppsched

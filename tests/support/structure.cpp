@@ -1,0 +1,190 @@
+#include "tests/support/structure.hpp"
+
+#include <algorithm>
+#include <array>
+#include <functional>
+
+namespace ppsched::testing {
+
+
+std::vector<std::string> labels(const Program& p, bool keep_idle) {
+  std::vector<std::string> out;
+  for (const auto& slot : p) {
+    if (slot) out.push_back(short_label(*slot));
+    else if (keep_idle) out.push_back(".");
+  }
+  return out;
+}
+
+std::string joined(const Program& p, bool keep_idle) {
+  std::string out;
+  for (const auto& l : labels(p, keep_idle)) out += (out.empty() ? "" : " ") + l;
+  return out;
+}
+
+std::string check_compute_coverage(const Schedule& s) {
+  // counts[stage][micro] = {F, B, I, W}
+  std::vector<std::vector<std::array<int, 4>>> n(static_cast<size_t>(s.stages),
+      std::vector<std::array<int, 4>>(static_cast<size_t>(s.micro_batches), {0, 0, 0, 0}));
+  for (int r = 0; r < s.ranks; ++r) {
+    for (size_t i = 0; i < s.programs[static_cast<size_t>(r)].size(); ++i) {
+      const auto& slot = s.programs[static_cast<size_t>(r)][i];
+      if (!slot) continue;
+      std::string err;
+      std::vector<Step> leaves;
+      if (is_composite(slot->op)) leaves = slot->sub_steps; else leaves = {*slot};
+      for (const Step& st : leaves) {
+        int k = st.op == Op::FWD ? 0 : st.op == Op::BWD ? 1 : st.op == Op::BWD_INPUT ? 2 : st.op == Op::BWD_WEIGHT ? 3 : -1;
+        if (k < 0) continue;
+        if (st.stage < 0 || st.stage >= s.stages || st.micro < 0 || st.micro >= s.micro_batches)
+          return "rank " + std::to_string(r) + " step " + std::to_string(i) + ": out of range " + short_label(st);
+        if (s.rank_of(st.stage) != r)
+          return "rank " + std::to_string(r) + " step " + std::to_string(i) + ": " + short_label(st) +
+                 " on a rank that does not own the stage";
+        n[static_cast<size_t>(st.stage)][static_cast<size_t>(st.micro)][static_cast<size_t>(k)]++;
+      }
+    }
+  }
+  for (int st = 0; st < s.stages; ++st)
+    for (int m = 0; m < s.micro_batches; ++m) {
+      auto c = n[static_cast<size_t>(st)][static_cast<size_t>(m)];
+      std::string where = "stage " + std::to_string(st) + " micro " + std::to_string(m);
+      if (c[0] != 1) return where + ": " + std::to_string(c[0]) + " FWD";
+      bool full = c[1] == 1 && c[2] == 0 && c[3] == 0;
+      bool split = c[1] == 0 && c[2] == 1 && c[3] == 1;
+      if (!full && !split)
+        return where + ": backward counts B=" + std::to_string(c[1]) + " I=" + std::to_string(c[2]) +
+               " W=" + std::to_string(c[3]);
+    }
+  return "";
+}
+
+std::string check_send_recv_placement(const Schedule& s) {
+  for (int r = 0; r < s.ranks; ++r) {
+    std::map<std::tuple<int, int, int>, bool> seen;  // (kind, stage, micro) -> present so far
+    // kind 0: FWD done, 1: backward-input done, 2: FWD_RECV done, 3: BWD_RECV done
+    const auto& prog = s.programs[static_cast<size_t>(r)];
+    for (size_t i = 0; i < prog.size(); ++i) {
+      if (!prog[i]) continue;
+      std::vector<Step> leaves;
+      if (is_composite(prog[i]->op)) leaves = prog[i]->sub_steps; else leaves = {*prog[i]};
+      // A composite's sub-steps all need their inputs before it starts.
+      for (const Step& st : leaves) {
+        std::string here = "rank " + std::to_string(r) + " step " + std::to_string(i) + " (" + short_label(st) + ")";
+        auto has = [&](int k, int stage) { return seen.count({k, stage, st.micro}) > 0; };
+        switch (st.op) {
+          case Op::FWD_SEND:
+            if (!has(0, st.stage)) return here + ": send before its FWD";
+            break;
+          case Op::BWD_SEND:
+            if (!has(1, st.stage)) return here + ": send before its backward";
+            break;
+          case Op::FWD:
+            if (st.stage > 0 && s.rank_of(st.stage - 1) != r && !has(2, st.stage))
+              return here + ": FWD before its FWD_RECV";
+            break;
+          case Op::BWD:
+          case Op::BWD_INPUT:
+            if (st.stage + 1 < s.stages && s.rank_of(st.stage + 1) != r && !has(3, st.stage))
+              return here + ": backward before its BWD_RECV";
+            break;
+          default:
+            break;
+        }
+      }
+      for (const Step& st : leaves) {
+        if (st.op == Op::FWD) seen[{0, st.stage, st.micro}] = true;
+        if (st.op == Op::BWD || st.op == Op::BWD_INPUT) seen[{1, st.stage, st.micro}] = true;
+        if (st.op == Op::FWD_RECV) seen[{2, st.stage, st.micro}] = true;
+        if (st.op == Op::BWD_RECV) seen[{3, st.stage, st.micro}] = true;
+      }
+    }
+  }
+  return "";
+}
+
+std::string rendezvous_replay(const Schedule& s) {
+  const int R = s.ranks;
+  std::vector<size_t> head(static_cast<size_t>(R), 0);
+  auto skip_idle = [&](int r) {
+    const auto& p = s.programs[static_cast<size_t>(r)];
+    while (head[static_cast<size_t>(r)] < p.size() && !p[head[static_cast<size_t>(r)]]) ++head[static_cast<size_t>(r)];
+  };
+  auto at = [&](int r) -> const Step* {
+    skip_idle(r);
+    const auto& p = s.programs[static_cast<size_t>(r)];
+    return head[static_cast<size_t>(r)] < p.size() ? &*p[head[static_cast<size_t>(r)]] : nullptr;
+  };
+  // The P2P leaves a head offers (a single P2P step, or every sub-step of a batch).
+  auto offers = [&](const Step* st) {
+    std::vector<Step> v;
+    if (!st) return v;
+    if (st->op == Op::BATCH_SEND_RECV) return st->sub_steps;
+    if (is_p2p(st->op)) v.push_back(*st);
+    return v;
+  };
+  auto matches = [&](int r, const Step& a, int q, const Step& b) {
+    if (peer_of(s, r, a) != q || peer_of(s, q, b) != r) return false;
+    if (info(a.op).partner != b.op || a.micro != b.micro) return false;
+    int want = a.stage < 0 ? a.stage : a.stage + info(a.op).partner_stage_delta;
+    return b.stage == want || (a.stage < 0 && b.stage < 0);
+  };
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int r = 0; r < R; ++r) {
+      const Step* st = at(r);
+      if (!st) continue;
+      const auto& i = info(st->op);
+      if (i.kind == StepKind::Collective) {
+        if (i.collective == CollectiveScope::DataParallel) { ++head[static_cast<size_t>(r)]; progress = true; continue; }
+        std::vector<int> group;
+        if (i.collective == CollectiveScope::AllPipelineRanks) for (int q = 0; q < R; ++q) group.push_back(q);
+        else group.assign(st->group.begin(), st->group.end());
+        bool all = std::all_of(group.begin(), group.end(), [&](int q) { const Step* h = at(q); return h && h->op == st->op; });
+        if (all) { for (int q : group) ++head[static_cast<size_t>(q)]; progress = true; }
+        continue;
+      }
+      auto mine = offers(st);
+      if (mine.empty()) { ++head[static_cast<size_t>(r)]; progress = true; continue; }
+      // Match every leaf of this head against peers' heads; the peers' heads must be fully
+      // matched by this head's leaves too (batch against batch, or single against single).
+      std::map<int, std::vector<Step>> by_peer;
+      for (const Step& l : mine) by_peer[peer_of(s, r, l)].push_back(l);
+      bool ok = true;
+      for (auto& [q, leaves] : by_peer) {
+        if (q < 0 || q >= R || q == r) { ok = false; break; }
+        auto theirs = offers(at(q));
+        std::vector<Step> towards_me;
+        for (const Step& t : theirs) if (peer_of(s, q, t) == r) towards_me.push_back(t);
+        if (towards_me.size() != leaves.size() || towards_me.size() != theirs.size()) { ok = false; break; }
+        // per-peer FIFO inside a group: k-th sends/recvs match in order
+        std::vector<Step> a_s, a_r, b_s, b_r;
+        for (const Step& l : leaves) (is_send(l.op) ? a_s : a_r).push_back(l);
+        for (const Step& l : towards_me) (is_send(l.op) ? b_s : b_r).push_back(l);
+        if (a_s.size() != b_r.size() || a_r.size() != b_s.size()) { ok = false; break; }
+        for (size_t k = 0; k < a_s.size() && ok; ++k) ok = matches(r, a_s[k], q, b_r[k]);
+        for (size_t k = 0; k < a_r.size() && ok; ++k) ok = matches(r, a_r[k], q, b_s[k]);
+        if (!ok) break;
+      }
+      if (ok && by_peer.size() == 1) {
+        for (auto& [q, _] : by_peer) ++head[static_cast<size_t>(q)];
+        ++head[static_cast<size_t>(r)];
+        progress = true;
+      } else if (ok) {
+        // A batch with several peers: each peer's head must be exactly its part.
+        for (auto& [q, _] : by_peer) ++head[static_cast<size_t>(q)];
+        ++head[static_cast<size_t>(r)];
+        progress = true;
+      }
+    }
+  }
+  std::string stuck;
+  for (int r = 0; r < R; ++r) {
+    const Step* st = at(r);
+    if (st) stuck += " rank " + std::to_string(r) + "@" + std::to_string(head[static_cast<size_t>(r)]) + " " + short_label(*st) + ";";
+  }
+  return stuck.empty() ? "" : "stuck:" + stuck;
+}
+
+}  // namespace ppsched::testing

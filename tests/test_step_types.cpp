@@ -1,0 +1,138 @@
+#include <catch2/catch.hpp>
+#include <set>
+
+#include "model/schedule.hpp"
+#include "model/step_types.hpp"
+
+using namespace ppsched;
+
+TEST_CASE("every step type has exactly one row, named in hyper-parallel's spelling", "[step_types]") {
+  std::set<std::string_view> names, shorts;
+  for (int k = 0; k < kOpCount; ++k) {
+    const auto& i = step_table()[static_cast<size_t>(k)];
+    CHECK(static_cast<int>(i.op) == k);
+    CHECK(!i.name.empty());
+    CHECK(names.insert(i.name).second);
+    CHECK(shorts.insert(i.short_name).second);
+    CHECK(op_from_name(i.name) == i.op);
+    CHECK(!i.summary.empty());
+  }
+  CHECK(kOpCount == 32);
+  CHECK(!op_from_name("FORWARD").has_value());
+}
+
+TEST_CASE("PyTorch action tokens map to the canonical step types", "[step_types]") {
+  CHECK(op_from_torch_token("F") == Op::FWD);
+  CHECK(op_from_torch_token("B") == Op::BWD);
+  CHECK(op_from_torch_token("I") == Op::BWD_INPUT);
+  CHECK(op_from_torch_token("W") == Op::BWD_WEIGHT);
+  CHECK(op_from_torch_token("SEND_F") == Op::FWD_SEND);
+  CHECK(op_from_torch_token("RECV_F") == Op::FWD_RECV);
+  CHECK(op_from_torch_token("SEND_B") == Op::BWD_SEND);
+  CHECK(op_from_torch_token("RECV_B") == Op::BWD_RECV);
+  CHECK(op_from_torch_token("UNSHARD") == Op::FSDP_UNSHARD);
+  CHECK(op_from_torch_token("RESHARD") == Op::FSDP_RESHARD);
+  CHECK(op_from_torch_token("REDUCE_GRAD") == Op::FSDP_REDUCE_GRAD);
+  CHECK(op_from_torch_token("OVERLAP_F_B") == Op::OVERLAP_F_B);
+  CHECK(op_from_torch_token("MPIPE_FWD_SEND") == Op::MPIPE_FWD_SEND);
+  CHECK(!op_from_torch_token("X").has_value());
+}
+
+TEST_CASE("kinds, fields and collectives are declared as the reference describes", "[step_types]") {
+  CHECK(info(Op::FWD).kind == StepKind::Compute);
+  CHECK(info(Op::FWD).micro == Field::Required);
+  CHECK(info(Op::FWD).stage == Field::Required);
+  CHECK(info(Op::OVERLAP_B_F).kind == StepKind::Composite);
+  CHECK(info(Op::BATCH_SEND_RECV).kind == StepKind::Composite);
+  CHECK(info(Op::FWD_SEND).kind == StepKind::P2PSend);
+  CHECK(info(Op::BWD_RECV).kind == StepKind::P2PRecv);
+  CHECK(info(Op::DATA_LOAD).kind == StepKind::Local);
+  CHECK(info(Op::MPIPE_PARAM_BROADCAST).collective == CollectiveScope::AllPipelineRanks);
+  CHECK(info(Op::MPIPE_PARAM_BROADCAST).micro == Field::None);
+  CHECK(info(Op::MPIPE_GRAD_REDUCE).collective == CollectiveScope::AllPipelineRanks);
+  CHECK(info(Op::MPIPE_GRAD_REDUCE).micro == Field::None);
+  CHECK(info(Op::ALL_REDUCE).collective == CollectiveScope::ExplicitGroup);
+  CHECK(info(Op::FSDP_UNSHARD).collective == CollectiveScope::DataParallel);
+  CHECK(info(Op::FSDP_UNSHARD).micro == Field::None);
+  CHECK(info(Op::MPIPE_GRAD_RECV_WITH_BACKWARD).kind == StepKind::P2PRecv);
+  CHECK(info(Op::MPIPE_GRAD_RECV_WITH_BACKWARD).compute == ComputeKind::TowerGradBackward);
+  CHECK(info(Op::MPIPE_FWD_SEND).meta == Meta::EveryStep);
+  CHECK(info(Op::FWD_SEND).meta == Meta::FirstPerStage);
+  CHECK(info(Op::BWD_SEND).meta == Meta::None);
+}
+
+TEST_CASE("every P2P type names a partner of the opposite direction that names it back", "[step_types]") {
+  for (const auto& i : step_table()) {
+    if (!is_p2p(i.op)) continue;
+    const auto& p = info(i.partner);
+    CHECK(is_send(i.op) != is_send(p.op));
+    CHECK(p.partner == i.op);
+    CHECK(p.partner_stage_delta == -i.partner_stage_delta);
+    CHECK(p.payload == i.payload);
+    CHECK(p.meta == i.meta);
+    CHECK(i.peer != PeerRule::None);
+  }
+}
+
+TEST_CASE("every cache an effect consumes is produced by some step type", "[step_types]") {
+  std::set<Cache> produced, consumed;
+  for (const auto& i : step_table())
+    for (const auto& e : i.effects) (e.effect == Effect::Produce ? produced : consumed).insert(e.cache);
+  for (Cache c : consumed) {
+    INFO(cache_info(c).name);
+    CHECK(produced.count(c) == 1);
+  }
+  for (Cache c : produced) {
+    INFO(cache_info(c).name);
+    CHECK(consumed.count(c) == 1);
+  }
+}
+
+TEST_CASE("peer rules follow the stage chain and the MPipe owner map", "[step_types]") {
+  Schedule s;
+  s.ranks = 4;
+  s.stages = 8;
+  s.micro_batches = 8;
+  s.placement = Placement::loop(4, 8);
+  CHECK(peer_of(s, 1, make_step(Op::FWD_SEND, 0, 1)) == 2);
+  CHECK(peer_of(s, 3, make_step(Op::FWD_SEND, 0, 3)) == 0);  // stage 4 lives on rank 0
+  CHECK(peer_of(s, 1, make_step(Op::FWD_RECV, 0, 1)) == 0);
+  CHECK(peer_of(s, 1, make_step(Op::BWD_SEND, 0, 1)) == 0);
+  CHECK(peer_of(s, 1, make_step(Op::BWD_RECV, 0, 1)) == 2);
+  CHECK(peer_of(s, 2, make_step(Op::DATA_SEND, 0, 2)) == 3);
+  Step explicit_peer = make_step(Op::FWD_SEND, 0, 1);
+  explicit_peer.peer = 3;
+  CHECK(peer_of(s, 1, explicit_peer) == 3);
+
+  s.mpipe = MPipeConfig{};
+  s.mpipe->overflow = Overflow::Full;
+  CHECK(s.owner_of(5) == 1);
+  CHECK(peer_of(s, 0, make_step(Op::MPIPE_FWD_RECV, 5)) == 1);
+  CHECK(peer_of(s, 1, make_step(Op::MPIPE_FWD_SEND, 5)) == 0);
+  CHECK(peer_of(s, 0, make_step(Op::DATA_RECV, 6)) == 2);
+  CHECK(peer_of(s, 2, make_step(Op::DATA_SEND, 6)) == 0);
+  CHECK(peer_of(s, 0, make_step(Op::MPIPE_GRAD_SEND, 7)) == 3);
+  s.mpipe->overflow = Overflow::Min;
+  CHECK(s.owner_of(5) == 0);
+  CHECK(s.owner_of(3) == 3);
+}
+
+TEST_CASE("V placement goes down and back up the ranks", "[step_types]") {
+  CHECK(Placement::v(4, 12).stage_to_rank == std::vector<int32_t>{0, 1, 2, 3, 3, 2, 1, 0, 0, 1, 2, 3});
+  CHECK(Placement::loop(2, 5).stage_to_rank == std::vector<int32_t>{0, 1, 0, 1, 0});
+}
+
+TEST_CASE("conditions tell local from remote neighbours", "[step_types]") {
+  Schedule s;
+  s.ranks = 2;
+  s.stages = 4;
+  s.micro_batches = 2;
+  s.placement = Placement::v(2, 4);  // 0 1 1 0
+  uint32_t c = conditions_of(s, 1, make_step(Op::FWD, 0, 2));
+  CHECK((c & PrevStageLocal) != 0);
+  CHECK((c & NextStageRemote) != 0);
+  CHECK((c & NotLastStage) != 0);
+  c = conditions_of(s, 0, make_step(Op::FWD, 0, 3));
+  CHECK((c & LastStage) != 0);
+  CHECK((c & PrevStageRemote) != 0);
+}

@@ -1,0 +1,2 @@
+// PLACEHOLDER: tests for this area are being written.
+#include <catch2/catch.hpp>

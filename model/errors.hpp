@@ -16,6 +16,12 @@ struct Location {
   std::string field; // JSON path or field name where known ("programs[1][3].micro")
 };
 
+inline Location in_file(std::string file) {
+  Location l;
+  l.file = std::move(file);
+  return l;
+}
+
 class InputError : public std::runtime_error {
  public:
   InputError(Location where, std::string what_expected)

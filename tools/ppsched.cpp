@@ -1,9 +1,45 @@
-// The ppsched command line (filled in below by each command).
-#include <CLI/CLI.hpp>
+// The ppsched command line. Every command has --help; errors in the input are reported
+// with their location and exit code 2; found problems (violations) exit 1.
 #include <iostream>
 
+#include "model/errors.hpp"
+#include "tools/cli/command.hpp"
+
 int main(int argc, char** argv) {
+  using namespace ppsched;
   CLI::App app{"ppsched: verify, simulate and run pipeline-parallel training schedules"};
-  CLI11_PARSE(app, argc, argv);
-  return 0;
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("ppsched 0.1.0"));
+  std::vector<std::pair<CLI::App*, cli::Action>> commands;
+  auto reg = [&](cli::Action (*add)(CLI::App&)) {
+    size_t before = app.get_subcommands({}).size();
+    cli::Action act = add(app);
+    commands.emplace_back(app.get_subcommands({})[before], std::move(act));
+  };
+  reg(cli::add_generate);
+  reg(cli::add_show);
+  reg(cli::add_convert);
+  reg(cli::add_check);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return cli::kBadInput;
+  }
+  for (auto& [sub, act] : commands) {
+    if (!sub->parsed()) continue;
+    try {
+      return act();
+    } catch (const InputError& e) {
+      std::cerr << "error: " << e.what() << "\n";
+      return cli::kBadInput;
+    }
+  }
+  return cli::kBadInput;
 }

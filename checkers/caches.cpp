@@ -1,0 +1,284 @@
+// Per-micro cache lifecycles (reference hyper_parallel.md §4), read from the step table:
+// every entry is produced once, consumed once, and the caches are empty at the end of a run
+// (MPipe's reset() refuses to start otherwise). The same walk measures live bytes per rank.
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <map>
+#include <unordered_map>
+
+#include "checkers/checks.hpp"
+
+namespace ppsched {
+
+int64_t MemoryModel::bytes_of(Cache c, int stage) const {
+  switch (c) {
+    case Cache::fwd_cache: return activation(stage);
+    case Cache::dw_cache: return activation(stage) / 2;  // inputs and output grads kept for dW
+    case Cache::fwd_outputs_cache:
+    case Cache::bwd_cache:
+    case Cache::fwd_recv_buffer:
+    case Cache::bwd_recv_buffer: return boundary(stage);
+    case Cache::swap_offloading:
+    case Cache::swap_loading: return activation(stage);
+    case Cache::swap_on_host: return 0;
+    case Cache::data_batch: return data_bytes;
+    case Cache::tower_features:
+    case Cache::outputs_for_stage0:
+    case Cache::keep_grad:
+    case Cache::feature_grads: return features_bytes;
+    case Cache::inputs_for_explicit_forward: return tower_input_bytes;
+    case Cache::outputs_for_bwd: return tower_graph_bytes;
+  }
+  return 0;
+}
+
+namespace {
+
+uint64_t pack(Cache c, int stage, int micro) {
+  return (static_cast<uint64_t>(c) << 56) | (static_cast<uint64_t>(static_cast<uint32_t>(stage + 1) & 0xFFFFFFu) << 32) |
+         static_cast<uint32_t>(micro);
+}
+
+std::string entry_name(Cache c, int stage, int micro) {
+  const auto& ci = cache_info(c);
+  std::string out(ci.name);
+  out += "[";
+  if (ci.per_stage) out += "stage " + std::to_string(stage) + ", ";
+  out += "micro " + std::to_string(micro) + "]";
+  return out;
+}
+
+std::string producers_of(Cache c) {
+  std::string out;
+  for (const auto& i : step_table())
+    for (const auto& e : i.effects)
+      if (e.cache == c && e.effect == Effect::Produce) {
+        if (out.find(std::string(i.name)) == std::string::npos) out += (out.empty() ? "" : " or ") + std::string(i.name);
+      }
+  return out;
+}
+
+std::string human_size(int64_t b) {
+  char buf[64];
+  if (b >= (int64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1 << 30));
+  else if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
+  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  return buf;
+}
+
+class Walk {
+ public:
+  Walk(const Schedule& s, const CheckOptions& o, std::vector<Violation>& out, CheckStats& stats)
+      : s_(s), o_(o), out_(out), stats_(stats) {}
+
+  void run() {
+    stats_.peak_memory_bytes.assign(static_cast<size_t>(s_.ranks), 0);
+    stats_.peak_memory_index.assign(static_cast<size_t>(s_.ranks), -1);
+    for (int r = 0; r < s_.ranks; ++r) walk_rank(r);
+  }
+
+ private:
+  struct Entry {
+    int index, sub;  // producer
+    int stage;
+  };
+
+  // Where a step whose effects produce `key` appears on the rank at or after `from`.
+  int find_producer(int r, int from, Cache c, int stage, int micro) const {
+    const Program& prog = s_.programs[static_cast<size_t>(r)];
+    for (int j = from; j < static_cast<int>(prog.size()); ++j) {
+      if (!prog[static_cast<size_t>(j)]) continue;
+      bool hit = false;
+      for_each_leaf(*prog[static_cast<size_t>(j)], [&](const Step& st, int) {
+        uint32_t cond = conditions_of(s_, r, st);
+        for (const auto& e : info(st.op).effects)
+          if (e.cache == c && e.effect == Effect::Produce && (e.when & cond) == e.when &&
+              key_stage(e, st) == stage && st.micro == micro)
+            hit = true;
+      });
+      if (hit) return j;
+    }
+    return -1;
+  }
+
+  template <class Fn>
+  static void for_each_leaf(const Step& top, Fn&& fn) {
+    if (is_composite(top.op)) {
+      for (int k = 0; k < static_cast<int>(top.sub_steps.size()); ++k) fn(top.sub_steps[static_cast<size_t>(k)], k);
+    } else {
+      fn(top, -1);
+    }
+  }
+
+  static int key_stage(const CacheEffect& e, const Step& st) {
+    return cache_info(e.cache).per_stage ? st.stage + e.stage_offset : -1;
+  }
+
+  void missing(int r, int i, int sub, const Step& st, const CacheEffect& e) {
+    int stage = key_stage(e, st);
+    Violation v;
+    bool input_of_compute = st.op == Op::FWD || st.op == Op::BWD || st.op == Op::BWD_INPUT;
+    v.kind = input_of_compute ? ViolationKind::Dependency : ViolationKind::CacheViolation;
+    v.ranks = {r};
+    v.steps = {step_ref(s_, r, i, sub)};
+    std::string entry = entry_name(e.cache, stage, st.micro);
+    int later = find_producer(r, i + 1, e.cache, stage, st.micro);
+    std::string where = later >= 0 ? " It is produced only later, at step " + std::to_string(later) + " (" +
+                                         short_label(*s_.programs[static_cast<size_t>(r)][static_cast<size_t>(later)]) + ")."
+                                   : " No step of this rank produces it.";
+    if (later >= 0) v.steps.push_back(step_ref(s_, r, later));
+    std::string why;
+    switch (e.cache) {
+      case Cache::fwd_recv_buffer: why = "its input has not arrived: the FWD_RECV of this (stage, micro) must come first"; break;
+      case Cache::bwd_recv_buffer:
+        why = "its output gradient has not arrived: the BWD_RECV must come first (hyper-parallel would silently read an "
+              "unfilled buffer)";
+        break;
+      case Cache::fwd_outputs_cache:
+        why = st.op == Op::FWD ? "the previous stage (on this rank) has not run its FWD for this micro-batch"
+                               : "there is nothing to send: the FWD that produces it has not run (KeyError popping "
+                                 "fwd_outputs_cache)";
+        break;
+      case Cache::bwd_cache:
+        why = is_send(st.op) ? "there is nothing to send: the backward that produces it has not run"
+                             : "the next stage (on this rank) has not run its backward for this micro-batch";
+        break;
+      case Cache::fwd_cache: why = "there is no forward state: the FWD of this (stage, micro) has not run on this rank"; break;
+      case Cache::dw_cache: why = "BWD_WEIGHT needs the state its BWD_INPUT keeps ('dw called before dx')"; break;
+      default: why = std::string(cache_info(e.cache).meaning) + " is not there; it is produced by " + producers_of(e.cache); break;
+    }
+    v.message = short_label(st) + " " + (e.effect == Effect::Read ? "reads" : "consumes") + " " + entry +
+                " but no earlier step on rank " + std::to_string(r) + " produced it: " + why + "." + where;
+    out_.push_back(std::move(v));
+  }
+
+  void walk_rank(int r) {
+    std::unordered_map<uint64_t, Entry> live;
+    // Entries consumed before they existed: their late producer settles the debt instead of
+    // leaving a second, derived "not empty at the end" report.
+    std::unordered_map<uint64_t, int> owed;
+    int64_t bytes = 0, peak = 0;
+    int peak_index = -1;
+    std::array<int, kCacheCount> counts{}, peak_counts{};
+    const Program& prog = s_.programs[static_cast<size_t>(r)];
+    for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
+      if (!prog[static_cast<size_t>(i)]) continue;
+      for_each_leaf(*prog[static_cast<size_t>(i)], [&](const Step& st, int sub) {
+        const auto& inf = info(st.op);
+        if (inf.effects.empty()) return;
+        uint32_t cond = conditions_of(s_, r, st);
+        for (const auto& e : inf.effects) {
+          if ((e.when & cond) != e.when) continue;
+          int stage = key_stage(e, st);
+          uint64_t k = pack(e.cache, stage, st.micro);
+          auto it = live.find(k);
+          if (e.effect == Effect::Produce) {
+            if (auto debt = owed.find(k); debt != owed.end() && it == live.end()) {
+              if (--debt->second == 0) owed.erase(debt);
+              continue;
+            }
+            if (it != live.end()) {
+              Violation v;
+              v.kind = ViolationKind::CacheViolation;
+              v.ranks = {r};
+              v.steps = {step_ref(s_, r, i, sub), step_ref(s_, r, it->second.index, it->second.sub)};
+              v.message = short_label(st) + " produces " + entry_name(e.cache, stage, st.micro) +
+                          ", which already holds an entry from step " + std::to_string(it->second.index) +
+                          ": the earlier one is overwritten and leaks (e.g. a duplicated receive, or a step run twice).";
+              out_.push_back(std::move(v));
+              continue;
+            }
+            live.emplace(k, Entry{i, sub, stage});
+            bytes += o_.memory.bytes_of(e.cache, stage);
+            counts[static_cast<size_t>(e.cache)]++;
+          } else if (it == live.end()) {
+            missing(r, i, sub, st, e);
+            if (e.effect == Effect::Consume) owed[k]++;
+          } else if (e.effect == Effect::Consume) {
+            live.erase(it);
+            bytes -= o_.memory.bytes_of(e.cache, stage);
+            counts[static_cast<size_t>(e.cache)]--;
+          }
+        }
+        if (bytes > peak) {
+          peak = bytes;
+          peak_index = i;
+          peak_counts = counts;
+        }
+      });
+    }
+    stats_.peak_memory_bytes[static_cast<size_t>(r)] = peak;
+    stats_.peak_memory_index[static_cast<size_t>(r)] = peak_index;
+    if (o_.memory_budget && peak > *o_.memory_budget) {
+      Violation v;
+      v.kind = ViolationKind::Memory;
+      v.ranks = {r};
+      v.steps = {step_ref(s_, r, peak_index)};
+      std::string what;
+      for (int c = 0; c < kCacheCount; ++c)
+        if (peak_counts[static_cast<size_t>(c)] > 0)
+          what += (what.empty() ? "" : ", ") + std::to_string(peak_counts[static_cast<size_t>(c)]) + " x " +
+                  std::string(cache_info(static_cast<Cache>(c)).name);
+      v.message = "Rank " + std::to_string(r) + " peaks at " + human_size(peak) + " of live activations and buffers at step " +
+                  std::to_string(peak_index) + " (" +
+                  short_label(*prog[static_cast<size_t>(peak_index)]) + "), over its budget of " +
+                  human_size(*o_.memory_budget) + ". Live then: " + what + ".";
+      out_.push_back(std::move(v));
+    }
+    report_leftovers(r, live);
+  }
+
+  void report_leftovers(int r, const std::unordered_map<uint64_t, Entry>& live) {
+    if (live.empty()) return;
+    // One violation per cache: name it and the micro-batches, like MPipe's reset().
+    std::map<int, std::vector<std::pair<int, int>>> by_cache;  // cache -> (stage, micro)
+    std::map<int, std::vector<StepRef>> producers;
+    for (const auto& [k, e] : live) {
+      int c = static_cast<int>(k >> 56);
+      int micro = static_cast<int>(static_cast<uint32_t>(k));
+      by_cache[c].emplace_back(e.stage, micro);
+      if (producers[c].size() < 4) producers[c].push_back(step_ref(s_, r, e.index, e.sub));
+    }
+    for (auto& [c, entries] : by_cache) {
+      std::sort(entries.begin(), entries.end());
+      auto& refs = producers[c];
+      std::sort(refs.begin(), refs.end(), [](const StepRef& a, const StepRef& b) { return a.index < b.index; });
+      const auto& ci = cache_info(static_cast<Cache>(c));
+      std::string list;
+      for (size_t j = 0; j < entries.size() && j < 16; ++j) {
+        list += (j ? ", " : "") + std::string(ci.per_stage ? "(stage " + std::to_string(entries[j].first) + ", micro " : "micro ") +
+                std::to_string(entries[j].second) + (ci.per_stage ? ")" : "");
+      }
+      if (entries.size() > 16) list += ", ... (" + std::to_string(entries.size()) + " in all)";
+      std::string consumers;
+      for (const auto& i : step_table())
+        for (const auto& e : i.effects)
+          if (static_cast<int>(e.cache) == c && e.effect == Effect::Consume &&
+              consumers.find(std::string(i.name)) == std::string::npos)
+            consumers += (consumers.empty() ? "" : " or ") + std::string(i.name);
+      Violation v;
+      v.kind = ViolationKind::CacheViolation;
+      v.ranks = {r};
+      v.steps = refs;
+      v.message = "Cache " + std::string(ci.name) + " on rank " + std::to_string(r) + " is not empty at the end of the run: " +
+                  list + " (" + std::string(ci.meaning) + "). Nothing consumed " + (entries.size() > 1 ? "them" : "it") +
+                  " (consumed by " + consumers + "); the next run would start with stale entries (MPipe's reset() "
+                  "refuses to start).";
+      out_.push_back(std::move(v));
+    }
+  }
+
+  const Schedule& s_;
+  const CheckOptions& o_;
+  std::vector<Violation>& out_;
+  CheckStats& stats_;
+};
+
+}  // namespace
+
+void check_caches(const Schedule& s, const CheckOptions& o, std::vector<Violation>& out, CheckStats& stats) {
+  Walk(s, o, out, stats).run();
+}
+
+}  // namespace ppsched

@@ -1,0 +1,40 @@
+// The verification passes. Each is independent: it reads the schedule (and the lowered
+// communication model), appends located violations, and never prints.
+#pragma once
+
+#include "checkers/comm_model.hpp"
+#include "checkers/diagnostics.hpp"
+#include "checkers/options.hpp"
+#include "model/schedule.hpp"
+
+namespace ppsched {
+
+// Every (stage, micro) has one FWD and one full backward (BWD, or BWD_INPUT + BWD_WEIGHT),
+// each step with a stage runs on the rank that owns it.
+void check_coverage(const Schedule& s, std::vector<Violation>& out);
+
+// Walks each rank's program applying the cache effects of the step table: consuming a missing
+// entry (a compute step's input: `dependency`; anything else: `cache_violation`), producing an
+// entry twice, entries left at the end. Also computes the per-rank peak of live bytes and,
+// with a budget, reports `memory`.
+void check_caches(const Schedule& s, const CheckOptions& o, std::vector<Violation>& out, CheckStats& stats);
+
+// Positional matching on every channel: the k-th send and the k-th receive agree (step type,
+// micro, stage, tensors, meta vs payload), counts agree, batches mirror their peer's batch.
+void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Violation>& out, CheckStats& stats);
+
+// Every member of a group reaches the same collectives in the same order.
+void check_collectives(const Schedule& s, const CommModel& m, std::vector<Violation>& out, CheckStats& stats);
+
+// Outcome of replaying the lowered programs.
+struct ReplayResult {
+  bool completed = false;
+  std::vector<Violation> deadlocks;  // one per wait-for cycle (or stuck set without a cycle)
+  std::vector<int> stuck_rank_action;  // per rank: action index where it stopped (-1 done)
+};
+ReplayResult replay(const Schedule& s, const CommModel& m, CommMode mode);
+
+// Runs every pass. The schedule must be structurally valid (readers and generators ensure it).
+CheckReport verify(const Schedule& s, const CheckOptions& options = {});
+
+}  // namespace ppsched

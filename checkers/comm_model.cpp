@@ -1,0 +1,369 @@
+#include "checkers/comm_model.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+namespace ppsched {
+namespace {
+
+class Builder {
+ public:
+  Builder(const Schedule& s, const CheckOptions& o) : s_(s), o_(o) {
+    m_.ranks = s.ranks;
+    m_.channel_of_pair.assign(static_cast<size_t>(s.ranks) * static_cast<size_t>(s.ranks), -1);
+    m_.actions.resize(static_cast<size_t>(s.ranks));
+    m_.calls_by_rank.resize(static_cast<size_t>(s.ranks));
+  }
+
+  CommModel build() {
+    for (int r = 0; r < s_.ranks; ++r) build_rank(r);
+    return std::move(m_);
+  }
+
+ private:
+  // Pending non-blocking receives (overlap_p2p), keyed by what consumes them.
+  struct Key {
+    int forward;  // 1: consumed by FWD, 0: by a backward
+    int stage, micro;
+    bool operator<(const Key& o) const {
+      return std::tie(forward, stage, micro) < std::tie(o.forward, o.stage, o.micro);
+    }
+  };
+
+  int channel_for(int src, int dst) {
+    int32_t& id = m_.channel_of_pair[static_cast<size_t>(src * s_.ranks + dst)];
+    if (id < 0) {
+      id = static_cast<int32_t>(m_.channels.size());
+      Channel c;
+      c.src = src;
+      c.dst = dst;
+      m_.channels.push_back(c);
+    }
+    return id;
+  }
+
+  int32_t add_message(int rank, int peer, bool send, bool meta, int index, int sub, int tensor, int batch) {
+    Message msg;
+    msg.channel = channel_for(send ? rank : peer, send ? peer : rank);
+    auto& ch = m_.channels[static_cast<size_t>(msg.channel)];
+    auto& side = send ? ch.sends : ch.recvs;
+    msg.k = static_cast<int32_t>(side.size());
+    msg.send = send;
+    msg.meta = meta;
+    msg.rank = rank;
+    msg.step_index = index;
+    msg.sub = sub;
+    msg.tensor = tensor;
+    msg.batch = batch;
+    int32_t id = static_cast<int32_t>(m_.messages.size());
+    m_.messages.push_back(msg);
+    side.push_back(id);
+    return id;
+  }
+
+  void action(int rank, ActionKind kind, int index, int sub, const std::vector<int32_t>& msgs = {}) {
+    Action a;
+    a.kind = kind;
+    a.step_index = index;
+    a.sub = sub;
+    a.first = static_cast<int32_t>(m_.action_messages.size());
+    a.count = static_cast<int32_t>(msgs.size());
+    m_.action_messages.insert(m_.action_messages.end(), msgs.begin(), msgs.end());
+    m_.actions[static_cast<size_t>(rank)].push_back(a);
+  }
+
+  void problem(ViolationKind kind, int rank, int index, int sub, const std::string& msg) {
+    Violation v;
+    v.kind = kind;
+    v.ranks = {rank};
+    v.steps = {step_ref(s_, rank, index, sub)};
+    v.message = msg;
+    m_.problems.push_back(std::move(v));
+  }
+
+  // Whether this P2P leaf exchanges a meta before its payload (per tensor for EveryStep).
+  bool wants_meta(int rank, const Step& st) {
+    switch (info(st.op).meta) {
+      case Meta::None: return false;
+      case Meta::EveryStep: return true;
+      case Meta::FirstPerStage: {
+        if (o_.dyn_shape) return true;
+        // Once per stage object and direction, per process (flags never reset between runs).
+        auto key = std::make_tuple(rank, static_cast<int>(st.op), st.stage);
+        return meta_done_.insert(key).second;
+      }
+    }
+    return false;
+  }
+
+  int tensor_count(const Step& st) const {
+    if (info(st.op).meta != Meta::EveryStep) return 1;  // body payload: one message
+    return std::max<int>(1, static_cast<int>(st.tensors.size()));
+  }
+
+  bool deferred_send(const Step& st) const {
+    if (!is_send(st.op)) return false;
+    if (o_.overlap_p2p && (st.op == Op::FWD_SEND || st.op == Op::BWD_SEND)) return true;
+    return o_.mpipe_batched_recv &&
+           (st.op == Op::MPIPE_FWD_SEND || st.op == Op::MPIPE_GRAPH_SEND || st.op == Op::MPIPE_GRAD_SEND);
+  }
+  bool posted_recv(const Step& st) const {
+    return o_.overlap_p2p && (st.op == Op::FWD_RECV || st.op == Op::BWD_RECV);
+  }
+
+  // Lowers one P2P leaf. Metas are blocking phases; the payload is returned for the caller
+  // to post (singles: blocking phase unless non-blocking; batches: one group).
+  std::vector<int32_t> lower_leaf(int rank, const Step& st, int index, int sub, int batch, bool& usable) {
+    usable = true;
+    int peer = peer_of(s_, rank, st);
+    if (peer < 0 || peer >= s_.ranks || peer == rank) {
+      usable = false;
+      std::string why = peer == rank ? "its peer is its own rank " + std::to_string(rank)
+                                     : "no peer can be derived (" +
+                                           std::string(st.stage >= 0 ? "no neighbouring stage" : "no MPipe owner") + ")";
+      problem(ViolationKind::P2PMismatch, rank, index, sub,
+              short_label(st) + " cannot be matched: " + why + ". Give an explicit \"peer\" or fix the stage.");
+      return {};
+    }
+    std::vector<int32_t> payload;
+    bool send = is_send(st.op);
+    int n = tensor_count(st);
+    bool meta = wants_meta(rank, st);
+    for (int t = 0; t < n; ++t) {
+      if (meta) {
+        int32_t id = add_message(rank, peer, send, true, index, sub, t, -1);
+        action(rank, ActionKind::Phase, index, sub, {id});
+      }
+      payload.push_back(add_message(rank, peer, send, false, index, sub, t, batch));
+    }
+    return payload;
+  }
+
+  void wait_pending_for(int rank, const Step& st, int index) {
+    if (pending_.empty()) return;
+    auto consume = [&](const Step& leaf) {
+      Key k{leaf.op == Op::FWD ? 1 : 0, leaf.stage, leaf.micro};
+      if (leaf.op != Op::FWD && leaf.op != Op::BWD && leaf.op != Op::BWD_INPUT) return;
+      auto it = pending_.find(k);
+      if (it == pending_.end()) return;
+      action(rank, ActionKind::Wait, index, -1, it->second);
+      pending_.erase(it);
+    };
+    if (is_composite(st.op))
+      for (const auto& sub : st.sub_steps) consume(sub);
+    else
+      consume(st);
+  }
+
+  void build_rank(int r) {
+    const Program& prog = s_.programs[static_cast<size_t>(r)];
+    pending_.clear();
+    std::vector<int32_t> deferred;  // sends waited at the end of the run
+    bool mfr_batched = false;
+    for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
+      const Slot& slot = prog[static_cast<size_t>(i)];
+      if (!slot) continue;
+      const Step& st = *slot;
+      const auto& inf = info(st.op);
+      if (inf.kind == StepKind::Compute || inf.kind == StepKind::Local ||
+          (inf.kind == StepKind::Composite && st.op != Op::BATCH_SEND_RECV)) {
+        wait_pending_for(r, st, i);
+        action(r, ActionKind::Local, i, -1);
+        continue;
+      }
+      if (inf.kind == StepKind::Collective) {
+        if (inf.collective == CollectiveScope::DataParallel) {
+          action(r, ActionKind::Local, i, -1);
+          continue;
+        }
+        add_collective(r, st, i);
+        continue;
+      }
+      if (st.op == Op::BATCH_SEND_RECV) {
+        std::vector<int32_t> payloads;
+        std::vector<Key> keys;
+        bool all_sends = true;
+        for (int k = 0; k < static_cast<int>(st.sub_steps.size()); ++k) {
+          const Step& leaf = st.sub_steps[static_cast<size_t>(k)];
+          bool usable = false;
+          auto p = lower_leaf(r, leaf, i, k, i, usable);
+          payloads.insert(payloads.end(), p.begin(), p.end());
+          if (is_recv(leaf.op)) {
+            all_sends = false;
+            if (posted_recv(leaf)) keys.push_back({leaf.op == Op::FWD_RECV ? 1 : 0, leaf.stage, leaf.micro});
+          }
+        }
+        if (o_.overlap_p2p && (!keys.empty() || all_sends)) {
+          // The batch's handle is cached under every receive key it serves (its sends ride
+          // on it); a send-only batch is drained at the end (reference §3.2).
+          action(r, ActionKind::Post, i, -1, payloads);
+          if (keys.empty()) deferred.insert(deferred.end(), payloads.begin(), payloads.end());
+          for (const Key& k : keys) pending_[k] = payloads;
+        } else {
+          action(r, ActionKind::Phase, i, -1, payloads);
+        }
+        continue;
+      }
+      // A single P2P step.
+      if (st.op == Op::MPIPE_FWD_RECV && o_.mpipe_batched_recv) {
+        if (mfr_batched) continue;  // already received by the first MPIPE_FWD_RECV
+        mfr_batched = true;
+        lower_batched_mfr(r, prog, i);
+        continue;
+      }
+      bool usable = false;
+      auto payload = lower_leaf(r, st, i, -1, -1, usable);
+      if (!usable) continue;
+      if (deferred_send(st)) {
+        action(r, ActionKind::Post, i, -1, payload);
+        deferred.insert(deferred.end(), payload.begin(), payload.end());
+      } else if (posted_recv(st)) {
+        action(r, ActionKind::Post, i, -1, payload);
+        pending_[{st.op == Op::FWD_RECV ? 1 : 0, st.stage, st.micro}] = payload;
+      } else {
+        for (int32_t id : payload) action(r, ActionKind::Phase, i, -1, {id});
+      }
+    }
+    // Receives never consumed and deferred sends are drained at the end of the run.
+    for (auto& [k, msgs] : pending_) deferred.insert(deferred.end(), msgs.begin(), msgs.end());
+    if (!deferred.empty()) {
+      std::sort(deferred.begin(), deferred.end());
+      deferred.erase(std::unique(deferred.begin(), deferred.end()), deferred.end());
+      action(r, ActionKind::Wait, static_cast<int>(prog.size()) - 1, -1, deferred);
+    }
+  }
+
+  // hyper-parallel's default MPipe receive: the first MPIPE_FWD_RECV posts, for every micro
+  // not yet received, in ascending order, a blocking meta receive then the payload receive,
+  // and then waits them all (reference §1.3).
+  void lower_batched_mfr(int r, const Program& prog, int first_index) {
+    std::vector<std::pair<int, int>> mfrs;  // (micro, index)
+    for (int j = first_index; j < static_cast<int>(prog.size()); ++j)
+      if (prog[static_cast<size_t>(j)] && prog[static_cast<size_t>(j)]->op == Op::MPIPE_FWD_RECV)
+        mfrs.emplace_back(prog[static_cast<size_t>(j)]->micro, j);
+    std::stable_sort(mfrs.begin(), mfrs.end());
+    std::vector<int32_t> all;
+    for (auto& [micro, j] : mfrs) {
+      const Step& st = *prog[static_cast<size_t>(j)];
+      int peer = peer_of(s_, r, st);
+      if (peer < 0 || peer >= s_.ranks || peer == r) {
+        problem(ViolationKind::P2PMismatch, r, j, -1, short_label(st) + " has no usable owner rank to receive from");
+        continue;
+      }
+      for (int t = 0; t < tensor_count(st); ++t) {
+        int32_t meta = add_message(r, peer, false, true, j, -1, t, -1);
+        action(r, ActionKind::Phase, first_index, -1, {meta});
+        int32_t payload = add_message(r, peer, false, false, j, -1, t, -1);
+        action(r, ActionKind::Post, first_index, -1, {payload});
+        all.push_back(payload);
+      }
+    }
+    action(r, ActionKind::Wait, first_index, -1, all);
+  }
+
+  void add_collective(int r, const Step& st, int index) {
+    std::vector<int32_t> members;
+    const auto& inf = info(st.op);
+    if (inf.collective == CollectiveScope::AllPipelineRanks) {
+      for (int q = 0; q < s_.ranks; ++q) members.push_back(q);
+    } else {
+      members = st.group;
+      std::sort(members.begin(), members.end());
+      members.erase(std::unique(members.begin(), members.end()), members.end());
+      bool bad = members.empty() || members.front() < 0 || members.back() >= s_.ranks ||
+                 !std::binary_search(members.begin(), members.end(), r);
+      if (bad) {
+        problem(ViolationKind::CollectiveMismatch, r, index, -1,
+                short_label(st) + " needs a group of ranks that contains rank " + std::to_string(r));
+        action(r, ActionKind::Local, index, -1);
+        return;
+      }
+    }
+    auto it = group_ids_.find(members);
+    int32_t gid;
+    if (it == group_ids_.end()) {
+      gid = static_cast<int32_t>(m_.groups.size());
+      CollectiveGroup g;
+      g.members = members;
+      if (static_cast<int>(members.size()) == s_.ranks) {
+        g.label = "all ranks";
+      } else {
+        g.label = "{";
+        for (size_t k = 0; k < members.size(); ++k) g.label += (k ? "," : "") + std::to_string(members[k]);
+        g.label += "}";
+      }
+      m_.groups.push_back(g);
+      group_ids_.emplace(members, gid);
+    } else {
+      gid = it->second;
+    }
+    CollectiveCall call;
+    call.group = gid;
+    call.position = position_[{r, gid}]++;
+    call.rank = r;
+    call.step_index = index;
+    call.op = st.op;
+    int32_t cid = static_cast<int32_t>(m_.collective_calls.size());
+    m_.collective_calls.push_back(call);
+    m_.calls_by_rank[static_cast<size_t>(r)].push_back(cid);
+    Action a;
+    a.kind = ActionKind::Collective;
+    a.step_index = index;
+    a.collective = cid;
+    m_.actions[static_cast<size_t>(r)].push_back(a);
+  }
+
+  const Schedule& s_;
+  const CheckOptions& o_;
+  CommModel m_;
+  std::map<Key, std::vector<int32_t>> pending_;
+  std::set<std::tuple<int, int, int>> meta_done_;
+  std::map<std::vector<int32_t>, int32_t> group_ids_;
+  std::map<std::pair<int, int32_t>, int32_t> position_;
+};
+
+}  // namespace
+
+CommModel build_comm_model(const Schedule& s, const CheckOptions& options) {
+  return Builder(s, options).build();
+}
+
+std::string describe_message(const Schedule& s, const Message& m) {
+  const Slot& slot = s.programs[static_cast<size_t>(m.rank)][static_cast<size_t>(m.step_index)];
+  if (!slot) return "?";
+  const Step& st = m.sub >= 0 ? slot->sub_steps[static_cast<size_t>(m.sub)] : *slot;
+  std::string what = short_label(st) + " (" + std::string(op_name(st.op)) + ")";
+  if (m.meta) what = "the shape/dtype meta of " + what;
+  if (m.tensor > 0) what += " tensor " + std::to_string(m.tensor);
+  return what;
+}
+
+StepRef step_ref(const Schedule& s, int rank, int index, int sub) {
+  StepRef ref;
+  ref.rank = rank;
+  ref.index = index;
+  ref.sub = sub;
+  if (rank >= 0 && rank < s.ranks && index >= 0 &&
+      index < static_cast<int>(s.programs[static_cast<size_t>(rank)].size())) {
+    const Slot& slot = s.programs[static_cast<size_t>(rank)][static_cast<size_t>(index)];
+    if (slot) ref.step = sub >= 0 && sub < static_cast<int>(slot->sub_steps.size()) ? slot->sub_steps[static_cast<size_t>(sub)] : *slot;
+  }
+  return ref;
+}
+
+std::string_view to_string(ViolationKind k) {
+  switch (k) {
+    case ViolationKind::Deadlock: return "deadlock";
+    case ViolationKind::P2PMismatch: return "p2p_mismatch";
+    case ViolationKind::CacheViolation: return "cache_violation";
+    case ViolationKind::Dependency: return "dependency";
+    case ViolationKind::CollectiveMismatch: return "collective_mismatch";
+    case ViolationKind::Memory: return "memory";
+  }
+  return "?";
+}
+
+}  // namespace ppsched

@@ -1,0 +1,95 @@
+// The communication model shared by the P2P matcher, the rendezvous replay, the simulator
+// and the executor's expectations: every rank's program lowered to a flat list of actions
+// over messages on per-(src, dst) FIFO channels.
+//
+// Rules (reference hyper_parallel.md §3.2-3.4, simulators_and_verification.md §2.4):
+//  - one FIFO channel per ordered rank pair; the k-th send message from src to dst is
+//    matched with the k-th receive message on dst from src, whatever their step types;
+//  - shape/dtype meta messages travel on the same channel, before the payload they describe:
+//    body FWD P2P once per stage object and direction (every step with dyn_shape), every
+//    MPipe/data transfer per tensor, every time; BWD P2P has none;
+//  - a BATCH_SEND_RECV exchanges its sub-steps' metas one at a time, in order, then posts all
+//    payloads as one group (NCCL group semantics) that completes when every payload matched;
+//  - a collective is a barrier of its group; FSDP collectives belong to the data-parallel
+//    group and do not synchronise pipeline ranks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "checkers/diagnostics.hpp"
+#include "checkers/options.hpp"
+#include "model/schedule.hpp"
+
+namespace ppsched {
+
+struct Message {
+  int32_t channel = -1;
+  int32_t k = -1;            // position on its channel, per side
+  bool send = false;
+  bool meta = false;
+  int32_t rank = -1;         // the rank that posts it
+  int32_t step_index = -1;   // in that rank's program
+  int32_t sub = -1;          // sub-step of a batch, -1 otherwise
+  int32_t tensor = 0;        // tensor position for multi-tensor transfers
+  int32_t batch = -1;        // step index of the batch it belongs to (payloads only), -1 if none
+};
+
+struct Channel {
+  int32_t src = -1, dst = -1;
+  std::vector<int32_t> sends;  // message ids, in FIFO order
+  std::vector<int32_t> recvs;
+};
+
+enum class ActionKind : uint8_t {
+  Local,       // compute or local step: no communication (composites too)
+  Phase,       // post messages and block until every one of them is matched
+  Post,        // post messages, do not wait (overlap_p2p receives and deferred sends)
+  Wait,        // block until the listed (already posted) messages are matched
+  Collective,  // arrive at the collective instance and wait for the whole group
+};
+
+struct Action {
+  ActionKind kind = ActionKind::Local;
+  int32_t step_index = -1;
+  int32_t sub = -1;
+  int32_t first = 0;   // Phase/Post/Wait: range in CommModel::action_messages
+  int32_t count = 0;
+  int32_t collective = -1;  // Collective: instance id
+};
+
+struct CollectiveGroup {
+  std::vector<int32_t> members;  // sorted ranks
+  std::string label;             // "all ranks" or "{0,3}"
+};
+
+struct CollectiveCall {
+  int32_t group = -1;
+  int32_t position = -1;  // k-th call of this group on the rank
+  int32_t rank = -1;
+  int32_t step_index = -1;
+  Op op = Op::ALL_REDUCE;
+};
+
+struct CommModel {
+  int ranks = 0;
+  std::vector<Message> messages;
+  std::vector<Channel> channels;
+  std::vector<int32_t> channel_of_pair;  // src * ranks + dst -> channel id or -1
+  std::vector<std::vector<Action>> actions;  // per rank
+  std::vector<int32_t> action_messages;      // pool for action message lists
+  std::vector<CollectiveGroup> groups;
+  std::vector<CollectiveCall> collective_calls;
+  std::vector<std::vector<int32_t>> calls_by_rank;  // per rank: collective call ids in order
+  std::vector<Violation> problems;  // P2P steps without a usable peer, bad groups
+
+  int channel(int src, int dst) const { return channel_of_pair[static_cast<size_t>(src * ranks + dst)]; }
+};
+
+CommModel build_comm_model(const Schedule& s, const CheckOptions& options);
+
+// "the meta of FWD_SEND 3s1" / "FWD_SEND 3s1" for explanations.
+std::string describe_message(const Schedule& s, const Message& m);
+
+}  // namespace ppsched

@@ -1,0 +1,91 @@
+// Coverage and ownership: the static half of `dependency`.
+#include <map>
+
+#include "checkers/checks.hpp"
+
+namespace ppsched {
+namespace {
+
+std::string list_micros(const std::vector<int>& micros) {
+  std::string out;
+  for (size_t i = 0; i < micros.size() && i < 12; ++i) out += (i ? ", " : "") + std::to_string(micros[i]);
+  if (micros.size() > 12) out += ", ... (" + std::to_string(micros.size()) + " in all)";
+  return out;
+}
+
+}  // namespace
+
+void check_coverage(const Schedule& s, std::vector<Violation>& out) {
+  const size_t M = static_cast<size_t>(s.micro_batches);
+  // per (stage, micro): counts of F, B, I, W and the first two places of each
+  struct Count {
+    int n[4] = {0, 0, 0, 0};
+    StepRef where[4][2];
+  };
+  std::vector<Count> counts(static_cast<size_t>(s.stages) * M);
+  for (int r = 0; r < s.ranks; ++r) {
+    const Program& prog = s.programs[static_cast<size_t>(r)];
+    for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
+      if (!prog[static_cast<size_t>(i)]) continue;
+      const Step& top = *prog[static_cast<size_t>(i)];
+      auto visit = [&](const Step& st, int sub) {
+        if (st.stage >= 0 && st.stage < s.stages && s.rank_of(st.stage) != r) {
+          Violation v;
+          v.kind = ViolationKind::Dependency;
+          v.ranks = {r, s.rank_of(st.stage)};
+          v.steps = {step_ref(s, r, i, sub)};
+          v.message = short_label(st) + " runs on rank " + std::to_string(r) + ", but stage " + std::to_string(st.stage) +
+                      " is placed on rank " + std::to_string(s.rank_of(st.stage)) +
+                      " (placement " + std::string(to_string(s.placement.kind)) +
+                      "): only the rank that holds a stage can run its steps.";
+          out.push_back(std::move(v));
+          return;
+        }
+        int k = st.op == Op::FWD ? 0 : st.op == Op::BWD ? 1 : st.op == Op::BWD_INPUT ? 2 : st.op == Op::BWD_WEIGHT ? 3 : -1;
+        if (k < 0 || st.stage < 0 || st.micro < 0 || st.micro >= s.micro_batches) return;
+        Count& c = counts[static_cast<size_t>(st.stage) * M + static_cast<size_t>(st.micro)];
+        if (c.n[k] < 2) c.where[k][c.n[k]] = step_ref(s, r, i, sub);
+        c.n[k]++;
+      };
+      if (is_composite(top.op)) {
+        for (int k = 0; k < static_cast<int>(top.sub_steps.size()); ++k) visit(top.sub_steps[static_cast<size_t>(k)], k);
+      } else {
+        visit(top, -1);
+      }
+    }
+  }
+  // Group the findings per stage and problem so a big schedule gives a short report.
+  for (int st = 0; st < s.stages; ++st) {
+    std::map<std::string, std::vector<int>> problems;
+    std::map<std::string, std::vector<StepRef>> places;
+    for (int mi = 0; mi < s.micro_batches; ++mi) {
+      const Count& c = counts[static_cast<size_t>(st) * M + static_cast<size_t>(mi)];
+      auto note = [&](const std::string& what, std::initializer_list<int> kinds) {
+        problems[what].push_back(mi);
+        for (int k : kinds)
+          for (int j = 0; j < std::min(c.n[k], 2); ++j)
+            if (places[what].size() < 6) places[what].push_back(c.where[k][j]);
+      };
+      if (c.n[0] == 0) note("no FWD", {});
+      if (c.n[0] > 1) note("more than one FWD", {0});
+      int full = c.n[1], dx = c.n[2], dw = c.n[3];
+      if (full + dx == 0) note("no backward (neither BWD nor BWD_INPUT)", {});
+      else if (full + dx > 1) note("more than one backward", {1, 2});
+      if (dx != dw && full + dx <= 1) note(dx > dw ? "a BWD_INPUT without its BWD_WEIGHT" : "a BWD_WEIGHT without a BWD_INPUT", {2, 3});
+      if (full > 0 && dw > 0 && dx == 0) note("both a BWD and a BWD_WEIGHT", {1, 3});
+    }
+    for (auto& [what, micros] : problems) {
+      Violation v;
+      v.kind = ViolationKind::Dependency;
+      v.ranks = {s.rank_of(st)};
+      v.steps = places[what];
+      v.message = "Stage " + std::to_string(st) + " (rank " + std::to_string(s.rank_of(st)) + ") has " + what +
+                  " for micro-batch" + (micros.size() > 1 ? "es " : " ") + list_micros(micros) +
+                  ": every (stage, micro) needs exactly one FWD and one full backward (BWD, or BWD_INPUT then "
+                  "BWD_WEIGHT).";
+      out.push_back(std::move(v));
+    }
+  }
+}
+
+}  // namespace ppsched

@@ -1,0 +1,56 @@
+// What the checkers report: structured violations (never printed here; the CLI renders them).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/schedule.hpp"
+
+namespace ppsched {
+
+enum class ViolationKind : uint8_t {
+  Deadlock,            // the rendezvous replay reaches a state where no rank can progress
+  P2PMismatch,         // k-th send and k-th receive of a channel disagree, or are unmatched
+  CacheViolation,      // consume of a missing entry, double produce, non-empty at the end
+  Dependency,          // a compute step before its input can exist; coverage; ownership
+  CollectiveMismatch,  // members reach different collectives, or one never reaches it
+  Memory,              // peak live bytes over the per-rank budget
+};
+std::string_view to_string(ViolationKind k);
+
+struct StepRef {
+  int rank = -1;
+  int index = -1;   // index in the rank's program
+  int sub = -1;     // sub-step of a composite, -1 for the step itself
+  Step step;        // the step (the sub-step when sub >= 0)
+};
+
+struct Violation {
+  ViolationKind kind;
+  std::vector<int> ranks;
+  std::vector<StepRef> steps;
+  std::string message;  // one paragraph a schedule author understands
+};
+
+struct CheckStats {
+  size_t steps = 0;          // non-idle steps (composites count once)
+  size_t messages = 0;       // P2P messages matched (payloads and metas)
+  size_t meta_messages = 0;  // of which shape/dtype metas
+  size_t collectives = 0;    // collective calls checked (per group instance)
+  size_t channels = 0;       // ordered rank pairs that carry messages
+  std::vector<int64_t> peak_memory_bytes;  // per rank
+  std::vector<int> peak_memory_index;      // per rank: the step where the peak occurs (-1: none)
+};
+
+struct CheckReport {
+  std::vector<Violation> violations;
+  std::vector<std::string> notes;  // facts that are not violations ("relies on buffering" under eager)
+  CheckStats stats;
+  bool ok() const { return violations.empty(); }
+};
+
+StepRef step_ref(const Schedule& s, int rank, int index, int sub = -1);
+
+}  // namespace ppsched

@@ -1,0 +1,166 @@
+// P2P matching: the static, positional view of every channel (reference hyper_parallel.md
+// §3.4: "for every ordered pair, the sequence of ops must be positionally complementary").
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "checkers/checks.hpp"
+
+namespace ppsched {
+namespace {
+
+const Step& leaf_of(const Schedule& s, const Message& m) {
+  const Step& top = *s.programs[static_cast<size_t>(m.rank)][static_cast<size_t>(m.step_index)];
+  return m.sub >= 0 ? top.sub_steps[static_cast<size_t>(m.sub)] : top;
+}
+
+std::string ordinal(int k) {
+  int n = k + 1;
+  std::string suf = "th";
+  if (n % 100 < 11 || n % 100 > 13) {
+    if (n % 10 == 1) suf = "st";
+    else if (n % 10 == 2) suf = "nd";
+    else if (n % 10 == 3) suf = "rd";
+  }
+  return std::to_string(n) + suf;
+}
+
+// Why the k-th send and k-th receive disagree, or "" when they agree.
+std::string disagreement(const Step& send, const Message& ms, const Step& recv, const Message& mr) {
+  if (ms.meta != mr.meta) {
+    return ms.meta ? "the sender posts a shape/dtype meta where the receiver expects a payload"
+                   : "the receiver expects a shape/dtype meta where the sender posts a payload (recv_object_list "
+                     "would decode payload bytes as meta)";
+  }
+  if (info(send.op).partner != recv.op)
+    return std::string(op_name(send.op)) + " is received by " + std::string(op_name(info(send.op).partner)) +
+           ", not by " + std::string(op_name(recv.op));
+  if (send.micro != recv.micro)
+    return "micro-batch " + std::to_string(send.micro) + " is sent where micro-batch " + std::to_string(recv.micro) +
+           " is expected";
+  if (send.stage >= 0 || recv.stage >= 0) {
+    int want = send.stage >= 0 ? send.stage + info(send.op).partner_stage_delta : -1;
+    if (recv.stage != want && send.peer == kNone && recv.peer == kNone)
+      return "the sender's stage " + std::to_string(send.stage) + " feeds stage " + std::to_string(want) +
+             ", but the receive is for stage " + std::to_string(recv.stage);
+  }
+  if (ms.tensor != mr.tensor) return "tensor " + std::to_string(ms.tensor) + " meets tensor " + std::to_string(mr.tensor);
+  if (!send.tensors.empty() && !recv.tensors.empty()) {
+    size_t t = static_cast<size_t>(ms.tensor);
+    if (send.tensors.size() != recv.tensors.size())
+      return "the sender describes " + std::to_string(send.tensors.size()) + " tensors, the receiver " +
+             std::to_string(recv.tensors.size());
+    if (t < send.tensors.size() && send.tensors[t] != recv.tensors[t]) {
+      auto shape = [](const TensorDesc& d) {
+        std::string out = "[";
+        for (size_t k = 0; k < d.shape.size(); ++k) out += (k ? "," : "") + std::to_string(d.shape[k]);
+        return out + "] " + d.dtype;
+      };
+      return "payload " + shape(send.tensors[t]) + " is sent where " + shape(recv.tensors[t]) + " is expected";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Violation>& out, CheckStats& stats) {
+  for (const Channel& ch : m.channels) {
+    const size_t n = std::min(ch.sends.size(), ch.recvs.size());
+    stats.channels++;
+    bool reported = false;
+    for (size_t k = 0; k < n; ++k) {
+      const Message& ms = m.messages[static_cast<size_t>(ch.sends[k])];
+      const Message& mr = m.messages[static_cast<size_t>(ch.recvs[k])];
+      stats.messages++;
+      if (ms.meta) stats.meta_messages++;
+      if (reported) continue;  // after the first disagreement the channel has drifted
+      const Step& send = leaf_of(s, ms);
+      const Step& recv = leaf_of(s, mr);
+      std::string why = disagreement(send, ms, recv, mr);
+      if (why.empty()) continue;
+      reported = true;
+      Violation v;
+      v.kind = ViolationKind::P2PMismatch;
+      v.ranks = {ch.src, ch.dst};
+      v.steps = {step_ref(s, ms.rank, ms.step_index, ms.sub), step_ref(s, mr.rank, mr.step_index, mr.sub)};
+      v.message = "On the channel rank " + std::to_string(ch.src) + " -> rank " + std::to_string(ch.dst) + ", the " +
+                  ordinal(static_cast<int>(k)) + " message sent is " + describe_message(s, ms) + " (rank " +
+                  std::to_string(ch.src) + ", step " + std::to_string(ms.step_index) + ") but the " +
+                  ordinal(static_cast<int>(k)) + " message received is " + describe_message(s, mr) + " (rank " +
+                  std::to_string(ch.dst) + ", step " + std::to_string(mr.step_index) + "): " + why +
+                  ". Messages on a rank pair are matched in FIFO order whatever their type, so both ends must "
+                  "issue their transfers in the same order (e.g. both type-major, both ascending micro).";
+      out.push_back(std::move(v));
+    }
+    if (ch.sends.size() != ch.recvs.size()) {
+      bool extra_sends = ch.sends.size() > ch.recvs.size();
+      const auto& longer = extra_sends ? ch.sends : ch.recvs;
+      const Message& first = m.messages[static_cast<size_t>(longer[n])];
+      Violation v;
+      v.kind = ViolationKind::P2PMismatch;
+      v.ranks = {ch.src, ch.dst};
+      v.steps = {step_ref(s, first.rank, first.step_index, first.sub)};
+      size_t extra = longer.size() - n;
+      v.message = "Rank " + std::to_string(ch.src) + " sends " + std::to_string(ch.sends.size()) + " messages to rank " +
+                  std::to_string(ch.dst) + ", which receives " + std::to_string(ch.recvs.size()) + " from it: " +
+                  std::to_string(extra) + " " + (extra_sends ? "send" : "receive") + (extra == 1 ? " is" : "s are") +
+                  " never matched, the first being " + describe_message(s, first) + " at rank " +
+                  std::to_string(first.rank) + " step " + std::to_string(first.step_index) + ".";
+      out.push_back(std::move(v));
+    }
+  }
+
+  // Batch shapes per rank pair: the payloads of one batch toward a peer must be matched by
+  // exactly the payloads of one batch of that peer toward it, and a plain step must face a
+  // plain step (HCCL cannot match a batched op with a plain one; a one-sided split hangs).
+  struct Side {
+    int rank, group;  // group: batch step index, or -(message id)-2 for a plain step
+    bool operator<(const Side& o) const { return std::tie(rank, group) < std::tie(o.rank, o.group); }
+  };
+  std::map<std::pair<int, int>, std::map<Side, std::set<Side>>> links;  // unordered pair -> side -> partners
+  for (const Channel& ch : m.channels) {
+    const size_t n = std::min(ch.sends.size(), ch.recvs.size());
+    for (size_t k = 0; k < n; ++k) {
+      const Message& ms = m.messages[static_cast<size_t>(ch.sends[k])];
+      const Message& mr = m.messages[static_cast<size_t>(ch.recvs[k])];
+      if (ms.meta || mr.meta) continue;  // metas are exchanged one by one, before any batch
+      Side a{ms.rank, ms.batch >= 0 ? ms.batch : -ch.sends[k] - 2};
+      Side b{mr.rank, mr.batch >= 0 ? mr.batch : -ch.recvs[k] - 2};
+      auto key = std::minmax(ms.rank, mr.rank);
+      links[key][a].insert(b);
+      links[key][b].insert(a);
+    }
+  }
+  for (auto& [pair, sides] : links) {
+    for (auto& [side, partners] : sides) {
+      if (side.group < 0 && partners.size() == 1 && partners.begin()->group < 0) continue;  // plain vs plain
+      if (side.group < 0) continue;  // reported from the batch's side
+      bool ok = partners.size() == 1 && partners.begin()->group >= 0;
+      if (ok) {
+        // The partner batch must map back to this batch only.
+        const auto& back = sides[*partners.begin()];
+        ok = back.size() == 1 && back.begin()->rank == side.rank && back.begin()->group == side.group;
+      }
+      if (ok) continue;
+      int plain = 0, batches = 0;
+      for (const Side& p : partners) (p.group >= 0 ? batches : plain)++;
+      Violation v;
+      v.kind = ViolationKind::P2PMismatch;
+      int peer = pair.first == side.rank ? pair.second : pair.first;
+      v.ranks = {side.rank, peer};
+      v.steps = {step_ref(s, side.rank, side.group)};
+      for (const Side& p : partners)
+        if (p.group >= 0) v.steps.push_back(step_ref(s, p.rank, p.group));
+      v.message = "The BATCH_SEND_RECV at rank " + std::to_string(side.rank) + " step " + std::to_string(side.group) +
+                  " exchanges its payloads with rank " + std::to_string(peer) + " through " +
+                  std::to_string(batches) + " batch(es) and " + std::to_string(plain) +
+                  " plain step(s) there. A batch must face exactly one batch whose transfers mirror its own: a "
+                  "duplex batch facing split single steps, or a batched op facing a plain one, hangs on "
+                  "HCCL/NCCL (hyper-parallel §3.4-3.5).";
+      out.push_back(std::move(v));
+    }
+  }
+}
+
+}  // namespace ppsched

@@ -1,0 +1,48 @@
+#include <algorithm>
+
+#include "checkers/checks.hpp"
+
+namespace ppsched {
+
+CheckReport verify(const Schedule& s, const CheckOptions& options) {
+  CheckReport report;
+  report.stats.steps = s.step_count();
+  check_coverage(s, report.violations);
+  check_caches(s, options, report.violations, report.stats);
+
+  CommModel model = build_comm_model(s, options);
+  for (auto& v : model.problems) report.violations.push_back(v);
+  const size_t before_static = report.violations.size();
+  check_p2p_matching(s, model, report.violations, report.stats);
+  check_collectives(s, model, report.violations, report.stats);
+  const bool static_comm_problems =
+      std::any_of(report.violations.begin(), report.violations.end(), [](const Violation& v) {
+        return v.kind == ViolationKind::P2PMismatch || v.kind == ViolationKind::CollectiveMismatch;
+      });
+  (void)before_static;
+
+  ReplayResult run = replay(s, model, options.comm);
+  if (!run.completed) {
+    // The other semantics tells the author whether the schedule leans on send buffering.
+    CommMode other = options.comm == CommMode::Rendezvous ? CommMode::Eager : CommMode::Rendezvous;
+    bool eager_completes = options.comm == CommMode::Rendezvous && replay(s, model, other).completed;
+    for (auto& d : run.deadlocks) {
+      // A stuck set without a cycle is the consequence of an unmatched message or collective
+      // the static passes already located.
+      if (static_comm_problems && d.message.rfind("Ranks are blocked forever", 0) == 0) continue;
+      if (eager_completes)
+        d.message += " With eager (buffered) sends the schedule would complete: it relies on buffering, which NCCL "
+                     "gives only to small messages, so it hangs once payloads exceed the eager threshold.";
+      report.violations.push_back(std::move(d));
+    }
+  } else if (options.comm == CommMode::Eager) {
+    ReplayResult strict = replay(s, model, CommMode::Rendezvous);
+    if (!strict.completed)
+      report.notes.push_back(
+          "relies on buffering: the schedule completes with eager sends but deadlocks under rendezvous (NCCL's "
+          "behaviour for messages above its eager threshold); run with --comm rendezvous to see the cycle");
+  }
+  return report;
+}
+
+}  // namespace ppsched

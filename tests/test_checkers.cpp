@@ -1,0 +1,305 @@
+#include <catch2/catch.hpp>
+#include <rapidcheck/catch.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "checkers/checks.hpp"
+#include "model/errors.hpp"
+#include <functional>
+#include "model/formats/schedule_io.hpp"
+#include "model/generators/generator.hpp"
+#include "tests/support/explorer.hpp"
+
+using namespace ppsched;
+
+namespace {
+
+std::string data(const std::string& rel) {
+  const char* d = std::getenv("PPSCHED_TEST_DATA");
+  return std::string(d ? d : "tests/data") + "/" + rel;
+}
+
+bool has(const CheckReport& r, ViolationKind kind, int rank, int index) {
+  for (const auto& v : r.violations) {
+    if (v.kind != kind) continue;
+    for (const auto& s : v.steps)
+      if (s.rank == rank && s.index == index) return true;
+  }
+  return false;
+}
+
+std::string dump(const CheckReport& r) {
+  std::string out;
+  for (const auto& v : r.violations) {
+    out += "[" + std::string(to_string(v.kind)) + "]";
+    for (const auto& s : v.steps) out += " r" + std::to_string(s.rank) + "@" + std::to_string(s.index);
+    out += " " + v.message + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the regression catalogue is found with the right kind and location", "[checkers]") {
+  struct Case {
+    const char* file;
+    ViolationKind kind;
+    int rank, index;
+    bool only;  // the only violation reported
+  };
+  const Case cases[] = {
+      {"bad/both_send_first.json", ViolationKind::Deadlock, 0, 3, true},
+      {"bad/recv_hoisted_before_send.json", ViolationKind::Deadlock, 1, 3, true},
+      {"bad/mpipe_micro_major.json", ViolationKind::P2PMismatch, 1, 5, true},
+      {"bad/owner_backward_inline.json", ViolationKind::Deadlock, 0, 37, true},
+      {"bad/grad_order_mismatch.json", ViolationKind::P2PMismatch, 1, 25, true},
+      {"bad/short_micro_bwd_before_recv.json", ViolationKind::Dependency, 3, 24, true},
+      {"bad/batch_vs_singles.json", ViolationKind::P2PMismatch, 0, 3, true},
+      {"bad/trainable_without_transpose_bwd.json", ViolationKind::CacheViolation, 0, 4, false},
+      {"bad/fwd_before_recv.json", ViolationKind::Dependency, 1, 4, true},
+      {"bad/w_before_i.json", ViolationKind::CacheViolation, 0, 6, true},
+      {"bad/collective_subset.json", ViolationKind::CollectiveMismatch, 0, 28, true},
+      {"bad/duplicated_recv.json", ViolationKind::P2PMismatch, 1, 1, false},
+  };
+  for (const auto& c : cases) {
+    INFO(c.file);
+    Schedule s = read_schedule_file(data(c.file));
+    CheckReport r = verify(s);
+    INFO(dump(r));
+    CHECK(!r.ok());
+    CHECK(has(r, c.kind, c.rank, c.index));
+    if (c.only) CHECK(r.violations.size() == 1);
+  }
+}
+
+TEST_CASE("both ranks sending first deadlocks under rendezvous and passes under eager, noted as relying on buffering",
+          "[checkers]") {
+  Schedule s = read_schedule_file(data("bad/both_send_first.json"));
+  CheckReport strict = verify(s);
+  REQUIRE(strict.violations.size() == 1);
+  CHECK(strict.violations[0].ranks == std::vector<int>{0, 1});
+  CHECK_THAT(strict.violations[0].message, Catch::Contains("relies on buffering"));
+  CheckOptions eager;
+  eager.comm = CommMode::Eager;
+  CheckReport loose = verify(s, eager);
+  CHECK(loose.ok());
+  REQUIRE(loose.notes.size() == 1);
+  CHECK_THAT(loose.notes[0], Catch::Contains("relies on buffering"));
+}
+
+TEST_CASE("trainable MPipe without TRANSPOSE_BWD names every stranded cache and its micro-batches", "[checkers]") {
+  CheckReport r = verify(read_schedule_file(data("bad/trainable_without_transpose_bwd.json")));
+  REQUIRE(r.violations.size() == 3);
+  for (const auto& v : r.violations) {
+    CHECK(v.kind == ViolationKind::CacheViolation);
+    CHECK(v.ranks == std::vector<int>{0});
+    CHECK_THAT(v.message, Catch::Contains("not empty at the end of the run: micro 0, micro 1"));
+  }
+  CHECK_THAT(r.violations[0].message, Catch::Contains("_inputs_for_explicit_forward"));
+  CHECK_THAT(r.violations[1].message, Catch::Contains("_keep_grad"));
+}
+
+TEST_CASE("a receive posted early under overlap_p2p does not deadlock the hoisted gap", "[checkers]") {
+  Schedule s = read_schedule_file(data("bad/recv_hoisted_before_send.json"));
+  CheckOptions o;
+  o.overlap_p2p = true;
+  CheckReport r = verify(s, o);
+  INFO(dump(r));
+  CHECK(r.ok());
+}
+
+TEST_CASE("payload descriptors that disagree on one side are a p2p_mismatch", "[checkers]") {
+  GenerateOptions g;
+  g.pp = 2;
+  g.micro = 2;
+  Schedule s = generate("1f1b", g);
+  for (int r = 0; r < 2; ++r)
+    for (auto& slot : s.programs[static_cast<size_t>(r)])
+      if (slot && is_p2p(slot->op)) slot->tensors = {{{4, 1024}, "bf16"}};
+  CHECK(verify(s).ok());
+  // rank 1 expects a different shape for its first activation
+  for (auto& slot : s.programs[1])
+    if (slot && slot->op == Op::FWD_RECV) {
+      slot->tensors = {{{4, 2048}, "bf16"}};
+      break;
+    }
+  CheckReport r = verify(s);
+  REQUIRE(r.violations.size() == 1);
+  CHECK(r.violations[0].kind == ViolationKind::P2PMismatch);
+  CHECK_THAT(r.violations[0].message, Catch::Contains("[4,1024] bf16 is sent where [4,2048] bf16 is expected"));
+}
+
+TEST_CASE("1F1B keeps at most min(P - r, M) activations live on rank r", "[checkers]") {
+  for (int P = 1; P <= 6; ++P)
+    for (int M = 1; M <= 3 * P; ++M) {
+      GenerateOptions g;
+      g.pp = P;
+      g.micro = M;
+      Schedule s = generate("1f1b", g);
+      CheckOptions o;
+      o.memory.activation_bytes = {1000};
+      o.memory.boundary_bytes = {0};
+      CheckReport r = verify(s, o);
+      REQUIRE(r.ok());
+      for (int rank = 0; rank < P; ++rank) {
+        INFO("P=" << P << " M=" << M << " rank " << rank);
+        CHECK(r.stats.peak_memory_bytes[static_cast<size_t>(rank)] == 1000 * std::min(P - rank, M));
+      }
+    }
+}
+
+TEST_CASE("a memory budget below the peak is reported at the step where the peak occurs", "[checkers]") {
+  GenerateOptions g;
+  g.pp = 4;
+  g.micro = 8;
+  Schedule s = generate("gpipe", g);
+  CheckOptions o;
+  o.memory.activation_bytes = {int64_t{1} << 30};
+  o.memory.boundary_bytes = {0};
+  o.memory_budget = int64_t{6} << 30;
+  CheckReport r = verify(s, o);
+  REQUIRE(r.violations.size() == 4);  // GPipe keeps all 8 micro-batches on every rank
+  for (const auto& v : r.violations) {
+    CHECK(v.kind == ViolationKind::Memory);
+    CHECK_THAT(v.message, Catch::Contains("8.00 GiB"));
+    CHECK_THAT(v.message, Catch::Contains("8 x fwd_cache"));
+    REQUIRE(v.steps.size() == 1);
+    CHECK(v.steps[0].step.op == Op::FWD);
+    CHECK(v.steps[0].step.micro == 7);
+  }
+}
+
+namespace {
+
+struct Family {
+  const char* name;
+  int vmin, vmax;  // V range
+  bool mpipe;
+};
+
+void sweep(const char* name, GenerateOptions g, int max_p, const std::function<void(const Schedule&)>& fn) {
+  for (int P = 1; P <= max_p; ++P)
+    for (int M = 1; M <= 3 * P; ++M) {
+      g.pp = P;
+      g.micro = M;
+      Schedule s;
+      try {
+        s = generate(name, g);
+      } catch (const InputError&) {
+        continue;  // the family refuses this combination (tested with the generators)
+      }
+      fn(s);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("no false alarms: every family over P 1..8, V 1..4, M 1..3P verifies clean", "[checkers][sweep]") {
+  size_t checked = 0;
+  auto verify_clean = [&](const Schedule& s) {
+    CheckReport r = verify(s);
+    INFO(s.name << " P=" << s.ranks << " S=" << s.stages << " M=" << s.micro_batches << "\n" << dump(r));
+    REQUIRE(r.ok());
+    ++checked;
+  };
+  for (const char* fam : {"gpipe", "1f1b", "zb-h1", "zbv", "dualpipev"}) {
+    GenerateOptions g;
+    g.vpp = std::string(fam) == "zbv" || std::string(fam) == "dualpipev" ? 2 : 1;
+    sweep(fam, g, 8, verify_clean);
+  }
+  for (int V = 1; V <= 4; ++V) {
+    for (int variant = 0; variant < 4; ++variant) {
+      GenerateOptions g;
+      g.vpp = V;
+      g.less_memory = variant == 1;
+      g.overlap_b_f = variant >= 2;
+      g.dxdw_split = variant == 3;
+      sweep("interleaved-1f1b", g, 8, verify_clean);
+    }
+    GenerateOptions g;
+    g.vpp = V;
+    sweep("looped-bfs", g, 8, verify_clean);
+    for (Overflow of : {Overflow::Full, Overflow::Min})
+      for (Tower t : {Tower::Trainable, Tower::Frozen, Tower::None})
+        for (bool ob : {false, true}) {
+          if (ob && t != Tower::Trainable) continue;
+          GenerateOptions m;
+          m.vpp = V;
+          m.overflow = of;
+          m.tower = t;
+          m.owner_backward = ob;
+          sweep("mpipe-transpose", m, 8, verify_clean);
+        }
+  }
+  CHECK(checked > 5000);
+}
+
+TEST_CASE("generated MPipe schedules also verify under the MPipe executor's batched receive", "[checkers]") {
+  CheckOptions o;
+  o.mpipe_batched_recv = true;
+  for (bool ob : {false, true}) {
+    GenerateOptions g;
+    g.vpp = 2;
+    g.owner_backward = ob;
+    sweep("mpipe-transpose", g, 6, [&](const Schedule& s) {
+      CheckReport r = verify(s, o);
+      INFO(dump(r));
+      REQUIRE(r.ok());
+    });
+  }
+}
+
+namespace {
+
+// Deterministic mutations of a schedule (the fuzzing issue grows these into ppsched code).
+Schedule mutate(Schedule s, int kind, int rank, int pos, int target) {
+  auto& p = s.programs[static_cast<size_t>(rank % s.ranks)];
+  if (p.empty()) return s;
+  size_t i = static_cast<size_t>(pos) % p.size();
+  size_t j = static_cast<size_t>(target) % p.size();
+  switch (kind % 4) {
+    case 0:  // swap two adjacent steps
+      if (i + 1 < p.size()) std::swap(p[i], p[i + 1]);
+      break;
+    case 1:  // drop a step
+      p.erase(p.begin() + static_cast<long>(i));
+      break;
+    case 2:  // duplicate a step
+      p.insert(p.begin() + static_cast<long>(i), p[i]);
+      break;
+    default: {  // move a step elsewhere
+      auto x = p[i];
+      p.erase(p.begin() + static_cast<long>(i));
+      p.insert(p.begin() + static_cast<long>(std::min(j, p.size())), x);
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("the replay's deadlock verdict equals the exhaustive explorer's", "[checkers][explorer]") {
+  rc::prop("replay == all interleavings, for small schedules and their mutations",
+           [](int family_pick, int P, int M, std::vector<std::array<int, 4>> muts, bool eager) {
+             const char* fams[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "mpipe-transpose"};
+             const char* fam = fams[static_cast<size_t>(std::abs(family_pick) % 5)];
+             GenerateOptions g;
+             g.pp = 2 + std::abs(P) % 2;
+             g.micro = 1 + std::abs(M) % 3;
+             g.vpp = std::string(fam) == "interleaved-1f1b" && g.pp == 2 ? 2 : 1;
+             Schedule s = generate(fam, g);
+             if (muts.size() > 3) muts.resize(3);
+             for (const auto& m : muts) s = mutate(s, std::abs(m[0]), std::abs(m[1]), std::abs(m[2]), std::abs(m[3]));
+             RC_PRE(s.step_count() <= 44);
+             CommMode mode = eager ? CommMode::Eager : CommMode::Rendezvous;
+             CheckOptions o;
+             CommModel model = build_comm_model(s, o);
+             ReplayResult r = replay(s, model, mode);
+             auto e = testing::explore(model, mode);
+             RC_PRE(e.exhausted);
+             RC_TAG(r.completed ? "completes" : "stuck");
+             RC_ASSERT(r.completed == e.some_path_completes);
+             RC_ASSERT(r.completed == !e.some_state_stuck);
+           });
+}

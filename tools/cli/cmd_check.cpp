@@ -1,0 +1,65 @@
+#include <iostream>
+
+#include "checkers/checks.hpp"
+#include "model/errors.hpp"
+#include "model/formats/schedule_io.hpp"
+#include "tools/cli/command.hpp"
+#include "tools/cli/render.hpp"
+
+namespace ppsched::cli {
+
+Action add_check(CLI::App& app) {
+  auto* cmd = app.add_subcommand("check", "verify schedules: deadlock freedom, P2P matching, caches, collectives, memory");
+  struct State {
+    std::vector<std::string> files;
+    GeneratorFlags gen;
+    std::string comm = "rendezvous";
+    std::string budget, activation_bytes;
+    CheckOptions options;
+    bool json = false;
+  };
+  auto st = std::make_shared<State>();
+  cmd->add_option("files", st->files, "schedule files (.json or .csv)");
+  add_generator_flags(*cmd, st->gen, false);
+  cmd->add_option("--comm", st->comm, "P2P semantics: rendezvous (NCCL-like, default) or eager (buffered sends)")
+      ->check(CLI::IsMember({"rendezvous", "eager"}));
+  cmd->add_flag("--overlap-p2p", st->options.overlap_p2p, "receives waited by their consumer, sends drained at the end");
+  cmd->add_flag("--mpipe-batched-recv", st->options.mpipe_batched_recv,
+                "MPipe executor: the first MPIPE_FWD_RECV receives every outstanding micro; MPipe sends deferred");
+  cmd->add_flag("--dyn-shape", st->options.dyn_shape, "body FWD P2P exchanges shape/dtype meta at every step");
+  cmd->add_option("--memory-budget", st->budget, "per-rank budget for live activations and buffers (e.g. 80GiB)");
+  cmd->add_option("--activation-bytes", st->activation_bytes, "bytes one micro-batch keeps from FWD to BWD per stage (default 1GiB)");
+  cmd->add_flag("--json", st->json, "machine-readable result");
+  return [st]() {
+    CheckOptions o = st->options;
+    o.comm = st->comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
+    if (!st->budget.empty()) o.memory_budget = parse_bytes(st->budget, "--memory-budget");
+    if (!st->activation_bytes.empty()) o.memory.activation_bytes = {parse_bytes(st->activation_bytes, "--activation-bytes")};
+    std::vector<std::pair<std::string, Schedule>> inputs;
+    if (!st->gen.family.empty()) {
+      Schedule s = build_generated(st->gen);
+      inputs.emplace_back(st->gen.family + " P=" + std::to_string(st->gen.options.pp) + " V=" +
+                              std::to_string(st->gen.options.vpp) + " M=" + std::to_string(st->gen.options.micro),
+                          std::move(s));
+    }
+    for (const auto& f : st->files) inputs.emplace_back(f, read_schedule_file(f));
+    if (inputs.empty()) throw InputError({}, "give schedule files or --generate FAMILY --pp P --micro M");
+    bool all_ok = true;
+    nlohmann::json files = nlohmann::json::array();
+    for (auto& [name, s] : inputs) {
+      CheckReport report = verify(s, o);
+      all_ok = all_ok && report.ok();
+      if (st->json) {
+        auto j = report_json(s, report);
+        j["file"] = name;
+        files.push_back(std::move(j));
+      } else {
+        std::cout << report_text(name, s, report);
+      }
+    }
+    if (st->json) std::cout << (files.size() == 1 ? files[0] : nlohmann::json{{"ok", all_ok}, {"files", files}}).dump(2) << "\n";
+    return all_ok ? kOk : kFound;
+  };
+}
+
+}  // namespace ppsched::cli

@@ -1,0 +1,76 @@
+#include <iostream>
+#include <sstream>
+
+#include "model/errors.hpp"
+#include "model/formats/schedule_io.hpp"
+#include "tools/cli/command.hpp"
+
+namespace ppsched::cli {
+namespace {
+
+Placement parse_placement(const std::string& text, int ranks_hint) {
+  if (text == "loop" || text == "v") {
+    // The stage count is known only after reading; the reader resolves kind-only placements.
+    Placement p;
+    p.kind = text == "loop" ? PlacementKind::Loop : PlacementKind::V;
+    (void)ranks_hint;
+    return p;
+  }
+  std::vector<int32_t> map;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      int v = std::stoi(item, &used);
+      if (used != item.size()) throw std::invalid_argument(item);
+      map.push_back(v);
+    } catch (const std::exception&) {
+      throw InputError({}, "--placement: expected loop, v or a comma-separated rank per stage (0,1,1,0), got '" + text + "'");
+    }
+  }
+  return Placement::explicit_map(std::move(map));
+}
+
+}  // namespace
+
+Action add_convert(CLI::App& app) {
+  auto* cmd = app.add_subcommand("convert", "convert between ppsched JSON and PyTorch pipelining CSV");
+  struct State {
+    std::string in, out, from, to, placement, csv_kind = "compute_comms";
+    int micro = 0;
+    bool json = false;
+  };
+  auto st = std::make_shared<State>();
+  cmd->add_option("input", st->in, "input schedule (.json or .csv)")->required();
+  cmd->add_option("-o,--output", st->out, "output file (.json or .csv)")->required();
+  cmd->add_option("--from", st->from, "input format json|csv (default: from the extension)")->check(CLI::IsMember({"json", "csv"}));
+  cmd->add_option("--to", st->to, "output format json|csv (default: from the extension)")->check(CLI::IsMember({"json", "csv"}));
+  cmd->add_option("--placement", st->placement, "CSV input: loop, v, or the rank of each stage (0,1,1,0); default inferred");
+  cmd->add_option("--micro", st->micro, "CSV input: number of micro-batches; default inferred")->check(CLI::PositiveNumber);
+  cmd->add_option("--csv-kind", st->csv_kind, "CSV output: compute_comms (default) or compute_only")
+      ->check(CLI::IsMember({"compute_comms", "compute_only"}));
+  cmd->add_flag("--json", st->json, "print a JSON summary of what was written");
+  return [st]() {
+    CsvReadOptions csv;
+    if (!st->placement.empty()) csv.placement = parse_placement(st->placement, 0);
+    if (st->micro > 0) csv.micro_batches = st->micro;
+    std::optional<FileFormat> from;
+    if (!st->from.empty()) from = format_from_name(st->from);
+    Schedule s = read_schedule_file(st->in, from, csv);
+    FileFormat to = !st->to.empty() ? format_from_name(st->to) : format_from_path(st->out);
+    write_output(st->out, write_schedule(s, to, st->csv_kind == "compute_only" ? CsvKind::ComputeOnly : CsvKind::ComputeComms));
+    if (st->json) {
+      std::cout << "{\"output\": \"" << st->out << "\", \"ranks\": " << s.ranks << ", \"stages\": " << s.stages
+                << ", \"micro_batches\": " << s.micro_batches << ", \"placement\": \"" << to_string(s.placement.kind)
+                << "\", \"steps\": " << s.step_count() << "}\n";
+    } else {
+      std::cerr << "wrote " << st->out << ": " << s.ranks << " ranks, " << s.stages << " stages ("
+                << to_string(s.placement.kind) << "), " << s.micro_batches << " micro-batches, " << s.step_count()
+                << " steps\n";
+    }
+    return kOk;
+  };
+}
+
+}  // namespace ppsched::cli

@@ -1,0 +1,99 @@
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "model/comm_insertion.hpp"
+#include "model/errors.hpp"
+#include "model/formats/schedule_io.hpp"
+#include "model/validate.hpp"
+#include "tools/cli/command.hpp"
+
+namespace ppsched::cli {
+
+void add_generator_flags(CLI::App& cmd, GeneratorFlags& f, bool family_required) {
+  std::string families;
+  for (const auto& g : generators()) families += (families.empty() ? "" : ", ") + std::string(g.name);
+  auto* name = cmd.add_option(family_required ? "family" : "--generate", f.family, "schedule family: " + families);
+  if (family_required) name->required();
+  cmd.add_option("--pp", f.options.pp, "pipeline ranks P")->check(CLI::PositiveNumber);
+  cmd.add_option("--vpp", f.options.vpp, "virtual stages per rank V (default 1)")->check(CLI::PositiveNumber);
+  cmd.add_option("--micro", f.options.micro, "micro-batches M")->check(CLI::PositiveNumber);
+  cmd.add_flag("--less-memory", f.options.less_memory, "interleaved: shallow warmup (V-1)*R0 + (P-1-i)");
+  cmd.add_flag("--overlap-b-f", f.options.overlap_b_f, "interleaved: steady pairs become OVERLAP_B_F");
+  cmd.add_flag("--dxdw-split", f.options.dxdw_split, "interleaved: split backward into BWD_INPUT/BWD_WEIGHT (needs --overlap-b-f)");
+  cmd.add_option("--overflow", f.overflow, "mpipe-transpose: owner rule full|min")->check(CLI::IsMember({"full", "min"}));
+  cmd.add_option("--tower", f.tower, "mpipe-transpose: trainable|frozen|none")->check(CLI::IsMember({"trainable", "frozen", "none"}));
+  cmd.add_flag("--owner-backward", f.options.owner_backward, "mpipe-transpose: owners run the tower backward");
+  cmd.add_flag("--batch", f.batch, "coalesce runs of P2P steps into BATCH_SEND_RECV (batch transport)");
+}
+
+Schedule build_generated(GeneratorFlags& f) {
+  if (f.options.pp < 1) throw InputError({}, "--pp is required (pipeline ranks, >= 1)");
+  if (f.options.micro < 1) throw InputError({}, "--micro is required (micro-batches, >= 1)");
+  f.options.overflow = f.overflow == "min" ? Overflow::Min : Overflow::Full;
+  f.options.tower = f.tower == "frozen" ? Tower::Frozen : f.tower == "none" ? Tower::None : Tower::Trainable;
+  Schedule s = generate(f.family, f.options);
+  if (f.batch) s = coalesce_p2p(s);
+  validate_structure(s, "<generated " + f.family + ">");
+  return s;
+}
+
+void write_output(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::cout << text;
+    return;
+  }
+  std::FILE* fp = std::fopen(path.c_str(), "wb");
+  if (!fp) throw InputError(in_file(path), std::string("cannot write: ") + std::strerror(errno));
+  bool ok = std::fwrite(text.data(), 1, text.size(), fp) == text.size();
+  ok = std::fclose(fp) == 0 && ok;
+  if (!ok) throw InputError(in_file(path), std::string("write failed: ") + std::strerror(errno));
+}
+
+Action add_generate(CLI::App& app) {
+  auto* cmd = app.add_subcommand("generate", "write a schedule of a built-in family (with its P2P steps)");
+  struct State {
+    GeneratorFlags flags;
+    std::string out;
+    std::string format;
+    bool list = false;
+    bool json = false;
+  };
+  auto st = std::make_shared<State>();
+  add_generator_flags(*cmd, st->flags, false);
+  cmd->get_option("--generate")->description("(same as the positional family)");
+  cmd->add_option("family", st->flags.family, "schedule family (see --list)");
+  cmd->add_option("-o,--output", st->out, "output file (.json or .csv); default: JSON on stdout");
+  cmd->add_option("--format", st->format, "json|csv (default: from the output extension, else json)")
+      ->check(CLI::IsMember({"json", "csv"}));
+  cmd->add_flag("--list", st->list, "list the families and their constraints");
+  cmd->add_flag("--json", st->json, "with --list: as JSON");
+  return [st]() {
+    if (st->list) {
+      if (st->json) {
+        std::cout << "[";
+        bool first = true;
+        for (const auto& g : generators()) {
+          std::cout << (first ? "" : ",") << "\n  {\"name\": \"" << g.name << "\", \"summary\": \"" << g.summary
+                    << "\", \"constraints\": \"" << g.constraints << "\"}";
+          first = false;
+        }
+        std::cout << "\n]\n";
+      } else {
+        for (const auto& g : generators())
+          std::cout << g.name << "\n    " << g.summary << "\n    accepts: " << g.constraints << "\n";
+      }
+      return kOk;
+    }
+    if (st->flags.family.empty()) throw InputError({}, "name a family (ppsched generate --list shows them)");
+    Schedule s = build_generated(st->flags);
+    FileFormat fmt = !st->format.empty() ? format_from_name(st->format)
+                     : (!st->out.empty() && st->out != "-") ? format_from_path(st->out)
+                                                            : FileFormat::Json;
+    write_output(st->out, write_schedule(s, fmt));
+    return kOk;
+  };
+}
+
+}  // namespace ppsched::cli

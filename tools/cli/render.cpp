@@ -1,0 +1,121 @@
+#include "tools/cli/render.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "model/errors.hpp"
+#include "traces/text_grid.hpp"
+
+namespace ppsched::cli {
+
+nlohmann::json step_json(const Step& st) {
+  nlohmann::json j;
+  j["op"] = std::string(op_name(st.op));
+  if (st.micro != kNone) j["micro"] = st.micro;
+  if (st.stage != kNone) j["stage"] = st.stage;
+  if (st.peer != kNone) j["peer"] = st.peer;
+  if (!st.sub_steps.empty()) {
+    j["sub_steps"] = nlohmann::json::array();
+    for (const auto& sub : st.sub_steps) j["sub_steps"].push_back(step_json(sub));
+  }
+  if (!st.tensors.empty()) {
+    j["tensors"] = nlohmann::json::array();
+    for (const auto& t : st.tensors) j["tensors"].push_back({{"shape", t.shape}, {"dtype", t.dtype}});
+  }
+  if (!st.group.empty()) j["group"] = st.group;
+  return j;
+}
+
+nlohmann::json report_json(const Schedule& s, const CheckReport& r) {
+  nlohmann::json j;
+  j["ok"] = r.ok();
+  j["violations"] = nlohmann::json::array();
+  for (const auto& v : r.violations) {
+    nlohmann::json jv;
+    jv["kind"] = std::string(to_string(v.kind));
+    jv["ranks"] = v.ranks;
+    jv["steps"] = nlohmann::json::array();
+    for (const auto& ref : v.steps) {
+      nlohmann::json js{{"rank", ref.rank}, {"index", ref.index}, {"step", step_json(ref.step)}};
+      if (ref.sub >= 0) js["sub"] = ref.sub;
+      jv["steps"].push_back(js);
+    }
+    jv["message"] = v.message;
+    j["violations"].push_back(jv);
+  }
+  j["notes"] = r.notes;
+  j["stats"] = {{"ranks", s.ranks},
+                {"stages", s.stages},
+                {"micro_batches", s.micro_batches},
+                {"steps", r.stats.steps},
+                {"messages", r.stats.messages},
+                {"meta_messages", r.stats.meta_messages},
+                {"channels", r.stats.channels},
+                {"collectives", r.stats.collectives},
+                {"peak_memory_bytes", r.stats.peak_memory_bytes}};
+  return j;
+}
+
+std::string human_bytes(int64_t b) {
+  char buf[64];
+  double v = static_cast<double>(b);
+  if (b >= (int64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1 << 30));
+  else if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", v / (1 << 20));
+  else if (b >= (1 << 10)) std::snprintf(buf, sizeof buf, "%.1f KiB", v / (1 << 10));
+  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  return buf;
+}
+
+std::string report_text(const std::string& what, const Schedule& s, const CheckReport& r) {
+  std::string out;
+  const auto& st = r.stats;
+  int64_t peak = 0;
+  for (auto p : st.peak_memory_bytes) peak = std::max(peak, p);
+  if (r.ok()) {
+    out += what + ": verified (" + std::to_string(st.steps) + " steps on " + std::to_string(s.ranks) + " ranks, " +
+           std::to_string(st.messages) + " messages (" + std::to_string(st.meta_messages) + " shape/dtype metas) on " +
+           std::to_string(st.channels) + " channels, " + std::to_string(st.collectives) +
+           " collectives checked; caches empty at the end; peak live memory " + human_bytes(peak) + ")\n";
+  } else {
+    out += what + ": " + std::to_string(r.violations.size()) + " violation" + (r.violations.size() > 1 ? "s" : "") + "\n";
+    for (const auto& v : r.violations) {
+      out += "\n[" + std::string(to_string(v.kind)) + "] ranks";
+      for (size_t k = 0; k < v.ranks.size(); ++k) out += (k ? ", " : " ") + std::to_string(v.ranks[k]);
+      out += "\n  " + v.message + "\n";
+      std::set<std::pair<int, int>> shown;
+      for (const auto& ref : v.steps) {
+        if (ref.rank < 0 || ref.index < 0 || !shown.insert({ref.rank, ref.index}).second || shown.size() > 6) continue;
+        out += "    " + render_excerpt(s, ref.rank, ref.index) + "\n";
+      }
+    }
+  }
+  for (const auto& n : r.notes) out += "note: " + n + "\n";
+  return out;
+}
+
+int64_t parse_bytes(const std::string& text, const std::string& flag) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw InputError({}, flag + ": expected a size such as 80GiB, 512MiB or 1e9, got '" + text + "'");
+  }
+  std::string unit = text.substr(used);
+  double mult = 1;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "KiB") mult = 1024.0;
+  else if (unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "TiB") mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "KB" || unit == "kB") mult = 1e3;
+  else if (unit == "MB") mult = 1e6;
+  else if (unit == "GB") mult = 1e9;
+  else if (unit == "TB") mult = 1e12;
+  else throw InputError({}, flag + ": unknown unit '" + unit + "' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
+  if (!(v >= 0) || !std::isfinite(v)) throw InputError({}, flag + ": a size must be >= 0, got '" + text + "'");
+  return static_cast<int64_t>(v * mult);
+}
+
+}  // namespace ppsched::cli

@@ -1,4 +1,42 @@
+// gpipe: all forwards, then all backwards (reference hyper_parallel.md §2.1).
+//
+// Hand-placed like hyper-parallel's GPipe: no bubbles and no column scan. Each rank runs,
+// for every micro, [FR] F [FS], then for every micro (ascending) [BR] B [BS]. Under blocking
+// rendezvous this cannot deadlock: the forward sweep flows down the ranks in micro order and
+// the backward sweep flows up in micro order, and every rank posts a transfer's two ends in
+// the same relative order.
 #include "model/generators/generator.hpp"
+
 namespace ppsched {
-Schedule generate_gpipe(const GenerateOptions&) { refuse("gpipe", "PLACEHOLDER: not written yet"); }
+
+Schedule generate_gpipe(const GenerateOptions& o) {
+  if (o.vpp != 1)
+    refuse("gpipe", "needs --vpp 1 (one stage per rank; got --vpp " + std::to_string(o.vpp) + ")");
+  const int P = o.pp;
+  const int M = o.micro;
+  Schedule s;
+  s.name = "gpipe";
+  s.ranks = P;
+  s.stages = P;
+  s.micro_batches = M;
+  s.placement = Placement::loop(P, P);
+  for (int r = 0; r < P; ++r) {
+    const bool first = r == 0;
+    const bool last = r == P - 1;
+    Program prog;
+    for (int m = 0; m < M; ++m) {
+      if (!first) prog.push_back(make_step(Op::FWD_RECV, m, r));
+      prog.push_back(make_step(Op::FWD, m, r));
+      if (!last) prog.push_back(make_step(Op::FWD_SEND, m, r));
+    }
+    for (int m = 0; m < M; ++m) {
+      if (!last) prog.push_back(make_step(Op::BWD_RECV, m, r));
+      prog.push_back(make_step(Op::BWD, m, r));
+      if (!first) prog.push_back(make_step(Op::BWD_SEND, m, r));
+    }
+    s.programs.push_back(std::move(prog));
+  }
+  return s;
+}
+
 }  // namespace ppsched

@@ -18,9 +18,12 @@ std::string list_micros(const std::vector<int>& micros) {
 void check_coverage(const Schedule& s, std::vector<Violation>& out) {
   const size_t M = static_cast<size_t>(s.micro_batches);
   // per (stage, micro): counts of F, B, I, W and the first two places of each
+  struct Place {
+    int32_t rank = -1, index = -1, sub = -1;
+  };
   struct Count {
-    int n[4] = {0, 0, 0, 0};
-    StepRef where[4][2];
+    int32_t n[4] = {0, 0, 0, 0};
+    Place where[4][2];  // the first two places of each kind, for the report
   };
   std::vector<Count> counts(static_cast<size_t>(s.stages) * M);
   for (int r = 0; r < s.ranks; ++r) {
@@ -44,7 +47,7 @@ void check_coverage(const Schedule& s, std::vector<Violation>& out) {
         int k = st.op == Op::FWD ? 0 : st.op == Op::BWD ? 1 : st.op == Op::BWD_INPUT ? 2 : st.op == Op::BWD_WEIGHT ? 3 : -1;
         if (k < 0 || st.stage < 0 || st.micro < 0 || st.micro >= s.micro_batches) return;
         Count& c = counts[static_cast<size_t>(st.stage) * M + static_cast<size_t>(st.micro)];
-        if (c.n[k] < 2) c.where[k][c.n[k]] = step_ref(s, r, i, sub);
+        if (c.n[k] < 2) c.where[k][c.n[k]] = {r, i, sub};
         c.n[k]++;
       };
       if (is_composite(top.op)) {
@@ -64,7 +67,10 @@ void check_coverage(const Schedule& s, std::vector<Violation>& out) {
         problems[what].push_back(mi);
         for (int k : kinds)
           for (int j = 0; j < std::min(c.n[k], 2); ++j)
-            if (places[what].size() < 6) places[what].push_back(c.where[k][j]);
+            if (places[what].size() < 6) {
+              const Place& p = c.where[k][j];
+              places[what].push_back(step_ref(s, p.rank, p.index, p.sub));
+            }
       };
       if (c.n[0] == 0) note("no FWD", {});
       if (c.n[0] > 1) note("more than one FWD", {0});

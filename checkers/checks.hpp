@@ -36,5 +36,8 @@ ReplayResult replay(const Schedule& s, const CommModel& m, CommMode mode);
 
 // Runs every pass. The schedule must be structurally valid (readers and generators ensure it).
 CheckReport verify(const Schedule& s, const CheckOptions& options = {});
+// The same, over a communication model already built with the same options (the simulator
+// shares one lowering with the checks).
+CheckReport verify(const Schedule& s, const CheckOptions& options, const CommModel& model);
 
 }  // namespace ppsched

@@ -5,12 +5,15 @@
 namespace ppsched {
 
 CheckReport verify(const Schedule& s, const CheckOptions& options) {
+  return verify(s, options, build_comm_model(s, options));
+}
+
+CheckReport verify(const Schedule& s, const CheckOptions& options, const CommModel& model) {
   CheckReport report;
   report.stats.steps = s.step_count();
   check_coverage(s, report.violations);
   check_caches(s, options, report.violations, report.stats);
 
-  CommModel model = build_comm_model(s, options);
   for (auto& v : model.problems) report.violations.push_back(v);
   const size_t before_static = report.violations.size();
   check_p2p_matching(s, model, report.violations, report.stats);

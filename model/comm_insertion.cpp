@@ -253,7 +253,14 @@ class Scan {
   }
 
   Schedule emit() const {
-    Schedule out = s_;
+    Schedule out;
+    out.name = s_.name;
+    out.ranks = s_.ranks;
+    out.stages = s_.stages;
+    out.micro_batches = s_.micro_batches;
+    out.placement = s_.placement;
+    out.mpipe = s_.mpipe;
+    out.programs.resize(static_cast<size_t>(s_.ranks));
     int columns = 0;
     std::vector<std::vector<const U*>> at(static_cast<size_t>(s_.ranks));
     for (int r = 0; r < s_.ranks; ++r) {

@@ -251,7 +251,6 @@ const std::array<StepTypeInfo, kOpCount>& step_table() {
   return table;
 }
 
-const StepTypeInfo& info(Op op) { return step_table()[static_cast<int>(op)]; }
 
 std::string_view op_name(Op op) { return info(op).name; }
 

@@ -150,8 +150,12 @@ struct StepTypeInfo {
   std::string_view summary;
 };
 
-const StepTypeInfo& info(Op op);
 const std::array<StepTypeInfo, kOpCount>& step_table();
+// Hot in every pass: inline, one guarded static per translation unit.
+inline const StepTypeInfo& info(Op op) {
+  static const std::array<StepTypeInfo, kOpCount>& table = step_table();
+  return table[static_cast<size_t>(op)];
+}
 std::string_view op_name(Op op);
 // Canonical name, short name or PyTorch token -> op.
 std::optional<Op> op_from_name(std::string_view name);

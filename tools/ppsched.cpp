@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
   reg(cli::add_show);
   reg(cli::add_convert);
   reg(cli::add_check);
+  reg(cli::add_simulate);
+  reg(cli::add_compare);
+  reg(cli::add_costs);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -3,6 +3,7 @@
 #include "checkers/checks.hpp"
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
+#include "sim/cost_model.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/cli/render.hpp"
 
@@ -14,7 +15,7 @@ Action add_check(CLI::App& app) {
     std::vector<std::string> files;
     GeneratorFlags gen;
     std::string comm = "rendezvous";
-    std::string budget, activation_bytes;
+    std::string budget, activation_bytes, costs;
     CheckOptions options;
     bool json = false;
   };
@@ -27,14 +28,14 @@ Action add_check(CLI::App& app) {
   cmd->add_flag("--mpipe-batched-recv", st->options.mpipe_batched_recv,
                 "MPipe executor: the first MPIPE_FWD_RECV receives every outstanding micro; MPipe sends deferred");
   cmd->add_flag("--dyn-shape", st->options.dyn_shape, "body FWD P2P exchanges shape/dtype meta at every step");
+  cmd->add_option("--costs", st->costs, "cost file: its memory model and capacity (default: the embedded model's memory model, no budget)");
   cmd->add_option("--memory-budget", st->budget, "per-rank budget for live activations and buffers (e.g. 80GiB)");
-  cmd->add_option("--activation-bytes", st->activation_bytes, "bytes one micro-batch keeps from FWD to BWD per stage (default 1GiB)");
+  cmd->add_option("--activation-bytes", st->activation_bytes, "bytes one micro-batch keeps from FWD to BWD per stage (default: from the cost model)");
   cmd->add_flag("--json", st->json, "machine-readable result");
   return [st]() {
     CheckOptions o = st->options;
     o.comm = st->comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
     if (!st->budget.empty()) o.memory_budget = parse_bytes(st->budget, "--memory-budget");
-    if (!st->activation_bytes.empty()) o.memory.activation_bytes = {parse_bytes(st->activation_bytes, "--activation-bytes")};
     std::vector<std::pair<std::string, Schedule>> inputs;
     if (!st->gen.family.empty()) {
       Schedule s = build_generated(st->gen);
@@ -47,6 +48,12 @@ Action add_check(CLI::App& app) {
     bool all_ok = true;
     nlohmann::json files = nlohmann::json::array();
     for (auto& [name, s] : inputs) {
+      // Bytes per cache entry come from the cost model, so check and simulate count alike.
+      CostModel costs = st->costs.empty() ? default_cost_model(s.stages) : read_cost_file(st->costs);
+      o.memory = costs.memory_model(s.stages);
+      if (!st->activation_bytes.empty()) o.memory.activation_bytes = {parse_bytes(st->activation_bytes, "--activation-bytes")};
+      if (!st->costs.empty() && costs.capacity_bytes && st->budget.empty())
+        o.memory_budget = static_cast<int64_t>(*costs.capacity_bytes);
       CheckReport report = verify(s, o);
       all_ok = all_ok && report.ok();
       if (st->json) {

@@ -22,6 +22,9 @@ Action add_generate(CLI::App& app);
 Action add_show(CLI::App& app);
 Action add_convert(CLI::App& app);
 Action add_check(CLI::App& app);
+Action add_costs(CLI::App& app);
+Action add_simulate(CLI::App& app);
+Action add_compare(CLI::App& app);
 
 // Generator options shared by `generate` and `check --generate`.
 struct GeneratorFlags {

@@ -1,0 +1,892 @@
+// The cost and memory model (cost_model.hpp). The step table says *what* a step costs (its
+// ComputeKind and Payload); this file says *how much*, from a cost file or the default.
+//
+// ---- File format "ppsched-costs", version 1 -------------------------------------------------
+//
+// Units: times in milliseconds, sizes in bytes, bandwidths in GB/s (1e9 bytes per second).
+// A per-stage value ("StageValue") is one of
+//   2.5                      every stage, every micro-batch
+//   [2.5, 2.5, 3.0]          one value per stage
+//   [[2.0, 3.1], 2.5, ...]   per stage, a number or one value per micro-batch (variable
+//                            sequence lengths)
+// Every per-stage array of a file has the same length (the stage count) and every per-micro
+// row the same length (the micro-batch count); a length of 1 acts like a scalar.
+//
+// {
+//   "format": "ppsched-costs", "version": 1,                                    (required)
+//   "compute": {                                                   (required; ms, StageValue)
+//     "FWD", "BWD", "BWD_INPUT", "BWD_WEIGHT",        body stage compute of one micro-batch
+//     "TOWER_FWD", "TOWER_BWD", "TOWER_GRAD_BWD",     MPipe tower: MPIPE_TRANSPOSE_FWD,
+//                                                     MPIPE_TRANSPOSE_BWD (recompute + backward),
+//                                                     the backward of MPIPE_GRAD_RECV_WITH_BACKWARD
+//     "DATA_LOAD", "FSDP", "SWAP"                     data loading, FSDP/DP steps, swap steps
+//   },
+//     Missing BWD = BWD_INPUT + BWD_WEIGHT (both needed); missing BWD_INPUT and BWD_WEIGHT =
+//     BWD / 2 each; one of them missing = BWD minus the other. A backward time without FWD
+//     is an error. Every other missing time is 0.
+//   "bytes": {                                                         (optional; bytes >= 0)
+//     "activation": StageValue   the output of stage s, sent to stage s+1 (one message)
+//     "gradient": StageValue     the gradient of that output, sent back (default: activation)
+//     "data", "features", "tower_inputs", "feature_grads": one DATA_* / MPipe message
+//     "meta": one shape/dtype meta message (default 64)
+//     "tower_params": MPIPE_PARAM_BROADCAST / MPIPE_GRAD_REDUCE payload
+//     "tied_params": tied-parameter ALL_REDUCE payload                    (missing: 0)
+//   },
+//   "link": {"latency_ms": 0.005, "bandwidth_GBps": 450}           (optional; missing = free)
+//     or {"intra_node": LINK, "inter_node": LINK, "ranks_per_node": 8,
+//         "pairs": [{"src": 0, "dst": 9, "latency_ms": .., "bandwidth_GBps": ..}]}
+//     A flat link is every link. bandwidth null (or missing) = infinite, latency missing = 0.
+//     ranks_per_node (default 8) puts ranks r and q on one node when r / N == q / N. A pair
+//     applies to both directions unless the reverse direction is listed too; its missing
+//     fields come from the link it replaces.
+//   "collectives": {"algorithm": "ring" | "tree"},                                (ring)
+//   "protocol": {"eager_threshold_bytes": 4194304},    payloads up to this may complete before
+//                                                      the receiver posts (NCCL's buffer)
+//   "overlap_efficiency": 0.5,    OVERLAP_F_B / OVERLAP_B_F: 1 = shorter sub-step fully hidden
+//   "memory": {
+//     "capacity_bytes": number or null (per rank), "activation_bytes": StageValue (kept from
+//     FWD to BWD per micro-batch), "tower_graph_bytes" (owner_backward: the kept tower graph
+//     per micro), "tower_copy_bytes" (the tower parameters every rank keeps, MPipe)
+//   }
+// }
+// Keys named "comment" or starting with "x-" are ignored anywhere; any other unknown key is an
+// error, so a misspelt key never silently falls back to a default.
+#include "sim/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "model/errors.hpp"
+
+namespace ppsched {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+using Keys = std::vector<std::string_view>;
+
+// ---- the tables every reader, writer and pricing function goes through ------------------------
+
+struct ComputeField {
+  std::string_view key;
+  ComputeKind kind;
+  StageValue CostModel::*value;
+};
+const ComputeField kComputeFields[] = {
+    {"FWD", ComputeKind::Forward, &CostModel::fwd},
+    {"BWD", ComputeKind::Backward, &CostModel::bwd},
+    {"BWD_INPUT", ComputeKind::BackwardInput, &CostModel::bwd_input},
+    {"BWD_WEIGHT", ComputeKind::BackwardWeight, &CostModel::bwd_weight},
+    {"TOWER_FWD", ComputeKind::TowerForward, &CostModel::tower_fwd},
+    {"TOWER_BWD", ComputeKind::TowerBackward, &CostModel::tower_bwd},
+    {"TOWER_GRAD_BWD", ComputeKind::TowerGradBackward, &CostModel::tower_grad_bwd},
+    {"DATA_LOAD", ComputeKind::DataLoad, &CostModel::data_load},
+    {"FSDP", ComputeKind::Fsdp, &CostModel::fsdp},
+    {"SWAP", ComputeKind::Swap, &CostModel::swap},
+};
+
+// One "bytes" key: a per-stage message (activation, gradient) or a scalar one; priced for a
+// P2P payload kind or for a collective scope.
+struct ByteField {
+  std::string_view key;
+  Payload payload;
+  CollectiveScope collective;
+  StageValue CostModel::*per_stage;
+  double CostModel::*scalar;
+};
+const ByteField kByteFields[] = {
+    {"activation", Payload::Activation, CollectiveScope::None, &CostModel::activation_bytes, nullptr},
+    {"gradient", Payload::Gradient, CollectiveScope::None, &CostModel::gradient_bytes, nullptr},
+    {"data", Payload::Data, CollectiveScope::None, nullptr, &CostModel::data_bytes},
+    {"features", Payload::Features, CollectiveScope::None, nullptr, &CostModel::features_bytes},
+    {"tower_inputs", Payload::TowerInputs, CollectiveScope::None, nullptr, &CostModel::tower_input_bytes},
+    {"feature_grads", Payload::FeatureGrads, CollectiveScope::None, nullptr, &CostModel::feature_grad_bytes},
+    {"meta", Payload::None, CollectiveScope::None, nullptr, &CostModel::meta_bytes},
+    {"tower_params", Payload::None, CollectiveScope::AllPipelineRanks, nullptr, &CostModel::tower_param_bytes},
+    {"tied_params", Payload::None, CollectiveScope::ExplicitGroup, nullptr, &CostModel::tied_param_bytes},
+};
+
+const Keys kTopKeys = {"format", "version", "compute", "bytes", "link", "collectives", "protocol",
+                       "overlap_efficiency", "memory"};
+const Keys kLinkKeys = {"latency_ms", "bandwidth_GBps", "intra_node", "inter_node", "ranks_per_node", "pairs"};
+const Keys kLinkValueKeys = {"latency_ms", "bandwidth_GBps"};
+const Keys kPairKeys = {"src", "dst", "latency_ms", "bandwidth_GBps"};
+const Keys kCollectiveKeys = {"algorithm"};
+const Keys kProtocolKeys = {"eager_threshold_bytes"};
+const Keys kMemoryKeys = {"capacity_bytes", "activation_bytes", "tower_graph_bytes", "tower_copy_bytes"};
+
+Keys compute_key_names() {
+  Keys k;
+  for (const auto& f : kComputeFields) k.push_back(f.key);
+  return k;
+}
+Keys byte_key_names() {
+  Keys k;
+  for (const auto& f : kByteFields) k.push_back(f.key);
+  return k;
+}
+
+// Per-stage values the shape checks visit, with the path a user wrote them at.
+struct StageField {
+  std::string path;
+  StageValue CostModel::*value;
+};
+std::vector<StageField> stage_fields() {
+  std::vector<StageField> out;
+  for (const auto& f : kComputeFields) out.push_back({"compute." + std::string(f.key), f.value});
+  for (const auto& f : kByteFields)
+    if (f.per_stage) out.push_back({"bytes." + std::string(f.key), f.per_stage});
+  out.push_back({"memory.activation_bytes", &CostModel::kept_activation_bytes});
+  return out;
+}
+
+double max_over_micros(const StageValue& v, int stage) {
+  if (v.rows.empty()) return 0.0;
+  double m = 0.0;
+  const auto& row = v.rows[static_cast<size_t>(std::clamp(stage, 0, static_cast<int>(v.rows.size()) - 1))];
+  for (double x : row) m = std::max(m, x);
+  return m;
+}
+
+// Element-wise f(a, b) over the larger shape (shapes are 1 or the file's common length).
+template <class F>
+StageValue combine(const StageValue& a, const StageValue& b, F f) {
+  StageValue out;
+  const size_t stages = std::max<size_t>({a.rows.size(), b.rows.size(), 1});
+  for (size_t s = 0; s < stages; ++s) {
+    const auto width = [&](const StageValue& v) {
+      return v.rows.empty() ? size_t{1} : v.rows[std::min(s, v.rows.size() - 1)].size();
+    };
+    std::vector<double> row;
+    for (size_t m = 0; m < std::max(width(a), width(b)); ++m) {
+      const int si = static_cast<int>(s), mi = static_cast<int>(m);
+      row.push_back(f(a.at(si, mi), b.at(si, mi)));
+    }
+    out.rows.push_back(std::move(row));
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- pricing ----------------------------------------------------------------------------------
+
+const std::vector<ComputeKey>& compute_keys() {
+  static const std::vector<ComputeKey> keys = [] {
+    std::vector<ComputeKey> k;
+    for (const auto& f : kComputeFields) k.push_back({f.key, f.kind});
+    return k;
+  }();
+  return keys;
+}
+
+const StageValue& CostModel::compute(ComputeKind kind) const {
+  static const StageValue zero;
+  for (const auto& f : kComputeFields)
+    if (f.kind == kind) return this->*f.value;
+  return zero;
+}
+
+double CostModel::compute_ms(Op op, int stage, int micro) const {
+  return compute(info(op).compute).at(stage, micro);
+}
+
+// A body message is indexed by the stage boundary it crosses: the lower of the two stages, so
+// that both ends of a transfer price it alike (FWD_SEND at s and FWD_RECV at s+1 both read
+// activation[s]). Collectives are priced by their scope.
+double CostModel::payload_bytes(Op op, int stage, int micro) const {
+  const StepTypeInfo& i = info(op);
+  const int boundary = stage < 0 ? 0 : std::min(stage, stage + i.partner_stage_delta);
+  for (const auto& f : kByteFields) {
+    const bool priced = i.payload != Payload::None ? f.payload == i.payload
+                                                   : i.collective != CollectiveScope::None && f.collective == i.collective;
+    if (!priced) continue;
+    return f.per_stage ? (this->*f.per_stage).at(boundary, micro) : this->*f.scalar;
+  }
+  return 0.0;
+}
+
+const Link& CostModel::link(int src, int dst) const {
+  const LinkOverride* reverse = nullptr;
+  for (const auto& p : pairs) {
+    if (p.src == src && p.dst == dst) return p.link;
+    if (!reverse && p.src == dst && p.dst == src) reverse = &p;
+  }
+  if (reverse) return reverse->link;
+  const int per_node = std::max(ranks_per_node, 1);
+  return src / per_node == dst / per_node ? intra_node : inter_node;
+}
+
+// The checkers count one value per stage; a per-micro row counts its largest micro-batch, so
+// that a memory verdict is never optimistic.
+MemoryModel CostModel::memory_model(int stages) const {
+  MemoryModel m;
+  const int n = std::max(stages, 1);
+  m.activation_bytes.clear();
+  m.boundary_bytes.clear();
+  for (int s = 0; s < n; ++s) {
+    m.activation_bytes.push_back(std::llround(max_over_micros(kept_activation_bytes, s)));
+    m.boundary_bytes.push_back(std::llround(max_over_micros(activation_bytes, s)));
+  }
+  m.features_bytes = std::llround(features_bytes);
+  m.tower_input_bytes = std::llround(tower_input_bytes);
+  m.tower_graph_bytes = std::llround(tower_graph_bytes);
+  m.data_bytes = std::llround(data_bytes);
+  return m;
+}
+
+int CostModel::stage_count() const {
+  size_t n = 1;
+  for (const auto& f : stage_fields()) n = std::max(n, (this->*f.value).rows.size());
+  return static_cast<int>(n);
+}
+
+void CostModel::check_fits(int stages, int micro_batches) const {
+  for (const auto& f : stage_fields()) {
+    const StageValue& v = this->*f.value;
+    if (!v.given) continue;  // derived values take their shape from given ones
+    Location where = in_file(source == "default" || source.rfind("default ", 0) == 0 ? "" : source);
+    const size_t rows = v.rows.size();
+    if (rows > 1 && rows != static_cast<size_t>(stages)) {
+      where.field = f.path;
+      throw InputError(where, "has " + std::to_string(rows) + " per-stage values for " + std::to_string(stages) +
+                                  " stages: give one value per stage, or one number for all");
+    }
+    for (size_t s = 0; micro_batches > 0 && s < rows; ++s) {
+      const size_t width = v.rows[s].size();
+      if (width > 1 && width != static_cast<size_t>(micro_batches)) {
+        where.field = f.path + "[" + std::to_string(s) + "]";
+        throw InputError(where, "has " + std::to_string(width) + " per-micro values for " +
+                                    std::to_string(micro_batches) +
+                                    " micro-batches: give one per micro-batch, or one number for all");
+      }
+    }
+  }
+}
+
+// ---- the embedded default ---------------------------------------------------------------------
+//
+// A 7B-class decoder-only transformer (LLaMA-7B / GPT-3 6.7B shape): hidden h = 4096, L = 32
+// layers, a = 32 heads, sequence s = 4096, micro-batch b = 1, bf16, on H100-class GPUs.
+//  - Compute. One layer holds 12 h^2 parameters (4 h^2 attention, 8 h^2 MLP; LLaMA's
+//    3 x h x 11008 MLP is the same within 1%). Its forward costs 2 x params x tokens plus the
+//    attention scores: 24 b s h^2 + 4 b s^2 h = 1.924 TFLOP (Narayanan et al. 2021, SC'21,
+//    without the logit layer). At 989 TFLOP/s dense bf16 peak and 45% MFU (445 TFLOP/s) that
+//    is 4.323 ms per layer; a stage of L/P layers takes L/P x 4.323 ms (34.587 ms for 8 layers).
+//    BWD = 2 x FWD, split evenly: BWD_INPUT = BWD_WEIGHT = FWD (the usual 1:2 rule; ZB-H1
+//    assumes the same). Times are rounded to 1 us.
+//  - Messages. A stage boundary carries the hidden states, s x b x h x 2 bytes = 32 MiB, in
+//    both directions. A micro-batch of token ids is s x b x 8 bytes (int64) = 32 KiB.
+//  - Kept activations. s b h (34 + 5 a s / h) bytes per layer and micro-batch (Korthikanti et
+//    al. 2022, "Reducing Activation Recomputation in Large Transformer Models"); the 5as/h
+//    term is the stored attention scores, which FlashAttention (the norm for 7B training at
+//    s = 4096) never materialises, so the default keeps 34 s b h = 0.53 GiB per layer. With
+//    the scores stored it would be 3.03 GiB per layer and a 4-stage 1F1B would not fit 80 GiB.
+//  - MPipe tower: the first 2 layers of the same shape. TOWER_FWD = 2 layers' forward,
+//    TOWER_BWD = recompute + backward = 3x that, TOWER_GRAD_BWD = backward only = 2x; features
+//    and their gradients are hidden states (32 MiB), the tower input is the token ids; the
+//    parameters are 2 x 12 h^2 x 2 bytes = 768 MiB; the kept tower graph is 2 layers' kept
+//    activations. Tied parameters: a 32000 x 4096 bf16 embedding (250 MiB).
+//  - Links: NVLink 4 inside a node of 8 GPUs, ~450 GB/s per direction effective between two
+//    GPUs and ~5 us latency; 400 Gb/s InfiniBand NDR between nodes, ~50 GB/s and ~10 us.
+//    Collectives: ring. Eager threshold 4 MiB (NCCL's per-peer buffer). Overlap efficiency
+//    0.5 (half of the shorter sub-step of an OVERLAP_* pair is hidden).
+//  - Memory: 80 GiB per rank (H100 SXM). DATA_LOAD 0.05 ms (a prefetched 32 KiB batch: one
+//    pinned host-to-device copy and launch overhead). FSDP and SWAP are 0: the default has
+//    no data parallelism and no swapping.
+// The default leaves out the embedding and LM head: every stage gets L/P layers.
+namespace {
+namespace reference {
+constexpr double kHidden = 4096, kLayers = 32, kHeads = 32, kSeq = 4096, kMicroBatch = 1;
+constexpr double kPeakFlops = 989e12, kMfu = 0.45;
+constexpr double kVocab = 32000, kTowerLayers = 2, kBf16 = 2, kTokenIdBytes = 8;
+constexpr double kLayerParams = 12 * kHidden * kHidden;
+constexpr double kLayerFwdFlops =
+    24 * kMicroBatch * kSeq * kHidden * kHidden + 4 * kMicroBatch * kSeq * kSeq * kHidden;
+constexpr double kLayerFwdMs = kLayerFwdFlops / (kPeakFlops * kMfu) * 1e3;
+constexpr double kHiddenStateBytes = kSeq * kMicroBatch * kHidden * kBf16;
+constexpr double kLayerKeptBytes = kSeq * kMicroBatch * kHidden * 34;  // FlashAttention: no s x s scores
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+}  // namespace reference
+
+double round_to_us(double ms) { return std::round(ms * 1e3) / 1e3; }
+
+}  // namespace
+
+CostModel default_cost_model() { return default_cost_model(kDefaultCostStages); }
+
+CostModel default_cost_model(int stages) {
+  using namespace reference;
+  const int p = stages > 0 ? stages : kDefaultCostStages;
+  const double layers = kLayers / p;
+  CostModel c;
+  char source[160];
+  std::snprintf(source, sizeof source, "default (7B-class transformer, %g of 32 layers per stage on %d stages, H100-class GPUs)",
+                layers, p);
+  c.source = source;
+  const double fwd = round_to_us(kLayerFwdMs * layers);
+  c.fwd = StageValue::scalar(fwd);
+  c.bwd = StageValue::scalar(round_to_us(2 * fwd));
+  c.bwd_input = StageValue::scalar(fwd);
+  c.bwd_weight = StageValue::scalar(fwd);
+  const double tower_fwd = round_to_us(kLayerFwdMs * kTowerLayers);
+  c.tower_fwd = StageValue::scalar(tower_fwd);
+  c.tower_bwd = StageValue::scalar(round_to_us(3 * tower_fwd));
+  c.tower_grad_bwd = StageValue::scalar(round_to_us(2 * tower_fwd));
+  c.data_load = StageValue::scalar(0.05);
+  c.fsdp = StageValue::scalar(0);
+  c.swap = StageValue::scalar(0);
+  c.activation_bytes = StageValue::scalar(kHiddenStateBytes);
+  c.gradient_bytes = StageValue::scalar(kHiddenStateBytes);
+  c.data_bytes = kSeq * kMicroBatch * kTokenIdBytes;
+  c.features_bytes = kHiddenStateBytes;
+  c.tower_input_bytes = c.data_bytes;
+  c.feature_grad_bytes = kHiddenStateBytes;
+  c.meta_bytes = 64;
+  c.tower_param_bytes = kTowerLayers * kLayerParams * kBf16;
+  c.tied_param_bytes = kVocab * kHidden * kBf16;
+  c.intra_node = Link{0.005, 450.0};
+  c.inter_node = Link{0.010, 50.0};
+  c.ranks_per_node = 8;
+  c.collective_algorithm = CollectiveAlgorithm::Ring;
+  c.eager_threshold_bytes = 4.0 * 1024 * 1024;
+  c.overlap_efficiency = 0.5;
+  c.capacity_bytes = 80 * kGiB;
+  c.kept_activation_bytes = StageValue::scalar(std::round(kLayerKeptBytes * layers));
+  c.tower_graph_bytes = kLayerKeptBytes * kTowerLayers;
+  c.tower_copy_bytes = c.tower_param_bytes;
+  return c;
+}
+
+// ---- reading ----------------------------------------------------------------------------------
+namespace {
+
+std::string type_of(const json& j) {
+  switch (j.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    default: return j.is_number() ? "a number" : "an unsupported value";
+  }
+}
+
+std::string join(const Keys& keys) {
+  std::string out;
+  for (auto k : keys) out += (out.empty() ? "" : ", ") + std::string(k);
+  return out;
+}
+
+bool is_annotation(std::string_view key) { return key == "comment" || key.substr(0, 2) == "x-"; }
+
+// Builds the DOM from SAX events like json::parse, but refuses duplicate keys (json::parse
+// keeps the last) and reports syntax errors with line and column.
+class DomBuilder : public nlohmann::json_sax<json> {
+ public:
+  DomBuilder(std::string_view text, const std::string& file, json& root) : text_(text), file_(file), root_(root) {}
+  bool null() override { return put(nullptr); }
+  bool boolean(bool v) override { return put(v); }
+  bool number_integer(number_integer_t v) override { return put(v); }
+  bool number_unsigned(number_unsigned_t v) override { return put(v); }
+  bool number_float(number_float_t v, const string_t&) override { return put(v); }
+  bool string(string_t& v) override { return put(std::move(v)); }
+  bool binary(binary_t& v) override { return put(json::binary(std::move(v))); }
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    json& obj = *open_.back();
+    if (obj.contains(k)) {
+      Location loc = in_file(file_);
+      loc.field = path() + (path().empty() ? "" : ".") + k;
+      throw InputError(loc, "duplicate key '" + k + "': each key may appear once");
+    }
+    keys_.back() = k;
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override {
+    const size_t at = std::min(position > 0 ? position - 1 : 0, text_.size());
+    const size_t newline = at == 0 ? std::string_view::npos : text_.rfind('\n', at - 1);
+    const size_t line_start = newline == std::string_view::npos ? 0 : newline + 1;
+    Location loc = in_file(file_);
+    loc.line = 1 + static_cast<int>(std::count(text_.begin(), text_.begin() + static_cast<long>(at), '\n'));
+    std::string what = ex.what();
+    if (const size_t colon = what.find(": "); colon != std::string::npos) what = what.substr(colon + 2);
+    throw InputError(loc, "malformed JSON at column " + std::to_string(at - line_start + 1) + ": " + what);
+  }
+
+ private:
+  json* place(json&& v) {
+    if (open_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    json& parent = *open_.back();
+    if (parent.is_array()) {
+      parent.push_back(std::move(v));
+      return &parent.back();
+    }
+    json& slot = parent[keys_.back()];
+    slot = std::move(v);
+    return &slot;
+  }
+  bool put(json&& v) {
+    place(std::move(v));
+    return true;
+  }
+  // An open container's address stays valid: its parent gains nothing until it is closed.
+  bool open(json&& v) {
+    json* at = place(std::move(v));
+    open_.push_back(at);
+    keys_.emplace_back();
+    return true;
+  }
+  bool close() {
+    open_.pop_back();
+    keys_.pop_back();
+    return true;
+  }
+  std::string path() const {
+    std::string out;
+    for (size_t d = 0; d + 1 < open_.size(); ++d) {
+      if (open_[d]->is_array()) out += "[" + std::to_string(open_[d]->size() - 1) + "]";
+      else out += (out.empty() ? "" : ".") + keys_[d];
+    }
+    return out;
+  }
+
+  std::string_view text_;
+  const std::string& file_;
+  json& root_;
+  std::vector<json*> open_;
+  std::vector<std::string> keys_;
+};
+
+// What a number stands for: its unit, range and how an error describes it.
+enum class Quantity { Time, Bytes, Bandwidth, Fraction };
+
+class Reader {
+ public:
+  explicit Reader(const std::string& file) : file_(file) {}
+
+  CostModel read(std::string_view text) {
+    json root;
+    DomBuilder builder(text, file_, root);
+    json::sax_parse(text.begin(), text.end(), &builder);
+    if (!root.is_object()) fail("", "expected a JSON object at the top level, got " + type_of(root));
+    check_format(root);
+    check_keys(root, "", kTopKeys);
+    CostModel c;
+    c.source = file_;
+    const json* compute = root.contains("compute") ? &root["compute"] : nullptr;
+    if (!compute) fail("compute", "missing key 'compute': expected an object of times in ms, at least {\"FWD\": ..}");
+    read_compute(*compute, c);
+    if (root.contains("bytes")) read_bytes(root["bytes"], c);
+    if (!c.gradient_bytes.given) c.gradient_bytes.rows = c.activation_bytes.rows;
+    if (root.contains("link")) read_links(root["link"], c);
+    if (root.contains("collectives")) {
+      const json& j = object(root["collectives"], "collectives", kCollectiveKeys);
+      if (j.contains("algorithm")) {
+        const json& a = j["algorithm"];
+        if (a == "ring") c.collective_algorithm = CollectiveAlgorithm::Ring;
+        else if (a == "tree") c.collective_algorithm = CollectiveAlgorithm::Tree;
+        else fail("collectives.algorithm", "expected \"ring\" or \"tree\", got " + (a.is_string() ? a.dump() : type_of(a)));
+      }
+    }
+    if (root.contains("protocol")) {
+      const json& j = object(root["protocol"], "protocol", kProtocolKeys);
+      if (j.contains("eager_threshold_bytes"))
+        c.eager_threshold_bytes = number(j["eager_threshold_bytes"], "protocol.eager_threshold_bytes", Quantity::Bytes);
+    }
+    if (root.contains("overlap_efficiency"))
+      c.overlap_efficiency = number(root["overlap_efficiency"], "overlap_efficiency", Quantity::Fraction);
+    if (root.contains("memory")) read_memory(root["memory"], c);
+    return c;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& path, const std::string& msg) const {
+    Location loc = in_file(file_);
+    loc.field = path;
+    throw InputError(loc, msg);
+  }
+
+  void check_format(const json& root) const {
+    if (!root.contains("format")) fail("format", "missing key 'format': expected \"ppsched-costs\"");
+    if (root["format"] != "ppsched-costs")
+      fail("format", "expected \"ppsched-costs\", got " + (root["format"].is_string() ? root["format"].dump() : type_of(root["format"])));
+    if (!root.contains("version")) fail("version", "missing key 'version': expected 1");
+    if (root["version"] != 1)
+      fail("version", "unsupported version " + root["version"].dump() + ": this build reads version 1 only");
+  }
+
+  void check_keys(const json& obj, const std::string& path, const Keys& known) const {
+    for (auto it = obj.begin(); it != obj.end(); ++it) {
+      const std::string& key = it.key();
+      if (is_annotation(key) || std::find(known.begin(), known.end(), key) != known.end()) continue;
+      fail(path.empty() ? key : path + "." + key,
+           "unknown key '" + key + "' in " + (path.empty() ? "the top level" : path) + ": expected one of " +
+               join(known) + " (keys named \"comment\" or starting with x- are ignored)");
+    }
+  }
+
+  const json& object(const json& j, const std::string& path, const Keys& known) const {
+    if (!j.is_object()) fail(path, "expected an object, got " + type_of(j));
+    check_keys(j, path, known);
+    return j;
+  }
+
+  static std::string expected(Quantity q) {
+    switch (q) {
+      case Quantity::Time: return "a time in ms >= 0";
+      case Quantity::Bytes: return "a whole number of bytes >= 0";
+      case Quantity::Bandwidth: return "a bandwidth in GB/s > 0, or null for infinite";
+      case Quantity::Fraction: return "a number between 0 and 1";
+    }
+    return "";
+  }
+
+  double number(const json& j, const std::string& path, Quantity q, const std::string& forms = "") const {
+    if (!j.is_number()) fail(path, "expected " + expected(q) + forms + ", got " + type_of(j));
+    const double v = j.get<double>();
+    const bool ok = q == Quantity::Bandwidth ? v > 0
+                    : q == Quantity::Fraction ? v >= 0 && v <= 1
+                    : q == Quantity::Bytes    ? v >= 0 && v == std::floor(v)
+                                              : v >= 0;
+    if (!ok || !std::isfinite(v)) fail(path, "expected " + expected(q) + ", got " + j.dump());
+    return v;
+  }
+
+  // Every per-stage array has one length, every per-micro row one length; the first of each
+  // sets it.
+  void check_length(size_t n, const std::string& path, size_t& length, std::string& first, const char* what) const {
+    if (n <= 1) return;
+    if (length == 0) {
+      length = n;
+      first = path;
+    } else if (n != length) {
+      fail(path, "has " + std::to_string(n) + " " + what + " values but " + first + " has " + std::to_string(length) +
+                     ": every " + what + " array of a file has the same length");
+    }
+  }
+
+  StageValue stage_value(const json& j, const std::string& path, Quantity q) {
+    StageValue v;
+    v.given = true;
+    if (!j.is_array()) {
+      v.rows = {{number(j, path, q, ", an array with one value per stage, or an array of per-micro arrays")}};
+      return v;
+    }
+    if (j.empty()) fail(path, "expected at least one value per stage, got an empty array");
+    check_length(j.size(), path, stages_, stages_path_, "per-stage");
+    for (size_t s = 0; s < j.size(); ++s) {
+      const std::string sp = path + "[" + std::to_string(s) + "]";
+      const json& e = j[s];
+      if (!e.is_array()) {
+        v.rows.push_back({number(e, sp, q, " or an array of per-micro values")});
+        continue;
+      }
+      if (e.empty()) fail(sp, "expected at least one per-micro value, got an empty array");
+      check_length(e.size(), sp, micros_, micros_path_, "per-micro");
+      std::vector<double> row;
+      for (size_t m = 0; m < e.size(); ++m) row.push_back(number(e[m], sp + "[" + std::to_string(m) + "]", q));
+      v.rows.push_back(std::move(row));
+    }
+    return v;
+  }
+
+  void read_compute(const json& j, CostModel& c) {
+    const Keys known = compute_key_names();
+    object(j, "compute", known);
+    for (const auto& f : kComputeFields)
+      if (j.contains(f.key)) c.*f.value = stage_value(j[std::string(f.key)], "compute." + std::string(f.key), Quantity::Time);
+    const bool bwd = c.bwd.given, in = c.bwd_input.given, w = c.bwd_weight.given;
+    if (!c.fwd.given && (bwd || in || w))
+      fail("compute.FWD", "missing FWD: a backward time is given, so the forward time is needed too");
+    if (!bwd && in != w)
+      fail("compute.BWD", std::string("missing BWD: give BWD, or both BWD_INPUT and BWD_WEIGHT (BWD is their sum); only ") +
+                              (in ? "BWD_INPUT" : "BWD_WEIGHT") + " is given");
+    const auto plus = [](double a, double b) { return a + b; };
+    if (!bwd && in && w) c.bwd = combine(c.bwd_input, c.bwd_weight, plus);
+    if (bwd && !in && !w) c.bwd_input = c.bwd_weight = combine(c.bwd, c.bwd, [](double a, double) { return a / 2; });
+    if (bwd && in != w) {
+      // One half given: the other is what remains of the full backward.
+      const StageValue& half = in ? c.bwd_input : c.bwd_weight;
+      const char* half_key = in ? "compute.BWD_INPUT" : "compute.BWD_WEIGHT";
+      StageValue rest = combine(c.bwd, half, [](double b, double h) { return b - h; });
+      for (size_t s = 0; s < rest.rows.size(); ++s)
+        for (size_t m = 0; m < rest.rows[s].size(); ++m)
+          if (rest.rows[s][m] < 0) {
+            const int si = static_cast<int>(s), mi = static_cast<int>(m);
+            char buf[160];
+            std::snprintf(buf, sizeof buf, "%g ms exceeds BWD (%g ms) at stage %d, micro %d", half.at(si, mi),
+                          c.bwd.at(si, mi), si, mi);
+            fail(half_key, std::string(buf) + ": the other half is derived as BWD minus this one and would be negative; "
+                                              "give both BWD_INPUT and BWD_WEIGHT, or a larger BWD");
+          }
+      (in ? c.bwd_weight : c.bwd_input) = std::move(rest);
+    }
+  }
+
+  void read_bytes(const json& j, CostModel& c) {
+    object(j, "bytes", byte_key_names());
+    for (const auto& f : kByteFields) {
+      if (!j.contains(f.key)) continue;
+      const std::string path = "bytes." + std::string(f.key);
+      if (f.per_stage) c.*f.per_stage = stage_value(j[std::string(f.key)], path, Quantity::Bytes);
+      else c.*f.scalar = number(j[std::string(f.key)], path, Quantity::Bytes);
+    }
+  }
+
+  // Latency and bandwidth of one link; what is missing stays as in `base`.
+  Link link_value(const json& j, const std::string& path, Link base, const Keys& known) const {
+    object(j, path, known);
+    if (j.contains("latency_ms")) base.latency_ms = number(j["latency_ms"], path + ".latency_ms", Quantity::Time);
+    if (j.contains("bandwidth_GBps")) {
+      const json& b = j["bandwidth_GBps"];
+      if (b.is_null()) base.bandwidth_GBps.reset();
+      else base.bandwidth_GBps = number(b, path + ".bandwidth_GBps", Quantity::Bandwidth);
+    }
+    return base;
+  }
+
+  void read_links(const json& j, CostModel& c) const {
+    object(j, "link", kLinkKeys);
+    const bool flat = j.contains("latency_ms") || j.contains("bandwidth_GBps");
+    const bool split = j.contains("intra_node") || j.contains("inter_node");
+    if (flat && split)
+      fail("link", "give either latency_ms and bandwidth_GBps (every link) or intra_node and inter_node, not both");
+    if (flat) {
+      c.intra_node = c.inter_node = link_value(j, "link", Link{}, kLinkKeys);
+    } else if (split) {
+      for (const char* key : {"intra_node", "inter_node"})
+        if (!j.contains(key))
+          fail(std::string("link.") + key, std::string("missing key '") + key +
+                                               "': with a split link give both intra_node and inter_node");
+      c.intra_node = link_value(j["intra_node"], "link.intra_node", Link{}, kLinkValueKeys);
+      c.inter_node = link_value(j["inter_node"], "link.inter_node", Link{}, kLinkValueKeys);
+    }
+    if (j.contains("ranks_per_node")) {
+      const json& n = j["ranks_per_node"];
+      if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > std::numeric_limits<int>::max())
+        fail("link.ranks_per_node", "expected a whole number of ranks >= 1, got " + (n.is_number() ? n.dump() : type_of(n)));
+      c.ranks_per_node = n.get<int>();
+    }
+    if (!j.contains("pairs")) return;
+    const json& pairs = j["pairs"];
+    if (!pairs.is_array()) fail("link.pairs", "expected an array of {src, dst, latency_ms, bandwidth_GBps}, got " + type_of(pairs));
+    for (size_t k = 0; k < pairs.size(); ++k) {
+      const std::string path = "link.pairs[" + std::to_string(k) + "]";
+      object(pairs[k], path, kPairKeys);
+      LinkOverride o;
+      for (auto [key, rank] : {std::pair<const char*, int*>{"src", &o.src}, {"dst", &o.dst}}) {
+        if (!pairs[k].contains(key)) fail(path + "." + key, std::string("missing key '") + key + "': expected a rank >= 0");
+        const json& r = pairs[k][key];
+        if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() > std::numeric_limits<int>::max())
+          fail(path + "." + key, "expected a rank >= 0, got " + (r.is_number() ? r.dump() : type_of(r)));
+        *rank = r.get<int>();
+      }
+      if (o.src == o.dst) fail(path, "src and dst are both rank " + std::to_string(o.src) + ": a pair needs two ranks");
+      for (const auto& seen : c.pairs)
+        if (seen.src == o.src && seen.dst == o.dst)
+          fail(path, "the pair " + std::to_string(o.src) + " -> " + std::to_string(o.dst) + " is listed twice");
+      o.link = link_value(pairs[k], path, c.link(o.src, o.dst), kPairKeys);
+      c.pairs.push_back(o);
+    }
+  }
+
+  void read_memory(const json& j, CostModel& c) {
+    object(j, "memory", kMemoryKeys);
+    if (j.contains("capacity_bytes")) {
+      const json& cap = j["capacity_bytes"];
+      if (cap.is_null()) c.capacity_bytes.reset();
+      else c.capacity_bytes = number(cap, "memory.capacity_bytes", Quantity::Bytes, ", or null for no limit");
+    }
+    if (j.contains("activation_bytes"))
+      c.kept_activation_bytes = stage_value(j["activation_bytes"], "memory.activation_bytes", Quantity::Bytes);
+    if (j.contains("tower_graph_bytes"))
+      c.tower_graph_bytes = number(j["tower_graph_bytes"], "memory.tower_graph_bytes", Quantity::Bytes);
+    if (j.contains("tower_copy_bytes"))
+      c.tower_copy_bytes = number(j["tower_copy_bytes"], "memory.tower_copy_bytes", Quantity::Bytes);
+  }
+
+  const std::string& file_;
+  size_t stages_ = 0, micros_ = 0;
+  std::string stages_path_, micros_path_;
+};
+
+}  // namespace
+
+CostModel read_cost_model(std::string_view text, const std::string& file_name) {
+  return Reader(file_name).read(text);
+}
+
+CostModel read_cost_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(in_file(path), "cannot open the cost file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return read_cost_model(text.str(), path);
+}
+
+// ---- writing ----------------------------------------------------------------------------------
+namespace {
+
+ordered_json quantity(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 9e15) return static_cast<int64_t>(v);
+  return v;
+}
+
+ordered_json stage_json(const StageValue& v) {
+  if (v.rows.empty()) return 0;
+  if (v.rows.size() == 1 && v.rows[0].size() == 1) return quantity(v.rows[0][0]);
+  ordered_json out = ordered_json::array();
+  for (const auto& row : v.rows) {
+    if (row.size() == 1) {
+      out.push_back(quantity(row[0]));
+      continue;
+    }
+    ordered_json micro = ordered_json::array();
+    for (double x : row) micro.push_back(quantity(x));
+    out.push_back(std::move(micro));
+  }
+  return out;
+}
+
+ordered_json link_json(const Link& l) {
+  ordered_json j;
+  j["latency_ms"] = l.latency_ms;
+  j["bandwidth_GBps"] = l.bandwidth_GBps ? ordered_json(*l.bandwidth_GBps) : ordered_json(nullptr);
+  return j;
+}
+
+// Comments for the template, by object; `c` supplies the numbers.
+using Comment = std::vector<std::string>;
+struct Comments {
+  Comment top, compute, bytes, link, intra, inter, collectives, protocol, memory;
+};
+
+Comments template_comments(const CostModel& c, int stages) {
+  using namespace reference;
+  const auto f = [](const char* fmt, double a, double b = 0, double d = 0) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, fmt, a, b, d);
+    return std::string(buf);
+  };
+  Comments k;
+  k.top = {"ppsched cost model (format ppsched-costs, version 1). Keys named \"comment\" or starting with \"x-\" are ignored.",
+           "Units: times in ms, sizes in bytes, bandwidths in GB/s (1e9 bytes/s; null = infinite).",
+           "A per-stage value is a number (every stage), an array with one value per stage, or an array whose",
+           "entries may be arrays with one value per micro-batch (variable sequence lengths).",
+           f("These numbers are ppsched's embedded default for %g stages: a 7B-class transformer (hidden 4096, 32 layers,",
+             stages),
+           f("seq 4096, micro-batch 1, bf16), %g layers per stage, on H100-class GPUs, 8 per node.", kLayers / stages),
+           "overlap_efficiency: how much of the shorter sub-step of OVERLAP_F_B / OVERLAP_B_F is hidden (0..1)."};
+  k.compute = {"Milliseconds per micro-batch. FWD: forward of one stage; BWD: full backward; BWD_INPUT / BWD_WEIGHT:",
+               "the halves of a split backward (missing: BWD/2 each; missing BWD: their sum).",
+               f("Default: forward FLOPs per layer = 24 s h^2 + 4 s^2 h = %.3f TFLOP (2 x params x tokens plus attention),",
+                 kLayerFwdFlops / 1e12),
+               f("at 989 TFLOP/s peak x %.0f%% MFU = %.3f ms per layer; BWD = 2 x FWD, BWD_INPUT = BWD_WEIGHT = FWD.", kMfu * 100,
+                 kLayerFwdMs),
+               "TOWER_FWD / TOWER_BWD / TOWER_GRAD_BWD: MPipe tower forward, rank-0 recompute + backward, owner backward",
+               "(default: a 2-layer tower; 1x, 3x, 2x its forward). DATA_LOAD: loading one micro-batch.",
+               "FSDP: each FSDP_UNSHARD / RESHARD / REDUCE_GRAD step. SWAP: each activation swap step."};
+  k.bytes = {"Bytes of one message. activation[s]: stage s's output sent to stage s+1 (default: s x b x h x 2 = 32 MiB);",
+             "gradient[s]: its gradient sent back (missing: = activation). data / tower_inputs: one micro-batch of",
+             "token ids (s x 8). features / feature_grads: MPipe tower output and its gradient. meta: one shape/dtype",
+             f("message. tower_params: MPipe broadcast / grad-reduce payload (2 layers x 12 h^2 x 2 = %.0f MiB).",
+               c.tower_param_bytes / (1024.0 * 1024)),
+             "tied_params: tied-parameter ALL_REDUCE payload (a 32000 x 4096 bf16 embedding)."};
+  k.link = {"A transfer takes latency_ms + bytes / bandwidth. Ranks r and q share a node when r / ranks_per_node ==",
+            "q / ranks_per_node. A flat {\"latency_ms\", \"bandwidth_GBps\"} sets every link at once.",
+            "pairs: per-pair overrides, e.g. {\"src\": 0, \"dst\": 9, \"latency_ms\": 0.02, \"bandwidth_GBps\": 25};",
+            "a pair applies to both directions unless the reverse is listed too."};
+  k.intra = {"NVLink 4 between two GPUs of a node: ~450 GB/s per direction effective, ~5 us."};
+  k.inter = {"400 Gb/s InfiniBand NDR between nodes: ~50 GB/s, ~10 us."};
+  k.collectives = {"Collective algorithm over the group's links: \"ring\" or \"tree\"."};
+  k.protocol = {"Payloads up to eager_threshold_bytes may complete before the receiver posts (NCCL's per-peer buffer)."};
+  k.memory = {"capacity_bytes: per rank (null = no limit; default 80 GiB). activation_bytes: kept from FWD to BWD per micro-",
+              f("batch and stage: 34 s h bytes per layer (Korthikanti et al. 2022, FlashAttention) = %.2f GiB x %g layers.",
+                kLayerKeptBytes / kGiB, kLayers / stages),
+              "tower_graph_bytes: owner_backward keeps the tower graph of each owned micro (2 layers' activations).",
+              "tower_copy_bytes: the tower parameters every rank keeps (MPipe)."};
+  return k;
+}
+
+ordered_json model_json(const CostModel& c, const Comments* k) {
+  ordered_json root;
+  const auto note = [&](ordered_json& j, const Comment& lines) {
+    if (k) j["comment"] = lines;
+  };
+  note(root, k ? k->top : Comment{});
+  root["format"] = "ppsched-costs";
+  root["version"] = 1;
+  if (!k) root["x-source"] = c.source;
+  ordered_json compute;
+  note(compute, k ? k->compute : Comment{});
+  for (const auto& f : kComputeFields) compute[std::string(f.key)] = stage_json(c.*f.value);
+  root["compute"] = std::move(compute);
+  ordered_json bytes;
+  note(bytes, k ? k->bytes : Comment{});
+  for (const auto& f : kByteFields)
+    bytes[std::string(f.key)] = f.per_stage ? stage_json(c.*f.per_stage) : quantity(c.*f.scalar);
+  root["bytes"] = std::move(bytes);
+  ordered_json link;
+  note(link, k ? k->link : Comment{});
+  ordered_json intra, inter;
+  note(intra, k ? k->intra : Comment{});
+  note(inter, k ? k->inter : Comment{});
+  intra.update(link_json(c.intra_node));
+  inter.update(link_json(c.inter_node));
+  link["intra_node"] = std::move(intra);
+  link["inter_node"] = std::move(inter);
+  link["ranks_per_node"] = c.ranks_per_node;
+  link["pairs"] = ordered_json::array();
+  for (const auto& p : c.pairs) {
+    ordered_json pj;
+    pj["src"] = p.src;
+    pj["dst"] = p.dst;
+    pj.update(link_json(p.link));
+    link["pairs"].push_back(std::move(pj));
+  }
+  root["link"] = std::move(link);
+  ordered_json coll;
+  note(coll, k ? k->collectives : Comment{});
+  coll["algorithm"] = c.collective_algorithm == CollectiveAlgorithm::Ring ? "ring" : "tree";
+  root["collectives"] = std::move(coll);
+  ordered_json protocol;
+  note(protocol, k ? k->protocol : Comment{});
+  protocol["eager_threshold_bytes"] = quantity(c.eager_threshold_bytes);
+  root["protocol"] = std::move(protocol);
+  root["overlap_efficiency"] = c.overlap_efficiency;
+  ordered_json memory;
+  note(memory, k ? k->memory : Comment{});
+  memory["capacity_bytes"] = c.capacity_bytes ? quantity(*c.capacity_bytes) : ordered_json(nullptr);
+  memory["activation_bytes"] = stage_json(c.kept_activation_bytes);
+  memory["tower_graph_bytes"] = quantity(c.tower_graph_bytes);
+  memory["tower_copy_bytes"] = quantity(c.tower_copy_bytes);
+  root["memory"] = std::move(memory);
+  return root;
+}
+
+}  // namespace
+
+std::string write_cost_model(const CostModel& model) { return model_json(model, nullptr).dump(2) + "\n"; }
+
+std::string cost_template() { return cost_template(kDefaultCostStages); }
+
+std::string cost_template(int stages) {
+  const int p = stages > 0 ? stages : kDefaultCostStages;
+  const CostModel c = default_cost_model(p);
+  const Comments k = template_comments(c, p);
+  return model_json(c, &k).dump(2) + "\n";
+}
+
+}  // namespace ppsched

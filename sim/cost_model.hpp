@@ -1,0 +1,124 @@
+// The cost and memory model of a simulation: what each step costs in time, what each message
+// weighs, how fast each link is, and how many bytes each live cache entry holds.
+// File format "ppsched-costs" version 1 (see README "Cost files"); an embedded default
+// models a 7B-class transformer on H100-class GPUs so every command works without a file.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "checkers/options.hpp"
+#include "model/step_types.hpp"
+
+namespace ppsched {
+
+// A per-stage (and optionally per-micro) quantity: one scalar for every stage, one value per
+// stage, or one row of per-micro values per stage (variable sequence lengths).
+struct StageValue {
+  std::vector<std::vector<double>> rows;  // rows[stage][micro]; a 1x1 table is a scalar
+  bool given = false;
+
+  static StageValue scalar(double v) { return StageValue{{{v}}, true}; }
+  double at(int stage, int micro) const {
+    if (rows.empty()) return 0.0;
+    const auto& row = rows[stage >= 0 && static_cast<size_t>(stage) < rows.size() ? static_cast<size_t>(stage)
+                                                                                    : (stage < 0 ? 0 : rows.size() - 1)];
+    if (row.empty()) return 0.0;
+    return row[micro >= 0 && static_cast<size_t>(micro) < row.size() ? static_cast<size_t>(micro)
+                                                                      : (micro < 0 ? 0 : row.size() - 1)];
+  }
+};
+
+struct Link {
+  double latency_ms = 0.0;
+  std::optional<double> bandwidth_GBps;  // nullopt = infinite
+  // Milliseconds to move `bytes` over this link.
+  double transfer_ms(double bytes) const {
+    return latency_ms + (bandwidth_GBps && *bandwidth_GBps > 0 ? bytes / (*bandwidth_GBps * 1e9) * 1e3 : 0.0);
+  }
+};
+
+struct LinkOverride {
+  int src = -1, dst = -1;  // a pair (applies to both directions when symmetric)
+  Link link;
+};
+
+enum class CollectiveAlgorithm : uint8_t { Ring, Tree };
+
+struct CostModel {
+  std::string source = "default";  // "default" or the file it was read from
+  // compute times (milliseconds) by ComputeKind: FWD, BWD, BWD_INPUT, BWD_WEIGHT,
+  // TOWER_FWD (MPIPE_TRANSPOSE_FWD), TOWER_BWD (MPIPE_TRANSPOSE_BWD), TOWER_GRAD_BWD
+  // (the backward in MPIPE_GRAD_RECV_WITH_BACKWARD), DATA_LOAD, FSDP, SWAP.
+  StageValue fwd, bwd, bwd_input, bwd_weight, tower_fwd, tower_bwd, tower_grad_bwd, data_load, fsdp, swap;
+  // payload bytes by Payload kind
+  StageValue activation_bytes, gradient_bytes;  // per stage (per micro): one message
+  double data_bytes = 0, features_bytes = 0, tower_input_bytes = 0, feature_grad_bytes = 0;
+  double meta_bytes = 64;            // one shape/dtype meta message
+  double tower_param_bytes = 0;      // MPIPE_PARAM_BROADCAST / MPIPE_GRAD_REDUCE payload
+  double tied_param_bytes = 0;       // ALL_REDUCE payload
+  // links
+  Link intra_node, inter_node;
+  int ranks_per_node = 8;
+  std::vector<LinkOverride> pairs;
+  CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::Ring;
+  // protocol and overlap
+  double eager_threshold_bytes = 4.0 * 1024 * 1024;  // NCCL's per-peer buffer
+  double overlap_efficiency = 0.5;  // OVERLAP_*: 1 = the shorter sub-step is fully hidden
+  // memory
+  std::optional<double> capacity_bytes;   // per rank; reported against the peak
+  StageValue kept_activation_bytes;       // FWD -> BWD per stage (per micro)
+  double tower_graph_bytes = 0;           // owner_backward: the kept tower graph per micro
+  double tower_copy_bytes = 0;            // every rank keeps a full tower copy (MPipe)
+
+  // Compute time of a (non-composite) step, in ms.
+  double compute_ms(Op op, int stage, int micro) const;
+  // Bytes of one payload message of a P2P step.
+  double payload_bytes(Op op, int stage, int micro) const;
+  // The link between two ranks (per-pair override, else intra/inter node by ranks_per_node).
+  const Link& link(int src, int dst) const;
+  // The memory model the checkers use, from this cost model (stage count for the arrays).
+  MemoryModel memory_model(int stages) const;
+
+  // The StageValue a compute kind is priced by (ComputeKind::None: an all-zero value).
+  const StageValue& compute(ComputeKind kind) const;
+  // How many stages the per-stage arrays describe: 1 when every value is a scalar.
+  int stage_count() const;
+  // Throws InputError (this model's source, the offending field) when a per-stage array does
+  // not have one entry per stage, or a per-micro row not one entry per micro-batch
+  // (micro_batches <= 0: rows are not checked).
+  void check_fits(int stages, int micro_batches) const;
+};
+
+// The "compute" keys of a cost file, in file order, with the kind each one prices.
+struct ComputeKey {
+  std::string_view key;
+  ComputeKind kind;
+};
+const std::vector<ComputeKey>& compute_keys();
+
+// The embedded default describes the 7B-class model split over this many stages when no
+// stage count is known (8 of its 32 layers per stage).
+inline constexpr int kDefaultCostStages = 4;
+// The embedded default for a schedule of `stages` stages: the 32 layers divided evenly
+// (stages <= 0: kDefaultCostStages).
+CostModel default_cost_model(int stages);
+// The model as a complete "ppsched-costs" file (derived values written out); read_cost_model
+// reads it back to an equal model.
+std::string write_cost_model(const CostModel& model);
+
+// The embedded default (documented sources in cost_model.cpp and the README), for
+// kDefaultCostStages stages.
+CostModel default_cost_model();
+// Parses a "ppsched-costs" file; throws InputError with the file and the JSON path.
+CostModel read_cost_model(std::string_view text, const std::string& file_name);
+CostModel read_cost_file(const std::string& path);
+// A commented starting file (JSON with "comment" keys, accepted by the reader as is), with
+// the default's numbers for kDefaultCostStages stages, or for `stages` stages.
+std::string cost_template();
+std::string cost_template(int stages);
+
+}  // namespace ppsched

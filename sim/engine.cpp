@@ -1,0 +1,544 @@
+// The discrete-event engine.
+//
+// Each rank has a host that issues its lowered actions (checkers/comm_model.hpp) in order,
+// a compute stream, and communication. Compute is launched asynchronously: it starts when
+// the stream is free and the host has reached it. A send's payload is ready when the compute
+// launched before it has finished. Blocking actions (phases, waits, collectives) hold the
+// host until every message in them completed. A transfer takes latency + bytes / bandwidth
+// of its link and starts when both ends are posted, except that payloads up to the eager
+// threshold (and every payload in eager mode) leave as soon as they are ready and the send
+// completes without its receiver, as small NCCL sends do.
+//
+// Events (host wake-ups) are ordered by (time, sequence) in a binary heap: the same inputs
+// give the same outputs, and every event costs O(log n).
+#include "sim/engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <queue>
+#include <set>
+#include <unordered_map>
+
+#include "checkers/checks.hpp"
+
+namespace ppsched {
+namespace {
+
+constexpr double kUnknown = -1.0;
+
+struct Event {
+  double time;
+  uint64_t seq;
+  int32_t rank;
+  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+};
+
+struct MsgState {
+  double post = kUnknown;   // when its rank posted it
+  double ready = kUnknown;  // sender: when the payload is ready to leave
+  double end = kUnknown;    // when it completed (for its own rank)
+  int32_t slice = -1;       // the action slice it belongs to
+  int32_t cause = -1;       // slice that determined its completion (critical path)
+  int32_t ready_cause = -1; // sender: the slice its payload waited for (compute or host)
+};
+
+class Engine {
+ public:
+  Engine(const Schedule& s, const CostModel& c, const SimOptions& o)
+      : s_(s), c_(c), o_(o), model_(build_comm_model(s, o.check)) {
+    const size_t R = static_cast<size_t>(s.ranks);
+    host_.assign(R, 0.0);
+    host_cause_.assign(R, -1);
+    compute_free_.assign(R, 0.0);
+    compute_last_.assign(R, -1);
+    busy_.assign(R, 0.0);
+    pc_.assign(R, 0);
+    posted_.assign(R, false);
+    action_slice_.assign(R, -1);
+    done_.assign(R, false);
+    blocked_.assign(R, false);
+    wake_cause_.assign(R, -1);
+    arrived_.assign(R, false);
+    msgs_.resize(model_.messages.size());
+    arrivals_.resize(model_.collective_calls.size());
+    mem_now_.assign(R, 0);
+    peaks_.resize(R);
+    link_bytes_.assign(R * R, 0.0);
+    link_msgs_.assign(R * R, 0);
+  }
+
+  SimResult run() {
+    SimResult res;
+    size_t actions = 0;
+    for (const auto& a : model_.actions) actions += a.size();
+    slices_.reserve(actions);
+    causes_.reserve(actions);
+    res.check = verify(s_, o_.check, model_);
+    for (int r = 0; r < s_.ranks; ++r) push(0.0, r);
+    while (!queue_.empty()) {
+      Event e = queue_.top();
+      queue_.pop();
+      ++events_;
+      if (done_[static_cast<size_t>(e.rank)]) continue;
+      host_[static_cast<size_t>(e.rank)] = std::max(host_[static_cast<size_t>(e.rank)], e.time);
+      advance(e.rank);
+    }
+    res.completed = std::all_of(done_.begin(), done_.end(), [](bool d) { return d; });
+    finish(res);
+    return res;
+  }
+
+ private:
+  void push(double t, int r) { queue_.push(Event{t, seq_++, r}); }
+
+  const Step& step_at(int r, int index) const { return *s_.programs[static_cast<size_t>(r)][static_cast<size_t>(index)]; }
+
+  int32_t add_slice(int r, int index, int sub, Lane lane, double start, double end, double bytes, bool meta, int32_t cause) {
+    SimSlice sl;
+    sl.rank = r;
+    sl.step_index = index;
+    sl.sub = sub;
+    sl.lane = lane;
+    sl.start_ms = start;
+    sl.end_ms = end;
+    sl.bytes = bytes;
+    sl.meta = meta;
+    slices_.push_back(sl);
+    causes_.push_back(cause);
+    return static_cast<int32_t>(slices_.size()) - 1;
+  }
+
+  // ---- memory: the cache effects of the step table, applied in simulated time -----------
+  // Consumes apply when a step starts, produces when it ends. The checks (same replay) prove
+  // every consume meets its produce, so byte deltas suffice: no live set is kept here.
+  void effects(int r, const Step& st, double t, bool produce) {
+    auto one = [&](const Step& leaf) {
+      const auto& inf = info(leaf.op);
+      if (inf.effects.empty()) return;
+      uint32_t cond = conditions_of(s_, r, leaf);
+      for (const auto& e : inf.effects) {
+        if ((e.when & cond) != e.when || e.effect == Effect::Read) continue;
+        if ((e.effect == Effect::Produce) != produce) continue;
+        int stage = cache_info(e.cache).per_stage ? leaf.stage + e.stage_offset : -1;
+        int64_t bytes = memory_.bytes_of(e.cache, stage);
+        mem_now_[static_cast<size_t>(r)] += produce ? bytes : -bytes;
+      }
+    };
+    if (is_composite(st.op)) {
+      for (const auto& sub : st.sub_steps) one(sub);
+    } else {
+      one(st);
+    }
+    note_memory(r, t);
+  }
+
+  void note_memory(int r, double t) {
+    auto& p = peaks_[static_cast<size_t>(r)];
+    int64_t now = mem_now_[static_cast<size_t>(r)];
+    if (now > p.bytes) {
+      p.bytes = now;
+      p.time = t;
+      p.step = current_step_;
+    }
+    if (o_.record_trace) memory_samples_.push_back({r, t, now});
+  }
+
+  // ---- compute ------------------------------------------------------------------------------
+  double duration(const Step& st) const {
+    if (st.op == Op::OVERLAP_F_B || st.op == Op::OVERLAP_B_F) {
+      double a = st.sub_steps.size() > 0 ? duration(st.sub_steps[0]) : 0.0;
+      double b = st.sub_steps.size() > 1 ? duration(st.sub_steps[1]) : 0.0;
+      // Both run together: the shorter one is hidden by `overlap_efficiency` (1 = fully).
+      return std::max(a, b) + (1.0 - c_.overlap_efficiency) * std::min(a, b);
+    }
+    return c_.compute_ms(st.op, st.stage, st.micro);
+  }
+
+  void launch_compute(int r, int index, const Step& st) {
+    const size_t ri = static_cast<size_t>(r);
+    double d = duration(st);
+    double start = std::max(host_[ri], compute_free_[ri]);
+    int32_t cause = compute_free_[ri] >= host_[ri] ? compute_last_[ri] : host_cause_[ri];
+    double end = start + d;
+    current_step_ = index;
+    effects(r, st, start, false);
+    int32_t sl = add_slice(r, index, -1, Lane::Compute, start, end, 0, false, cause);
+    effects(r, st, end, true);
+    compute_free_[ri] = end;
+    compute_last_[ri] = sl;
+    busy_[ri] += d;
+  }
+
+  // ---- communication -------------------------------------------------------------------------
+  double bytes_of(const Message& m) const {
+    if (m.meta) return c_.meta_bytes;
+    const Step& top = step_at(m.rank, m.step_index);
+    const Step& leaf = m.sub >= 0 ? top.sub_steps[static_cast<size_t>(m.sub)] : top;
+    return c_.payload_bytes(leaf.op, leaf.stage, leaf.micro);
+  }
+
+  bool eager(double bytes) const {
+    return o_.check.comm == CommMode::Eager || bytes <= c_.eager_threshold_bytes;
+  }
+
+  void complete(int32_t id, double end, int32_t cause) {
+    MsgState& ms = msgs_[static_cast<size_t>(id)];
+    ms.end = end;
+    ms.cause = cause;
+    const Message& m = model_.messages[static_cast<size_t>(id)];
+    maybe_wake(m.rank);
+  }
+
+  // Both ends (or an eager sender) known: decide the transfer's times. The critical path
+  // runs producer -> send slice -> consumer, so a completion's cause is the send slice when
+  // the payload was what everybody waited for, else the receiver's own slice.
+  void settle(int32_t send_id, int32_t recv_id) {
+    const Message& ms = model_.messages[static_cast<size_t>(send_id)];
+    MsgState& s = msgs_[static_cast<size_t>(send_id)];
+    const Channel& ch = model_.channels[static_cast<size_t>(ms.channel)];
+    const double bytes = bytes_of(ms);
+    const bool is_eager = eager(bytes);
+    if (s.end == kUnknown && is_eager) {
+      // Leaves when ready, completes without its receiver.
+      double end = s.ready + c_.link(ch.src, ch.dst).transfer_ms(bytes);
+      if (s.slice >= 0) causes_[static_cast<size_t>(s.slice)] = s.ready_cause;
+      complete(send_id, end, s.slice);
+      account(ch, bytes);
+    }
+    if (recv_id < 0) return;
+    MsgState& rv = msgs_[static_cast<size_t>(recv_id)];
+    if (rv.end != kUnknown || rv.post == kUnknown || s.post == kUnknown) return;
+    if (is_eager) {
+      complete(recv_id, std::max(rv.post, s.end), s.end >= rv.post ? s.slice : rv.slice);
+      return;
+    }
+    double start = std::max(s.ready, rv.post);
+    int32_t cause = rv.slice;
+    if (s.ready >= rv.post) {
+      if (s.slice >= 0) causes_[static_cast<size_t>(s.slice)] = s.ready_cause;
+      cause = s.slice;
+    }
+    double end = start + c_.link(ch.src, ch.dst).transfer_ms(bytes);
+    account(ch, bytes);
+    complete(send_id, end, cause);
+    complete(recv_id, end, cause);
+  }
+
+  void account(const Channel& ch, double bytes) {
+    size_t k = static_cast<size_t>(ch.src * s_.ranks + ch.dst);
+    link_bytes_[k] += bytes;
+    link_msgs_[k]++;
+  }
+
+  void post(int r, int32_t id, int32_t slice) {
+    const size_t ri = static_cast<size_t>(r);
+    const Message& m = model_.messages[static_cast<size_t>(id)];
+    MsgState& st = msgs_[static_cast<size_t>(id)];
+    st.post = host_[ri];
+    st.slice = slice;
+    const Channel& ch = model_.channels[static_cast<size_t>(m.channel)];
+    if (m.send) {
+      st.ready = std::max(host_[ri], compute_free_[ri]);
+      st.ready_cause = compute_free_[ri] > host_[ri] ? compute_last_[ri] : host_cause_[ri];
+      int32_t partner = m.k < static_cast<int32_t>(ch.recvs.size()) ? ch.recvs[static_cast<size_t>(m.k)] : -1;
+      settle(id, partner);
+      if (o_.record_trace && partner >= 0) pending_flows_.push_back({id, partner});
+    } else {
+      int32_t partner = m.k < static_cast<int32_t>(ch.sends.size()) ? ch.sends[static_cast<size_t>(m.k)] : -1;
+      if (partner >= 0 && msgs_[static_cast<size_t>(partner)].post != kUnknown) settle(partner, id);
+    }
+  }
+
+  // A blocked rank whose messages all completed resumes at the latest completion.
+  void maybe_wake(int r) {
+    const size_t ri = static_cast<size_t>(r);
+    if (!blocked_[ri]) return;
+    const auto& acts = model_.actions[ri];
+    const Action& a = acts[static_cast<size_t>(pc_[ri])];
+    if (a.kind != ActionKind::Phase && a.kind != ActionKind::Wait) return;
+    double t = host_[ri];
+    int32_t cause = host_cause_[ri];
+    for (int j = 0; j < a.count; ++j) {
+      const MsgState& m = msgs_[static_cast<size_t>(model_.action_messages[static_cast<size_t>(a.first + j)])];
+      if (m.end == kUnknown) return;
+      if (m.end > t) {
+        t = m.end;
+        cause = m.cause;
+      }
+    }
+    blocked_[ri] = false;
+    wake_cause_[ri] = cause;
+    push(t, r);
+  }
+
+  // ---- the host ---------------------------------------------------------------------------
+  void advance(int r) {
+    const size_t ri = static_cast<size_t>(r);
+    const auto& acts = model_.actions[ri];
+    if (wake_cause_[ri] >= 0) {
+      host_cause_[ri] = wake_cause_[ri];
+      wake_cause_[ri] = -1;
+    }
+    while (true) {
+      if (pc_[ri] >= static_cast<int>(acts.size())) {
+        done_[ri] = true;
+        return;
+      }
+      const Action& a = acts[static_cast<size_t>(pc_[ri])];
+      const Step& st = step_at(r, a.step_index);
+      current_step_ = a.step_index;
+      switch (a.kind) {
+        case ActionKind::Local:
+          launch_compute(r, a.step_index, st);
+          break;
+        case ActionKind::Post:
+        case ActionKind::Phase:
+        case ActionKind::Wait: {
+          if (a.kind != ActionKind::Wait && !posted_[ri]) {
+            posted_[ri] = true;
+            bool sends = false;
+            double bytes = 0;
+            bool meta = a.count > 0;
+            for (int j = 0; j < a.count; ++j) {
+              const Message& m = model_.messages[static_cast<size_t>(model_.action_messages[static_cast<size_t>(a.first + j)])];
+              sends = sends || m.send;
+              meta = meta && m.meta;
+              bytes += bytes_of(m);
+            }
+            action_slice_[ri] = add_slice(r, a.step_index, -1, sends ? Lane::Send : Lane::Recv, host_[ri], host_[ri],
+                                          bytes, meta, host_cause_[ri]);
+            if (!meta) effects(r, st, host_[ri], false);  // a send releases what it pops
+            for (int j = 0; j < a.count; ++j)
+              post(r, model_.action_messages[static_cast<size_t>(a.first + j)], action_slice_[ri]);
+          }
+          if (a.kind == ActionKind::Post) {
+            posted_[ri] = false;
+            break;
+          }
+          double t = host_[ri];
+          int32_t cause = host_cause_[ri];
+          bool all = true;
+          for (int j = 0; j < a.count; ++j) {
+            const MsgState& m = msgs_[static_cast<size_t>(model_.action_messages[static_cast<size_t>(a.first + j)])];
+            if (m.end == kUnknown) {
+              all = false;
+              break;
+            }
+            if (m.end > t) {
+              t = m.end;
+              cause = m.cause;
+            }
+          }
+          if (!all) {
+            blocked_[ri] = true;
+            return;
+          }
+          if (t > host_[ri]) {
+            // Resume at the completion through the event queue, in time order.
+            host_[ri] = t;
+            host_cause_[ri] = cause;
+          }
+          if (a.kind == ActionKind::Phase && action_slice_[ri] >= 0) {
+            slices_[static_cast<size_t>(action_slice_[ri])].end_ms = host_[ri];
+            bool meta_only = slices_[static_cast<size_t>(action_slice_[ri])].meta;
+            if (!meta_only && last_action_of_step(r)) {
+              effects(r, st, host_[ri], true);  // a receive delivers its buffer
+              if (info(st.op).compute != ComputeKind::None && is_p2p(st.op)) launch_compute(r, a.step_index, st);
+            }
+          } else if (a.kind == ActionKind::Wait) {
+            for (int j = 0; j < a.count; ++j) {
+              const MsgState& m = msgs_[static_cast<size_t>(model_.action_messages[static_cast<size_t>(a.first + j)])];
+              if (m.slice >= 0) slices_[static_cast<size_t>(m.slice)].end_ms = std::max(slices_[static_cast<size_t>(m.slice)].end_ms, m.end);
+            }
+          }
+          posted_[ri] = false;
+          action_slice_[ri] = -1;
+          break;
+        }
+        case ActionKind::Collective: {
+          const CollectiveCall& call = model_.collective_calls[static_cast<size_t>(a.collective)];
+          const auto& members = model_.groups[static_cast<size_t>(call.group)].members;
+          auto key = std::make_pair(call.group, call.position);
+          auto& inst = instances_[key];
+          if (!arrived_[ri]) {
+            arrived_[ri] = true;
+            double ready = std::max(host_[ri], compute_free_[ri]);
+            if (ready >= inst.start) {
+              inst.start = ready;
+              inst.cause = ready > host_[ri] ? compute_last_[ri] : host_cause_[ri];
+            }
+            inst.arrived++;
+            if (inst.arrived == static_cast<int>(members.size())) {
+              inst.end = inst.start + collective_ms(st, members);
+              for (int q : members) {
+                add_slice(q, collective_step(q, call), -1, Lane::Collective, inst.start, inst.end,
+                          collective_bytes(st), false, inst.cause);
+                wake_cause_[static_cast<size_t>(q)] = static_cast<int32_t>(slices_.size()) - 1;
+                if (q != r) push(inst.end, q);
+              }
+              host_[ri] = inst.end;
+              host_cause_[ri] = wake_cause_[ri];
+              wake_cause_[ri] = -1;
+            } else {
+              return;  // wait for the group
+            }
+          }
+          if (inst.end == kUnknown) return;
+          host_[ri] = std::max(host_[ri], inst.end);
+          arrived_[ri] = false;
+          break;
+        }
+      }
+      ++pc_[ri];
+    }
+  }
+
+  int collective_step(int q, const CollectiveCall& call) const {
+    for (int32_t c : model_.calls_by_rank[static_cast<size_t>(q)]) {
+      const auto& other = model_.collective_calls[static_cast<size_t>(c)];
+      if (other.group == call.group && other.position == call.position) return other.step_index;
+    }
+    return -1;
+  }
+
+  bool last_action_of_step(int r) const {
+    const auto& acts = model_.actions[static_cast<size_t>(r)];
+    size_t next = static_cast<size_t>(pc_[static_cast<size_t>(r)]) + 1;
+    return next >= acts.size() || acts[next].step_index != acts[next - 1].step_index;
+  }
+
+  double collective_bytes(const Step& st) const {
+    return st.op == Op::ALL_REDUCE ? c_.tied_param_bytes : c_.tower_param_bytes;
+  }
+
+  // Ring formulas over the group's slowest link: all-reduce 2(n-1)/n * B/bw + 2(n-1) * lat;
+  // broadcast (pipelined ring) B/bw + (n-1) * lat. Tree: log2(n) rounds of B/bw + lat.
+  double collective_ms(const Step& st, const std::vector<int32_t>& members) const {
+    const size_t n = members.size();
+    if (n <= 1) return 0.0;
+    double lat = 0, inv_bw = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const Link& l = c_.link(members[i], members[(i + 1) % n]);
+      lat = std::max(lat, l.latency_ms);
+      if (l.bandwidth_GBps && *l.bandwidth_GBps > 0) inv_bw = std::max(inv_bw, 1e3 / (*l.bandwidth_GBps * 1e9));
+    }
+    const double B = collective_bytes(st);
+    const bool reduce = st.op == Op::ALL_REDUCE || st.op == Op::MPIPE_GRAD_REDUCE;
+    const double dn = static_cast<double>(n);
+    if (c_.collective_algorithm == CollectiveAlgorithm::Tree) {
+      double rounds = std::ceil(std::log2(dn)) * (reduce ? 2.0 : 1.0);
+      return rounds * (B * inv_bw + lat);
+    }
+    if (reduce) return 2.0 * (dn - 1) / dn * B * inv_bw + 2.0 * (dn - 1) * lat;
+    return B * inv_bw + (dn - 1) * lat;
+  }
+
+  // ---- results --------------------------------------------------------------------------------
+  void finish(SimResult& res) {
+    res.steps = s_.step_count();
+    res.events = events_;
+    double makespan = 0;
+    for (const auto& sl : slices_) makespan = std::max(makespan, sl.end_ms);
+    for (int r = 0; r < s_.ranks; ++r) makespan = std::max(makespan, host_[static_cast<size_t>(r)]);
+    res.makespan_ms = makespan;
+    for (int r = 0; r < s_.ranks; ++r) {
+      const size_t ri = static_cast<size_t>(r);
+      RankSummary rs;
+      rs.rank = r;
+      rs.busy_ms = busy_[ri];
+      rs.idle_ms = std::max(0.0, makespan - busy_[ri]);
+      rs.bubble_fraction = makespan > 0 ? rs.idle_ms / makespan : 0.0;
+      rs.peak_memory_bytes = peaks_[ri].bytes;
+      rs.peak_memory_time_ms = peaks_[ri].time;
+      rs.peak_memory_step = peaks_[ri].step;
+      rs.end_ms = std::max(host_[ri], compute_free_[ri]);
+      res.ranks.push_back(rs);
+    }
+    // Critical path: from the slice that ends last, follow the causes back.
+    int32_t last = -1;
+    for (size_t k = 0; k < slices_.size(); ++k)
+      if (last < 0 || slices_[k].end_ms > slices_[static_cast<size_t>(last)].end_ms) last = static_cast<int32_t>(k);
+    std::vector<CriticalStep> path;
+    for (int32_t k = last; k >= 0 && path.size() <= slices_.size(); k = causes_[static_cast<size_t>(k)]) {
+      const SimSlice& sl = slices_[static_cast<size_t>(k)];
+      path.push_back({sl.rank, sl.step_index, sl.lane, sl.start_ms, sl.end_ms});
+      if (causes_[static_cast<size_t>(k)] >= k) break;  // causes always point to earlier slices
+    }
+    std::reverse(path.begin(), path.end());
+    // A slice can begin before its cause ends (a send posted before its payload is ready);
+    // on the path it counts from when its cause let it go.
+    for (size_t k = 1; k < path.size(); ++k) path[k].start_ms = std::max(path[k].start_ms, path[k - 1].end_ms);
+    res.critical_path = std::move(path);
+    for (int a = 0; a < s_.ranks; ++a)
+      for (int b = 0; b < s_.ranks; ++b) {
+        size_t k = static_cast<size_t>(a * s_.ranks + b);
+        if (link_msgs_[k]) res.links.push_back({a, b, link_bytes_[k], link_msgs_[k]});
+      }
+    if (o_.record_trace) {
+      res.slices = std::move(slices_);
+      int32_t id = 0;
+      for (auto& [sid, rid] : pending_flows_) {
+        const MsgState& a = msgs_[static_cast<size_t>(sid)];
+        const MsgState& b = msgs_[static_cast<size_t>(rid)];
+        if (a.slice >= 0 && b.slice >= 0) res.flows.push_back({id++, a.slice, b.slice});
+      }
+      res.memory = std::move(memory_samples_);
+    }
+    if (!res.completed) {
+      bool reported = std::any_of(res.check.violations.begin(), res.check.violations.end(),
+                                  [](const Violation& v) { return v.kind == ViolationKind::Deadlock; });
+      if (!reported) {
+        // Timing's eager protocol cannot create a deadlock the strict replay misses, but say
+        // where the timed run stopped if it ever happens.
+        ReplayResult strict = replay(s_, model_, o_.check.comm);
+        for (auto& d : strict.deadlocks) res.check.violations.push_back(std::move(d));
+      }
+    }
+  }
+
+  struct Peak {
+    int64_t bytes = 0;
+    double time = 0;
+    int step = -1;
+  };
+  struct Instance {
+    int arrived = 0;
+    double start = 0, end = kUnknown;
+    int32_t cause = -1;
+  };
+
+  const Schedule& s_;
+  const CostModel& c_;
+  const SimOptions& o_;
+  CommModel model_;
+  MemoryModel memory_ = c_.memory_model(s_.stages);
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
+  uint64_t seq_ = 0;
+  size_t events_ = 0;
+  std::vector<double> host_, compute_free_, busy_;
+  std::vector<int32_t> host_cause_, compute_last_, pc_, action_slice_;
+  std::vector<bool> posted_, done_, arrived_;
+  std::vector<MsgState> msgs_;
+  std::vector<std::vector<int>> arrivals_;
+  std::map<std::pair<int32_t, int32_t>, Instance> instances_;
+  std::vector<bool> blocked_;
+  std::vector<int32_t> wake_cause_;
+  std::vector<SimSlice> slices_;
+  std::vector<int32_t> causes_;
+  std::vector<std::pair<int32_t, int32_t>> pending_flows_;
+  std::vector<MemorySample> memory_samples_;
+  std::vector<int64_t> mem_now_;
+  std::vector<Peak> peaks_;
+  std::vector<double> link_bytes_;
+  std::vector<int> link_msgs_;
+  int current_step_ = -1;
+};
+
+}  // namespace
+
+SimResult simulate(const Schedule& s, const CostModel& costs, const SimOptions& options) {
+  return Engine(s, costs, options).run();
+}
+
+}  // namespace ppsched

@@ -1,0 +1,85 @@
+// The discrete-event simulator: replays the per-rank programs in simulated time, with the
+// same lowering (checkers/comm_model.hpp) and the same verdicts as `ppsched check`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "checkers/diagnostics.hpp"
+#include "checkers/options.hpp"
+#include "model/schedule.hpp"
+#include "sim/cost_model.hpp"
+
+namespace ppsched {
+
+enum class Lane : uint8_t { Compute, Send, Recv, Collective };
+
+// One timed interval of one step on one rank (a trace slice).
+struct SimSlice {
+  int32_t rank = -1;
+  int32_t step_index = -1;
+  int32_t sub = -1;        // sub-step of a batch (send/recv lanes), -1 otherwise
+  Lane lane = Lane::Compute;
+  double start_ms = 0, end_ms = 0;
+  double bytes = 0;        // P2P / collective payload
+  bool meta = false;       // a shape/dtype meta message
+};
+
+// A matched message: from the sender's slice to the receiver's slice.
+struct SimFlow {
+  int32_t id = 0;
+  int32_t send_slice = -1, recv_slice = -1;
+};
+
+struct MemorySample {
+  int32_t rank = -1;
+  double time_ms = 0;
+  int64_t bytes = 0;
+};
+
+struct RankSummary {
+  int rank = 0;
+  double busy_ms = 0;     // compute stream busy
+  double idle_ms = 0;     // makespan - busy
+  double bubble_fraction = 0;
+  int64_t peak_memory_bytes = 0;
+  double peak_memory_time_ms = 0;
+  int peak_memory_step = -1;
+  double end_ms = 0;      // when this rank's host finished
+};
+
+struct CriticalStep {
+  int rank = -1, step_index = -1;
+  Lane lane = Lane::Compute;
+  double start_ms = 0, end_ms = 0;
+};
+
+struct LinkVolume {
+  int src = -1, dst = -1;
+  double bytes = 0;
+  int messages = 0;
+};
+
+struct SimOptions {
+  CheckOptions check;       // comm semantics (eager/rendezvous, overlap_p2p, batched MPipe recv)
+  bool record_trace = true; // keep slices, flows and memory samples
+};
+
+struct SimResult {
+  bool completed = false;   // false: stopped by a deadlock (trace holds what ran until then)
+  double makespan_ms = 0;
+  std::vector<RankSummary> ranks;
+  std::vector<CriticalStep> critical_path;  // from the first step to the last, in time order
+  std::vector<LinkVolume> links;
+  CheckReport check;        // every violation kind of `ppsched check`
+  size_t steps = 0, events = 0;
+  // trace
+  std::vector<SimSlice> slices;
+  std::vector<SimFlow> flows;
+  std::vector<MemorySample> memory;
+};
+
+SimResult simulate(const Schedule& s, const CostModel& costs, const SimOptions& options = {});
+
+}  // namespace ppsched

@@ -1,0 +1,246 @@
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <set>
+
+#include "model/errors.hpp"
+#include "model/formats/schedule_io.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/engine.hpp"
+#include "tools/cli/command.hpp"
+#include "tools/cli/render.hpp"
+#include "traces/chrome_trace.hpp"
+#include "traces/svg_timeline.hpp"
+
+namespace ppsched::cli {
+namespace {
+
+struct SimFlags {
+  std::string costs, comm = "rendezvous";
+  CheckOptions check;
+};
+
+void add_sim_flags(CLI::App& cmd, SimFlags& f) {
+  cmd.add_option("--costs", f.costs, "cost model file (ppsched-costs JSON); default: the embedded model (ppsched costs --default)");
+  cmd.add_option("--comm", f.comm, "P2P semantics: rendezvous (default) or eager")->check(CLI::IsMember({"rendezvous", "eager"}));
+  cmd.add_flag("--overlap-p2p", f.check.overlap_p2p, "receives waited by their consumer, sends drained at the end");
+  cmd.add_flag("--mpipe-batched-recv", f.check.mpipe_batched_recv, "MPipe executor's batched feature receive");
+}
+
+CostModel load_costs(const SimFlags& f, int stages) {
+  return f.costs.empty() ? default_cost_model(stages) : read_cost_file(f.costs);
+}
+
+SimOptions sim_options(const SimFlags& f, const CostModel& c, int stages, bool trace) {
+  SimOptions o;
+  o.check = f.check;
+  o.check.comm = f.comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
+  o.check.memory = c.memory_model(stages);
+  if (c.capacity_bytes) o.check.memory_budget = static_cast<int64_t>(*c.capacity_bytes);
+  o.record_trace = trace;
+  return o;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+double mean_bubble(const SimResult& r) {
+  double b = 0;
+  for (const auto& x : r.ranks) b += x.bubble_fraction;
+  return r.ranks.empty() ? 0 : b / static_cast<double>(r.ranks.size());
+}
+int64_t max_peak(const SimResult& r) {
+  int64_t p = 0;
+  for (const auto& x : r.ranks) p = std::max(p, x.peak_memory_bytes);
+  return p;
+}
+
+std::string lane_label(Lane l) {
+  switch (l) {
+    case Lane::Compute: return "compute";
+    case Lane::Send: return "send";
+    case Lane::Recv: return "recv";
+    case Lane::Collective: return "collective";
+  }
+  return "?";
+}
+
+nlohmann::json result_json(const Schedule& s, const SimResult& r, const CostModel& c) {
+  nlohmann::json j;
+  j["completed"] = r.completed;
+  j["makespan_ms"] = r.makespan_ms;
+  j["costs"] = c.source;
+  j["ranks"] = nlohmann::json::array();
+  for (const auto& x : r.ranks)
+    j["ranks"].push_back({{"rank", x.rank},
+                          {"busy_ms", x.busy_ms},
+                          {"idle_ms", x.idle_ms},
+                          {"bubble_fraction", x.bubble_fraction},
+                          {"peak_memory_bytes", x.peak_memory_bytes},
+                          {"peak_memory_time_ms", x.peak_memory_time_ms},
+                          {"peak_memory_step", x.peak_memory_step}});
+  j["critical_path"] = nlohmann::json::array();
+  for (const auto& cp : r.critical_path) {
+    const auto& slot = s.programs[static_cast<size_t>(cp.rank)][static_cast<size_t>(cp.step_index)];
+    j["critical_path"].push_back({{"rank", cp.rank},
+                                  {"index", cp.step_index},
+                                  {"step", slot ? short_label(*slot) : "."},
+                                  {"lane", lane_label(cp.lane)},
+                                  {"start_ms", cp.start_ms},
+                                  {"end_ms", cp.end_ms}});
+  }
+  j["links"] = nlohmann::json::array();
+  for (const auto& l : r.links) j["links"].push_back({{"src", l.src}, {"dst", l.dst}, {"bytes", l.bytes}, {"messages", l.messages}});
+  auto check = report_json(s, r.check);
+  j["violations"] = check["violations"];
+  j["notes"] = check["notes"];
+  j["steps"] = r.steps;
+  return j;
+}
+
+std::string result_text(const std::string& what, const Schedule& s, const SimResult& r, const CostModel& c) {
+  std::string out = what + ": makespan " + fmt("%.3f", r.makespan_ms) + " ms" + (r.completed ? "" : " (STOPPED: deadlock)") +
+                    ", mean bubble " + fmt("%.1f", 100 * mean_bubble(r)) + "% (costs: " + c.source + ")\n";
+  out += "  rank   busy ms    idle ms  bubble   peak memory  at ms\n";
+  for (const auto& x : r.ranks) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  r%-3d %9.3f  %9.3f  %5.1f%%  %12s  %.3f\n", x.rank, x.busy_ms, x.idle_ms,
+                  100 * x.bubble_fraction, human_bytes(x.peak_memory_bytes).c_str(), x.peak_memory_time_ms);
+    out += line;
+  }
+  if (!r.critical_path.empty()) {
+    std::set<int> ranks;
+    for (const auto& cp : r.critical_path) ranks.insert(cp.rank);
+    out += "  critical path: " + std::to_string(r.critical_path.size()) + " steps over rank" + (ranks.size() > 1 ? "s" : "");
+    bool first = true;
+    for (int q : ranks) out += std::string(first ? " " : ",") + std::to_string(q), first = false;
+    out += ":";
+    const size_t n = r.critical_path.size();
+    for (size_t k = 0; k < n; ++k) {
+      if (n > 16 && k == 8) {
+        out += " ... (" + std::to_string(n - 16) + " more)";
+        k = n - 8;
+      }
+      const auto& cp = r.critical_path[k];
+      const auto& slot = s.programs[static_cast<size_t>(cp.rank)][static_cast<size_t>(cp.step_index)];
+      out += std::string(k ? " -> " : " ") + (slot ? short_label(*slot) : ".") + "@r" + std::to_string(cp.rank);
+    }
+    out += "\n";
+  }
+  if (!r.links.empty()) {
+    out += "  comm volume:";
+    for (const auto& l : r.links)
+      out += " r" + std::to_string(l.src) + "->r" + std::to_string(l.dst) + " " + human_bytes(static_cast<int64_t>(l.bytes)) +
+             " (" + std::to_string(l.messages) + ")";
+    out += "\n";
+  }
+  if (!r.check.ok()) out += report_text("  verification", s, r.check);
+  else for (const auto& n : r.check.notes) out += "  note: " + n + "\n";
+  return out;
+}
+
+}  // namespace
+
+Action add_simulate(CLI::App& app) {
+  auto* cmd = app.add_subcommand("simulate", "simulate schedules with a cost model: makespan, bubbles, memory, traces");
+  struct State {
+    std::vector<std::string> files;
+    GeneratorFlags gen;
+    SimFlags sim;
+    std::string trace, trace_dir, svg;
+    bool json = false;
+  };
+  auto st = std::make_shared<State>();
+  cmd->add_option("files", st->files, "schedule files (.json or .csv)");
+  add_generator_flags(*cmd, st->gen, false);
+  add_sim_flags(*cmd, st->sim);
+  cmd->add_option("--trace", st->trace, "write a Chrome/Perfetto trace (JSON) of the simulation");
+  cmd->add_option("--trace-per-rank", st->trace_dir, "write one trace per rank (with distributedInfo, for HTA) into DIR");
+  cmd->add_option("--svg", st->svg, "write an SVG timeline");
+  cmd->add_flag("--json", st->json, "machine-readable result");
+  return [st]() {
+    std::vector<std::pair<std::string, Schedule>> inputs;
+    if (!st->gen.family.empty()) inputs.emplace_back(st->gen.family, build_generated(st->gen));
+    for (const auto& f : st->files) inputs.emplace_back(f, read_schedule_file(f));
+    if (inputs.empty()) throw InputError({}, "give schedule files or --generate FAMILY --pp P --micro M");
+    if (inputs.size() > 1 && (!st->trace.empty() || !st->svg.empty() || !st->trace_dir.empty()))
+      throw InputError({}, "--trace/--svg/--trace-per-rank take one schedule");
+    bool ok = true;
+    nlohmann::json all = nlohmann::json::array();
+    for (auto& [name, s] : inputs) {
+      CostModel c = load_costs(st->sim, s.stages);
+      c.check_fits(s.stages, s.micro_batches);
+      bool trace = !st->trace.empty() || !st->svg.empty() || !st->trace_dir.empty();
+      SimResult r = simulate(s, c, sim_options(st->sim, c, s.stages, trace));
+      ok = ok && r.check.ok() && r.completed;
+      if (!st->trace.empty()) write_output(st->trace, chrome_trace_json(s, r));
+      if (!st->trace_dir.empty()) {
+        for (int rank = 0; rank < s.ranks; ++rank) {
+          TraceOptions to;
+          to.only_rank = rank;
+          write_output(st->trace_dir + "/rank" + std::to_string(rank) + ".json", chrome_trace_json(s, r, to));
+        }
+      }
+      if (!st->svg.empty()) write_output(st->svg, svg_timeline(s, r));
+      if (st->json) {
+        auto j = result_json(s, r, c);
+        j["file"] = name;
+        all.push_back(std::move(j));
+      } else {
+        std::cout << result_text(name, s, r, c);
+      }
+    }
+    if (st->json) std::cout << (all.size() == 1 ? all[0] : all).dump(2) << "\n";
+    return ok ? kOk : kFound;
+  };
+}
+
+Action add_compare(CLI::App& app) {
+  auto* cmd = app.add_subcommand("compare", "simulate schedules side by side: makespan, bubble, peak memory, messages");
+  struct State {
+    std::vector<std::string> files;
+    SimFlags sim;
+    bool json = false;
+  };
+  auto st = std::make_shared<State>();
+  cmd->add_option("files", st->files, "schedule files (.json or .csv)")->required();
+  add_sim_flags(*cmd, st->sim);
+  cmd->add_flag("--json", st->json, "machine-readable table");
+  return [st]() {
+    nlohmann::json rows = nlohmann::json::array();
+    std::string table = "schedule                                   makespan ms   bubble   peak memory   messages   steps  verdict\n";
+    bool ok = true;
+    for (const auto& f : st->files) {
+      Schedule s = read_schedule_file(f);
+      CostModel c = load_costs(st->sim, s.stages);
+      c.check_fits(s.stages, s.micro_batches);
+      SimResult r = simulate(s, c, sim_options(st->sim, c, s.stages, false));
+      int messages = 0;
+      for (const auto& l : r.links) messages += l.messages;
+      bool good = r.check.ok() && r.completed;
+      ok = ok && good;
+      std::string name = s.name.empty() ? f : s.name + " (" + f.substr(f.find_last_of('/') + 1) + ")";
+      char line[256];
+      std::snprintf(line, sizeof line, "%-42s %11.3f  %6.1f%%  %12s  %9d  %6zu  %s\n", name.substr(0, 42).c_str(), r.makespan_ms,
+                    100 * mean_bubble(r), human_bytes(max_peak(r)).c_str(), messages, r.steps,
+                    good ? "ok" : (std::to_string(r.check.violations.size()) + " violations").c_str());
+      table += line;
+      rows.push_back({{"file", f},
+                      {"name", s.name},
+                      {"makespan_ms", r.makespan_ms},
+                      {"mean_bubble_fraction", mean_bubble(r)},
+                      {"peak_memory_bytes", max_peak(r)},
+                      {"messages", messages},
+                      {"steps", r.steps},
+                      {"ok", good}});
+    }
+    if (st->json) std::cout << rows.dump(2) << "\n";
+    else std::cout << table;
+    return ok ? kOk : kFound;
+  };
+}
+
+}  // namespace ppsched::cli

@@ -1,0 +1,498 @@
+// Chrome Trace Event Format writer (reference simulators_and_verification.md §4).
+//
+// Written by hand into one string buffer: a 10^6-step simulation produces a few hundred MB
+// of JSON, and a DOM (nlohmann::json) would cost several times the time and memory. Numbers
+// are formatted from integers (times in whole nanoseconds, printed as microseconds with up to
+// three decimals), so the output is byte-identical for identical inputs and a slice's end
+// (ts + dur) never rounds past the next slice's ts.
+#include "traces/chrome_trace.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+namespace ppsched {
+namespace {
+
+// Simulated milliseconds -> whole nanoseconds (non-finite values become 0).
+int64_t to_ns(double ms) {
+  if (!std::isfinite(ms)) return 0;
+  const double v = ms * 1e6;
+  return static_cast<int64_t>(v >= 0 ? v + 0.5 : v - 0.5);  // round half away from zero
+}
+
+// A slice as the trace shows it, in ns. Zero-length slices (a receive whose data had already
+// arrived under eager sends, an instant meta message) are drawn kMinDisplayNs long: a flow end
+// must lie strictly inside its slice to bind to it alone, since the slices before and after
+// on the same thread may touch it at both ends. 2 ns is invisible at the schedules' scale.
+constexpr int64_t kMinDisplayNs = 2;
+
+struct Span {
+  int64_t ts = 0, dur = 0;  // ns; dur >= kMinDisplayNs
+};
+
+Span span_of(const SimSlice& sl) {
+  Span sp;
+  sp.ts = to_ns(sl.start_ms);
+  const int64_t end = to_ns(sl.end_ms);
+  sp.dur = std::max(end - sp.ts, kMinDisplayNs);
+  return sp;
+}
+
+// ---- a small append-only JSON writer ------------------------------------------------------
+
+// The buffer is a std::string used as raw storage: `used_` bytes are written, the rest is
+// capacity. Every write checks room once and copies with memcpy (no per-append bookkeeping of
+// std::string::append, which dominated the profile).
+class Out {
+ public:
+  explicit Out(size_t reserve) { s_.resize(std::max<size_t>(reserve, 16)); }
+  std::string take() {
+    s_.resize(used_);
+    return std::move(s_);
+  }
+
+  template <size_t N>
+  Out& raw(const char (&v)[N]) {  // a literal: the size is a constant
+    std::memcpy(room(N - 1), v, N - 1);
+    used_ += N - 1;
+    return *this;
+  }
+  Out& raw(std::string_view v) {
+    std::memcpy(room(v.size()), v.data(), v.size());
+    used_ += v.size();
+    return *this;
+  }
+  Out& ch(char c) {
+    *room(1) = c;
+    ++used_;
+    return *this;
+  }
+  Out& integer(int64_t v) {
+    char* p = room(24);
+    used_ += static_cast<size_t>(std::to_chars(p, p + 24, v).ptr - p);
+    return *this;
+  }
+  // Nanoseconds printed as microseconds: 1234567 -> "1234.567", 1000 -> "1".
+  Out& micros(int64_t ns) {
+    if (ns < 0) {
+      ch('-');
+      ns = -ns;
+    }
+    integer(ns / 1000);
+    int frac = static_cast<int>(ns % 1000);
+    if (frac) {
+      char* p = room(4);
+      p[0] = '.';
+      p[1] = static_cast<char>('0' + frac / 100);
+      p[2] = static_cast<char>('0' + frac / 10 % 10);
+      p[3] = static_cast<char>('0' + frac % 10);
+      size_t n = 4;
+      while (p[n - 1] == '0') --n;
+      used_ += n;
+    }
+    return *this;
+  }
+  // A double as JSON: integral values without a fraction, others in shortest round-trip form.
+  Out& number(double v) {
+    if (!std::isfinite(v)) return raw("0");
+    if (std::abs(v) < 9.0e15 && v == std::floor(v)) return integer(static_cast<int64_t>(v));
+    char* p = room(32);
+    used_ += static_cast<size_t>(std::to_chars(p, p + 32, v).ptr - p);
+    return *this;
+  }
+  Out& boolean(bool b) { return b ? raw("true") : raw("false"); }
+  // A JSON string literal with its quotes.
+  Out& str(std::string_view v) {
+    ch('"');
+    size_t plain = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      unsigned char c = static_cast<unsigned char>(v[i]);
+      if (c >= 0x20 && c != '"' && c != '\\') continue;
+      raw(v.substr(plain, i - plain));
+      plain = i + 1;
+      switch (c) {
+        case '"': raw("\\\""); break;
+        case '\\': raw("\\\\"); break;
+        case '\n': raw("\\n"); break;
+        case '\t': raw("\\t"); break;
+        case '\r': raw("\\r"); break;
+        default: {
+          static const char hex[] = "0123456789abcdef";
+          char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+          raw(std::string_view(e, 6));
+        }
+      }
+    }
+    raw(v.substr(plain));
+    return ch('"');
+  }
+  // The name of a slice, written in place (short names and digits: nothing to escape).
+  Out& slice_name(const Step* step, const SimSlice& sl);
+
+ private:
+  char* room(size_t n) {
+    if (used_ + n > s_.size()) s_.resize(std::max(s_.size() * 2, used_ + n));
+    return s_.data() + used_;
+  }
+  std::string s_;
+  size_t used_ = 0;
+};
+
+// Separates the events of the traceEvents array.
+struct EventList {
+  Out& out;
+  bool first = true;
+  Out& next() {
+    out.raw(first ? "\n" : ",\n");
+    first = false;
+    return out;
+  }
+};
+
+// ---- names ---------------------------------------------------------------------------------
+
+Out& Out::slice_name(const Step* step, const SimSlice& sl) {
+  if (!step) {
+    raw("step ").integer(sl.step_index);
+  } else if (is_composite(step->op) && !step->sub_steps.empty()) {
+    for (size_t k = 0; k < step->sub_steps.size(); ++k) {
+      if (k) ch('|');
+      raw(short_label(step->sub_steps[k]));
+    }
+  } else {
+    raw(info(step->op).short_name);
+    if (step->micro >= 0) integer(step->micro);
+    if (step->stage >= 0) raw(" s").integer(step->stage);
+  }
+  if (sl.meta) raw(" meta");
+  return *this;
+}
+
+std::string_view kind_name(StepKind k) {
+  switch (k) {
+    case StepKind::Compute: return "compute";
+    case StepKind::P2PSend: return "p2p_send";
+    case StepKind::P2PRecv: return "p2p_recv";
+    case StepKind::Collective: return "collective";
+    case StepKind::Local: return "local";
+    case StepKind::Composite: return "composite";
+  }
+  return "step";
+}
+
+std::string_view payload_name(Payload p) {
+  switch (p) {
+    case Payload::None: return "message";
+    case Payload::Activation: return "activation";
+    case Payload::Gradient: return "gradient";
+    case Payload::Data: return "data";
+    case Payload::Features: return "features";
+    case Payload::TowerInputs: return "tower_inputs";
+    case Payload::FeatureGrads: return "feature_grads";
+  }
+  return "message";
+}
+
+int lane_index(Lane l) { return static_cast<int>(l) % kTraceLanes; }
+
+uint64_t step_key(int rank, int index) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(rank)) << 32) | static_cast<uint32_t>(index);
+}
+
+std::string process_name(const Schedule& s, int rank) {
+  std::string name = "rank " + std::to_string(rank);
+  std::vector<int> stages;
+  for (size_t st = 0; st < s.placement.stage_to_rank.size(); ++st)
+    if (s.placement.stage_to_rank[st] == rank) stages.push_back(static_cast<int>(st));
+  if (!stages.empty()) {
+    name += stages.size() == 1 ? " (stage " : " (stages ";
+    for (size_t k = 0; k < stages.size(); ++k) {
+      if (k) name += ", ";
+      name += std::to_string(stages[k]);
+    }
+    name += ")";
+  }
+  return name;
+}
+
+std::string thread_name(int tid) {
+  std::string name(lane_name(static_cast<Lane>(tid % kTraceLanes)));
+  if (tid >= kTraceLanes) name += " #" + std::to_string(tid / kTraceLanes + 1);
+  return name;
+}
+
+int rank_count(const Schedule& s, const SimResult& r) {
+  int n = std::max(s.ranks, static_cast<int32_t>(r.ranks.size()));
+  for (const auto& sl : r.slices) n = std::max(n, sl.rank + 1);
+  for (const auto& m : r.memory) n = std::max(n, m.rank + 1);
+  return n;
+}
+
+// A timestamp strictly inside a slice that the viewer binds a flow end to: its midpoint (the
+// ends may be shared with the neighbouring slices of the same thread).
+int64_t inside(const Span& sp) { return sp.ts + sp.dur / 2; }
+
+}  // namespace
+
+std::string_view lane_name(Lane lane) {
+  switch (lane) {
+    case Lane::Compute: return "compute";
+    case Lane::Send: return "send";
+    case Lane::Recv: return "recv";
+    case Lane::Collective: return "collective";
+  }
+  return "lane";
+}
+
+const Step* slice_step(const Schedule& s, const SimSlice& sl) {
+  if (sl.rank < 0 || static_cast<size_t>(sl.rank) >= s.programs.size()) return nullptr;
+  const Program& p = s.programs[static_cast<size_t>(sl.rank)];
+  if (sl.step_index < 0 || static_cast<size_t>(sl.step_index) >= p.size()) return nullptr;
+  const Slot& slot = p[static_cast<size_t>(sl.step_index)];
+  if (!slot) return nullptr;
+  if (sl.sub >= 0 && static_cast<size_t>(sl.sub) < slot->sub_steps.size())
+    return &slot->sub_steps[static_cast<size_t>(sl.sub)];
+  return &*slot;
+}
+
+std::string slice_name(const Schedule& s, const SimSlice& sl) {
+  Out out(32);
+  out.slice_name(slice_step(s, sl), sl);
+  return out.take();
+}
+
+std::vector<int> trace_thread_ids(const SimResult& r) {
+  const size_t n = r.slices.size();
+  std::vector<int> tid(n, 0);
+  // Bucket the slices by (rank, lane) in input order.
+  std::unordered_map<uint64_t, std::vector<uint32_t>> buckets;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& sl = r.slices[i];
+    buckets[step_key(sl.rank, lane_index(sl.lane))].push_back(static_cast<uint32_t>(i));
+  }
+  std::vector<Span> spans(n);
+  for (size_t i = 0; i < n; ++i) spans[i] = span_of(r.slices[i]);
+  for (auto& [key, idx] : buckets) {
+    const int lane = static_cast<int>(key & 0xffffffffu);
+    // By start; at equal starts the longer slice first, so it keeps the lane's main thread
+    // and a zero-length neighbour moves aside.
+    auto by_start = [&](uint32_t a, uint32_t b) {
+      if (spans[a].ts != spans[b].ts) return spans[a].ts < spans[b].ts;
+      return spans[a].dur > spans[b].dur;
+    };
+    if (!std::is_sorted(idx.begin(), idx.end(), by_start)) std::stable_sort(idx.begin(), idx.end(), by_start);
+    // Interval partitioning: each slice takes the lowest-numbered track that is free at its
+    // start (a track is free once its last slice ended; touching ends do not overlap).
+    using Busy = std::pair<int64_t, int>;  // (end, track)
+    std::priority_queue<Busy, std::vector<Busy>, std::greater<Busy>> busy;
+    std::priority_queue<int, std::vector<int>, std::greater<int>> free_tracks;
+    int tracks = 0;
+    for (uint32_t i : idx) {
+      const Span& sp = spans[i];
+      while (!busy.empty() && busy.top().first <= sp.ts) {
+        free_tracks.push(busy.top().second);
+        busy.pop();
+      }
+      int track;
+      if (!free_tracks.empty()) {
+        track = free_tracks.top();
+        free_tracks.pop();
+      } else {
+        track = tracks++;
+      }
+      busy.push({sp.ts + sp.dur, track});
+      tid[i] = lane + kTraceLanes * track;
+    }
+  }
+  return tid;
+}
+
+std::string chrome_trace_json(const Schedule& s, const SimResult& r, const TraceOptions& options) {
+  const int nranks = rank_count(s, r);
+  const int only = options.only_rank;
+  auto wanted = [&](int rank) { return only < 0 || rank == only; };
+
+  const std::vector<int> tid = trace_thread_ids(r);
+  std::vector<Span> spans(r.slices.size());
+  for (size_t i = 0; i < spans.size(); ++i) spans[i] = span_of(r.slices[i]);
+
+  // Threads each rank uses (sorted: deterministic metadata order); compute always exists.
+  std::vector<std::vector<int>> threads(static_cast<size_t>(nranks));
+  {
+    std::vector<std::vector<char>> seen(static_cast<size_t>(nranks), std::vector<char>(kTraceLanes, 0));
+    for (auto& v : seen) v[0] = 1;
+    for (size_t i = 0; i < r.slices.size(); ++i) {
+      const int rank = r.slices[i].rank;
+      if (rank < 0) continue;
+      auto& v = seen[static_cast<size_t>(rank)];
+      if (static_cast<size_t>(tid[i]) >= v.size()) v.resize(static_cast<size_t>(tid[i]) + 1, 0);
+      v[static_cast<size_t>(tid[i])] = 1;
+    }
+    for (size_t rank = 0; rank < seen.size(); ++rank)
+      for (size_t t = 0; t < seen[rank].size(); ++t)
+        if (seen[rank][t]) threads[rank].push_back(static_cast<int>(t));
+  }
+
+  std::unordered_set<uint64_t> critical;  // (rank, step) keys per lane
+  for (const auto& c : r.critical_path)
+    critical.insert(step_key(c.rank, c.step_index) * kTraceLanes + static_cast<uint64_t>(lane_index(c.lane)));
+
+  Out out(r.slices.size() * 190 + r.flows.size() * 220 + r.memory.size() * 90 + 8192);
+  out.raw("{\"traceEvents\":[");
+  EventList ev{out};
+
+  // ---- metadata: one process per rank, one thread per lane -------------------------------
+  for (int rank = 0; rank < nranks; ++rank) {
+    if (!wanted(rank)) continue;
+    ev.next().raw("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":").integer(rank)
+        .raw(",\"tid\":0,\"args\":{\"name\":").str(process_name(s, rank)).raw("}}");
+    ev.next().raw("{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":").integer(rank)
+        .raw(",\"tid\":0,\"args\":{\"sort_index\":").integer(rank).raw("}}");
+    for (int t : threads[static_cast<size_t>(rank)]) {
+      ev.next().raw("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":").integer(rank).raw(",\"tid\":").integer(t)
+          .raw(",\"args\":{\"name\":").str(thread_name(t)).raw("}}");
+      // Lanes first (compute, send, recv, collective), each lane's extra threads after it.
+      ev.next().raw("{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":").integer(rank).raw(",\"tid\":")
+          .integer(t).raw(",\"args\":{\"sort_index\":").integer((t % kTraceLanes) * 1000 + t / kTraceLanes)
+          .raw("}}");
+    }
+  }
+
+  // ---- complete slices -------------------------------------------------------------------
+  for (size_t i = 0; i < r.slices.size(); ++i) {
+    const SimSlice& sl = r.slices[i];
+    if (sl.rank < 0 || !wanted(sl.rank)) continue;
+    const Step* step = slice_step(s, sl);
+    Out& o = ev.next();
+    o.raw("{\"name\":\"").slice_name(step, sl).raw("\",\"cat\":\"").raw(step ? kind_name(info(step->op).kind) : "step").raw("\",\"ph\":\"X\",\"pid\":")
+        .integer(sl.rank).raw(",\"tid\":").integer(tid[i]).raw(",\"ts\":").micros(spans[i].ts)
+        .raw(",\"dur\":").micros(spans[i].dur).raw(",\"args\":{\"micro\":")
+        .integer(step ? step->micro : -1).raw(",\"stage\":").integer(step ? step->stage : -1)
+        .raw(",\"step_index\":").integer(sl.step_index);
+    if (sl.sub >= 0) o.raw(",\"sub\":").integer(sl.sub);
+    o.raw(",\"bytes\":").number(sl.bytes).raw(",\"meta\":").boolean(sl.meta);
+    if (step) o.raw(",\"op\":\"").raw(info(step->op).name).ch('"');
+    if (!critical.empty() &&
+        critical.count(step_key(sl.rank, sl.step_index) * kTraceLanes + static_cast<uint64_t>(lane_index(sl.lane))))
+      o.raw(",\"critical\":true");
+    o.raw("}}");
+  }
+
+  // ---- flows: send slice -> receive slice ------------------------------------------------
+  // v1 flow events; the identity is (id, cat, name), so both ends carry the same cat and name.
+  // Ids are numeric (Perfetto parses string ids as hex) and numbered 1.. in flow order. The
+  // per-rank variant keeps only flows with both ends on its rank (a file with one end would
+  // hold a dangling flow).
+  for (size_t k = 0; k < r.flows.size(); ++k) {
+    const SimFlow& f = r.flows[k];
+    if (f.send_slice < 0 || f.recv_slice < 0 || static_cast<size_t>(f.send_slice) >= r.slices.size() ||
+        static_cast<size_t>(f.recv_slice) >= r.slices.size())
+      continue;
+    const SimSlice& a = r.slices[static_cast<size_t>(f.send_slice)];
+    const SimSlice& b = r.slices[static_cast<size_t>(f.recv_slice)];
+    if (a.rank < 0 || b.rank < 0 || !wanted(a.rank) || !wanted(b.rank)) continue;
+    const Step* sent = slice_step(s, a);
+    std::string_view name = a.meta ? std::string_view("meta") : payload_name(sent ? info(sent->op).payload : Payload::None);
+    const int64_t id = static_cast<int64_t>(k) + 1;
+    ev.next().raw("{\"name\":\"").raw(name).raw("\",\"cat\":\"p2p\",\"ph\":\"s\",\"id\":").integer(id)
+        .raw(",\"pid\":").integer(a.rank).raw(",\"tid\":").integer(tid[static_cast<size_t>(f.send_slice)])
+        .raw(",\"ts\":").micros(inside(spans[static_cast<size_t>(f.send_slice)])).raw("}");
+    ev.next().raw("{\"name\":\"").raw(name).raw("\",\"cat\":\"p2p\",\"ph\":\"f\",\"bp\":\"e\",\"id\":").integer(id)
+        .raw(",\"pid\":").integer(b.rank).raw(",\"tid\":").integer(tid[static_cast<size_t>(f.recv_slice)])
+        .raw(",\"ts\":").micros(inside(spans[static_cast<size_t>(f.recv_slice)])).raw("}");
+  }
+
+  // ---- memory counters, per rank in time order -------------------------------------------
+  {
+    // Bucket by rank (the engine records samples in global time order, ranks interleaved),
+    // then sort a rank's samples only if they are not in time order already.
+    std::vector<std::vector<uint32_t>> of_rank(static_cast<size_t>(nranks));
+    for (size_t i = 0; i < r.memory.size(); ++i)
+      if (r.memory[i].rank >= 0 && wanted(r.memory[i].rank))
+        of_rank[static_cast<size_t>(r.memory[i].rank)].push_back(static_cast<uint32_t>(i));
+    auto by_time = [&](uint32_t a, uint32_t b) { return r.memory[a].time_ms < r.memory[b].time_ms; };
+    auto counter = [&](int rank, int64_t ts, int64_t bytes) {
+      ev.next().raw("{\"name\":\"memory\",\"ph\":\"C\",\"pid\":").integer(rank).raw(",\"tid\":0,\"ts\":")
+          .micros(ts).raw(",\"args\":{\"bytes\":").integer(bytes).raw("}}");
+    };
+    // A counter is a step function: of the samples at one timestamp only the highest (when it
+    // exceeds the final one, so the peak stays queryable) and the final one are visible, and a
+    // sample repeating the current value adds nothing. The engine records about two samples
+    // per step, half of them redundant: this halves the counters' share of the file.
+    for (auto& v : of_rank) {
+      if (!std::is_sorted(v.begin(), v.end(), by_time)) std::stable_sort(v.begin(), v.end(), by_time);
+      bool any = false;
+      int64_t current = 0;
+      for (size_t k = 0; k < v.size();) {
+        const int rank = r.memory[v[k]].rank;
+        const int64_t ts = to_ns(r.memory[v[k]].time_ms);
+        int64_t high = r.memory[v[k]].bytes, last = high;
+        for (++k; k < v.size() && to_ns(r.memory[v[k]].time_ms) == ts; ++k) {
+          high = std::max(high, r.memory[v[k]].bytes);
+          last = r.memory[v[k]].bytes;
+        }
+        if (high > last && (!any || high != current)) counter(rank, ts, high), current = high, any = true;
+        if (!any || last != current) counter(rank, ts, last), current = last, any = true;
+      }
+    }
+  }
+
+  // ---- instants at violations -------------------------------------------------------------
+  if (!r.check.violations.empty()) {
+    // First slice of every (rank, step): where the marker goes (its thread, its start).
+    std::unordered_map<uint64_t, uint32_t> first_slice;
+    std::vector<int64_t> rank_end(static_cast<size_t>(nranks), 0);
+    for (size_t i = 0; i < r.slices.size(); ++i) {
+      const SimSlice& sl = r.slices[i];
+      if (sl.rank < 0) continue;
+      first_slice.emplace(step_key(sl.rank, sl.step_index), static_cast<uint32_t>(i));
+      rank_end[static_cast<size_t>(sl.rank)] =
+          std::max(rank_end[static_cast<size_t>(sl.rank)], spans[i].ts + spans[i].dur);
+    }
+    for (const Violation& v : r.check.violations) {
+      auto instant = [&](int rank, int thread, int64_t ts, int step_index, char scope) {
+        Out& o = ev.next();
+        o.raw("{\"name\":").str(to_string(v.kind)).raw(",\"cat\":\"violation\",\"ph\":\"i\",\"s\":\"")
+            .ch(scope).raw("\",\"pid\":").integer(rank).raw(",\"tid\":").integer(thread).raw(",\"ts\":").micros(ts)
+            .raw(",\"args\":{\"message\":").str(v.message);
+        if (step_index >= 0) o.raw(",\"step_index\":").integer(step_index);
+        o.raw("}}");
+      };
+      if (!v.steps.empty()) {
+        for (const StepRef& ref : v.steps) {
+          if (ref.rank < 0 || ref.rank >= nranks || !wanted(ref.rank)) continue;
+          auto it = first_slice.find(step_key(ref.rank, ref.index));
+          if (it != first_slice.end())
+            instant(ref.rank, tid[it->second], spans[it->second].ts, ref.index, 't');
+          else  // the step never ran (a deadlock stopped the rank before it): mark where the rank stopped
+            instant(ref.rank, 0, rank_end[static_cast<size_t>(ref.rank)], ref.index, 't');
+        }
+      } else {
+        for (int rank : v.ranks)
+          if (rank >= 0 && rank < nranks && wanted(rank))
+            instant(rank, 0, rank_end[static_cast<size_t>(rank)], -1, 'p');
+      }
+    }
+  }
+
+  out.raw("\n],\"displayTimeUnit\":\"ms\"");
+  if (only >= 0)
+    out.raw(",\"distributedInfo\":{\"rank\":").integer(only).raw(",\"world_size\":").integer(nranks).raw("}");
+  out.raw(",\"otherData\":{\"tool\":\"ppsched\",\"schedule\":").str(s.name).raw(",\"label\":").str(options.label)
+      .raw(",\"ranks\":").integer(nranks).raw(",\"stages\":").integer(s.stages)
+      .raw(",\"micro_batches\":").integer(s.micro_batches).raw(",\"makespan_ms\":").number(r.makespan_ms)
+      .raw(",\"completed\":").boolean(r.completed).raw(",\"steps\":").integer(static_cast<int64_t>(r.steps))
+      .raw(",\"violations\":").integer(static_cast<int64_t>(r.check.violations.size()))
+      .raw(",\"time_unit\":\"ts and dur in microseconds; simulated times are milliseconds\"}}\n");
+  return out.take();
+}
+
+}  // namespace ppsched

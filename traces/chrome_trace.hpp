@@ -1,0 +1,46 @@
+// Chrome Trace Event Format JSON (loads in Perfetto UI and chrome://tracing) for simulations
+// and real runs: one process per rank, one thread per lane, X slices, flow arrows for P2P,
+// memory counters, instant events at violations.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/schedule.hpp"
+#include "sim/engine.hpp"
+
+namespace ppsched {
+
+struct TraceOptions {
+  // Per-rank variant for Holistic Trace Analysis: only this rank's events, with a top-level
+  // "distributedInfo": {"rank": r}. -1 = one file with every rank.
+  int only_rank = -1;
+  std::string label;  // e.g. "simulated" / "measured"; goes into the metadata
+};
+
+std::string chrome_trace_json(const Schedule& s, const SimResult& r, const TraceOptions& options = {});
+
+// Layout of the trace (shared with the SVG timeline and the tests):
+//   pid = rank; tid = lane (0 compute, 1 send, 2 recv, 3 collective). Slices of one lane that
+//   overlap in time (a batch's concurrent transfers, receives posted ahead under overlap_p2p)
+//   go on extra threads tid = lane + kTraceLanes * k (k = 1, 2, ...), named "send #2", ..., so
+//   no two slices of one (pid, tid) ever overlap and Perfetto never needs an overflow track.
+//   ts/dur are microseconds with nanosecond resolution; a zero-length slice is written 2 ns
+//   long, so that each flow end (placed at its slice's midpoint) lies strictly inside exactly
+//   one slice of its thread.
+inline constexpr int kTraceLanes = 4;
+std::string_view lane_name(Lane lane);
+
+// The step a slice shows: the sub-step for a sub-slice of a composite (slice.sub >= 0), else
+// the step at slice.step_index. nullptr when the slice points outside the schedule or at an
+// idle slot.
+const Step* slice_step(const Schedule& s, const SimSlice& slice);
+
+// A slice's display name: "F3 s1", "FS3 s1", "TF2", "BCAST"; a composite joins its sub-steps'
+// short labels ("B0s3|F4s1"); a shape/dtype meta message gets " meta" appended.
+std::string slice_name(const Schedule& s, const SimSlice& slice);
+
+// Thread id of every slice of r.slices under the layout above (the trace's own assignment).
+std::vector<int> trace_thread_ids(const SimResult& r);
+
+}  // namespace ppsched

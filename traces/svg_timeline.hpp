@@ -1,0 +1,21 @@
+// A standalone SVG timeline of a simulation: one row per rank, slices coloured by step kind,
+// micro-batch labels, P2P arrows when they stay readable, the memory curve under each row.
+#pragma once
+
+#include <string>
+
+#include "model/schedule.hpp"
+#include "sim/engine.hpp"
+
+namespace ppsched {
+
+struct SvgOptions {
+  int width = 1600;       // pixels of the time axis
+  int max_arrows = 400;   // more flows than this: arrows are left out (unreadable)
+  bool memory = true;     // draw the memory curve under each rank's row
+  int max_tooltips = 5000;  // slices up to this count get a <title> tooltip (file size)
+};
+
+std::string svg_timeline(const Schedule& s, const SimResult& r, const SvgOptions& options = {});
+
+}  // namespace ppsched

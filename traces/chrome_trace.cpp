@@ -269,34 +269,54 @@ std::string slice_name(const Schedule& s, const SimSlice& sl) {
   return out.take();
 }
 
-std::vector<int> trace_thread_ids(const SimResult& r) {
+namespace {
+
+std::vector<Span> spans_of(const SimResult& r) {
+  std::vector<Span> spans(r.slices.size());
+  for (size_t i = 0; i < spans.size(); ++i) spans[i] = span_of(r.slices[i]);
+  return spans;
+}
+
+std::vector<int> thread_ids(const SimResult& r, const std::vector<Span>& spans) {
   const size_t n = r.slices.size();
   std::vector<int> tid(n, 0);
-  // Bucket the slices by (rank, lane) in input order.
-  std::unordered_map<uint64_t, std::vector<uint32_t>> buckets;
-  for (size_t i = 0; i < n; ++i) {
-    const auto& sl = r.slices[i];
-    buckets[step_key(sl.rank, lane_index(sl.lane))].push_back(static_cast<uint32_t>(i));
+  // Bucket the slices by (rank, lane), in input order (a counting sort).
+  int nranks = 0;
+  for (const auto& sl : r.slices) nranks = std::max(nranks, sl.rank + 1);
+  auto key = [&](const SimSlice& sl) {
+    return static_cast<size_t>(sl.rank) * kTraceLanes + static_cast<size_t>(lane_index(sl.lane));
+  };
+  std::vector<size_t> first(static_cast<size_t>(nranks) * kTraceLanes + 1, 0);
+  for (const auto& sl : r.slices)
+    if (sl.rank >= 0) ++first[key(sl) + 1];
+  for (size_t k = 1; k < first.size(); ++k) first[k] += first[k - 1];
+  std::vector<uint32_t> order(first.back());
+  {
+    std::vector<size_t> next(first.begin(), first.end() - 1);
+    for (size_t i = 0; i < n; ++i)
+      if (r.slices[i].rank >= 0) order[next[key(r.slices[i])]++] = static_cast<uint32_t>(i);
   }
-  std::vector<Span> spans(n);
-  for (size_t i = 0; i < n; ++i) spans[i] = span_of(r.slices[i]);
-  for (auto& [key, idx] : buckets) {
-    const int lane = static_cast<int>(key & 0xffffffffu);
-    // By start; at equal starts the longer slice first, so it keeps the lane's main thread
-    // and a zero-length neighbour moves aside.
-    auto by_start = [&](uint32_t a, uint32_t b) {
-      if (spans[a].ts != spans[b].ts) return spans[a].ts < spans[b].ts;
-      return spans[a].dur > spans[b].dur;
-    };
-    if (!std::is_sorted(idx.begin(), idx.end(), by_start)) std::stable_sort(idx.begin(), idx.end(), by_start);
+  // By start; at equal starts the longer slice first, so it keeps the lane's main thread and
+  // a zero-length neighbour moves aside. Ties broken by index: deterministic.
+  auto before = [&](uint32_t a, uint32_t b) {
+    if (spans[a].ts != spans[b].ts) return spans[a].ts < spans[b].ts;
+    if (spans[a].dur != spans[b].dur) return spans[a].dur > spans[b].dur;
+    return a < b;
+  };
+  using Busy = std::pair<int64_t, int>;  // (end, track)
+  for (size_t k = 0; k + 1 < first.size(); ++k) {
+    const auto b = order.begin() + static_cast<std::ptrdiff_t>(first[k]);
+    const auto e = order.begin() + static_cast<std::ptrdiff_t>(first[k + 1]);
+    if (b == e) continue;
+    if (!std::is_sorted(b, e, before)) std::sort(b, e, before);
+    const int lane = static_cast<int>(k % kTraceLanes);
     // Interval partitioning: each slice takes the lowest-numbered track that is free at its
     // start (a track is free once its last slice ended; touching ends do not overlap).
-    using Busy = std::pair<int64_t, int>;  // (end, track)
     std::priority_queue<Busy, std::vector<Busy>, std::greater<Busy>> busy;
     std::priority_queue<int, std::vector<int>, std::greater<int>> free_tracks;
     int tracks = 0;
-    for (uint32_t i : idx) {
-      const Span& sp = spans[i];
+    for (auto it = b; it != e; ++it) {
+      const Span& sp = spans[*it];
       while (!busy.empty() && busy.top().first <= sp.ts) {
         free_tracks.push(busy.top().second);
         busy.pop();
@@ -309,20 +329,23 @@ std::vector<int> trace_thread_ids(const SimResult& r) {
         track = tracks++;
       }
       busy.push({sp.ts + sp.dur, track});
-      tid[i] = lane + kTraceLanes * track;
+      tid[*it] = lane + kTraceLanes * track;
     }
   }
   return tid;
 }
+
+}  // namespace
+
+std::vector<int> trace_thread_ids(const SimResult& r) { return thread_ids(r, spans_of(r)); }
 
 std::string chrome_trace_json(const Schedule& s, const SimResult& r, const TraceOptions& options) {
   const int nranks = rank_count(s, r);
   const int only = options.only_rank;
   auto wanted = [&](int rank) { return only < 0 || rank == only; };
 
-  const std::vector<int> tid = trace_thread_ids(r);
-  std::vector<Span> spans(r.slices.size());
-  for (size_t i = 0; i < spans.size(); ++i) spans[i] = span_of(r.slices[i]);
+  const std::vector<Span> spans = spans_of(r);
+  const std::vector<int> tid = thread_ids(r, spans);
 
   // Threads each rank uses (sorted: deterministic metadata order); compute always exists.
   std::vector<std::vector<int>> threads(static_cast<size_t>(nranks));
@@ -345,7 +368,8 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
   for (const auto& c : r.critical_path)
     critical.insert(step_key(c.rank, c.step_index) * kTraceLanes + static_cast<uint64_t>(lane_index(c.lane)));
 
-  Out out(r.slices.size() * 190 + r.flows.size() * 220 + r.memory.size() * 90 + 8192);
+  // Bytes per event, a little above the typical (growing past the estimate doubles the buffer).
+  Out out(r.slices.size() * 190 + r.flows.size() * 220 + r.memory.size() * 60 + 8192);
   out.raw("{\"traceEvents\":[");
   EventList ev{out};
 
@@ -414,11 +438,20 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
   {
     // Bucket by rank (the engine records samples in global time order, ranks interleaved),
     // then sort a rank's samples only if they are not in time order already.
-    std::vector<std::vector<uint32_t>> of_rank(static_cast<size_t>(nranks));
-    for (size_t i = 0; i < r.memory.size(); ++i)
-      if (r.memory[i].rank >= 0 && wanted(r.memory[i].rank))
-        of_rank[static_cast<size_t>(r.memory[i].rank)].push_back(static_cast<uint32_t>(i));
-    auto by_time = [&](uint32_t a, uint32_t b) { return r.memory[a].time_ms < r.memory[b].time_ms; };
+    // Copied out in one sequential pass (reading r.memory rank by rank would miss the cache
+    // at every sample); ordered by (ts, input index), so ties keep the engine's order.
+    struct Sample {
+      int64_t ts;
+      uint32_t index;
+      int64_t bytes;
+      bool operator<(const Sample& o) const { return ts != o.ts ? ts < o.ts : index < o.index; }
+    };
+    std::vector<std::vector<Sample>> of_rank(static_cast<size_t>(nranks));
+    for (size_t i = 0; i < r.memory.size(); ++i) {
+      const MemorySample& m = r.memory[i];
+      if (m.rank >= 0 && wanted(m.rank))
+        of_rank[static_cast<size_t>(m.rank)].push_back({to_ns(m.time_ms), static_cast<uint32_t>(i), m.bytes});
+    }
     auto counter = [&](int rank, int64_t ts, int64_t bytes) {
       ev.next().raw("{\"name\":\"memory\",\"ph\":\"C\",\"pid\":").integer(rank).raw(",\"tid\":0,\"ts\":")
           .micros(ts).raw(",\"args\":{\"bytes\":").integer(bytes).raw("}}");
@@ -427,20 +460,20 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
     // exceeds the final one, so the peak stays queryable) and the final one are visible, and a
     // sample repeating the current value adds nothing. The engine records about two samples
     // per step, half of them redundant: this halves the counters' share of the file.
-    for (auto& v : of_rank) {
-      if (!std::is_sorted(v.begin(), v.end(), by_time)) std::stable_sort(v.begin(), v.end(), by_time);
+    for (size_t rank = 0; rank < of_rank.size(); ++rank) {
+      auto& v = of_rank[rank];
+      if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
       bool any = false;
       int64_t current = 0;
       for (size_t k = 0; k < v.size();) {
-        const int rank = r.memory[v[k]].rank;
-        const int64_t ts = to_ns(r.memory[v[k]].time_ms);
-        int64_t high = r.memory[v[k]].bytes, last = high;
-        for (++k; k < v.size() && to_ns(r.memory[v[k]].time_ms) == ts; ++k) {
-          high = std::max(high, r.memory[v[k]].bytes);
-          last = r.memory[v[k]].bytes;
+        const int64_t ts = v[k].ts;
+        int64_t high = v[k].bytes, last = high;
+        for (++k; k < v.size() && v[k].ts == ts; ++k) {
+          high = std::max(high, v[k].bytes);
+          last = v[k].bytes;
         }
-        if (high > last && (!any || high != current)) counter(rank, ts, high), current = high, any = true;
-        if (!any || last != current) counter(rank, ts, last), current = last, any = true;
+        if (high > last && (!any || high != current)) counter(static_cast<int>(rank), ts, high), current = high, any = true;
+        if (!any || last != current) counter(static_cast<int>(rank), ts, last), current = last, any = true;
       }
     }
   }

@@ -18,6 +18,16 @@ struct TraceOptions {
   std::string label;  // e.g. "simulated" / "measured"; goes into the metadata
 };
 
+// {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}} (plus "distributedInfo"
+// in the per-rank variant), written in this order: metadata (process_name "rank r (stages
+// a, b)", process_sort_index, thread_name and thread_sort_index per thread used), X slices in
+// r.slices order (name "F3 s1", cat = step kind, args {micro, stage, step_index, [sub], bytes,
+// meta, op, [critical]}), flows (v1 "s" on the send slice, "f" with "bp":"e" on the receive
+// slice, cat "p2p", name = payload kind, numeric id = index in r.flows + 1; the per-rank
+// variant keeps only flows with both ends on its rank), memory counters ("C" named "memory",
+// args {"bytes"}, per rank in time order, redundant samples folded), and instants ("i") at
+// each violation's steps (scope thread) or, for a violation without steps, on its ranks
+// (scope process). Same inputs, same bytes.
 std::string chrome_trace_json(const Schedule& s, const SimResult& r, const TraceOptions& options = {});
 
 // Layout of the trace (shared with the SVG timeline and the tests):

@@ -34,6 +34,10 @@ struct ReplayResult {
 };
 ReplayResult replay(const Schedule& s, const CommModel& m, CommMode mode);
 
+// The same verdict as replay().completed, decided without a replay: a topological sort of
+// the happens-before graph of the lowered programs (checkers/static_deadlock.cpp).
+bool static_deadlock_free(const CommModel& m, CommMode mode);
+
 // Runs every pass. The schedule must be structurally valid (readers and generators ensure it).
 CheckReport verify(const Schedule& s, const CheckOptions& options = {});
 // The same, over a communication model already built with the same options (the simulator

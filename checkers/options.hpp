@@ -48,6 +48,9 @@ struct CheckOptions {
   bool dyn_shape = false;
   std::optional<int64_t> memory_budget;  // per rank, bytes
   MemoryModel memory;
+  // TEST-ONLY: turns off one rule (a compute step running before its receive arrived), so
+  // that a test can show the fuzzing machinery finds and shrinks a planted checker bug.
+  bool testing_disable_recv_rule = false;
 };
 
 }  // namespace ppsched

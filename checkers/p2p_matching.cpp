@@ -111,11 +111,12 @@ void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Viola
     }
   }
 
-  // Batch shapes per rank pair: the payloads of one batch toward a peer must be matched by
-  // exactly the payloads of one batch of that peer toward it, and a plain step must face a
-  // plain step (HCCL cannot match a batched op with a plain one; a one-sided split hangs).
+  // Batch shapes per rank pair. The batch transport issues one group per peer, and a lone
+  // transfer is a group of one (hyper-parallel §2.4, §3.4): the transfers of one group toward
+  // a peer must be matched by exactly the transfers of one group of that peer toward it. A
+  // duplex batch facing two split single steps (a one-sided split) hangs.
   struct Side {
-    int rank, group;  // group: batch step index, or -(message id)-2 for a plain step
+    int rank, group;  // group: batch step index, or -(message id)-2 for a lone step
     bool operator<(const Side& o) const { return std::tie(rank, group) < std::tie(o.rank, o.group); }
   };
   std::map<std::pair<int, int>, std::map<Side, std::set<Side>>> links;  // unordered pair -> side -> partners
@@ -135,9 +136,8 @@ void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Viola
   }
   for (auto& [pair, sides] : links) {
     for (auto& [side, partners] : sides) {
-      if (side.group < 0 && partners.size() == 1 && partners.begin()->group < 0) continue;  // plain vs plain
-      if (side.group < 0) continue;  // reported from the batch's side
-      bool ok = partners.size() == 1 && partners.begin()->group >= 0;
+      if (side.group < 0) continue;  // a lone step has one partner; mismatches show from the batch side
+      bool ok = partners.size() == 1;
       if (ok) {
         // The partner batch must map back to this batch only.
         const auto& back = sides[*partners.begin()];
@@ -156,8 +156,8 @@ void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Viola
       v.message = "The BATCH_SEND_RECV at rank " + std::to_string(side.rank) + " step " + std::to_string(side.group) +
                   " exchanges its payloads with rank " + std::to_string(peer) + " through " +
                   std::to_string(batches) + " batch(es) and " + std::to_string(plain) +
-                  " plain step(s) there. A batch must face exactly one batch whose transfers mirror its own: a "
-                  "duplex batch facing split single steps, or a batched op facing a plain one, hangs on "
+                  " lone step(s) there. Toward one peer, a batch must face exactly one group whose transfers "
+                  "mirror its own: a duplex batch facing split single steps (a one-sided split) hangs on "
                   "HCCL/NCCL (hyper-parallel §3.4-3.5).";
       out.push_back(std::move(v));
     }

@@ -2,7 +2,7 @@
 //
 // Literal orders come from the reference (/work/shared/reference/hyper_parallel.md §2.1-2.5);
 // where it elides a part with "…" only the shown prefix / fragment / suffix is compared.
-// The sweeps run every family through the independent oracles of tests/support/structure.
+// The sweeps run every family through the independent oracles of checkers/oracles (via tests/support/structure.hpp).
 #include <catch2/catch.hpp>
 #include <rapidcheck/catch.h>
 

@@ -222,7 +222,7 @@ Action add_compare(CLI::App& app) {
       for (const auto& l : r.links) messages += l.messages;
       bool good = r.check.ok() && r.completed;
       ok = ok && good;
-      std::string name = s.name.empty() ? f : s.name + " (" + f.substr(f.find_last_of('/') + 1) + ")";
+      std::string name = f.substr(f.find_last_of('/') + 1);
       char line[256];
       std::snprintf(line, sizeof line, "%-42s %11.3f  %6.1f%%  %12s  %9d  %6zu  %s\n", name.substr(0, 42).c_str(), r.makespan_ms,
                     100 * mean_bubble(r), human_bytes(max_peak(r)).c_str(), messages, r.steps,

@@ -25,6 +25,7 @@ Action add_check(CLI::App& app);
 Action add_costs(CLI::App& app);
 Action add_simulate(CLI::App& app);
 Action add_compare(CLI::App& app);
+Action add_fuzz(CLI::App& app);
 
 // Generator options shared by `generate` and `check --generate`.
 struct GeneratorFlags {

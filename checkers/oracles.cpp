@@ -1,10 +1,10 @@
-#include "tests/support/structure.hpp"
+#include "checkers/oracles.hpp"
 
 #include <algorithm>
 #include <array>
 #include <functional>
 
-namespace ppsched::testing {
+namespace ppsched::oracle {
 
 
 std::vector<std::string> labels(const Program& p, bool keep_idle) {
@@ -187,4 +187,4 @@ std::string rendezvous_replay(const Schedule& s) {
   return stuck.empty() ? "" : "stuck:" + stuck;
 }
 
-}  // namespace ppsched::testing
+}  // namespace ppsched::oracle

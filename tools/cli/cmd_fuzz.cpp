@@ -1,0 +1,220 @@
+// `ppsched fuzz`: runs the fuzzing properties against the installed generators and checkers
+// (or mutates the user's own schedules with --mutate), shrinks any failure to a minimal case,
+// writes it to --out with the command that reproduces it, and exits 1.
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <random>
+
+#include "checkers/checks.hpp"
+#include "model/errors.hpp"
+#include "model/formats/schedule_io.hpp"
+#include "model/formats/schedule_json.hpp"
+#include "tools/cli/command.hpp"
+#include "tools/fuzz/properties.hpp"
+
+namespace ppsched::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Stats {
+  size_t cases = 0, discarded = 0;
+  double seconds = 0;
+};
+
+// --mutate: which authoring mistakes would the checks catch in this schedule?
+int mutate_files(const std::vector<std::string>& files, uint64_t seed, size_t per_kind, bool json) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : files) {
+    Schedule base = read_schedule_file(f);
+    std::mt19937_64 rng(seed);
+    nlohmann::json rows = nlohmann::json::array();
+    if (!json) std::cout << f << ": which mutations the checks catch (" << per_kind << " tries per class)\n";
+    for (int k = 0; k < kMutationKinds; ++k) {
+      size_t applied = 0, caught = 0, still_valid = 0;
+      std::map<std::string, size_t> by_kind;
+      for (size_t t = 0; t < per_kind; ++t) {
+        Schedule s = base;
+        Mutation m{static_cast<MutationKind>(k), static_cast<int>(rng() % 1024), static_cast<int>(rng() % 65536),
+                   static_cast<int>(rng() % 64)};
+        if (!apply_mutation(s, m).applied) continue;
+        ++applied;
+        CheckReport r = verify(s);
+        if (r.ok()) {
+          ++still_valid;
+          continue;
+        }
+        ++caught;
+        for (const auto& v : r.violations) by_kind[std::string(to_string(v.kind))]++;
+      }
+      std::string kinds;
+      for (auto& [name, n] : by_kind) kinds += (kinds.empty() ? "" : ", ") + name + " " + std::to_string(n);
+      rows.push_back({{"mutation", std::string(to_string(static_cast<MutationKind>(k)))},
+                      {"applied", applied},
+                      {"caught", caught},
+                      {"still_valid", still_valid},
+                      {"kinds", by_kind}});
+      if (!json) {
+        char line[256];
+        std::snprintf(line, sizeof line, "  %-24s applied %4zu  caught %4zu  still valid %4zu  %s\n",
+                      std::string(to_string(static_cast<MutationKind>(k))).c_str(), applied, caught, still_valid,
+                      kinds.c_str());
+        std::cout << line;
+      }
+    }
+    out.push_back({{"file", f}, {"mutations", rows}});
+  }
+  if (json) std::cout << out.dump(2) << "\n";
+  return kOk;
+}
+
+}  // namespace
+
+Action add_fuzz(CLI::App& app) {
+  auto* cmd = app.add_subcommand("fuzz", "property-based fuzzing of generators, checkers and simulator (with shrinking)");
+  struct State {
+    double seconds = 0;
+    size_t cases = 0;
+    uint64_t seed = 0;
+    bool seed_given = false;
+    fuzz::Limits limits;
+    std::string out = "fuzz-out", property, one_case;
+    std::vector<std::string> mutate;
+    bool json = false, planted = false;
+  };
+  auto st = std::make_shared<State>();
+  cmd->add_option("--seconds", st->seconds, "run for N seconds (default: 20 unless --cases)");
+  cmd->add_option("--cases", st->cases, "run N cases per property");
+  cmd->add_option("--seed", st->seed, "random seed (printed when not given)")->each([st](const std::string&) { st->seed_given = true; });
+  cmd->add_option("--family", st->limits.family, "only this schedule family");
+  cmd->add_option("--pp-max", st->limits.pp_max, "largest pipeline size (default 6)")->check(CLI::PositiveNumber);
+  cmd->add_option("--property", st->property, "only this property: generated-clean, verdicts-agree, mutations-reported, round-trips");
+  cmd->add_option("--out", st->out, "where a failing case is written (default fuzz-out)");
+  cmd->add_option("--case", st->one_case, "rerun one encoded case (as printed on a failure)");
+  cmd->add_option("--mutate", st->mutate, "mutate these schedule files and report which mistakes the checks catch");
+  cmd->add_flag("--json", st->json, "machine-readable summary");
+  cmd->add_flag("--testing-planted-bug", st->planted, "TEST-ONLY: run the checker with one rule disabled")->group("");
+  return [st]() {
+    if (!st->seed_given) st->seed = std::random_device{}();
+    if (!st->mutate.empty()) return mutate_files(st->mutate, st->seed, st->cases ? st->cases : 50, st->json);
+    if (!st->limits.family.empty() && !find_generator(st->limits.family))
+      throw InputError({}, "--family: unknown family '" + st->limits.family + "' (ppsched generate --list)");
+    std::vector<fuzz::Property> props;
+    if (st->property.empty()) {
+      for (int k = 0; k < fuzz::kProperties; ++k) props.push_back(static_cast<fuzz::Property>(k));
+    } else if (auto p = fuzz::property_from_name(st->property)) {
+      props.push_back(*p);
+    } else {
+      throw InputError({}, "--property: unknown property '" + st->property + "'");
+    }
+    fuzz::Switches sw;
+    sw.planted_bug = st->planted;
+    if (!st->one_case.empty()) {
+      fuzz::Case c = fuzz::decode(st->one_case);
+      int status = kOk;
+      for (auto p : props) {
+        fuzz::Verdict v = fuzz::check(p, c, sw);
+        std::cout << fuzz::to_string(p) << ": " << (v.discarded ? "not applicable" : v.failure ? "FAILS: " + *v.failure : "holds") << "\n";
+        if (v.failure) status = kFound;
+      }
+      return status;
+    }
+    const double budget = st->cases ? 1e18 : (st->seconds > 0 ? st->seconds : 20.0);
+    const bool tty = isatty(STDERR_FILENO);
+    std::mt19937_64 rng(st->seed);
+    std::vector<Stats> stats(props.size());
+    const auto t0 = Clock::now();
+    auto last_report = t0;
+    auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+    size_t round = 0;
+    if (!st->json) std::cerr << "ppsched fuzz: seed " << st->seed << (st->cases ? "" : ", " + std::to_string(int(budget)) + " s") << "\n";
+    while (st->cases ? round < st->cases : elapsed() < budget) {
+      for (size_t k = 0; k < props.size(); ++k) {
+        const auto p0 = Clock::now();
+        fuzz::Case c = fuzz::random_case(props[k], rng, st->limits);
+        fuzz::Verdict v = fuzz::check(props[k], c, sw);
+        stats[k].seconds += std::chrono::duration<double>(Clock::now() - p0).count();
+        stats[k].cases++;
+        if (v.discarded) stats[k].discarded++;
+        if (!v.failure) continue;
+        // Shrink, write the minimal schedule and how to reproduce it.
+        if (tty) std::cerr << "\n";
+        std::cerr << "ppsched fuzz: property " << fuzz::to_string(props[k]) << " failed; shrinking...\n";
+        int steps = 0;
+        fuzz::Case small = fuzz::shrink(props[k], c, sw, &steps);
+        fuzz::Verdict sv = fuzz::check(props[k], small, sw);
+        std::vector<std::string> applied;
+        Schedule s = fuzz::build(small, &applied);
+        std::string dir = st->out;
+        std::string mk = "mkdir -p '" + dir + "'";
+        if (std::system(mk.c_str()) != 0) throw InputError(in_file(dir), "cannot create the output folder");
+        write_output(dir + "/minimal.json", write_schedule_json(s));
+        std::string repro = "ppsched fuzz --property " + std::string(fuzz::to_string(props[k])) + " --case '" + fuzz::encode(small) + "'" +
+                            (st->planted ? " --testing-planted-bug" : "");
+        write_output(dir + "/reproduce.sh", "#!/bin/sh\n# " + sv.failure.value_or("") + "\n" + repro + "\nppsched check " + dir + "/minimal.json\n");
+        if (st->json) {
+          nlohmann::json j{{"ok", false},
+                           {"property", std::string(fuzz::to_string(props[k]))},
+                           {"failure", sv.failure.value_or("")},
+                           {"case", fuzz::encode(small)},
+                           {"original_case", fuzz::encode(c)},
+                           {"shrink_steps", steps},
+                           {"steps", s.step_count()},
+                           {"mutations", applied},
+                           {"seed", st->seed},
+                           {"minimal", dir + "/minimal.json"}};
+          std::cout << j.dump(2) << "\n";
+        } else {
+          std::cout << "FAILED property " << fuzz::to_string(props[k]) << " (seed " << st->seed << ")\n"
+                    << "  " << sv.failure.value_or("") << "\n"
+                    << "  minimal case (" << steps << " shrink steps, " << s.step_count() << " steps): " << fuzz::encode(small) << "\n";
+          for (const auto& a : applied) std::cout << "    " << a << "\n";
+          std::cout << "  written: " << dir << "/minimal.json, " << dir << "/reproduce.sh\n  reproduce: " << repro << "\n";
+        }
+        return kFound;
+      }
+      ++round;
+      const auto now = Clock::now();
+      if (!st->json && std::chrono::duration<double>(now - last_report).count() >= (tty ? 0.2 : 5.0)) {
+        last_report = now;
+        size_t total = 0;
+        for (auto& x : stats) total += x.cases;
+        double t = elapsed();
+        if (tty) {
+          int width = 30, done = st->cases ? int(width * double(round) / double(st->cases)) : int(width * std::min(1.0, t / budget));
+          std::fprintf(stderr, "\r[%s%s] %zu cases, %.0f cases/s", std::string(static_cast<size_t>(done), '#').c_str(),
+                       std::string(static_cast<size_t>(width - done), '.').c_str(), total, total / std::max(t, 1e-9));
+        } else {
+          std::fprintf(stderr, "ppsched fuzz: %.0f s, %zu cases, %.0f cases/s\n", t, total, total / std::max(t, 1e-9));
+        }
+      }
+    }
+    if (tty && !st->json) std::cerr << "\n";
+    nlohmann::json summary = nlohmann::json::array();
+    for (size_t k = 0; k < props.size(); ++k) {
+      const auto& x = stats[k];
+      summary.push_back({{"property", std::string(fuzz::to_string(props[k]))},
+                         {"cases", x.cases},
+                         {"discarded", x.discarded},
+                         {"seconds", x.seconds},
+                         {"cases_per_second", x.seconds > 0 ? double(x.cases) / x.seconds : 0.0}});
+      if (!st->json) {
+        char line[200];
+        std::snprintf(line, sizeof line, "  %-20s %7zu cases (%zu not applicable)  %8.0f cases/s\n",
+                      std::string(fuzz::to_string(props[k])).c_str(), x.cases, x.discarded,
+                      x.seconds > 0 ? double(x.cases) / x.seconds : 0.0);
+        std::cout << line;
+      }
+    }
+    if (st->json) std::cout << nlohmann::json{{"ok", true}, {"seed", st->seed}, {"seconds", elapsed()}, {"properties", summary}}.dump(2) << "\n";
+    else std::cout << "ppsched fuzz: all properties held (seed " << st->seed << ", " << int(elapsed()) << " s)\n";
+    return kOk;
+  };
+}
+
+}  // namespace ppsched::cli

@@ -158,6 +158,7 @@ class Walk {
     // Entries consumed before they existed: their late producer settles the debt instead of
     // leaving a second, derived "not empty at the end" report.
     std::unordered_map<uint64_t, int> owed;
+    live.reserve(64);
     int64_t bytes = 0, peak = 0;
     int peak_index = -1;
     std::array<int, kCacheCount> counts{}, peak_counts{};

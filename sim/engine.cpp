@@ -436,7 +436,7 @@ class Engine {
 
   // ---- results --------------------------------------------------------------------------------
   void finish(SimResult& res) {
-    res.steps = s_.step_count();
+    res.steps = res.check.stats.steps;  // counted once, by verify()
     res.events = events_;
     double makespan = 0;
     for (const auto& sl : slices_) makespan = std::max(makespan, sl.end_ms);

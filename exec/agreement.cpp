@@ -1,0 +1,139 @@
+#include "exec/agreement.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "model/errors.hpp"
+
+namespace ppsched::exec {
+namespace {
+
+std::string where(int rank, int index, const Step& st) {
+  return "rank " + std::to_string(rank) + " step " + std::to_string(index) + " (" + short_label(st) + ")";
+}
+
+// Calls f(rank, index, leaf) for every leaf step (composites expanded).
+template <class F>
+void for_each_leaf(const Schedule& s, F&& f) {
+  for (int r = 0; r < static_cast<int>(s.programs.size()); ++r) {
+    const auto& prog = s.programs[static_cast<size_t>(r)];
+    for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
+      if (!prog[static_cast<size_t>(i)]) continue;
+      const Step& st = *prog[static_cast<size_t>(i)];
+      f(r, i, st);
+      for (const auto& sub : st.sub_steps) f(r, i, sub);
+    }
+  }
+}
+
+void check_tower(const Schedule& s, ModelConfig& m, std::vector<std::string>& errors) {
+  // Which MPipe steps run a tower, and where the first one is (for the message).
+  std::string first_tower_step;
+  for_each_leaf(s, [&](int r, int i, const Step& st) {
+    if (first_tower_step.empty() && info(st.op).name.rfind("MPIPE_", 0) == 0) first_tower_step = where(r, i, st);
+  });
+  const Tower sched_tower = s.mpipe ? s.mpipe->tower : Tower::None;
+  if (!first_tower_step.empty() && !s.mpipe)
+    errors.push_back("the schedule uses MPIPE_* steps (" + first_tower_step + ") but declares no \"mpipe\" layer");
+  if (m.tower && s.mpipe && *m.tower != sched_tower)
+    errors.push_back("--tower " + std::string(to_string(*m.tower)) + " disagrees with the schedule, whose MPipe tower is " +
+                     std::string(to_string(sched_tower)));
+  if (m.tower && !s.mpipe && *m.tower != Tower::None)
+    errors.push_back("--tower " + std::string(to_string(*m.tower)) +
+                     " asks for an MPipe tower but the schedule has no MPipe layer (generate mpipe-transpose)");
+  if (!m.tower) m.tower = sched_tower;
+  if (m.tower_layers < 0) m.tower_layers = sched_tower == Tower::None ? 0 : 1;
+  if (sched_tower != Tower::None && m.tower_layers == 0)
+    errors.push_back("the schedule runs a " + std::string(to_string(sched_tower)) + " MPipe tower (" + first_tower_step +
+                     ") but the model has none: give --tower-layers T > 0");
+  if (sched_tower == Tower::None && m.tower_layers > 0)
+    errors.push_back("--tower-layers " + std::to_string(m.tower_layers) + " builds an MPipe tower, but the schedule " +
+                     (s.mpipe ? "declares tower \"none\" (data only)" : "has no MPipe layer") +
+                     ": no step would run it");
+}
+
+void check_tied(const Schedule& s, const ModelConfig& m, std::vector<std::string>& errors) {
+  std::map<int, std::pair<int, std::vector<int32_t>>> reduce_on_rank;  // rank -> (index, group)
+  std::string first_reduce;
+  for_each_leaf(s, [&](int r, int i, const Step& st) {
+    if (st.op != Op::ALL_REDUCE) return;
+    if (first_reduce.empty()) first_reduce = where(r, i, st);
+    if (!reduce_on_rank.count(r)) reduce_on_rank[r] = {i, st.group};
+  });
+  if (!m.tie_embeddings) {
+    if (!first_reduce.empty())
+      errors.push_back("the schedule all-reduces tied parameters (ALL_REDUCE at " + first_reduce +
+                       ") but the model ties none: add --tie-embeddings (gpt)");
+    return;
+  }
+  if (m.kind != ModelKind::Gpt) errors.push_back("--tie-embeddings needs --model gpt");
+  if (m.tower_layers > 0) errors.push_back("--tie-embeddings cannot be combined with an MPipe tower (the embedding would be in the tower)");
+  const int first = s.rank_of(0), last = s.rank_of(s.stages - 1);
+  if (first == last) return;  // one rank holds both ends: the head uses the embedding tensor itself
+  for (int r : {first, last}) {
+    auto it = reduce_on_rank.find(r);
+    bool covers = it != reduce_on_rank.end() &&
+                  std::count(it->second.second.begin(), it->second.second.end(), first) &&
+                  std::count(it->second.second.begin(), it->second.second.end(), last);
+    if (!covers)
+      errors.push_back("the model ties the embedding of stage 0 (rank " + std::to_string(first) +
+                       ") to the LM head of stage " + std::to_string(s.stages - 1) + " (rank " + std::to_string(last) +
+                       ") but rank " + std::to_string(r) + " has no ALL_REDUCE over a group containing both");
+  }
+}
+
+}  // namespace
+
+Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& m,
+                          const std::function<bool(Op)>& has_handler) {
+  Agreement a;
+  auto& errors = a.errors;
+  if (world_size != s.ranks)
+    errors.push_back("WORLD_SIZE is " + std::to_string(world_size) + " but the schedule has " + std::to_string(s.ranks) +
+                     " ranks: start exactly one process per pipeline rank");
+  const int stages = m.stages.value_or(s.stages);
+  if (stages != s.stages)
+    errors.push_back("the model is cut into " + std::to_string(stages) + " virtual stages (--model-stages) but the schedule has " +
+                     std::to_string(s.stages));
+  if (m.micro_batch_size < 1) errors.push_back("--micro-batch-size must be >= 1");
+  if (m.global_batch_size && *m.global_batch_size != s.micro_batches * m.micro_batch_size)
+    errors.push_back("--global-batch-size " + std::to_string(*m.global_batch_size) + " is not the schedule's " +
+                     std::to_string(s.micro_batches) + " micro-batches x --micro-batch-size " +
+                     std::to_string(m.micro_batch_size) + " = " + std::to_string(s.micro_batches * m.micro_batch_size));
+  if (m.hidden < 1 || m.layers < 1) errors.push_back("--hidden and --layers must be >= 1");
+  if (m.kind == ModelKind::Gpt) {
+    if (m.heads < 1 || m.hidden % m.heads != 0)
+      errors.push_back("--hidden " + std::to_string(m.hidden) + " is not divisible by --heads " + std::to_string(m.heads));
+    if (m.seq < 1 || m.vocab < 2) errors.push_back("--seq must be >= 1 and --vocab >= 2");
+  }
+  if (!m.stage_module_dir.empty())
+    errors.push_back("--stage-module (TorchScript stages) is not implemented yet; use --model mlp|gpt");
+
+  std::set<Op> missing;
+  for_each_leaf(s, [&](int r, int i, const Step& st) {
+    if (is_composite(st.op) || has_handler(st.op)) return;
+    if (missing.insert(st.op).second)
+      errors.push_back("the executor has no handler for " + std::string(op_name(st.op)) + " (first at " + where(r, i, st) + ")");
+  });
+  // The built-in models ship one tensor per transfer (activation, gradient, data, features,
+  // tower input); a step that declares its tensors must agree, or the channel would drift.
+  bool reported_tensors = false;
+  for_each_leaf(s, [&](int r, int i, const Step& st) {
+    if (reported_tensors || !is_p2p(st.op) || st.tensors.size() <= 1) return;
+    reported_tensors = true;
+    errors.push_back(where(r, i, st) + " declares " + std::to_string(st.tensors.size()) +
+                     " tensors but the model ships one per transfer");
+  });
+
+  check_tower(s, m, errors);
+  check_tied(s, m, errors);
+  try {
+    a.layout = make_layout(m, s.stages, std::max(0, m.tower_layers));
+  } catch (const InputError& e) {
+    errors.push_back(e.message());
+  }
+  return a;
+}
+
+}  // namespace ppsched::exec

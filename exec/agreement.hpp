@@ -1,0 +1,30 @@
+// Does the model fit the schedule? Checked on every rank before any communication, so a
+// mismatch is a clear error everywhere (exit 2) instead of a hang or a shape error mid-run.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "exec/config.hpp"
+#include "exec/model_layout.hpp"
+#include "model/schedule.hpp"
+
+namespace ppsched::exec {
+
+struct Agreement {
+  std::vector<std::string> errors;  // every mismatch found, one sentence each
+  ModelLayout layout;               // valid when errors is empty
+  bool ok() const { return errors.empty(); }
+};
+
+// Resolves the model's defaults from the schedule (tower mode, tower layers, stages) in
+// `model`, then checks: world size == ranks, model stages == schedule stages, global batch ==
+// micro-batches x micro-batch size, a tower exactly when MPIPE_* steps run one (trainable /
+// frozen as the schedule says), the model can be cut, tied parameters have their ALL_REDUCE
+// (and an ALL_REDUCE has tied parameters), every step type has an executor handler, and steps
+// that declare their tensors carry as many as the model ships.
+Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& model,
+                          const std::function<bool(Op)>& has_handler);
+
+}  // namespace ppsched::exec

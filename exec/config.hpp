@@ -1,0 +1,77 @@
+// What one ppsched-exec process is asked to do: the launcher's view of the world, the model,
+// the transport and the run. Torch-free on purpose: the command line, the launcher variables
+// and the model/schedule agreement checks are plain C++, so everything that can refuse a run
+// does it before libtorch is initialised and before any rank talks to another.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "model/schedule.hpp"
+
+namespace ppsched::exec {
+
+// The standard launcher variables (torchrun, Slurm, tools/launch-local).
+struct LaunchEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string source;  // "RANK/WORLD_SIZE", "SLURM_*" or "defaults (single process)"
+};
+
+enum class ModelKind { Mlp, Gpt };
+
+struct ModelConfig {
+  ModelKind kind = ModelKind::Gpt;
+  int layers = 4;            // MLP blocks / decoder blocks, split over the virtual stages
+  int hidden = 32;
+  int heads = 2;             // gpt
+  int seq = 8;               // gpt: tokens per sample
+  int vocab = 64;            // gpt
+  int micro_batch_size = 2;  // samples per micro-batch
+  uint64_t seed = 1234;
+  bool tie_embeddings = false;  // gpt: the LM head shares the token embedding
+  // MPipe Transpose tower: the first T units of stage 0 (gpt units: embedding, block 0, ...;
+  // mlp units: block 0, ...). T = 0 ships data only.
+  int tower_layers = -1;     // -1: derived from the schedule (1 with a tower, 0 without)
+  std::optional<Tower> tower;  // trainable / frozen / none; unset: the schedule's
+  // Agreement inputs that default to the schedule's values.
+  std::optional<int> stages;             // --model-stages
+  std::optional<int> global_batch_size;  // --global-batch-size (must be M * micro_batch_size)
+  std::string stage_module_dir;          // --stage-module (not implemented this round)
+};
+
+enum class TransportKind { Auto, Gloo, Nccl };
+
+// A deliberately injected fault, for the fault tests: at `step` of `rank`'s program in
+// iteration `iteration`, throw, die (SIGKILL), hang, or (the parity check's negative control)
+// silently scale this rank's gradients by 1.001 after the step.
+struct FaultInjection {
+  int rank = -1;
+  int step = -1;
+  int iteration = 0;
+  enum class Mode { Throw, Kill, Hang, Corrupt } mode = Mode::Throw;
+};
+
+struct RunConfig {
+  TransportKind transport = TransportKind::Auto;
+  double timeout_s = 300;            // every blocking operation
+  double heartbeat_timeout_s = -1;   // a rank silent this long is declared dead; -1: min(10, timeout)
+  int iterations = 1;
+  bool json = false;
+  bool check_parity = false;
+  bool verify = true;
+  double lr = 0;                     // > 0: one SGD step after the last iteration, all or nothing
+  std::optional<FaultInjection> fault;
+};
+
+struct ExecConfig {
+  LaunchEnv env;
+  ModelConfig model;
+  RunConfig run;
+};
+
+}  // namespace ppsched::exec

@@ -1,0 +1,144 @@
+// Body point-to-point, data and tied-parameter handlers.
+//
+// Meta messages follow the step table's Meta column, as checkers/comm_model.cpp lowers them:
+//  - FWD_SEND / FWD_RECV (Meta::FirstPerStage): shape, dtype and requires_grad go once per
+//    stage object and direction, per process (RunContext::meta_done is never reset between
+//    iterations, like hyper-parallel's _meta_been_send/_meta_been_recv); later receives reuse
+//    the cached meta;
+//  - BWD_SEND / BWD_RECV (Meta::None): no meta; the receiver sizes its gradient buffer from
+//    the output meta its FWD_SEND recorded (hyper-parallel reserves the buffers at FWD_SEND);
+//  - DATA_SEND / DATA_RECV (Meta::EveryStep): a meta before every tensor.
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "exec/runtime.hpp"
+
+namespace ppsched::exec {
+namespace {
+
+std::vector<P2POp> begin_fwd_send(RunContext& c, const StepAt& at) {
+  const int s = at.step.stage, to = c.peer(at);
+  at::Tensor out = c.caches.take(Cache::fwd_outputs_cache, s, at.step.micro, c.who(at)).tensors.at(0);
+  TensorMeta meta = meta_of(out);
+  c.fwd_output_meta[s] = meta;  // reserves the gradient buffers BWD_RECV will fill
+  if (c.first_meta(at)) c.send_meta(at, to, meta, 0);
+  return {P2POp{true, to, out.detach()}};
+}
+
+std::vector<P2POp> begin_fwd_recv(RunContext& c, const StepAt& at) {
+  const int s = at.step.stage, from = c.peer(at);
+  if (c.first_meta(at)) c.recv_meta[s] = c.recv_meta_from(at, from, 0);
+  auto it = c.recv_meta.find(s);
+  if (it == c.recv_meta.end()) throw std::logic_error("no cached meta for stage " + std::to_string(s));
+  return {P2POp{false, from, empty_like_meta(it->second, c.device)}};
+}
+
+void finish_fwd_recv(RunContext& c, const StepAt& at, std::vector<P2POp>& ops) {
+  at::Tensor buf = ops.at(0).tensor;
+  // The received activation is the stage's input leaf; it needs a gradient when the
+  // sender's output had one.
+  buf.requires_grad_(c.recv_meta.at(at.step.stage).requires_grad);
+  c.caches.put(Cache::fwd_recv_buffer, at.step.stage, at.step.micro, {{buf}, {}, {}, false}, c.who(at));
+}
+
+std::vector<P2POp> begin_bwd_send(RunContext& c, const StepAt& at) {
+  auto grads = c.caches.take(Cache::bwd_cache, at.step.stage, at.step.micro, c.who(at)).tensors;
+  return {P2POp{true, c.peer(at), grads.at(0)}};
+}
+
+std::vector<P2POp> begin_bwd_recv(RunContext& c, const StepAt& at) {
+  auto it = c.fwd_output_meta.find(at.step.stage);
+  if (it == c.fwd_output_meta.end())
+    throw std::runtime_error(c.who(at) + " receives a gradient before any FWD_SEND of stage " +
+                             std::to_string(at.step.stage) + " sized it");
+  TensorMeta m = it->second;
+  m.requires_grad = false;
+  return {P2POp{false, c.peer(at), empty_like_meta(m, c.device)}};
+}
+
+void finish_bwd_recv(RunContext& c, const StepAt& at, std::vector<P2POp>& ops) {
+  c.caches.put(Cache::bwd_recv_buffer, at.step.stage, at.step.micro, {{ops.at(0).tensor}, {}, {}, false}, c.who(at));
+}
+
+void nothing_to_store(RunContext&, const StepAt&, std::vector<P2POp>&) {}
+
+// ---- data ------------------------------------------------------------------------------
+
+// The MPipe prefix routes micro-batches owner -> rank 0 through the data_batch cache; the body
+// chain (stage s -> s+1) carries no cache in the table, so its ends use the data set directly.
+bool routed_by_cache(const StepAt& at) { return (at.cond & Prefix) && (at.cond & MPipe); }
+
+void run_data_load(RunContext& c, const StepAt& at) {
+  at::Tensor d = c.data.micro_batch(c.iteration, at.step.micro);
+  if (at.cond & MPipe) c.caches.put(Cache::data_batch, -1, at.step.micro, {{d}, {}, {}, false}, c.who(at));
+}
+
+std::vector<P2POp> begin_data_send(RunContext& c, const StepAt& at) {
+  at::Tensor d = routed_by_cache(at) ? c.caches.take(Cache::data_batch, -1, at.step.micro, c.who(at)).tensors.at(0)
+                                     : c.data.micro_batch(c.iteration, at.step.micro);
+  c.send_meta(at, c.peer(at), meta_of(d), 0);
+  return {P2POp{true, c.peer(at), d}};
+}
+
+std::vector<P2POp> begin_data_recv(RunContext& c, const StepAt& at) {
+  TensorMeta m = c.recv_meta_from(at, c.peer(at), 0);
+  return {P2POp{false, c.peer(at), empty_like_meta(m, c.device)}};
+}
+
+void finish_data_recv(RunContext& c, const StepAt& at, std::vector<P2POp>& ops) {
+  at::Tensor d = ops.at(0).tensor;
+  if (routed_by_cache(at)) {
+    c.caches.put(Cache::data_batch, -1, at.step.micro, {{d}, {}, {}, false}, c.who(at));
+    return;
+  }
+  // Body chain: every rank can draw any micro-batch, so check what arrived is what was meant.
+  if (!torch::equal(d, c.data.micro_batch(c.iteration, at.step.micro)))
+    throw std::runtime_error(c.who(at) + " received data that is not micro-batch " + std::to_string(at.step.micro));
+}
+
+// ---- tied parameters -------------------------------------------------------------------
+
+// ALL_REDUCE over the step's group: sums this run's gradient delta of the tied weight (the
+// embedding shared with the LM head) so every holder ends with the full gradient. Members
+// that hold no copy contribute zeros.
+void run_all_reduce(RunContext& c, const StepAt& at) {
+  std::vector<int> members(at.step.group.begin(), at.step.group.end());
+  std::sort(members.begin(), members.end());
+  members.erase(std::unique(members.begin(), members.end()), members.end());
+  c.collective(at, members);
+  if (members.size() <= 1) return;
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> deltas;
+  for (size_t k = 0; k < c.model.tied.size(); ++k) {
+    const auto& p = c.model.tied[k];
+    deltas.push_back(p.grad().defined() ? p.grad() - c.tied_snapshot[k] : torch::zeros_like(p));
+  }
+  if (deltas.empty())
+    deltas.push_back(torch::zeros({c.model_config.vocab, c.model_config.hidden},
+                                  torch::TensorOptions().dtype(torch::kFloat).device(c.device)));
+  c.transport.all_reduce_sum(deltas, members);
+  for (size_t k = 0; k < c.model.tied.size(); ++k) {
+    at::Tensor p = c.model.tied[k];
+    p.mutable_grad() = c.tied_snapshot[k] + deltas[k];
+  }
+}
+
+}  // namespace
+
+void register_p2p_handlers(HandlerTable& t) {
+  auto p2p = [&](Op op, auto begin, auto finish) {
+    t[static_cast<size_t>(op)].begin = begin;
+    t[static_cast<size_t>(op)].finish = finish;
+  };
+  p2p(Op::FWD_SEND, begin_fwd_send, nothing_to_store);
+  p2p(Op::FWD_RECV, begin_fwd_recv, finish_fwd_recv);
+  p2p(Op::BWD_SEND, begin_bwd_send, nothing_to_store);
+  p2p(Op::BWD_RECV, begin_bwd_recv, finish_bwd_recv);
+  p2p(Op::DATA_SEND, begin_data_send, nothing_to_store);
+  p2p(Op::DATA_RECV, begin_data_recv, finish_data_recv);
+  t[static_cast<size_t>(Op::DATA_LOAD)].run = run_data_load;
+  t[static_cast<size_t>(Op::ALL_REDUCE)].run = run_all_reduce;
+}
+
+}  // namespace ppsched::exec

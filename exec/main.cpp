@@ -1,0 +1,145 @@
+// ppsched-exec: runs a pipeline schedule on real hardware, one process per pipeline rank.
+//
+//   tools/launch-local 4 -- ppsched-exec --generate mpipe-transpose --pp 4 --micro 8
+//       --model gpt --layers 8 --tower-layers 2 --check-parity --json
+//
+// Everything that can refuse the run happens here, before libtorch is initialised and before
+// any rank talks to another: the launcher variables, the schedule (read or generated),
+// the verifier (a schedule with violations is refused unless --no-verify), and the
+// model/schedule agreement. A refusal prints the same errors on every rank and exits 2.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "checkers/checks.hpp"
+#include "exec/agreement.hpp"
+#include "exec/launch_env.hpp"
+#include "exec/session.hpp"
+#include "model/errors.hpp"
+#include "model/formats/schedule_io.hpp"
+#include "tools/cli/command.hpp"
+
+namespace {
+
+using namespace ppsched;
+using namespace ppsched::exec;
+
+FaultInjection parse_fault(const std::string& spec) {
+  // RANK:STEP[:throw|kill|hang|corrupt[:ITERATION]]
+  FaultInjection f;
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char c : spec + ":") {
+    if (c == ':') {
+      parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  try {
+    if (parts.size() < 2 || parts.size() > 4) throw std::invalid_argument("");
+    f.rank = std::stoi(parts[0]);
+    f.step = std::stoi(parts[1]);
+    if (parts.size() > 2) {
+      if (parts[2] == "throw") f.mode = FaultInjection::Mode::Throw;
+      else if (parts[2] == "kill") f.mode = FaultInjection::Mode::Kill;
+      else if (parts[2] == "hang") f.mode = FaultInjection::Mode::Hang;
+      else if (parts[2] == "corrupt") f.mode = FaultInjection::Mode::Corrupt;
+      else throw std::invalid_argument("");
+    }
+    if (parts.size() > 3) f.iteration = std::stoi(parts[3]);
+  } catch (const std::exception&) {
+    throw InputError({}, "--fail-at wants RANK:STEP[:throw|kill|hang|corrupt[:ITERATION]], got '" + spec + "'");
+  }
+  return f;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ppsched-exec: run a pipeline-parallel schedule with libtorch, one process per rank "
+               "(RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT from torchrun, Slurm or tools/launch-local)"};
+  std::string schedule_file;
+  cli::GeneratorFlags gen;
+  ExecConfig cfg;
+  std::string model_kind = "gpt", transport = "auto", fail_at;
+  int stages = 0, global_batch = 0;
+
+  app.add_option("--schedule", schedule_file, "schedule file (.json or .csv)");
+  cli::add_generator_flags(app, gen, /*family_required=*/false);
+  auto* tower_opt = app.get_option("--tower");
+  app.add_option("--model", model_kind, "built-in model: gpt|mlp")->check(CLI::IsMember({"gpt", "mlp"}));
+  app.add_option("--layers", cfg.model.layers, "blocks, split over the virtual stages")->check(CLI::PositiveNumber);
+  app.add_option("--hidden", cfg.model.hidden, "hidden size")->check(CLI::PositiveNumber);
+  app.add_option("--heads", cfg.model.heads, "gpt: attention heads")->check(CLI::PositiveNumber);
+  app.add_option("--seq", cfg.model.seq, "gpt: tokens per sample")->check(CLI::PositiveNumber);
+  app.add_option("--vocab", cfg.model.vocab, "gpt: vocabulary size")->check(CLI::PositiveNumber);
+  app.add_option("--micro-batch-size", cfg.model.micro_batch_size, "samples per micro-batch")->check(CLI::PositiveNumber);
+  app.add_option("--seed", cfg.model.seed, "seed of the parameters and the data");
+  app.add_flag("--tie-embeddings", cfg.model.tie_embeddings, "gpt: the LM head shares the token embedding (needs ALL_REDUCE steps when they sit on different ranks)");
+  app.add_option("--tower-layers", cfg.model.tower_layers, "MPipe tower: the first T units of stage 0 (default 1 with a tower, 0 without)");
+  app.add_option("--model-stages", stages, "virtual stages the model is cut into (default: the schedule's; must agree)");
+  app.add_option("--global-batch-size", global_batch, "samples per iteration (must be micro-batches x micro-batch size)");
+  app.add_option("--stage-module", cfg.model.stage_module_dir, "TorchScript stages stage0.pt... (not implemented yet)");
+  app.add_option("--transport", transport, "auto|gloo|nccl (auto: nccl with a CUDA libtorch, else gloo)")
+      ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
+  app.add_option("--timeout", cfg.run.timeout_s, "seconds any blocking operation may take (default 300)")->check(CLI::PositiveNumber);
+  app.add_option("--heartbeat-timeout", cfg.run.heartbeat_timeout_s, "seconds without a heartbeat before a rank is declared dead (default min(10, timeout))");
+  app.add_option("--iterations", cfg.run.iterations, "iterations, gradients accumulating (default 1)")->check(CLI::PositiveNumber);
+  app.add_flag("--json", cfg.run.json, "rank 0 prints one JSON summary line");
+  app.add_flag("--check-parity", cfg.run.check_parity, "compare loss and every gradient with a single-process reference");
+  bool no_verify = false;
+  app.add_flag("--no-verify", no_verify, "run even if the verifier finds violations (may hang or fail)");
+  app.add_option("--lr", cfg.run.lr, "SGD step after the last iteration, only when every rank succeeded (default 0: none)");
+  app.add_option("--fail-at", fail_at, "testing: RANK:STEP[:throw|kill|hang|corrupt[:ITERATION]] injects a fault");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : cli::kBadInput;
+  }
+
+  Schedule s;
+  try {
+    cfg.env = read_launch_env();
+    if (schedule_file.empty() == gen.family.empty())
+      throw InputError({}, "give exactly one of --schedule FILE or --generate FAMILY (with --pp, --micro, ...)");
+    s = schedule_file.empty() ? cli::build_generated(gen) : read_schedule_file(schedule_file);
+    cfg.model.kind = model_kind == "mlp" ? ModelKind::Mlp : ModelKind::Gpt;
+    if (tower_opt->count() > 0 && !schedule_file.empty())
+      cfg.model.tower = gen.tower == "frozen" ? Tower::Frozen : gen.tower == "none" ? Tower::None : Tower::Trainable;
+    if (stages > 0) cfg.model.stages = stages;
+    if (global_batch > 0) cfg.model.global_batch_size = global_batch;
+    cfg.run.transport = transport == "gloo" ? TransportKind::Gloo : transport == "nccl" ? TransportKind::Nccl : TransportKind::Auto;
+    cfg.run.verify = !no_verify;
+    if (!fail_at.empty()) cfg.run.fault = parse_fault(fail_at);
+  } catch (const InputError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return cli::kBadInput;
+  }
+
+  const int rank = cfg.env.rank;
+  if (cfg.run.verify) {
+    CheckReport report = verify(s);
+    if (!report.ok()) {
+      for (const auto& v : report.violations)
+        std::cerr << "error: rank " << rank << ": schedule violation (" << to_string(v.kind) << "): " << v.message << "\n";
+      std::cerr << "error: rank " << rank << ": refusing to run '" << s.name << "': the verifier found "
+                << report.violations.size() << " violation(s) (ppsched check shows them; --no-verify runs it anyway)\n";
+      return cli::kBadInput;
+    }
+  } else {
+    std::cerr << "warning: rank " << rank << ": --no-verify: running '" << s.name
+              << "' unverified; a schedule with violations may hang until --timeout or fail mid-run\n";
+  }
+
+  Agreement a = check_agreement(s, cfg.env.world_size, cfg.model, executor_has_handler);
+  if (!a.ok()) {
+    for (const auto& e : a.errors) std::cerr << "error: rank " << rank << ": " << e << "\n";
+    std::cerr << "error: rank " << rank << ": the model does not fit the schedule; nothing was run\n";
+    return cli::kBadInput;
+  }
+  return run_executor(cfg, s, a.layout);
+}

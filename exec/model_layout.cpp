@@ -1,0 +1,52 @@
+#include "exec/model_layout.hpp"
+
+#include "model/errors.hpp"
+
+namespace ppsched::exec {
+
+ModelLayout make_layout(const ModelConfig& m, int stages, int tower_layers) {
+  if (stages < 1) throw InputError({}, "the model needs at least one stage");
+  if (m.layers < stages)
+    throw InputError({}, "--layers " + std::to_string(m.layers) + " cannot be split over " + std::to_string(stages) +
+                             " virtual stages: every stage needs at least one block");
+  ModelLayout l;
+  l.stages = stages;
+  const bool gpt = m.kind == ModelKind::Gpt;
+  const int first_block = gpt ? 1 : 0;
+  l.units = m.layers + (gpt ? 2 : 0);
+  l.stage_units.resize(static_cast<size_t>(stages));
+  int next = 0;
+  for (int s = 0; s < stages; ++s) {
+    int count = m.layers / stages + (s < m.layers % stages ? 1 : 0);
+    auto& units = l.stage_units[static_cast<size_t>(s)];
+    if (gpt && s == 0) units.push_back(0);
+    for (int k = 0; k < count; ++k) units.push_back(first_block + next++);
+    if (gpt && s == stages - 1) units.push_back(m.layers + 1);
+  }
+  if (gpt) {
+    l.embedding_unit = 0;
+    l.head_unit = m.layers + 1;
+  }
+  if (tower_layers < 0) throw InputError({}, "--tower-layers must be >= 0");
+  auto& s0 = l.stage_units[0];
+  if (tower_layers >= static_cast<int>(s0.size())) {
+    std::string names;
+    for (int u : s0) names += (names.empty() ? "" : ", ") + unit_name(m, l, u);
+    throw InputError({}, "--tower-layers " + std::to_string(tower_layers) + " would take every unit of stage 0 (" +
+                             names + "); stage 0 must keep at least one. Use more --layers or fewer tower layers.");
+  }
+  l.tower_units.assign(s0.begin(), s0.begin() + tower_layers);
+  s0.erase(s0.begin(), s0.begin() + tower_layers);
+  return l;
+}
+
+std::string unit_name(const ModelConfig& m, const ModelLayout& l, int unit) {
+  if (m.kind == ModelKind::Gpt) {
+    if (unit == l.embedding_unit) return "embedding";
+    if (unit == l.head_unit) return "head";
+    return "block" + std::to_string(unit - 1);
+  }
+  return "block" + std::to_string(unit);
+}
+
+}  // namespace ppsched::exec

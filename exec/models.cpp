@@ -1,0 +1,225 @@
+#include "exec/models.hpp"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+namespace ppsched::exec {
+namespace {
+
+namespace nn = torch::nn;
+
+// Seeds are spread so unit u and micro-batch (i, m) never share a stream.
+uint64_t unit_seed(const ModelConfig& m, int unit) { return m.seed * 1000003ULL + 7919ULL * static_cast<uint64_t>(unit + 1); }
+uint64_t data_seed(const ModelConfig& m, int iteration, int micro) {
+  return m.seed * 2654435761ULL + 104729ULL * static_cast<uint64_t>(iteration + 1) + static_cast<uint64_t>(micro) * 131ULL + 17ULL;
+}
+
+class MlpBlock final : public Unit {
+ public:
+  explicit MlpBlock(int hidden) : fc_(register_module("fc", nn::Linear(hidden, hidden))) {}
+  at::Tensor forward(const at::Tensor& x) override { return torch::gelu(fc_->forward(x)); }
+
+ private:
+  nn::Linear fc_;
+};
+
+class GptEmbedding final : public Unit {
+ public:
+  GptEmbedding(int vocab, int hidden, int seq)
+      : tok_(register_module("tok", nn::Embedding(vocab, hidden))),
+        pos_(register_parameter("pos", torch::randn({seq, hidden}) * 0.02)) {}
+  at::Tensor forward(const at::Tensor& ids) override { return tok_->forward(ids) + pos_; }
+  at::Tensor token_weight() const { return tok_->weight; }
+
+ private:
+  nn::Embedding tok_;
+  at::Tensor pos_;
+};
+
+// Pre-norm decoder block: x + attn(ln1(x)), then x + mlp(ln2(x)); causal self-attention.
+class GptBlock final : public Unit {
+ public:
+  GptBlock(int hidden, int heads)
+      : heads_(heads),
+        ln1_(register_module("ln1", nn::LayerNorm(nn::LayerNormOptions({hidden})))),
+        qkv_(register_module("qkv", nn::Linear(hidden, 3 * hidden))),
+        proj_(register_module("proj", nn::Linear(hidden, hidden))),
+        ln2_(register_module("ln2", nn::LayerNorm(nn::LayerNormOptions({hidden})))),
+        fc1_(register_module("fc1", nn::Linear(hidden, 4 * hidden))),
+        fc2_(register_module("fc2", nn::Linear(4 * hidden, hidden))) {}
+
+  at::Tensor forward(const at::Tensor& x) override {
+    const int64_t b = x.size(0), t = x.size(1), h = x.size(2), d = h / heads_;
+    auto qkv = qkv_->forward(ln1_->forward(x)).chunk(3, -1);
+    auto split = [&](const at::Tensor& y) { return y.reshape({b, t, heads_, d}).transpose(1, 2); };
+    at::Tensor q = split(qkv[0]), k = split(qkv[1]), v = split(qkv[2]);
+    at::Tensor att = q.matmul(k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(d)));
+    at::Tensor mask = torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
+    att = torch::softmax(att.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
+    at::Tensor y = att.matmul(v).transpose(1, 2).reshape({b, t, h});
+    at::Tensor mid = x + proj_->forward(y);
+    return mid + fc2_->forward(torch::gelu(fc1_->forward(ln2_->forward(mid))));
+  }
+
+ private:
+  int64_t heads_;
+  nn::LayerNorm ln1_;
+  nn::Linear qkv_, proj_;
+  nn::LayerNorm ln2_;
+  nn::Linear fc1_, fc2_;
+};
+
+// Final norm + LM head. With tied embeddings the head multiplies by the token embedding
+// weight: the embedding unit's own tensor when the same rank holds it, else a copy whose
+// gradient ALL_REDUCE sums with the embedding's.
+class GptHead final : public Unit {
+ public:
+  GptHead(int vocab, int hidden, at::Tensor tied_weight)
+      : ln_(register_module("ln_f", nn::LayerNorm(nn::LayerNormOptions({hidden})))), tied_(std::move(tied_weight)) {
+    if (!tied_.defined()) out_ = register_module("lm_head", nn::Linear(nn::LinearOptions(hidden, vocab).bias(false)));
+  }
+  at::Tensor forward(const at::Tensor& x) override {
+    at::Tensor z = ln_->forward(x);
+    return tied_.defined() ? z.matmul(tied_.t()) : out_->forward(z);
+  }
+  // The tied weight is not registered here: it is the embedding's parameter (same rank) or a
+  // copy that goes by the embedding's name (UnitChain::named_parameters).
+  at::Tensor tied_weight() const { return tied_; }
+
+ private:
+  nn::LayerNorm ln_;
+  nn::Linear out_{nullptr};
+  at::Tensor tied_;
+};
+
+std::shared_ptr<Unit> make_unit(const ModelConfig& m, const ModelLayout& l, int unit, at::Tensor tied_weight) {
+  torch::manual_seed(unit_seed(m, unit));
+  if (m.kind == ModelKind::Mlp) return std::make_shared<MlpBlock>(m.hidden);
+  if (unit == l.embedding_unit) return std::make_shared<GptEmbedding>(m.vocab, m.hidden, m.seq);
+  if (unit == l.head_unit) return std::make_shared<GptHead>(m.vocab, m.hidden, std::move(tied_weight));
+  return std::make_shared<GptBlock>(m.hidden, m.heads);
+}
+
+}  // namespace
+
+UnitChain::UnitChain(std::vector<std::shared_ptr<Unit>> units, std::vector<std::string> names)
+    : units_(std::move(units)), names_(std::move(names)) {}
+
+at::Tensor UnitChain::forward(at::Tensor x) const {
+  for (const auto& u : units_) x = u->forward(x);
+  return x;
+}
+
+std::vector<NamedParam> UnitChain::named_parameters() const {
+  std::vector<NamedParam> out;
+  for (size_t k = 0; k < units_.size(); ++k) {
+    for (const auto& p : units_[k]->named_parameters(true)) out.emplace_back(names_[k] + "." + p.key(), p.value());
+    if (auto* head = dynamic_cast<GptHead*>(units_[k].get()); head && head->tied_weight().defined())
+      out.emplace_back("embedding.tok.weight", head->tied_weight());
+  }
+  return out;
+}
+
+std::vector<at::Tensor> UnitChain::trainable_parameters() const {
+  std::vector<at::Tensor> out;
+  std::set<const void*> seen;
+  for (const auto& [name, p] : named_parameters())
+    if (p.requires_grad() && seen.insert(p.unsafeGetTensorImpl()).second) out.push_back(p);
+  return out;
+}
+
+at::Tensor Dataset::micro_batch(int iteration, int micro) const {
+  torch::manual_seed(data_seed(m_, iteration, micro));
+  at::Tensor d = m_.kind == ModelKind::Gpt ? torch::randint(0, m_.vocab, {m_.micro_batch_size, m_.seq + 1}, torch::kLong)
+                                           : torch::randn({m_.micro_batch_size, 2 * m_.hidden});
+  return d.to(device_);
+}
+
+at::Tensor Dataset::inputs_of(const at::Tensor& d) const {
+  return m_.kind == ModelKind::Gpt ? d.narrow(1, 0, m_.seq).contiguous() : d.narrow(1, 0, m_.hidden).contiguous();
+}
+
+at::Tensor Dataset::labels_of(const at::Tensor& d) const {
+  return m_.kind == ModelKind::Gpt ? d.narrow(1, 1, m_.seq).contiguous() : d.narrow(1, m_.hidden, m_.hidden).contiguous();
+}
+
+at::Tensor stage_loss(const ModelConfig& m, const at::Tensor& out, const at::Tensor& labels, int micro_batches) {
+  at::Tensor loss = m.kind == ModelKind::Gpt
+                        ? torch::nn::functional::cross_entropy(out.reshape({-1, out.size(-1)}), labels.reshape({-1}))
+                        : torch::mse_loss(out, labels);
+  return loss / static_cast<double>(micro_batches);
+}
+
+const UnitChain& RankModel::chain_of(int stage) const {
+  for (size_t k = 0; k < stages.size(); ++k)
+    if (stages[k] == stage) return stage_chain[k];
+  throw std::logic_error("stage " + std::to_string(stage) + " is not held by this rank");
+}
+
+std::vector<NamedParam> RankModel::named_parameters() const {
+  std::vector<NamedParam> out;
+  std::set<const void*> seen;
+  auto add = [&](const UnitChain& c) {
+    for (auto& np : c.named_parameters())
+      if (seen.insert(np.second.unsafeGetTensorImpl()).second) out.push_back(np);
+  };
+  for (const auto& c : stage_chain) add(c);
+  add(tower);
+  return out;
+}
+
+RankModel build_rank_model(const ModelConfig& m, const ModelLayout& l, const std::vector<int>& stages,
+                           bool with_tower, at::Device device) {
+  RankModel rm;
+  rm.stages = stages;
+  const bool holds_embedding = !stages.empty() && stages.front() == 0;
+  at::Tensor embedding_weight;  // the tied weight, shared within this rank
+  std::vector<std::pair<int, std::shared_ptr<Unit>>> built;
+  auto build = [&](int u) {
+    at::Tensor tied;
+    bool owns = false;
+    if (m.tie_embeddings && u == l.head_unit) {
+      if (holds_embedding) {
+        tied = embedding_weight;
+      } else {
+        // Same seed as the embedding unit, so the copy starts equal to it.
+        auto emb = std::dynamic_pointer_cast<GptEmbedding>(make_unit(m, l, l.embedding_unit, {}));
+        tied = emb->token_weight().detach().clone().to(device).set_requires_grad(true);
+        owns = true;
+      }
+    }
+    auto unit = make_unit(m, l, u, tied);
+    unit->to(device);
+    if (auto* emb = dynamic_cast<GptEmbedding*>(unit.get())) embedding_weight = emb->token_weight();
+    if (owns) rm.tied.push_back(tied);
+    return unit;
+  };
+  for (int s : stages) {
+    std::vector<std::shared_ptr<Unit>> units;
+    std::vector<std::string> names;
+    for (int u : l.stage_units[static_cast<size_t>(s)]) {
+      units.push_back(build(u));
+      names.push_back(unit_name(m, l, u));
+    }
+    rm.stage_chain.emplace_back(std::move(units), std::move(names));
+  }
+  if (m.tie_embeddings && holds_embedding && embedding_weight.defined()) rm.tied.insert(rm.tied.begin(), embedding_weight);
+  if (with_tower && !l.tower_units.empty()) {
+    std::vector<std::shared_ptr<Unit>> units;
+    std::vector<std::string> names;
+    for (int u : l.tower_units) {
+      units.push_back(build(u));
+      names.push_back(unit_name(m, l, u));
+    }
+    rm.tower = UnitChain(std::move(units), std::move(names));
+    rm.tower_trainable = m.tower != Tower::Frozen;
+    if (!rm.tower_trainable)
+      for (auto& [name, p] : rm.tower.named_parameters()) p.set_requires_grad(false);
+  }
+  return rm;
+}
+
+}  // namespace ppsched::exec

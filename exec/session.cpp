@@ -1,0 +1,305 @@
+// The life of one ppsched-exec process after its checks passed: rendezvous, watchdog,
+// transport, iterations, an all-or-nothing commit, results on rank 0, orderly exit.
+#include "exec/session.hpp"
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <unistd.h>
+
+#include "exec/parity.hpp"
+#include "exec/runtime.hpp"
+#include "exec/transport.hpp"
+#include "exec/watchdog.hpp"
+#include "model/formats/schedule_io.hpp"
+
+namespace ppsched::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text(const std::vector<uint8_t>& v) { return {v.begin(), v.end()}; }
+
+// Everything that changes what the ranks will do together: ranks started with different
+// arguments would otherwise meet with mismatched messages.
+std::string digest_of(const ExecConfig& cfg, const Schedule& s) {
+  std::ostringstream o;
+  const auto& m = cfg.model;
+  o << write_schedule(s, FileFormat::Json) << '|' << static_cast<int>(m.kind) << ' ' << m.layers << ' ' << m.hidden << ' '
+    << m.heads << ' ' << m.seq << ' ' << m.vocab << ' ' << m.micro_batch_size << ' ' << m.seed << ' ' << m.tie_embeddings
+    << ' ' << m.tower_layers << ' ' << static_cast<int>(m.tower.value_or(Tower::None)) << '|' << cfg.run.iterations << ' '
+    << cfg.run.check_parity << ' ' << cfg.run.lr << ' ' << static_cast<int>(cfg.run.transport);
+  return std::to_string(std::hash<std::string>{}(o.str()));
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (ch == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += ch;
+  }
+  return out;
+}
+
+std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+// The collective groups of every ALL_REDUCE in the schedule, sorted: each member creates them
+// in this same order (reference §3.5 item 17).
+std::vector<std::vector<int>> reduce_groups(const Schedule& s) {
+  std::set<std::vector<int>> groups;
+  for (const auto& prog : s.programs)
+    for (const auto& slot : prog) {
+      if (!slot) continue;
+      auto visit = [&](const Step& st) {
+        if (st.op != Op::ALL_REDUCE) return;
+        std::vector<int> g(st.group.begin(), st.group.end());
+        std::sort(g.begin(), g.end());
+        g.erase(std::unique(g.begin(), g.end()), g.end());
+        if (g.size() > 1) groups.insert(g);
+      };
+      visit(*slot);
+      for (const auto& sub : slot->sub_steps) visit(sub);
+    }
+  return {groups.begin(), groups.end()};
+}
+
+struct Outcome {
+  std::vector<double> losses;       // per iteration (meaningful on the last stage's rank)
+  std::vector<double> seconds;      // per iteration, this rank's wall clock
+};
+
+// Waits until `count` ranks incremented `key`, polling, at most `limit`.
+void wait_count(const compat::StorePtr& store, const std::string& key, int count, std::chrono::milliseconds limit) {
+  auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline) {
+    try {
+      if (store->add(key, 0) >= count) return;
+    } catch (...) {
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+void print_report(const ExecConfig& cfg, const Schedule& s, const std::string& transport, const Outcome& o,
+                  const std::vector<double>& losses, const ParityResult* parity) {
+  double mean_s = 0;
+  for (double t : o.seconds) mean_s += t / static_cast<double>(o.seconds.size());
+  const char* model = cfg.model.kind == ModelKind::Gpt ? "gpt" : "mlp";
+  if (cfg.run.json) {
+    std::ostringstream j;
+    j << "{\"ok\": " << (parity && !parity->ok ? "false" : "true") << ", \"schedule\": \"" << json_escape(s.name)
+      << "\", \"ranks\": " << s.ranks << ", \"stages\": " << s.stages << ", \"micro_batches\": " << s.micro_batches
+      << ", \"transport\": \"" << transport << "\", \"model\": \"" << model << "\", \"iterations\": " << o.seconds.size()
+      << ", \"loss\": " << num(losses.empty() ? 0 : losses.back()) << ", \"losses\": [";
+    for (size_t k = 0; k < losses.size(); ++k) j << (k ? ", " : "") << num(losses[k]);
+    j << "], \"iteration_time_s\": " << num(mean_s) << ", \"iteration_times_s\": [";
+    for (size_t k = 0; k < o.seconds.size(); ++k) j << (k ? ", " : "") << num(o.seconds[k]);
+    j << "]";
+    if (parity) {
+      j << ", \"parity\": {\"ok\": " << (parity->ok ? "true" : "false") << ", \"max_rel_error\": " << num(parity->max_rel_error)
+        << ", \"loss_rel_error\": " << num(parity->loss_rel_error) << ", \"tolerance\": " << num(parity->tolerance)
+        << ", \"tensors\": " << parity->tensors << ", \"worst\": \"" << json_escape(parity->worst) << "\", \"problems\": [";
+      for (size_t k = 0; k < parity->problems.size(); ++k) j << (k ? ", " : "") << '"' << json_escape(parity->problems[k]) << '"';
+      j << "]}";
+    }
+    j << "}";
+    std::cout << j.str() << std::endl;
+    return;
+  }
+  std::cout << "ppsched-exec: " << s.name << " on " << s.ranks << " ranks (" << transport << "), " << model << ", "
+            << s.stages << " stages, " << s.micro_batches << " micro-batches\n";
+  for (size_t k = 0; k < o.seconds.size(); ++k)
+    std::cout << "  iteration " << k << ": loss " << num(k < losses.size() ? losses[k] : 0) << ", "
+              << num(o.seconds[k]) << " s\n";
+  if (parity) {
+    std::cout << "  parity: " << (parity->ok ? "ok" : "FAILED") << " (max relative error " << num(parity->max_rel_error)
+              << " over " << parity->tensors << " gradients, loss " << num(parity->loss_rel_error) << ", tolerance "
+              << num(parity->tolerance) << ")\n";
+    for (const auto& p : parity->problems) std::cout << "    " << p << "\n";
+  }
+  std::cout.flush();
+}
+
+}  // namespace
+
+bool executor_has_handler(Op op) { return has_handler(op); }
+
+int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout) {
+  std::signal(SIGPIPE, SIG_IGN);  // a peer that died must surface as an error, not kill us
+  const int rank = cfg.env.rank, world = cfg.env.world_size;
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.run.timeout_s * 1000));
+  const double hb_s = cfg.run.heartbeat_timeout_s > 0 ? cfg.run.heartbeat_timeout_s : std::min(10.0, cfg.run.timeout_s);
+  const auto heartbeat = std::chrono::milliseconds(static_cast<int64_t>(hb_s * 1000));
+
+  TransportKind kind = cfg.run.transport;
+  const bool nccl_ok = nccl_transport_built() && compat::cuda_available();
+  if (kind == TransportKind::Auto) kind = nccl_ok ? TransportKind::Nccl : TransportKind::Gloo;
+  if (kind == TransportKind::Nccl && !nccl_ok) {
+    std::cerr << "error: --transport nccl: "
+              << (nccl_transport_built() ? "this libtorch (" + compat::torch_version() + ") has no CUDA"
+                                         : std::string("this ppsched-exec was built without the NCCL transport (-Dcuda)"))
+              << "\n";
+    return 2;
+  }
+  const at::Device device = kind == TransportKind::Gloo
+                                ? at::Device(at::kCPU)
+                                : at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cfg.env.local_rank % compat::cuda_device_count()));
+
+  RankModel model = build_rank_model(cfg.model, layout, s.stages_of(rank), !layout.tower_units.empty(), device);
+  Dataset data(cfg.model, device);
+
+  // ---- rendezvous ----------------------------------------------------------------------
+  compat::StorePtr store;
+  std::unique_ptr<Watchdog> watchdog;
+  try {
+    store = compat::prefix_store("ppsched", compat::make_tcp_store(cfg.env.master_addr, cfg.env.master_port, rank == 0,
+                                                                   world, timeout));
+    store->set("digest/" + std::to_string(rank), bytes(digest_of(cfg, s)));
+    const std::string mine = digest_of(cfg, s);
+    for (int q = 0; q < world; ++q) {
+      if (text(store->get("digest/" + std::to_string(q))) == mine) continue;
+      std::cerr << "error: rank " << q << " was started with a different schedule, model or run options than rank " << rank
+                << "; every rank must get the same arguments\n";
+      return 2;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "error: cannot meet the other ranks through the store at " << cfg.env.master_addr << ":"
+              << cfg.env.master_port << " within " << cfg.run.timeout_s << " s: " << e.what() << "\n";
+    return 1;
+  }
+
+  Progress progress;
+  std::atomic<Transport*> live_transport{nullptr};
+  std::unique_ptr<Transport> transport;
+  Outcome outcome;
+  auto leave = [&](bool failed) {
+    if (watchdog) watchdog->stop();
+    // Rank 0 hosts the store: it stays until every other rank has left (or gave up on it).
+    try {
+      if (rank != 0) {
+        store->add("left", 1);
+      } else {
+        wait_count(store, "left", world - 1 - (watchdog ? watchdog->dead_count() : 0),
+                   failed ? std::min(timeout, heartbeat + std::chrono::seconds(5)) : timeout);
+      }
+    } catch (...) {
+    }
+  };
+
+  try {
+    watchdog = std::make_unique<Watchdog>(
+        compat::prefix_store("ppsched", compat::make_tcp_store(cfg.env.master_addr, cfg.env.master_port, false, world, timeout)),
+        rank, world, s, progress, heartbeat, [&] {
+          if (Transport* t = live_transport.load()) t->abort();
+        });
+    watchdog->start();
+
+    TransportSetup ts;
+    ts.rank = rank;
+    ts.world_size = world;
+    ts.local_rank = cfg.env.local_rank;
+    ts.store = compat::prefix_store("transport", store);
+    ts.timeout = timeout;
+    if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+      ts.address = ifname;
+      ts.is_interface = true;
+    } else {
+      ts.address = cfg.env.master_addr == "127.0.0.1" || cfg.env.master_addr == "localhost" ? "127.0.0.1" : "";
+    }
+    if (ts.address.empty()) {
+      char host[256] = {0};
+      gethostname(host, sizeof host - 1);
+      ts.address = host;
+    }
+    transport = kind == TransportKind::Gloo ? make_gloo_transport(ts) : make_nccl_transport(ts);
+    live_transport = transport.get();
+    for (const auto& g : reduce_groups(s))
+      if (std::count(g.begin(), g.end(), rank)) transport->prepare_group(g);
+
+    RunContext ctx{s, rank, cfg.model, model, data, *transport, device};
+    Runtime runtime(ctx, progress, [&] { watchdog->poll(); }, cfg.run.fault);
+    for (int it = 0; it < cfg.run.iterations; ++it) {
+      auto t0 = Clock::now();
+      runtime.run_iteration(it);
+      outcome.seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      outcome.losses.push_back(ctx.loss);
+      if (it == 0) {
+        // The promise: the messages the verifier modelled are the messages that ran. Metas
+        // of the first run only (body FWD metas are exchanged once per process).
+        std::string diff = compare_with_comm_model(s, rank, ctx.messages, ctx.collectives);
+        if (!diff.empty()) throw std::runtime_error("the executor diverged from the comm model: " + diff);
+      }
+    }
+    // Commit point: every rank finished every step, or nobody reports success or updates.
+    progress.step = -1;
+    transport->barrier();
+    if (cfg.run.lr > 0) {
+      torch::NoGradGuard no_grad;
+      for (auto& [name, p] : model.named_parameters())
+        if (p.grad().defined()) p.sub_(p.grad() * cfg.run.lr);
+    }
+
+    // ---- results to rank 0 (through the store, outside the schedule's channels) ---------
+    if (rank == s.rank_of(s.stages - 1)) {
+      std::ostringstream l;
+      for (double v : outcome.losses) l << num(v) << ' ';
+      store->set("losses", bytes(l.str()));
+    }
+    if (cfg.run.check_parity) store->set("grads/" + std::to_string(rank), pack_grads(model));
+    if (rank == 0) {
+      std::vector<double> losses;
+      std::istringstream in(text(store->get("losses")));
+      for (double v; in >> v;) losses.push_back(v);
+      std::optional<ParityResult> parity;
+      if (cfg.run.check_parity) {
+        std::vector<std::vector<GradRecord>> grads;
+        for (int q = 0; q < world; ++q) grads.push_back(unpack_grads(store->get("grads/" + std::to_string(q))));
+        parity = check_parity(cfg.model, layout, s, cfg.run.iterations, grads, losses);
+      }
+      print_report(cfg, s, transport->name(), outcome, losses, parity ? &*parity : nullptr);
+      leave(false);
+      return parity && !parity->ok ? 1 : 0;
+    }
+    leave(false);
+    return 0;
+  } catch (const StepFailure& f) {
+    std::string msg = watchdog ? watchdog->settle_failure(f) : f.what();
+    Watchdog::print_final(msg);
+  } catch (const PeerFailure& f) {
+    Watchdog::print_final(std::string(f.what()) + "; this rank stopped at " +
+                          watchdog->describe_progress(progress.iteration.load(), progress.step.load(), rank));
+  } catch (const std::exception& e) {
+    std::string msg = "rank " + std::to_string(rank) + " failed " +
+                      (progress.iteration < 0 ? std::string("while connecting") : std::string("after its steps")) + ": " +
+                      message_of(e);
+    if (watchdog) {
+      if (auto f = watchdog->fault()) msg = *f + "; rank " + std::to_string(rank) + " then failed: " + message_of(e);
+      watchdog->publish(msg);
+    }
+    Watchdog::print_final(msg);
+  }
+  live_transport = nullptr;
+  leave(true);
+  return 1;
+}
+
+}  // namespace ppsched::exec

@@ -1,0 +1,20 @@
+// One process's whole run, behind a torch-free interface so the command line (main.cpp)
+// compiles without libtorch headers.
+#pragma once
+
+#include "exec/config.hpp"
+#include "exec/model_layout.hpp"
+#include "model/schedule.hpp"
+
+namespace ppsched::exec {
+
+// Connects to the other ranks, runs the iterations, reports (rank 0), returns the exit code:
+// 0 ok, 1 a run failed (a step, a peer, the parity check), 2 a refusal that needs the
+// libtorch build to notice (--transport nccl without CUDA, ranks started with different
+// arguments).
+int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout);
+
+// Whether the executor has a handler for `op` (the dispatch table, runtime.cpp).
+bool executor_has_handler(Op op);
+
+}  // namespace ppsched::exec

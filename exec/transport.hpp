@@ -1,0 +1,76 @@
+// The executor's only view of communication. Two implementations: Gloo (CPU tensors, c10d's
+// ProcessGroupGloo) and NCCL (CUDA tensors, the NCCL API directly). Both are bootstrapped
+// through the same TCPStore and give every blocking operation the run's timeout.
+//
+// Semantics the comm model (checkers/comm_model.hpp) assumes and these keep:
+//  - send/recv block until the message is delivered (rendezvous: the partner must be posted);
+//  - per ordered rank pair, messages are matched in FIFO order (one tag, one channel);
+//  - group() posts every operation before waiting for any, so the group completes when all of
+//    them matched (NCCL group semantics; BATCH_SEND_RECV);
+//  - collectives block every member of their group.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "exec/torch_compat.hpp"
+
+namespace ppsched::exec {
+
+// A communication operation failed (peer closed the connection, timeout, abort). Told apart
+// from a step's own errors so the failure report can look for the rank that caused it.
+struct TransportError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct P2POp {
+  bool send = false;
+  int peer = -1;
+  at::Tensor tensor;  // recv: preallocated, filled in place
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string name() const = 0;
+  virtual at::Device device() const = 0;
+
+  virtual void send(const at::Tensor& t, int peer) = 0;
+  virtual void recv(at::Tensor& t, int peer) = 0;
+  virtual void group(std::vector<P2POp>& ops) = 0;
+
+  // Collectives over `members` (ascending world ranks; empty = every rank). A group other than
+  // the world must be prepared first, by its members, in the same order on each of them
+  // (creating overlapping groups in different orders deadlocks: reference §3.5 item 17).
+  virtual void prepare_group(const std::vector<int>& members) = 0;
+  virtual void broadcast(std::vector<at::Tensor>& ts, int root, const std::vector<int>& members) = 0;
+  virtual void all_reduce_sum(std::vector<at::Tensor>& ts, const std::vector<int>& members) = 0;
+  virtual void barrier() = 0;
+
+  // Called from the watchdog thread: unblocks what can be unblocked (Gloo P2P waits, NCCL
+  // communicators); afterwards every operation throws.
+  virtual void abort() noexcept = 0;
+};
+
+struct TransportSetup {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  compat::StorePtr store;          // already prefixed for this run
+  std::chrono::milliseconds timeout{300000};
+  std::string address = "127.0.0.1";  // Gloo: local address to bind, or interface name
+  bool is_interface = false;
+};
+
+std::unique_ptr<Transport> make_gloo_transport(const TransportSetup& setup);
+// Throws std::runtime_error when the NCCL transport was not built (no -Dcuda) or this
+// libtorch has no CUDA.
+std::unique_ptr<Transport> make_nccl_transport(const TransportSetup& setup);
+bool nccl_transport_built();
+
+}  // namespace ppsched::exec

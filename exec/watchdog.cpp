@@ -1,0 +1,237 @@
+#include "exec/watchdog.hpp"
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <cstdio>
+#include <sstream>
+
+namespace ppsched::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text(const std::vector<uint8_t>& v) { return {v.begin(), v.end()}; }
+std::string hb_key(int r) { return "hb/" + std::to_string(r); }
+const char* kErrorKey = "error";
+const char* kErrorClaim = "error_claim";
+
+std::atomic<bool> g_printed{false};
+
+}  // namespace
+
+bool Watchdog::print_final(const std::string& t) {
+  if (g_printed.exchange(true)) return false;
+  std::fprintf(stderr, "error: %s\n", t.c_str());
+  std::fflush(stderr);
+  return true;
+}
+
+Watchdog::Watchdog(compat::StorePtr store, int rank, int world_size, const Schedule& schedule, Progress& progress,
+                   std::chrono::milliseconds heartbeat_timeout, std::function<void()> abort_transport)
+    : store_(std::move(store)), rank_(rank), world_(world_size), schedule_(schedule), progress_(progress),
+      heartbeat_timeout_(heartbeat_timeout), abort_transport_(std::move(abort_transport)),
+      seen_(static_cast<size_t>(world_size)) {}
+
+Watchdog::~Watchdog() { stop(); }
+
+void Watchdog::start() {
+  // Publish a first heartbeat before the thread runs, so peers never read a missing key.
+  store_->set(hb_key(rank_), bytes("0 -1 -1 0"));
+  auto now = Clock::now();
+  for (auto& s : seen_) s.changed = now;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Watchdog::stop() {
+  if (!thread_.joinable()) return;
+  stop_ = true;
+  thread_.join();
+  try {
+    // "finished": this rank stops beating on purpose.
+    store_->set(hb_key(rank_), bytes("-1 -1 -1 1"));
+  } catch (...) {
+  }
+}
+
+std::string Watchdog::describe_progress(int iteration, int step, int rank) const {
+  if (iteration < 0) return "before its first step";
+  if (step < 0) return "iteration " + std::to_string(iteration) + " (between steps)";
+  std::string out = "iteration " + std::to_string(iteration) + ", step " + std::to_string(step);
+  const auto& prog = schedule_.programs[static_cast<size_t>(rank)];
+  if (step >= 0 && step < static_cast<int>(prog.size()) && prog[static_cast<size_t>(step)])
+    out += " (" + short_label(*prog[static_cast<size_t>(step)]) + ")";
+  return out;
+}
+
+std::string Watchdog::last_seen(int rank) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Seen& s = seen_[static_cast<size_t>(rank)];
+  return describe_progress(s.iteration, s.step, rank);
+}
+
+int Watchdog::dead_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dead_;
+}
+
+std::optional<std::string> Watchdog::fault() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fault_;
+}
+
+void Watchdog::poll() const {
+  if (auto f = fault()) throw PeerFailure(*f);
+}
+
+void Watchdog::publish(const std::string& report) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (published_) return;
+  published_ = true;
+  try {
+    // The first rank to claim the error slot writes the run's report; later ones keep theirs.
+    if (store_->add(kErrorClaim, 1) == 1) store_->set(kErrorKey, bytes(report));
+  } catch (...) {
+    // The store is gone (rank 0 died): nothing to publish to.
+  }
+}
+
+void Watchdog::declare(const std::string& report, bool publish_it) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fault_) return;
+    fault_ = report;
+  }
+  if (publish_it) publish(report);
+  abort_transport_();
+}
+
+std::string Watchdog::wait_chain(int peer) const {
+  // Follow who waits for whom through the last heartbeats: a rank in a P2P step waits for
+  // that step's peer; the chain ends at a rank in any other step (computing, frozen, or in a
+  // collective), which is the one to look at.
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<bool> visited(static_cast<size_t>(world_), false);
+  visited[static_cast<size_t>(rank_)] = true;
+  std::string via;
+  int r = peer;
+  for (;;) {
+    const Seen& s = seen_[static_cast<size_t>(r)];
+    const auto& prog = schedule_.programs[static_cast<size_t>(r)];
+    int next = -1;
+    if (s.step >= 0 && s.step < static_cast<int>(prog.size()) && prog[static_cast<size_t>(s.step)]) {
+      const Step& st = *prog[static_cast<size_t>(s.step)];
+      const Step& leaf = st.op == Op::BATCH_SEND_RECV && !st.sub_steps.empty() ? st.sub_steps.front() : st;
+      if (is_p2p(leaf.op)) next = peer_of(schedule_, r, leaf);
+    }
+    visited[static_cast<size_t>(r)] = true;
+    if (next >= 0 && next < world_ && visited[static_cast<size_t>(next)]) {
+      // Everyone on the chain waits in a P2P step: the programs deadlock (a schedule run with
+      // --no-verify, or a peer posting something else than the comm model says).
+      return "the waits form a cycle: rank " + std::to_string(rank_) + " -> " + (via.empty() ? "" : via + " -> ") +
+             "rank " + std::to_string(r) + " -> rank " + std::to_string(next) + " (rank " + std::to_string(r) +
+             " was last seen at " + describe_progress(s.iteration, s.step, r) + ")";
+    }
+    if (next < 0 || next >= world_) {
+      std::string at = "rank " + std::to_string(r) + " was last seen at " + describe_progress(s.iteration, s.step, r);
+      return via.empty() ? at : "waiting on " + via + "; the wait chain ends where " + at;
+    }
+    via += (via.empty() ? "rank " : " -> rank ") + std::to_string(r);
+    r = next;
+  }
+}
+
+std::string Watchdog::settle_failure(const StepFailure& own) {
+  std::string mine = own.what();
+  if (own.comm) {
+    // A communication failure is usually the echo of another rank's failure: wait for its
+    // report or for the heartbeat verdict.
+    auto deadline = Clock::now() + heartbeat_timeout_ + std::chrono::seconds(2);
+    while (Clock::now() < deadline) {
+      if (auto f = fault()) return *f + "; this rank stopped at " + describe_progress(own.iteration, own.index, rank_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } else if (auto f = fault()) {
+    return *f + "; this rank stopped at " + describe_progress(own.iteration, own.index, rank_);
+  }
+  // Nobody reported: a peer alive but stuck (the wait timed out). Name the end of the chain.
+  if (own.comm && own.peer >= 0 && own.peer < world_) mine += " [" + wait_chain(own.peer) + "]";
+  publish(mine);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!fault_) fault_ = mine;
+  }
+  return mine;
+}
+
+void Watchdog::loop() {
+  long counter = 0;
+  auto last_scan = Clock::now();
+  while (!stop_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (stop_) break;
+    try {
+      std::ostringstream hb;
+      hb << ++counter << ' ' << progress_.iteration.load() << ' ' << progress_.step.load() << " 0";
+      store_->set(hb_key(rank_), bytes(hb.str()));
+      if (!fault() && store_->check({kErrorKey})) {
+        std::string report = text(store_->get(kErrorKey));
+        declare(report, false);
+      }
+      if (fault()) break;
+      if (Clock::now() - last_scan < std::chrono::milliseconds(500)) continue;
+      last_scan = Clock::now();
+      for (int r = 0; r < world_; ++r) {
+        if (r == rank_) continue;
+        if (!store_->check({hb_key(r)})) continue;  // not started yet: the rendezvous has its own timeout
+        std::istringstream in(text(store_->get(hb_key(r))));
+        long c = 0;
+        int it = -1, st = -1, finished = 0;
+        in >> c >> it >> st >> finished;
+        std::unique_lock<std::mutex> lock(mu_);
+        Seen& s = seen_[static_cast<size_t>(r)];
+        if (finished) {
+          s.finished = true;
+          continue;
+        }
+        if (c != s.counter) {
+          s.counter = c;
+          s.iteration = it;
+          s.step = st;
+          s.changed = Clock::now();
+        } else if (!s.finished && Clock::now() - s.changed > heartbeat_timeout_) {
+          std::string report = "rank " + std::to_string(r) + " died or froze (no heartbeat for " +
+                               std::to_string(heartbeat_timeout_.count() / 1000.0).substr(0, 4) + " s); it was last at " +
+                               describe_progress(s.iteration, s.step, r);
+          ++dead_;
+          lock.unlock();
+          declare(report, true);
+          break;
+        }
+      }
+    } catch (const std::exception& e) {
+      if (stop_) break;
+      // The store is hosted by rank 0: when it stops answering, rank 0 is gone.
+      std::string report = rank_ == 0 ? std::string("the rendezvous store failed: ") + e.what()
+                                      : "rank 0 (host of the rendezvous store) is gone; it was last at " + last_seen(0);
+      declare(report, false);
+      break;
+    }
+  }
+  if (!fault() || stop_) return;
+  // The main thread has a grace period to notice (poll() between steps, or its blocked wait
+  // aborted) and exit with its own message; past that (a wait that cannot be aborted, a rank
+  // frozen in a step), end the process here.
+  for (int k = 0; k < 60 && !stop_; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (stop_) return;
+  std::string report = *fault();
+  print_final("stopping: " + report + "; this rank was at " +
+              describe_progress(progress_.iteration.load(), progress_.step.load(), rank_));
+  try {
+    store_->add("left", 1);  // rank 0 lingers until every rank has left or the grace ran out
+  } catch (...) {
+  }
+  std::_Exit(1);
+}
+
+}  // namespace ppsched::exec

@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""The executor's multi-process tests: every case starts real ppsched-exec processes (through
+tools/launch-local, or directly with launcher variables), so ranks talk over Gloo exactly as
+they would in production. Nothing forks after torch ran: each rank is its own exec'd process.
+
+    exec_cases.py --list                      the case names (meson registers one test each)
+    exec_cases.py --exe E --launcher L --data D CASE
+"""
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+# A small GPT: 8 blocks so that 8 virtual stages (P=4, V=2) each get one; tiny widths keep a
+# PP=4 run well under a second of compute on 2 cores.
+GPT = ["--model", "gpt", "--layers", "8", "--hidden", "16", "--heads", "2", "--seq", "4", "--vocab", "32",
+       "--micro-batch-size", "2"]
+MLP = ["--model", "mlp", "--layers", "8", "--hidden", "16", "--micro-batch-size", "2"]
+
+CASES = {}
+
+
+def case(name):
+    def register(fn):
+        CASES[name] = fn
+        return fn
+    return register
+
+
+class Failure(Exception):
+    pass
+
+
+def launch(ctx, ranks, args, expect_rc=0, grace=20, limit=120):
+    """Runs `ranks` ranks of ppsched-exec ARGS; returns (rc, stdout, stderr, seconds)."""
+    cmd = [sys.executable, ctx.launcher, str(ranks), "--grace", str(grace), "--", ctx.exe] + args
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+    dt = time.monotonic() - t0
+    if expect_rc is not None and (p.returncode == 0) != (expect_rc == 0):
+        raise Failure(f"exit status {p.returncode}, expected {'0' if expect_rc == 0 else 'non-zero'}\n"
+                      f"command: {' '.join(cmd)}\n--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}")
+    return p.returncode, p.stdout, p.stderr, dt
+
+
+def summary(stdout):
+    for line in stdout.splitlines():
+        m = re.match(r"\[rank 0\] (\{.*\})$", line)
+        if m:
+            return json.loads(m.group(1))
+    raise Failure("rank 0 printed no JSON summary:\n" + stdout)
+
+
+def parity_run(ctx, ranks, args, iterations):
+    rc, out, err, dt = launch(ctx, ranks, args + ["--check-parity", "--json", "--iterations", str(iterations)])
+    s = summary(out)
+    p = s["parity"]
+    print(f"{s['schedule']} P={s['ranks']} stages={s['stages']} M={s['micro_batches']} iterations={s['iterations']}: "
+          f"parity ok={p['ok']} max_rel_error={p['max_rel_error']:.3g} loss_rel_error={p['loss_rel_error']:.3g} "
+          f"over {p['tensors']} gradients, losses={s['losses']} ({dt:.1f} s wall)")
+    if not p["ok"] or not s["ok"]:
+        raise Failure("parity failed: " + json.dumps(p, indent=1) + "\n" + err)
+    if len(s["losses"]) != iterations:
+        raise Failure(f"expected {iterations} losses, got {s['losses']}")
+
+
+# ---- gradient parity: the body schedules --------------------------------------------------
+
+BODY = {
+    "gpipe": ["--generate", "gpipe"],
+    "1f1b": ["--generate", "1f1b"],
+    "interleaved": ["--generate", "interleaved-1f1b", "--vpp", "2"],
+    "zb-h1": ["--generate", "zb-h1"],
+    "zbv": ["--generate", "zbv", "--vpp", "2"],
+    "dualpipev": ["--generate", "dualpipev", "--vpp", "2"],
+}
+for _name, _gen in BODY.items():
+    for _pp in (2, 4):
+        def _body(ctx, gen=_gen, pp=_pp, name=_name):
+            # PP=2 runs two iterations (gradients accumulate, caches must be empty in between);
+            # PP=4 one. gpipe and zb-h1 at PP=2 use the MLP, everything else the GPT.
+            model = MLP if pp == 2 and name in ("gpipe", "zb-h1") else GPT
+            parity_run(ctx, pp, gen + ["--pp", str(pp), "--micro", str(2 * pp)] + model, iterations=2 if pp == 2 else 1)
+        case(f"parity_{_name}_pp{_pp}")(_body)
+
+
+for _pp in (2, 4):
+    def _dxdw(ctx, pp=_pp):
+        # OVERLAP_B_F composites and the split backward BWD_INPUT / BWD_WEIGHT in the body.
+        parity_run(ctx, pp, ["--generate", "interleaved-1f1b", "--vpp", "2", "--pp", str(pp), "--micro", str(2 * pp),
+                             "--overlap-b-f", "--dxdw-split"] + GPT, iterations=2 if pp == 2 else 1)
+    case(f"parity_interleaved_overlap_dxdw_pp{_pp}")(_dxdw)
+
+for _name, _gen in (("interleaved", ["--generate", "interleaved-1f1b", "--vpp", "2"]),
+                    ("zbv", ["--generate", "zbv", "--vpp", "2"])):
+    def _batched(ctx, gen=_gen):
+        # BATCH_SEND_RECV: metas one at a time, then the payloads as one group. (At PP=4 the
+        # generator's --batch output does not verify yet, so the cases stay at PP=2.)
+        parity_run(ctx, 2, gen + ["--pp", "2", "--micro", "4", "--batch"] + GPT, iterations=2)
+    case(f"parity_{_name}_batched_pp2")(_batched)
+
+
+@case("parity_tied_embeddings_allreduce_pp2")
+def _(ctx):
+    parity_run(ctx, 2, ["--schedule", os.path.join(ctx.data, "exec", "1f1b_p2_m4_tied.json"), "--tie-embeddings"] + GPT,
+               iterations=2)
+
+
+@case("parity_tied_embeddings_subgroup_pp4")
+def _(ctx):
+    # ALL_REDUCE over {0, 3} only: ranks 1 and 2 take no part.
+    parity_run(ctx, 4, ["--schedule", os.path.join(ctx.data, "exec", "1f1b_p4_m4_tied.json"), "--tie-embeddings"] + GPT,
+               iterations=2)
+
+
+@case("parity_tied_embeddings_same_rank_zbv_pp2")
+def _(ctx):
+    # V placement puts stage 0 and the last stage on rank 0: one shared tensor, no ALL_REDUCE.
+    parity_run(ctx, 2, ["--generate", "zbv", "--vpp", "2", "--pp", "2", "--micro", "4", "--tie-embeddings"] + GPT,
+               iterations=2)
+
+
+# ---- gradient parity: MPipe Transpose ------------------------------------------------------
+
+MODES = {
+    "trainable": ["--tower", "trainable", "--tower-layers", "2"],
+    "frozen": ["--tower", "frozen", "--tower-layers", "2"],
+    "none": ["--tower", "none", "--tower-layers", "0"],
+    "ownerbwd": ["--tower", "trainable", "--owner-backward", "--tower-layers", "2"],
+}
+for _ov in ("full", "min"):
+    for _mode, _flags in MODES.items():
+        for _pp in (2, 4):
+            def _mpipe(ctx, ov=_ov, flags=_flags, pp=_pp):
+                # PP=2: V=2 body, M=4 (NT=2, so "min" overflows onto rank 0), two iterations.
+                # PP=4: V=1 body, M=8, one iteration.
+                shape = ["--vpp", "2", "--micro", "4"] if pp == 2 else ["--vpp", "1", "--micro", "8"]
+                parity_run(ctx, pp, ["--generate", "mpipe-transpose", "--pp", str(pp), "--overflow", ov] + shape + flags + GPT,
+                           iterations=2 if pp == 2 else 1)
+            case(f"parity_mpipe_{_ov}_{_mode}_pp{_pp}")(_mpipe)
+
+
+@case("parity_check_detects_a_wrong_gradient")
+def _(ctx):
+    # Negative control: scale rank 1's gradients by 1.001 after one of its steps; the parity
+    # check must fail (exit 1, parity.ok false).
+    rc, out, err, _ = launch(ctx, 2, ["--generate", "1f1b", "--pp", "2", "--micro", "4", "--fail-at", "1:3:corrupt",
+                                      "--check-parity", "--json"] + GPT, expect_rc=1)
+    p = summary(out)["parity"]
+    if p["ok"] or p["max_rel_error"] < 1e-4:
+        raise Failure("the corrupted run passed the parity check: " + json.dumps(p))
+    print(f"corrupted gradients detected: max_rel_error={p['max_rel_error']:.3g}")
+
+
+# ---- faults: every other rank exits non-zero, naming the failing rank and step -------------
+
+def fault_run(ctx, ranks, args, failing, killed, expect, limit):
+    """Every rank but a killed one must print an error naming the failing rank and its step,
+    and the whole job must be over within `limit` seconds."""
+    rc, out, err, dt = launch(ctx, ranks, args, expect_rc=1, grace=limit, limit=limit + 30)
+    lines = (out + err).splitlines()
+    for r in range(ranks):
+        if killed and r == failing:
+            continue  # a SIGKILLed rank says nothing
+        mine = " ".join(ln for ln in lines if ln.startswith(f"[rank {r}] error:"))
+        if not mine:
+            raise Failure(f"rank {r} printed no error line\n{out}\n{err}")
+        for needle in expect:
+            if needle not in mine:
+                raise Failure(f"rank {r}'s error does not mention '{needle}': {mine}\n--- all output\n{out}\n{err}")
+    if dt > limit:
+        raise Failure(f"the ranks needed {dt:.1f} s to exit, limit {limit} s")
+    print(f"all ranks exited non-zero in {dt:.1f} s:")
+    for ln in lines:
+        if "error:" in ln:
+            print("   " + ln)
+
+
+FAULT_ARGS = ["--generate", "1f1b", "--pp", "4", "--micro", "8", "--timeout", "30", "--heartbeat-timeout", "3"] + GPT
+
+
+@case("fault_step_throws")
+def _(ctx):
+    fault_run(ctx, 4, FAULT_ARGS + ["--fail-at", "2:6:throw"], failing=2, killed=False,
+              expect=["rank 2 failed at iteration 0, step 6 (", "injected fault"], limit=25)
+
+
+@case("fault_rank_killed")
+def _(ctx):
+    fault_run(ctx, 4, FAULT_ARGS + ["--fail-at", "1:6:kill"], failing=1, killed=True,
+              expect=["rank 1 died or froze", "step 6 ("], limit=25)
+
+
+@case("fault_store_host_killed")
+def _(ctx):
+    fault_run(ctx, 4, FAULT_ARGS + ["--fail-at", "0:5:kill"], failing=0, killed=True,
+              expect=["rank 0 (host of the rendezvous store) is gone", "step 5 ("], limit=25)
+
+
+@case("fault_rank_hangs_timeout")
+def _(ctx):
+    # Rank 1 freezes inside a step but keeps beating: its peers' waits time out (--timeout 6)
+    # and the report names it and the step it is stuck in.
+    args = ["--generate", "1f1b", "--pp", "4", "--micro", "8", "--timeout", "6", "--heartbeat-timeout", "3"] + GPT
+    fault_run(ctx, 4, args + ["--fail-at", "1:4:hang"], failing=1, killed=False,
+              expect=["rank 1 was last seen at iteration 0, step 4 ("], limit=40)
+
+
+# ---- refusals before any communication ----------------------------------------------------
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def lone_rank(ctx, args, world=2, rank=1):
+    """Runs ONE rank of a WORLD_SIZE-rank job with nobody else started: any attempt to
+    communicate would block until --timeout (60 s); a refusal returns at once."""
+    env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(free_port()))
+    t0 = time.monotonic()
+    p = subprocess.run([ctx.exe] + args + ["--timeout", "60"], env=env, capture_output=True, text=True, timeout=90)
+    return p.returncode, p.stdout + p.stderr, time.monotonic() - t0
+
+
+def expect_refusal(ctx, args, needle, world=2):
+    rc, text, dt = lone_rank(ctx, args, world)
+    if rc != 2 or needle not in text or dt > 20:
+        raise Failure(f"expected exit 2 within seconds mentioning '{needle}', got {rc} after {dt:.1f} s:\n{text}")
+    print(f"refused in {dt:.1f} s: {text.strip().splitlines()[0]}")
+
+
+@case("refuses_schedule_with_violation")
+def _(ctx):
+    bad = os.path.join(ctx.data, "bad", "both_send_first.json")
+    expect_refusal(ctx, ["--schedule", bad] + GPT, "refusing to run")
+    # Every rank refuses: both print the refusal and exit 2, and nothing ran.
+    rc, out, err, dt = launch(ctx, 2, ["--schedule", bad] + GPT, expect_rc=2)
+    for r in (0, 1):
+        if f"[rank {r}] error: rank {r}: refusing to run" not in err:
+            raise Failure(f"rank {r} did not refuse:\n{err}")
+    # --no-verify overrides with a warning (the schedule then deadlocks under rendezvous
+    # semantics; not run here).
+
+
+@case("no_verify_runs_it_and_the_deadlock_is_named_as_a_wait_cycle")
+def _(ctx):
+    # --no-verify overrides the refusal with a warning; both ranks then send first, block
+    # until --timeout, and each names the cycle.
+    bad = os.path.join(ctx.data, "bad", "both_send_first.json")
+    rc, out, err, dt = launch(ctx, 2, ["--schedule", bad, "--no-verify", "--timeout", "4", "--heartbeat-timeout", "2"] + MLP,
+                              expect_rc=1, limit=60)
+    if "--no-verify: running 'both-send-first' unverified" not in err:
+        raise Failure("no warning:\n" + err)
+    for r, other in ((0, 1), (1, 0)):
+        if f"[rank {r}] error:" not in err or f"the waits form a cycle: rank {r} -> rank {other} -> rank {r}" not in err:
+            raise Failure(f"rank {r} did not report the wait cycle:\n{err}")
+    print(f"deadlock reported as a wait cycle on both ranks in {dt:.1f} s")
+
+
+@case("refuses_model_schedule_mismatch")
+def _(ctx):
+    one = ["--generate", "1f1b", "--pp", "2", "--micro", "4"]
+    expect_refusal(ctx, one + GPT, "WORLD_SIZE is 3 but the schedule has 2 ranks", world=3)
+    expect_refusal(ctx, one + GPT + ["--model-stages", "3"], "cut into 3 virtual stages")
+    expect_refusal(ctx, one + GPT + ["--global-batch-size", "10"], "is not the schedule's 4 micro-batches")
+    expect_refusal(ctx, ["--generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--tower-layers", "0"] + GPT,
+                   "runs a trainable MPipe tower")
+    expect_refusal(ctx, one + GPT + ["--tower-layers", "2"], "no step would run it")
+    expect_refusal(ctx, ["--schedule", os.path.join(ctx.data, "exec", "1f1b_p2_m4_tied.json")] + GPT,
+                   "ties none: add --tie-embeddings")
+    expect_refusal(ctx, ["--generate", "1f1b", "--pp", "2", "--micro", "4", "--tie-embeddings"] + GPT,
+                   "has no ALL_REDUCE")
+    expect_refusal(ctx, ["--generate", "interleaved-1f1b", "--pp", "2", "--vpp", "4", "--micro", "4", "--model", "gpt",
+                         "--layers", "4"], "cannot be split over 8 virtual stages")
+
+
+@case("launch_local_prefixes_output_and_propagates_failure")
+def _(ctx):
+    p = subprocess.run([sys.executable, ctx.launcher, "3", "--grace", "5", "--", "sh", "-c",
+                        'echo "hello from $RANK of $WORLD_SIZE"; [ "$RANK" != 1 ] || exit 3'],
+                       capture_output=True, text=True, timeout=60)
+    for r in range(3):
+        if f"[rank {r}] hello from {r} of 3" not in p.stdout:
+            raise Failure("missing prefixed line for rank %d:\n%s" % (r, p.stdout))
+    if p.returncode != 3 or "rank 1 exited with status 3" not in p.stderr:
+        raise Failure(f"expected status 3 from rank 1, got {p.returncode}:\n{p.stderr}")
+    print("launch-local: prefixes and failure status ok")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--exe")
+    ap.add_argument("--launcher")
+    ap.add_argument("--data")
+    ap.add_argument("case", nargs="?")
+    ctx = ap.parse_args()
+    if ctx.list:
+        print("\n".join(CASES))
+        return 0
+    if ctx.case not in CASES:
+        print(f"unknown case {ctx.case}", file=sys.stderr)
+        return 2
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        CASES[ctx.case](ctx)
+    except Failure as e:
+        print(f"FAILED {ctx.case}: {e}", file=sys.stderr)
+        return 1
+    except subprocess.TimeoutExpired as e:
+        print(f"FAILED {ctx.case}: timed out: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

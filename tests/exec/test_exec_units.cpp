@@ -1,0 +1,172 @@
+// Unit tests of the executor's single-process parts: launcher variables, how a model is cut,
+// the model/schedule agreement, and the cache store with its audit against the step table.
+// The multi-process behaviour (parity, faults, refusals) is in exec_cases.py.
+#include <map>
+#include <string>
+
+#include "exec/agreement.hpp"
+#include "exec/caches.hpp"
+#include "exec/launch_env.hpp"
+#include "exec/model_layout.hpp"
+#include "model/errors.hpp"
+#include "model/generators/generator.hpp"
+
+// After the exec headers: c10's logging header (through ATen) defines and undefines CHECK.
+#undef CHECK
+#include <catch2/catch.hpp>
+
+using namespace ppsched;
+using namespace ppsched::exec;
+
+namespace {
+
+GetEnv env_of(std::map<std::string, std::string> vars) {
+  auto owned = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+  return [owned](const char* name) -> const char* {
+    auto it = owned->find(name);
+    return it == owned->end() ? nullptr : it->second.c_str();
+  };
+}
+
+bool mentions(const std::vector<std::string>& errors, const std::string& needle) {
+  for (const auto& e : errors)
+    if (e.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+Schedule generated(const std::string& family, int pp, int vpp, int micro, Tower tower = Tower::Trainable) {
+  GenerateOptions o;
+  o.pp = pp;
+  o.vpp = vpp;
+  o.micro = micro;
+  o.tower = tower;
+  return generate(family, o);
+}
+
+bool every_handler(Op) { return true; }
+
+}  // namespace
+
+TEST_CASE("launcher variables: RANK/WORLD_SIZE first, else Slurm's, else one process", "[exec]") {
+  LaunchEnv e = read_launch_env(env_of({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"},
+                                        {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29511"}}));
+  CHECK(e.rank == 2);
+  CHECK(e.world_size == 4);
+  CHECK(e.master_addr == "10.0.0.1");
+  CHECK(e.master_port == 29511);
+
+  LaunchEnv s = read_launch_env(env_of({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+                                        {"MASTER_ADDR", "node1"}}));
+  CHECK(s.rank == 3);
+  CHECK(s.world_size == 8);
+  CHECK(s.local_rank == 1);
+  CHECK(s.source == "SLURM_*");
+
+  LaunchEnv one = read_launch_env(env_of({}));
+  CHECK(one.rank == 0);
+  CHECK(one.world_size == 1);
+}
+
+TEST_CASE("a malformed or out-of-range launcher variable is refused, naming it", "[exec]") {
+  CHECK_THROWS_WITH(read_launch_env(env_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}})), Catch::Contains("RANK"));
+  CHECK_THROWS_WITH(read_launch_env(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}})), Catch::Contains("world size"));
+  CHECK_THROWS_WITH(read_launch_env(env_of({{"RANK", "0"}})), Catch::Contains("WORLD_SIZE"));
+}
+
+TEST_CASE("gpt blocks are split evenly over the stages and the tower is the first T units of stage 0", "[exec]") {
+  ModelConfig m;
+  m.kind = ModelKind::Gpt;
+  m.layers = 6;
+  ModelLayout l = make_layout(m, 4, 0);
+  // units: 0 embedding, 1..6 blocks, 7 head; the first two stages take the remainder.
+  CHECK(l.stage_units[0] == std::vector<int>{0, 1, 2});
+  CHECK(l.stage_units[1] == std::vector<int>{3, 4});
+  CHECK(l.stage_units[2] == std::vector<int>{5});
+  CHECK(l.stage_units[3] == std::vector<int>{6, 7});
+  ModelLayout t = make_layout(m, 4, 2);
+  CHECK(t.tower_units == std::vector<int>{0, 1});
+  CHECK(t.stage_units[0] == std::vector<int>{2});
+  CHECK_THROWS_WITH(make_layout(m, 4, 3), Catch::Contains("stage 0 must keep at least one"));
+  CHECK_THROWS_WITH(make_layout(m, 7, 0), Catch::Contains("cannot be split over 7"));
+}
+
+TEST_CASE("agreement reports every model/schedule mismatch at once", "[exec]") {
+  Schedule s = generated("1f1b", 2, 1, 4);
+  ModelConfig m;
+  m.layers = 4;
+  m.stages = 3;
+  m.global_batch_size = 9;
+  m.tower_layers = 1;
+  m.tie_embeddings = true;
+  Agreement a = check_agreement(s, 3, m, every_handler);
+  CHECK(mentions(a.errors, "WORLD_SIZE is 3"));
+  CHECK(mentions(a.errors, "cut into 3 virtual stages"));
+  CHECK(mentions(a.errors, "--global-batch-size 9"));
+  CHECK(mentions(a.errors, "no step would run it"));
+  CHECK(mentions(a.errors, "has no ALL_REDUCE"));
+}
+
+TEST_CASE("agreement: MPipe steps need a tower of the schedule's kind; defaults come from the schedule", "[exec]") {
+  Schedule s = generated("mpipe-transpose", 2, 1, 4, Tower::Frozen);
+  ModelConfig m;
+  m.layers = 4;
+  Agreement ok = check_agreement(s, 2, m, every_handler);
+  CHECK(ok.ok());
+  CHECK(m.tower == Tower::Frozen);
+  CHECK(m.tower_layers == 1);
+  CHECK(ok.layout.tower_units == std::vector<int>{0});
+
+  ModelConfig none;
+  none.layers = 4;
+  none.tower_layers = 0;
+  CHECK(mentions(check_agreement(s, 2, none, every_handler).errors, "the model has none"));
+  ModelConfig trainable;
+  trainable.layers = 4;
+  trainable.tower = Tower::Trainable;
+  CHECK(mentions(check_agreement(s, 2, trainable, every_handler).errors, "disagrees with the schedule"));
+}
+
+TEST_CASE("agreement: a step type without an executor handler is refused with its first location", "[exec]") {
+  Schedule s = generated("1f1b", 2, 1, 2);
+  ModelConfig m;
+  m.layers = 2;
+  Agreement a = check_agreement(s, 2, m, [](Op op) { return op != Op::BWD_SEND; });
+  CHECK(mentions(a.errors, "no handler for BWD_SEND (first at rank 1 step"));
+}
+
+TEST_CASE("the cache store names the step-table cache on a double produce or a missing consume", "[exec]") {
+  CacheStore c;
+  c.put(Cache::keep_grad, -1, 3, {}, "TF3");
+  CHECK_THROWS_WITH(c.put(Cache::keep_grad, -1, 3, {}, "MFR3"), Catch::Contains("_keep_grad[micro 3], which already exists"));
+  CHECK_THROWS_WITH(c.take(Cache::fwd_cache, 2, 1, "B1s2"), Catch::Contains("fwd_cache[stage 2, micro 1]"));
+  // Rank caches ignore the stage; stage caches do not.
+  CHECK(c.has(Cache::keep_grad, 7, 3));
+  c.put(Cache::fwd_cache, 1, 0, {}, "F0s1");
+  CHECK_FALSE(c.has(Cache::fwd_cache, 2, 0));
+}
+
+TEST_CASE("reset() refuses to start while entries are left, naming them; abort() clears them", "[exec]") {
+  CacheStore c;
+  CHECK_NOTHROW(refuse_leftovers(c));
+  c.put(Cache::outputs_for_bwd, -1, 5, {}, "TF5");
+  c.put(Cache::inputs_for_explicit_forward, -1, 2, {}, "GR2");
+  CHECK_THROWS_WITH(refuse_leftovers(c), Catch::Contains("_inputs_for_explicit_forward[micro 2]") &&
+                                             Catch::Contains("_outputs_for_bwd[micro 5]"));
+  c.clear();
+  CHECK_NOTHROW(refuse_leftovers(c));
+}
+
+TEST_CASE("the audit catches a handler that drifts from the step table", "[exec]") {
+  Schedule s = generated("1f1b", 2, 1, 2);
+  Step f = make_step(Op::FWD, 0, 1);  // stage 1 on rank 1: its input was received
+  uint32_t cond = conditions_of(s, 1, f);
+  CacheStore c;
+  CHECK_THROWS_WITH(audit_before(c, f, cond), Catch::Contains("FWD consumes fwd_recv_buffer[stage 1, micro 0]"));
+  c.put(Cache::fwd_recv_buffer, 1, 0, {}, "FR0s1");
+  CHECK_NOTHROW(audit_before(c, f, cond));
+  // A "handler" that keeps its graph but forgets to consume the received buffer:
+  c.put(Cache::fwd_cache, 1, 0, {}, "F0s1");
+  CHECK_THROWS_WITH(audit_after(c, f, cond), Catch::Contains("the executor's handler left it"));
+  c.take(Cache::fwd_recv_buffer, 1, 0, "F0s1");
+  CHECK_NOTHROW(audit_after(c, f, cond));  // last stage: no fwd_outputs_cache to produce
+}

@@ -70,12 +70,15 @@ class Validator {
   }
 
   void check_counts() const {
-    auto at_least_one = [&](int v, const char* name) {
+    auto in_range = [&](int v, const char* name) {
       if (v < 1) fail_top(name, std::string(name) + " must be at least 1, got " + std::to_string(v));
+      if (v > kMaxCount)
+        fail_top(name, std::string(name) + " must be at most " + std::to_string(kMaxCount) + ", got " +
+                           std::to_string(v));
     };
-    at_least_one(s_.ranks, "ranks");
-    at_least_one(s_.stages, "stages");
-    at_least_one(s_.micro_batches, "micro_batches");
+    in_range(s_.ranks, "ranks");
+    in_range(s_.stages, "stages");
+    in_range(s_.micro_batches, "micro_batches");
     if (s_.programs.size() != static_cast<size_t>(s_.ranks))
       fail_top("programs", "expected one program per rank (" + std::to_string(s_.ranks) + "), found " +
                                std::to_string(s_.programs.size()));

@@ -292,6 +292,8 @@ TEST_CASE("every bad input file is refused with a located, expected-vs-found mes
       {"csv_micro_on_unshard.csv", 2, 1, 0, "programs[1][0].micro",
        {"FSDP_UNSHARD takes no micro, found micro 2"}},
       {"schedule.txt", -1, -1, -1, "", {"unknown extension '.txt'", "expected .json", ".csv"}},
+      {"stages_beyond_limit.json", -1, -1, -1, "stages", {"expected at most 1048576 for stages, got 2000000000"}},
+      {"stage_beyond_limit.csv", 2, 1, 0, "", {"stage 2147483647 is beyond the limit of 1048576 stages"}},
   };
   // clang-format on
   for (const auto& c : cases) {

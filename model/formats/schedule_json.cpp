@@ -205,6 +205,13 @@ class Reader {
     s.stages = get_int(required(root, "stages", "the number of stages"), top("stages"));
     s.micro_batches =
         get_int(required(root, "micro_batches", "the number of micro-batches"), top("micro_batches"));
+    // Checked here, before the placement map is sized by the stage count.
+    for (const auto& [key, count] : {std::pair<std::string_view, int32_t>{"ranks", s.ranks},
+                                     {"stages", s.stages},
+                                     {"micro_batches", s.micro_batches}})
+      if (count > kMaxCount)
+        fail(top(key), "expected at most " + std::to_string(kMaxCount) + " for " + std::string(key) + ", got " +
+                           std::to_string(count));
     s.placement = read_placement(root, s);
     if (root.contains("mpipe")) s.mpipe = read_mpipe(root["mpipe"]);
     const json& programs = required(root, "programs", "an array with one program per rank");

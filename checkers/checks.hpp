@@ -2,6 +2,8 @@
 // communication model), appends located violations, and never prints.
 #pragma once
 
+#include <string>
+
 #include "checkers/comm_model.hpp"
 #include "checkers/diagnostics.hpp"
 #include "checkers/options.hpp"
@@ -37,6 +39,11 @@ ReplayResult replay(const Schedule& s, const CommModel& m, CommMode mode);
 // The same verdict as replay().completed, decided without a replay: a topological sort of
 // the happens-before graph of the lowered programs (checkers/static_deadlock.cpp).
 bool static_deadlock_free(const CommModel& m, CommMode mode);
+
+// The batch transport (model/comm_insertion.hpp coalesce_p2p) applied to a schedule, kept
+// only where both ends of every group still mirror each other: throws InputError naming the
+// first violation otherwise. `ppsched generate --batch` and the fuzzing cases share it.
+Schedule coalesce_verified(const Schedule& s, const std::string& family);
 
 // Runs every pass. The schedule must be structurally valid (readers and generators ensure it).
 CheckReport verify(const Schedule& s, const CheckOptions& options = {});

@@ -1,6 +1,8 @@
 #include <algorithm>
 
 #include "checkers/checks.hpp"
+#include "model/comm_insertion.hpp"
+#include "model/errors.hpp"
 
 namespace ppsched {
 
@@ -46,6 +48,17 @@ CheckReport verify(const Schedule& s, const CheckOptions& options, const CommMod
           "behaviour for messages above its eager threshold); run with --comm rendezvous to see the cycle");
   }
   return report;
+}
+
+Schedule coalesce_verified(const Schedule& s, const std::string& family) {
+  // The batch transport issues each run of transfers as one group; it only works where both
+  // ends of every group mirror each other (hyper-parallel uses it with interleaved orders).
+  Schedule batched = coalesce_p2p(s);
+  CheckReport r = verify(batched);
+  if (!r.ok())
+    throw InputError({}, family + ": --batch does not fit this order (" + std::string(to_string(r.violations[0].kind)) +
+                             ": " + r.violations[0].message.substr(0, 160) + "...); use the plain transport");
+  return batched;
 }
 
 }  // namespace ppsched

@@ -4,7 +4,6 @@
 #include <iostream>
 
 #include "checkers/checks.hpp"
-#include "model/comm_insertion.hpp"
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
 #include "model/validate.hpp"
@@ -35,16 +34,7 @@ Schedule build_generated(GeneratorFlags& f) {
   f.options.overflow = f.overflow == "min" ? Overflow::Min : Overflow::Full;
   f.options.tower = f.tower == "frozen" ? Tower::Frozen : f.tower == "none" ? Tower::None : Tower::Trainable;
   Schedule s = generate(f.family, f.options);
-  if (f.batch) {
-    // The batch transport issues each run of transfers as one group; it only works where both
-    // ends of every group mirror each other (hyper-parallel uses it with interleaved orders).
-    Schedule batched = coalesce_p2p(s);
-    CheckReport r = verify(batched);
-    if (!r.ok())
-      throw InputError({}, f.family + ": --batch does not fit this order (" + std::string(to_string(r.violations[0].kind)) +
-                               ": " + r.violations[0].message.substr(0, 160) + "...); use the plain transport");
-    s = std::move(batched);
-  }
+  if (f.batch) s = coalesce_verified(s, f.family);
   validate_structure(s, "<generated " + f.family + ">");
   return s;
 }

@@ -7,7 +7,6 @@
 
 #include "checkers/checks.hpp"
 #include "checkers/oracles.hpp"
-#include "model/comm_insertion.hpp"
 #include "model/errors.hpp"
 #include "model/formats/pytorch_csv.hpp"
 #include "model/formats/schedule_json.hpp"
@@ -107,12 +106,7 @@ std::optional<Property> property_from_name(std::string_view name) {
 
 Schedule build(const Case& c, std::vector<std::string>* applied) {
   Schedule s = generate(c.family, c.gen);
-  if (c.batch) {
-    // As `ppsched generate --batch`: the batch transport is refused where it does not mirror.
-    Schedule batched = coalesce_p2p(s);
-    if (!verify(batched).ok()) throw InputError({}, c.family + ": --batch does not fit this order");
-    s = std::move(batched);
-  }
+  if (c.batch) s = coalesce_verified(s, c.family);  // as `ppsched generate --batch`
   for (const auto& m : c.mutations) {
     MutationOutcome o = apply_mutation(s, m);
     if (o.applied && applied) applied->push_back(std::string(to_string(m.kind)) + ": " + o.description);

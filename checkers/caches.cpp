@@ -8,6 +8,8 @@
 #include <unordered_map>
 
 #include "checkers/checks.hpp"
+#include "checkers/effects.hpp"
+#include "checkers/flat_map.hpp"
 
 namespace ppsched {
 
@@ -115,8 +117,8 @@ class Walk {
     return cache_info(e.cache).per_stage ? st.stage + e.stage_offset : -1;
   }
 
-  void missing(int r, int i, int sub, const Step& st, const CacheEffect& e) {
-    int stage = key_stage(e, st);
+  void missing(int r, int i, int sub, const Step& st, const ResolvedEffect& e) {
+    int stage = e.stage;
     Violation v;
     bool input_of_compute = st.op == Op::FWD || st.op == Op::BWD || st.op == Op::BWD_INPUT;
     v.kind = input_of_compute ? ViolationKind::Dependency : ViolationKind::CacheViolation;
@@ -154,11 +156,10 @@ class Walk {
   }
 
   void walk_rank(int r) {
-    std::unordered_map<uint64_t, Entry> live;
+    FlatMap<Entry> live;
     // Entries consumed before they existed: their late producer settles the debt instead of
     // leaving a second, derived "not empty at the end" report.
     std::unordered_map<uint64_t, int> owed;
-    live.reserve(64);
     int64_t bytes = 0, peak = 0;
     int peak_index = -1;
     std::array<int, kCacheCount> counts{}, peak_counts{};
@@ -166,41 +167,39 @@ class Walk {
     for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
       if (!prog[static_cast<size_t>(i)]) continue;
       for_each_leaf(*prog[static_cast<size_t>(i)], [&](const Step& st, int sub) {
-        const auto& inf = info(st.op);
-        if (inf.effects.empty()) return;
-        uint32_t cond = conditions_of(s_, r, st);
-        for (const auto& e : inf.effects) {
-          if ((e.when & cond) != e.when) continue;
-          int stage = key_stage(e, st);
+        for (const ResolvedEffect& e : effects_.of(r, st)) {
+          const int stage = e.stage;
           uint64_t k = pack(e.cache, stage, st.micro);
-          auto it = live.find(k);
+          Entry* it = live.find(k);
           if (e.effect == Effect::Produce) {
-            if (auto debt = owed.find(k); debt != owed.end() && it == live.end()) {
-              if (--debt->second == 0) owed.erase(debt);
-              continue;
+            if (!owed.empty() && !it) {
+              if (auto debt = owed.find(k); debt != owed.end()) {
+                if (--debt->second == 0) owed.erase(debt);
+                continue;
+              }
             }
-            if (it != live.end()) {
+            if (it) {
               Violation v;
               v.kind = ViolationKind::CacheViolation;
               v.ranks = {r};
-              v.steps = {step_ref(s_, r, i, sub), step_ref(s_, r, it->second.index, it->second.sub)};
+              v.steps = {step_ref(s_, r, i, sub), step_ref(s_, r, it->index, it->sub)};
               v.message = short_label(st) + " produces " + entry_name(e.cache, stage, st.micro) +
-                          ", which already holds an entry from step " + std::to_string(it->second.index) +
+                          ", which already holds an entry from step " + std::to_string(it->index) +
                           ": the earlier one is overwritten and leaks (e.g. a duplicated receive, or a step run twice).";
               out_.push_back(std::move(v));
               continue;
             }
-            live.emplace(k, Entry{i, sub, stage});
-            bytes += o_.memory.bytes_of(e.cache, stage);
+            live.insert(k, Entry{i, sub, stage});
+            bytes += e.bytes;
             counts[static_cast<size_t>(e.cache)]++;
-          } else if (it == live.end()) {
+          } else if (!it) {
             const bool planted_bug = o_.testing_disable_recv_rule &&
                                      (e.cache == Cache::fwd_recv_buffer || e.cache == Cache::bwd_recv_buffer);
             if (!planted_bug) missing(r, i, sub, st, e);
             if (e.effect == Effect::Consume) owed[k]++;
           } else if (e.effect == Effect::Consume) {
-            live.erase(it);
-            bytes -= o_.memory.bytes_of(e.cache, stage);
+            live.erase(k);
+            bytes -= e.bytes;
             counts[static_cast<size_t>(e.cache)]--;
           }
         }
@@ -232,12 +231,17 @@ class Walk {
     report_leftovers(r, live);
   }
 
-  void report_leftovers(int r, const std::unordered_map<uint64_t, Entry>& live) {
+  void report_leftovers(int r, const FlatMap<Entry>& live) {
     if (live.empty()) return;
     // One violation per cache: name it and the micro-batches, like MPipe's reset().
     std::map<int, std::vector<std::pair<int, int>>> by_cache;  // cache -> (stage, micro)
     std::map<int, std::vector<StepRef>> producers;
-    for (const auto& [k, e] : live) {
+    // In key order, so that the producers named do not depend on the table's layout.
+    std::vector<std::pair<uint64_t, Entry>> entries_in_order;
+    live.for_each([&](uint64_t k, const Entry& e) { entries_in_order.emplace_back(k, e); });
+    std::sort(entries_in_order.begin(), entries_in_order.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [k, e] : entries_in_order) {
       int c = static_cast<int>(k >> 56);
       int micro = static_cast<int>(static_cast<uint32_t>(k));
       by_cache[c].emplace_back(e.stage, micro);
@@ -276,6 +280,7 @@ class Walk {
   const CheckOptions& o_;
   std::vector<Violation>& out_;
   CheckStats& stats_;
+  EffectResolver effects_{s_, o_.memory};
 };
 
 }  // namespace

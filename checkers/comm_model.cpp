@@ -19,6 +19,10 @@ class Builder {
   }
 
   CommModel build() {
+    size_t steps = 0;
+    for (const auto& prog : s_.programs) steps += prog.size();
+    m_.messages.reserve(steps);
+    m_.action_messages.reserve(steps);
     for (int r = 0; r < s_.ranks; ++r) build_rank(r);
     return std::move(m_);
   }
@@ -64,16 +68,20 @@ class Builder {
     return id;
   }
 
-  void action(int rank, ActionKind kind, int index, int sub, const std::vector<int32_t>& msgs = {}) {
+  void action(int rank, ActionKind kind, int index, int sub, const int32_t* msgs = nullptr, size_t count = 0) {
     Action a;
     a.kind = kind;
     a.step_index = index;
     a.sub = sub;
     a.first = static_cast<int32_t>(m_.action_messages.size());
-    a.count = static_cast<int32_t>(msgs.size());
-    m_.action_messages.insert(m_.action_messages.end(), msgs.begin(), msgs.end());
+    a.count = static_cast<int32_t>(count);
+    m_.action_messages.insert(m_.action_messages.end(), msgs, msgs + count);
     m_.actions[static_cast<size_t>(rank)].push_back(a);
   }
+  void action(int rank, ActionKind kind, int index, int sub, const std::vector<int32_t>& msgs) {
+    action(rank, kind, index, sub, msgs.data(), msgs.size());
+  }
+  void action(int rank, ActionKind kind, int index, int sub, int32_t msg) { action(rank, kind, index, sub, &msg, 1); }
 
   void problem(ViolationKind kind, int rank, int index, int sub, const std::string& msg) {
     Violation v;
@@ -92,8 +100,15 @@ class Builder {
       case Meta::FirstPerStage: {
         if (o_.dyn_shape) return true;
         // Once per stage object and direction, per process (flags never reset between runs).
-        auto key = std::make_tuple(rank, static_cast<int>(st.op), st.stage);
-        return meta_done_.insert(key).second;
+        // Per rank (build_rank resets it): one bit per (stage, op).
+        (void)rank;
+        if (st.stage < 0 || st.stage >= s_.stages) return true;
+        uint32_t& seen = meta_done_[static_cast<size_t>(st.stage)];
+        const uint32_t bit = uint32_t{1} << static_cast<unsigned>(st.op);
+        if (seen == 0) meta_touched_.push_back(st.stage);
+        if (seen & bit) return false;
+        seen |= bit;
+        return true;
       }
     }
     return false;
@@ -116,7 +131,8 @@ class Builder {
 
   // Lowers one P2P leaf. Metas are blocking phases; the payload is returned for the caller
   // to post (singles: blocking phase unless non-blocking; batches: one group).
-  std::vector<int32_t> lower_leaf(int rank, const Step& st, int index, int sub, int batch, bool& usable) {
+  // Appends the payload message ids to `payload`.
+  void lower_leaf(int rank, const Step& st, int index, int sub, int batch, bool& usable, std::vector<int32_t>& payload) {
     usable = true;
     int peer = peer_of(s_, rank, st);
     if (peer < 0 || peer >= s_.ranks || peer == rank) {
@@ -126,20 +142,18 @@ class Builder {
                                            std::string(st.stage >= 0 ? "no neighbouring stage" : "no MPipe owner") + ")";
       problem(ViolationKind::P2PMismatch, rank, index, sub,
               short_label(st) + " cannot be matched: " + why + ". Give an explicit \"peer\" or fix the stage.");
-      return {};
+      return;
     }
-    std::vector<int32_t> payload;
     bool send = is_send(st.op);
     int n = tensor_count(st);
     bool meta = wants_meta(rank, st);
     for (int t = 0; t < n; ++t) {
       if (meta) {
         int32_t id = add_message(rank, peer, send, true, index, sub, t, -1);
-        action(rank, ActionKind::Phase, index, sub, {id});
+        action(rank, ActionKind::Phase, index, sub, id);
       }
       payload.push_back(add_message(rank, peer, send, false, index, sub, t, batch));
     }
-    return payload;
   }
 
   void wait_pending_for(int rank, const Step& st, int index) {
@@ -161,6 +175,9 @@ class Builder {
   void build_rank(int r) {
     const Program& prog = s_.programs[static_cast<size_t>(r)];
     pending_.clear();
+    for (int32_t stage : meta_touched_) meta_done_[static_cast<size_t>(stage)] = 0;
+    meta_touched_.clear();
+    m_.actions[static_cast<size_t>(r)].reserve(prog.size());
     std::vector<int32_t> deferred;  // sends waited at the end of the run
     bool mfr_batched = false;
     for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
@@ -189,8 +206,7 @@ class Builder {
         for (int k = 0; k < static_cast<int>(st.sub_steps.size()); ++k) {
           const Step& leaf = st.sub_steps[static_cast<size_t>(k)];
           bool usable = false;
-          auto p = lower_leaf(r, leaf, i, k, i, usable);
-          payloads.insert(payloads.end(), p.begin(), p.end());
+          lower_leaf(r, leaf, i, k, i, usable, payloads);
           if (is_recv(leaf.op)) {
             all_sends = false;
             if (posted_recv(leaf)) keys.push_back({leaf.op == Op::FWD_RECV ? 1 : 0, leaf.stage, leaf.micro});
@@ -215,7 +231,9 @@ class Builder {
         continue;
       }
       bool usable = false;
-      auto payload = lower_leaf(r, st, i, -1, -1, usable);
+      std::vector<int32_t>& payload = scratch_;
+      payload.clear();
+      lower_leaf(r, st, i, -1, -1, usable, payload);
       if (!usable) continue;
       if (deferred_send(st)) {
         action(r, ActionKind::Post, i, -1, payload);
@@ -224,7 +242,7 @@ class Builder {
         action(r, ActionKind::Post, i, -1, payload);
         pending_[{st.op == Op::FWD_RECV ? 1 : 0, st.stage, st.micro}] = payload;
       } else {
-        for (int32_t id : payload) action(r, ActionKind::Phase, i, -1, {id});
+        for (int32_t id : payload) action(r, ActionKind::Phase, i, -1, id);
       }
     }
     // Receives never consumed and deferred sends are drained at the end of the run.
@@ -255,9 +273,9 @@ class Builder {
       }
       for (int t = 0; t < tensor_count(st); ++t) {
         int32_t meta = add_message(r, peer, false, true, j, -1, t, -1);
-        action(r, ActionKind::Phase, first_index, -1, {meta});
+        action(r, ActionKind::Phase, first_index, -1, meta);
         int32_t payload = add_message(r, peer, false, false, j, -1, t, -1);
-        action(r, ActionKind::Post, first_index, -1, {payload});
+        action(r, ActionKind::Post, first_index, -1, payload);
         all.push_back(payload);
       }
     }
@@ -320,7 +338,10 @@ class Builder {
   const CheckOptions& o_;
   CommModel m_;
   std::map<Key, std::vector<int32_t>> pending_;
-  std::set<std::tuple<int, int, int>> meta_done_;
+  static_assert(kOpCount <= 32, "meta_done_ keeps one bit per op");
+  std::vector<uint32_t> meta_done_ = std::vector<uint32_t>(static_cast<size_t>(std::max(s_.stages, 0)), 0);
+  std::vector<int32_t> meta_touched_;
+  std::vector<int32_t> scratch_;
   std::map<std::vector<int32_t>, int32_t> group_ids_;
   std::map<std::pair<int, int32_t>, int32_t> position_;
 };

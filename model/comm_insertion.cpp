@@ -270,8 +270,25 @@ class Scan {
       auto& a = at[static_cast<size_t>(r)];
       a.assign(static_cast<size_t>(last + 1), nullptr);
       for (const U& u : us) a[static_cast<size_t>(u.column)] = &u;
-      out.programs[static_cast<size_t>(r)].clear();
-      out.programs[static_cast<size_t>(r)].reserve(us.size() * 2);
+    }
+    // Exact sizes: every column up to the rank's last, plus the transfers it sends and receives.
+    std::vector<size_t> sizes(static_cast<size_t>(s_.ranks), 0);
+    for (int r = 0; r < s_.ranks; ++r) {
+      sizes[static_cast<size_t>(r)] += at[static_cast<size_t>(r)].size();
+      for (const U& u : units_[static_cast<size_t>(r)]) {
+        if (!u.sub) continue;
+        if (u.sub_pos > 0) sizes[static_cast<size_t>(r)]--;  // a composite's later columns emit nothing
+        const Step& st = *u.sub;
+        if (st.op == Op::FWD && st.stage + 1 < s_.stages && s_.rank_of(st.stage + 1) != r) {
+          sizes[static_cast<size_t>(r)]++;
+          sizes[static_cast<size_t>(s_.rank_of(st.stage + 1))]++;
+        }
+        if ((st.op == Op::BWD || st.op == Op::BWD_INPUT) && st.stage > 0 && s_.rank_of(st.stage - 1) != r) {
+          sizes[static_cast<size_t>(r)]++;
+          sizes[static_cast<size_t>(s_.rank_of(st.stage - 1))]++;
+        }
+      }
+      out.programs[static_cast<size_t>(r)].reserve(sizes[static_cast<size_t>(r)]);
     }
     std::vector<int> order;  // even ranks first, then odd (reference §2.0)
     for (int r = 0; r < s_.ranks; r += 2) order.push_back(r);

@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "checkers/checks.hpp"
+#include "checkers/effects.hpp"
 
 namespace ppsched {
 namespace {
@@ -113,23 +114,17 @@ class Engine {
   // Consumes apply when a step starts, produces when it ends. The checks (same replay) prove
   // every consume meets its produce, so byte deltas suffice: no live set is kept here.
   void effects(int r, const Step& st, double t, bool produce) {
+    int64_t delta = 0;
     auto one = [&](const Step& leaf) {
-      const auto& inf = info(leaf.op);
-      if (inf.effects.empty()) return;
-      uint32_t cond = conditions_of(s_, r, leaf);
-      for (const auto& e : inf.effects) {
-        if ((e.when & cond) != e.when || e.effect == Effect::Read) continue;
-        if ((e.effect == Effect::Produce) != produce) continue;
-        int stage = cache_info(e.cache).per_stage ? leaf.stage + e.stage_offset : -1;
-        int64_t bytes = memory_.bytes_of(e.cache, stage);
-        mem_now_[static_cast<size_t>(r)] += produce ? bytes : -bytes;
-      }
+      const auto& res = resolver_.of(r, leaf);
+      delta += produce ? res.produced_bytes : -res.consumed_bytes;
     };
     if (is_composite(st.op)) {
       for (const auto& sub : st.sub_steps) one(sub);
     } else {
       one(st);
     }
+    mem_now_[static_cast<size_t>(r)] += delta;
     note_memory(r, t);
   }
 
@@ -513,6 +508,7 @@ class Engine {
   const SimOptions& o_;
   CommModel model_;
   MemoryModel memory_ = c_.memory_model(s_.stages);
+  EffectResolver resolver_{s_, memory_};
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
   uint64_t seq_ = 0;
   size_t events_ = 0;

@@ -170,35 +170,36 @@ class Walk {
         for (const ResolvedEffect& e : effects_.of(r, st)) {
           const int stage = e.stage;
           uint64_t k = pack(e.cache, stage, st.micro);
-          Entry* it = live.find(k);
           if (e.effect == Effect::Produce) {
-            if (!owed.empty() && !it) {
+            if (!owed.empty() && !live.find(k)) {
               if (auto debt = owed.find(k); debt != owed.end()) {
                 if (--debt->second == 0) owed.erase(debt);
                 continue;
               }
             }
-            if (it) {
+            auto [held, inserted] = live.insert(k, Entry{i, sub, stage});
+            if (!inserted) {
               Violation v;
               v.kind = ViolationKind::CacheViolation;
               v.ranks = {r};
-              v.steps = {step_ref(s_, r, i, sub), step_ref(s_, r, it->index, it->sub)};
+              v.steps = {step_ref(s_, r, i, sub), step_ref(s_, r, held->index, held->sub)};
               v.message = short_label(st) + " produces " + entry_name(e.cache, stage, st.micro) +
-                          ", which already holds an entry from step " + std::to_string(it->index) +
+                          ", which already holds an entry from step " + std::to_string(held->index) +
                           ": the earlier one is overwritten and leaks (e.g. a duplicated receive, or a step run twice).";
               out_.push_back(std::move(v));
               continue;
             }
-            live.insert(k, Entry{i, sub, stage});
             bytes += e.bytes;
             counts[static_cast<size_t>(e.cache)]++;
-          } else if (!it) {
+            continue;
+          }
+          const bool present = e.effect == Effect::Consume ? live.erase(k) : live.find(k) != nullptr;
+          if (!present) {
             const bool planted_bug = o_.testing_disable_recv_rule &&
                                      (e.cache == Cache::fwd_recv_buffer || e.cache == Cache::bwd_recv_buffer);
             if (!planted_bug) missing(r, i, sub, st, e);
             if (e.effect == Effect::Consume) owed[k]++;
           } else if (e.effect == Effect::Consume) {
-            live.erase(k);
             bytes -= e.bytes;
             counts[static_cast<size_t>(e.cache)]--;
           }

@@ -75,7 +75,7 @@ class Builder {
     a.sub = sub;
     a.first = static_cast<int32_t>(m_.action_messages.size());
     a.count = static_cast<int32_t>(count);
-    m_.action_messages.insert(m_.action_messages.end(), msgs, msgs + count);
+    for (size_t j = 0; j < count; ++j) m_.action_messages.push_back(msgs[j]);
     m_.actions[static_cast<size_t>(rank)].push_back(a);
   }
   void action(int rank, ActionKind kind, int index, int sub, const std::vector<int32_t>& msgs) {

@@ -1,4 +1,5 @@
 // Coverage and ownership: the static half of `dependency`.
+#include <array>
 #include <map>
 
 #include "checkers/checks.hpp"
@@ -13,9 +14,41 @@ std::string list_micros(const std::vector<int>& micros) {
   return out;
 }
 
+// The common case, fast: every leaf on the rank of its stage and every (stage, micro) with
+// exactly one FWD and one full backward. One byte per kind and key (saturating), no places.
+bool coverage_clean(const Schedule& s) {
+  const size_t M = static_cast<size_t>(s.micro_batches);
+  std::vector<std::array<uint8_t, 4>> n(static_cast<size_t>(s.stages) * M, std::array<uint8_t, 4>{0, 0, 0, 0});
+  bool misplaced = false;
+  auto visit = [&](const Step& st, int r) {
+    if (st.stage >= 0 && st.stage < s.stages && s.rank_of(st.stage) != r) misplaced = true;
+    int k = st.op == Op::FWD ? 0 : st.op == Op::BWD ? 1 : st.op == Op::BWD_INPUT ? 2 : st.op == Op::BWD_WEIGHT ? 3 : -1;
+    if (k < 0 || st.stage < 0 || st.stage >= s.stages || st.micro < 0 || st.micro >= s.micro_batches) return;
+    uint8_t& c = n[static_cast<size_t>(st.stage) * M + static_cast<size_t>(st.micro)][static_cast<size_t>(k)];
+    if (c < 3) ++c;
+  };
+  for (int r = 0; r < s.ranks; ++r)
+    for (const Slot& slot : s.programs[static_cast<size_t>(r)]) {
+      if (!slot) continue;
+      if (is_composite(slot->op)) {
+        for (const Step& sub : slot->sub_steps) visit(sub, r);
+      } else {
+        visit(*slot, r);
+      }
+    }
+  if (misplaced) return false;
+  for (const auto& c : n) {
+    const int fwd = c[0], full = c[1], dx = c[2], dw = c[3];
+    if (fwd != 1 || full + dx != 1 || dx != dw) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void check_coverage(const Schedule& s, std::vector<Violation>& out) {
+  if (coverage_clean(s)) return;
+  // Something is wrong: the full pass below locates and explains it.
   const size_t M = static_cast<size_t>(s.micro_batches);
   // per (stage, micro): counts of F, B, I, W and the first two places of each
   struct Place {

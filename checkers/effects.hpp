@@ -24,28 +24,37 @@ struct ResolvedEffect {
 class EffectResolver {
  public:
   struct Resolved {
-    const ResolvedEffect* first = nullptr;
-    uint32_t count = 0;
+    std::vector<ResolvedEffect> effects;
     int64_t consumed_bytes = 0;  // sum over Consume effects
     int64_t produced_bytes = 0;  // sum over Produce effects
-    const ResolvedEffect* begin() const { return first; }
-    const ResolvedEffect* end() const { return first + count; }
+    auto begin() const { return effects.begin(); }
+    auto end() const { return effects.end(); }
   };
 
   EffectResolver(const Schedule& s, const MemoryModel& memory) : s_(s), memory_(memory) {}
 
   // The applicable effects of leaf step `st` on `rank`, in table order. The reference stays
   // valid until the next call.
-  const Resolved& of(int rank, const Step& st);
+  const Resolved& of(int rank, const Step& st) {
+    const uint64_t key = key_of(rank, st);
+    if (const uint32_t* hit = memo_.find(key)) return resolved_[*hit];
+    return resolve(key, rank, st);
+  }
 
  private:
+  // conditions_of reads the rank, the stage's neighbours and, in MPipe, whether owner(micro)
+  // is rank 0: the key holds exactly those (and the op).
+  uint64_t key_of(int rank, const Step& st) const {
+    const bool owner_not_0 = s_.mpipe && st.micro >= 0 && s_.owner_of(st.micro) != 0;
+    return static_cast<uint64_t>(st.op) | (static_cast<uint64_t>(static_cast<uint32_t>(st.stage + 1) & 0xFFFFFFu) << 6) |
+           (static_cast<uint64_t>(owner_not_0) << 30) | (static_cast<uint64_t>(static_cast<uint32_t>(rank)) << 31);
+  }
+  const Resolved& resolve(uint64_t key, int rank, const Step& st);
+
   const Schedule& s_;
   const MemoryModel& memory_;
-  FlatMap<uint32_t> memo_{256};    // key -> index in resolved_
+  FlatMap<uint32_t> memo_{256};        // key -> index in resolved_
   std::vector<Resolved> resolved_;
-  std::vector<ResolvedEffect> pool_;
-  std::vector<uint32_t> first_;    // per resolved_: index in pool_ (pool_ may move while growing)
-  Resolved current_;
 };
 
 }  // namespace ppsched

@@ -281,9 +281,9 @@ class Replay {
   const CommModel& m_;
   CommMode mode_;
   std::vector<int> pc_;
-  std::vector<bool> posted_, arrived_, done_;
+  std::vector<uint8_t> posted_, arrived_, done_;  // bytes, not vector<bool>: read in the hot loop
   std::vector<int32_t> sends_posted_, recvs_posted_;
-  std::vector<bool> src_waits_, dst_waits_;
+  std::vector<uint8_t> src_waits_, dst_waits_;
   std::vector<std::vector<int>> arrivals_;
 };
 

@@ -246,18 +246,18 @@ std::array<StepTypeInfo, kOpCount> make_table() {
 
 }  // namespace
 
-const std::array<StepTypeInfo, kOpCount>& step_table() {
-  static const std::array<StepTypeInfo, kOpCount> table = make_table();
-  return table;
-}
+namespace detail {
+// Priority 101 (the first one available to programs): built before any static object of
+// this program that might look a step type up.
+__attribute__((init_priority(101))) const std::array<StepTypeInfo, kOpCount> step_table_data = make_table();
+__attribute__((init_priority(101))) const std::array<CacheInfo, kCacheCount> cache_table_data = make_caches();
+}  // namespace detail
+
+const std::array<StepTypeInfo, kOpCount>& step_table() { return detail::step_table_data; }
 
 
 std::string_view op_name(Op op) { return info(op).name; }
 
-const CacheInfo& cache_info(Cache c) {
-  static const std::array<CacheInfo, kCacheCount> caches = make_caches();
-  return caches[static_cast<int>(c)];
-}
 
 std::optional<Op> op_from_name(std::string_view name) {
   static const std::unordered_map<std::string_view, Op> by_name = [] {

@@ -92,7 +92,7 @@ struct CacheInfo {
   bool per_stage;           // keyed by (stage, micro); else by (rank, micro)
   std::string_view meaning;
 };
-const CacheInfo& cache_info(Cache c);
+const CacheInfo& cache_info(Cache c);  // inline below, after the table's declaration
 
 enum class Effect : uint8_t {
   Produce,  // creates the entry; it must not exist yet
@@ -151,11 +151,14 @@ struct StepTypeInfo {
 };
 
 const std::array<StepTypeInfo, kOpCount>& step_table();
-// Hot in every pass: inline, one guarded static per translation unit.
-inline const StepTypeInfo& info(Op op) {
-  static const std::array<StepTypeInfo, kOpCount>& table = step_table();
-  return table[static_cast<size_t>(op)];
-}
+namespace detail {
+// The table behind step_table(), initialised before any other static object (init_priority),
+// so that info() -- hot in every pass -- is one indexed load, without a guard.
+extern const std::array<StepTypeInfo, kOpCount> step_table_data;
+extern const std::array<CacheInfo, kCacheCount> cache_table_data;
+}  // namespace detail
+inline const StepTypeInfo& info(Op op) { return detail::step_table_data[static_cast<size_t>(op)]; }
+inline const CacheInfo& cache_info(Cache c) { return detail::cache_table_data[static_cast<size_t>(c)]; }
 std::string_view op_name(Op op);
 // Canonical name, short name or PyTorch token -> op.
 std::optional<Op> op_from_name(std::string_view name);

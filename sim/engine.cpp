@@ -67,6 +67,12 @@ class Engine {
     peaks_.resize(R);
     link_bytes_.assign(R * R, 0.0);
     link_msgs_.assign(R * R, 0);
+    // Each message's size is read when it is posted and when it is settled: price it once.
+    msg_bytes_.resize(model_.messages.size());
+    for (size_t id = 0; id < model_.messages.size(); ++id) msg_bytes_[id] = price(model_.messages[id]);
+    channel_link_.resize(model_.channels.size());
+    for (size_t k = 0; k < model_.channels.size(); ++k)
+      channel_link_[k] = &c_.link(model_.channels[k].src, model_.channels[k].dst);
   }
 
   SimResult run() {
@@ -166,7 +172,7 @@ class Engine {
   }
 
   // ---- communication -------------------------------------------------------------------------
-  double bytes_of(const Message& m) const {
+  double price(const Message& m) const {
     if (m.meta) return c_.meta_bytes;
     const Step& top = step_at(m.rank, m.step_index);
     const Step& leaf = m.sub >= 0 ? top.sub_steps[static_cast<size_t>(m.sub)] : top;
@@ -192,11 +198,12 @@ class Engine {
     const Message& ms = model_.messages[static_cast<size_t>(send_id)];
     MsgState& s = msgs_[static_cast<size_t>(send_id)];
     const Channel& ch = model_.channels[static_cast<size_t>(ms.channel)];
-    const double bytes = bytes_of(ms);
+    const Link& link = *channel_link_[static_cast<size_t>(ms.channel)];
+    const double bytes = msg_bytes_[static_cast<size_t>(send_id)];
     const bool is_eager = eager(bytes);
     if (s.end == kUnknown && is_eager) {
       // Leaves when ready, completes without its receiver.
-      double end = s.ready + c_.link(ch.src, ch.dst).transfer_ms(bytes);
+      double end = s.ready + link.transfer_ms(bytes);
       if (s.slice >= 0) causes_[static_cast<size_t>(s.slice)] = s.ready_cause;
       complete(send_id, end, s.slice);
       account(ch, bytes);
@@ -214,7 +221,7 @@ class Engine {
       if (s.slice >= 0) causes_[static_cast<size_t>(s.slice)] = s.ready_cause;
       cause = s.slice;
     }
-    double end = start + c_.link(ch.src, ch.dst).transfer_ms(bytes);
+    double end = start + link.transfer_ms(bytes);
     account(ch, bytes);
     complete(send_id, end, cause);
     complete(recv_id, end, cause);
@@ -296,10 +303,11 @@ class Engine {
             double bytes = 0;
             bool meta = a.count > 0;
             for (int j = 0; j < a.count; ++j) {
-              const Message& m = model_.messages[static_cast<size_t>(model_.action_messages[static_cast<size_t>(a.first + j)])];
+              const int32_t id = model_.action_messages[static_cast<size_t>(a.first + j)];
+              const Message& m = model_.messages[static_cast<size_t>(id)];
               sends = sends || m.send;
               meta = meta && m.meta;
-              bytes += bytes_of(m);
+              bytes += msg_bytes_[static_cast<size_t>(id)];
             }
             action_slice_[ri] = add_slice(r, a.step_index, -1, sends ? Lane::Send : Lane::Recv, host_[ri], host_[ri],
                                           bytes, meta, host_cause_[ri]);
@@ -514,11 +522,11 @@ class Engine {
   size_t events_ = 0;
   std::vector<double> host_, compute_free_, busy_;
   std::vector<int32_t> host_cause_, compute_last_, pc_, action_slice_;
-  std::vector<bool> posted_, done_, arrived_;
+  std::vector<uint8_t> posted_, done_, arrived_;  // bytes, not vector<bool>: read in the hot loop
   std::vector<MsgState> msgs_;
   std::vector<std::vector<int>> arrivals_;
   std::map<std::pair<int32_t, int32_t>, Instance> instances_;
-  std::vector<bool> blocked_;
+  std::vector<uint8_t> blocked_;
   std::vector<int32_t> wake_cause_;
   std::vector<SimSlice> slices_;
   std::vector<int32_t> causes_;
@@ -528,6 +536,8 @@ class Engine {
   std::vector<Peak> peaks_;
   std::vector<double> link_bytes_;
   std::vector<int> link_msgs_;
+  std::vector<double> msg_bytes_;            // per message
+  std::vector<const Link*> channel_link_;    // per channel
   int current_step_ = -1;
 };
 

@@ -4,6 +4,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
 
@@ -90,6 +91,8 @@ std::vector<at::Tensor> grad(const std::vector<at::Tensor>& outputs, const std::
                              const std::vector<at::Tensor>& grads, bool retain_graph) {
   return torch::autograd::grad(outputs, inputs, grads, retain_graph, /*create_graph=*/false, /*allow_unused=*/true);
 }
+
+void plain_script_execution() { torch::jit::setGraphExecutorOptimize(false); }
 
 bool cuda_available() { return torch::cuda::is_available(); }
 int cuda_device_count() { return static_cast<int>(torch::cuda::device_count()); }

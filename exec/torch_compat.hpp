@@ -66,6 +66,10 @@ void backward(const std::vector<at::Tensor>& outputs, const std::vector<at::Tens
 std::vector<at::Tensor> grad(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
                              const std::vector<at::Tensor>& grads, bool retain_graph);
 
+// TorchScript modules run operator by operator, recording the same autograd graph as eager
+// code (graph-executor optimizations off, process-wide). Idempotent.
+void plain_script_execution();
+
 bool cuda_available();
 int cuda_device_count();
 // torch's current CUDA stream on `device` as a cudaStream_t; nullptr (the legacy default

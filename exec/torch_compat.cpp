@@ -4,6 +4,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
@@ -11,6 +12,7 @@
 #include <stdexcept>
 
 #if defined(PPSCHED_TORCH_CUDA)
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -36,6 +38,7 @@ StorePtr prefix_store(const std::string& prefix, const StorePtr& store) {
   return c10::make_intrusive<c10d::PrefixStore>(prefix, store);
 }
 
+#if defined(USE_C10D_GLOO)  // else no Gloo transport (transport_gloo.cpp), so no GlooGroup
 GlooGroup::GlooGroup(const StorePtr& store, int rank, int size, std::chrono::milliseconds timeout,
                      const std::string& address, bool is_interface) {
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
@@ -66,6 +69,8 @@ WorkPtr GlooGroup::all_reduce_sum(std::vector<at::Tensor>& ts) {
   return pg_->allreduce(ts, o);
 }
 WorkPtr GlooGroup::barrier() { return pg_->barrier(); }
+
+#endif
 
 void wait(const WorkPtr& w, std::chrono::milliseconds timeout) {
   // 1.13 and 2.x: wait() returns false when the work was aborted and throws the backend's
@@ -103,6 +108,24 @@ void* current_cuda_stream(int device) {
 #else
   (void)device;
   return nullptr;
+#endif
+}
+
+void cuda_set_device(int device) {
+#if defined(PPSCHED_TORCH_CUDA)
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+#else
+  (void)device;
+  throw std::runtime_error("this libtorch (" + torch_version() + ") has no CUDA");
+#endif
+}
+
+bool cuda_stream_ready(int device) {
+#if defined(PPSCHED_TORCH_CUDA)
+  return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).query();
+#else
+  (void)device;
+  throw std::runtime_error("this libtorch (" + torch_version() + ") has no CUDA");
 #endif
 }
 

@@ -75,6 +75,10 @@ int cuda_device_count();
 // torch's current CUDA stream on `device` as a cudaStream_t; nullptr (the legacy default
 // stream) when this libtorch has no CUDA.
 void* current_cuda_stream(int device);
+// Through torch's own CUDA runtime (c10_cuda), so the NCCL transport never links a second
+// libcudart next to the one a pip wheel ships. Both throw std::runtime_error without CUDA.
+void cuda_set_device(int device);
+bool cuda_stream_ready(int device);  // the current stream finished its work; throws on a CUDA error
 std::string torch_version();
 
 }  // namespace ppsched::exec::compat

@@ -43,8 +43,8 @@ void check_tower(const Schedule& s, ModelConfig& m, std::vector<std::string>& er
     errors.push_back("--tower " + std::string(to_string(*m.tower)) +
                      " asks for an MPipe tower but the schedule has no MPipe layer (generate mpipe-transpose)");
   if (!m.tower) m.tower = sched_tower;
-  if (m.tower_layers < 0) m.tower_layers = sched_tower == Tower::None ? 0 : 1;
-  if (sched_tower != Tower::None && m.tower_layers == 0)
+  if (m.tower_layers < 0) m.tower_layers = sched_tower == Tower::None || m.kind == ModelKind::StageModules ? 0 : 1;
+  if (sched_tower != Tower::None && m.tower_layers == 0 && m.kind != ModelKind::StageModules)
     errors.push_back("the schedule runs a " + std::string(to_string(sched_tower)) + " MPipe tower (" + first_tower_step +
                      ") but the model has none: give --tower-layers T > 0");
   if (sched_tower == Tower::None && m.tower_layers > 0)
@@ -101,14 +101,24 @@ Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& m,
     errors.push_back("--global-batch-size " + std::to_string(*m.global_batch_size) + " is not the schedule's " +
                      std::to_string(s.micro_batches) + " micro-batches x --micro-batch-size " +
                      std::to_string(m.micro_batch_size) + " = " + std::to_string(s.micro_batches * m.micro_batch_size));
+  if (m.kind == ModelKind::StageModules) {
+    const StageModules& sm = *m.stage_modules;
+    if (sm.stages != s.stages)
+      errors.push_back(sm.dir + "/stages.json declares " + std::to_string(sm.stages) +
+                       " stage modules but the schedule has " + std::to_string(s.stages) +
+                       " virtual stages: export one module per virtual stage");
+    if (m.tie_embeddings) errors.push_back("--tie-embeddings needs --model gpt, not --stage-module");
+    if (s.mpipe && s.mpipe->tower != Tower::None)
+      errors.push_back("--stage-module: the schedule runs a " + std::string(to_string(s.mpipe->tower)) +
+                       " MPipe tower, which cannot be cut out of TorchScript stages; generate mpipe-transpose with "
+                       "--tower none (data only)");
+  }
   if (m.hidden < 1 || m.layers < 1) errors.push_back("--hidden and --layers must be >= 1");
   if (m.kind == ModelKind::Gpt) {
     if (m.heads < 1 || m.hidden % m.heads != 0)
       errors.push_back("--hidden " + std::to_string(m.hidden) + " is not divisible by --heads " + std::to_string(m.heads));
     if (m.seq < 1 || m.vocab < 2) errors.push_back("--seq must be >= 1 and --vocab >= 2");
   }
-  if (!m.stage_module_dir.empty())
-    errors.push_back("--stage-module (TorchScript stages) is not implemented yet; use --model mlp|gpt");
 
   std::set<Op> missing;
   for_each_leaf(s, [&](int r, int i, const Step& st) {
@@ -128,6 +138,7 @@ Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& m,
 
   check_tower(s, m, errors);
   check_tied(s, m, errors);
+  if (m.kind == ModelKind::StageModules && m.stage_modules->stages != s.stages) return a;  // nothing to cut
   try {
     a.layout = make_layout(m, s.stages, std::max(0, m.tower_layers));
   } catch (const InputError& e) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "exec/stage_manifest.hpp"
 #include "model/schedule.hpp"
 
 namespace ppsched::exec {
@@ -22,7 +23,8 @@ struct LaunchEnv {
   std::string source;  // "RANK/WORLD_SIZE", "SLURM_*" or "defaults (single process)"
 };
 
-enum class ModelKind { Mlp, Gpt };
+// Mlp, Gpt: built in (exec/models.cpp); StageModules: the user's TorchScript stages (--stage-module).
+enum class ModelKind { Mlp, Gpt, StageModules };
 
 struct ModelConfig {
   ModelKind kind = ModelKind::Gpt;
@@ -41,7 +43,9 @@ struct ModelConfig {
   // Agreement inputs that default to the schedule's values.
   std::optional<int> stages;             // --model-stages
   std::optional<int> global_batch_size;  // --global-batch-size (must be M * micro_batch_size)
-  std::string stage_module_dir;          // --stage-module (not implemented this round)
+  // --stage-module DIR: one TorchScript module per virtual stage; set with kind StageModules.
+  // micro_batch_size is then dim 0 of the manifest's input shape.
+  std::optional<StageModules> stage_modules;
 };
 
 enum class TransportKind { Auto, Gloo, Nccl };

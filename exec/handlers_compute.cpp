@@ -79,11 +79,13 @@ void run_fwd(RunContext& c, const StepAt& at) {
     at::Tensor prev = c.caches.take(Cache::fwd_outputs_cache, s - 1, m, who).tensors.at(0);
     input = prev.detach().requires_grad_(prev.requires_grad());
   }
-  at::Tensor out = c.model.chain_of(s).forward(input);
+  at::Tensor out;
   if (at.cond & LastStage) {
     at::Tensor labels = c.data.labels_of(c.data.micro_batch(c.iteration, m));
-    out = stage_loss(c.model_config, out, labels, c.schedule.micro_batches);
+    out = last_stage_loss(c.model_config, c.model.chain_of(s), input, labels, c.schedule.micro_batches);
     c.loss += out.item<double>();
+  } else {
+    out = c.model.chain_of(s).forward(input);
   }
   CacheEntry e;
   e.tensors = {out};

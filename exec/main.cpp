@@ -81,7 +81,10 @@ int main(int argc, char** argv) {
   app.add_option("--tower-layers", cfg.model.tower_layers, "MPipe tower: the first T units of stage 0 (default 1 with a tower, 0 without)");
   app.add_option("--model-stages", stages, "virtual stages the model is cut into (default: the schedule's; must agree)");
   app.add_option("--global-batch-size", global_batch, "samples per iteration (must be micro-batches x micro-batch size)");
-  app.add_option("--stage-module", cfg.model.stage_module_dir, "TorchScript stages stage0.pt... (not implemented yet)");
+  std::string stage_module_dir;
+  auto* stage_module_opt = app.add_option(
+      "--stage-module", stage_module_dir,
+      "directory with stages.json and one TorchScript module per virtual stage (stage0.pt, ...) instead of a built-in model");
   app.add_option("--transport", transport, "auto|gloo|nccl (auto: nccl with a CUDA libtorch, else gloo)")
       ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
   app.add_option("--timeout", cfg.run.timeout_s, "seconds any blocking operation may take (default 300)")->check(CLI::PositiveNumber);
@@ -108,6 +111,17 @@ int main(int argc, char** argv) {
       throw InputError({}, "give exactly one of --schedule FILE or --generate FAMILY (with --pp, --micro, ...)");
     s = schedule_file.empty() ? cli::build_generated(gen) : read_schedule_file(schedule_file);
     cfg.model.kind = model_kind == "mlp" ? ModelKind::Mlp : ModelKind::Gpt;
+    if (stage_module_opt->count() > 0) {
+      // The modules define the model: the built-in model's options would be silently ignored.
+      for (const char* flag : {"--model", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--micro-batch-size",
+                               "--tie-embeddings"})
+        if (app.get_option(flag)->count() > 0)
+          throw InputError({}, std::string(flag) + " describes a built-in model; with --stage-module the modules and "
+                               "stages.json define the model (micro-batch size = dim 0 of the manifest's input shape)");
+      cfg.model.kind = ModelKind::StageModules;
+      cfg.model.stage_modules = read_stage_modules(stage_module_dir);
+      cfg.model.micro_batch_size = static_cast<int>(cfg.model.stage_modules->input.shape[0]);
+    }
     if (tower_opt->count() > 0 && !schedule_file.empty())
       cfg.model.tower = gen.tower == "frozen" ? Tower::Frozen : gen.tower == "none" ? Tower::None : Tower::Trainable;
     if (stages > 0) cfg.model.stages = stages;

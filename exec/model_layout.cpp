@@ -6,6 +6,17 @@ namespace ppsched::exec {
 
 ModelLayout make_layout(const ModelConfig& m, int stages, int tower_layers) {
   if (stages < 1) throw InputError({}, "the model needs at least one stage");
+  if (m.kind == ModelKind::StageModules) {
+    // One unit per stage: the stage's TorchScript module; no tower (agreement refuses one).
+    if (tower_layers != 0)
+      throw InputError({}, "--stage-module: an MPipe tower cannot be cut out of TorchScript stages (--tower-layers " +
+                               std::to_string(tower_layers) + "); generate mpipe-transpose with --tower none");
+    ModelLayout l;
+    l.stages = stages;
+    l.units = stages;
+    for (int s = 0; s < stages; ++s) l.stage_units.push_back({s});
+    return l;
+  }
   if (m.layers < stages)
     throw InputError({}, "--layers " + std::to_string(m.layers) + " cannot be split over " + std::to_string(stages) +
                              " virtual stages: every stage needs at least one block");
@@ -41,6 +52,7 @@ ModelLayout make_layout(const ModelConfig& m, int stages, int tower_layers) {
 }
 
 std::string unit_name(const ModelConfig& m, const ModelLayout& l, int unit) {
+  if (m.kind == ModelKind::StageModules) return "stage" + std::to_string(unit);
   if (m.kind == ModelKind::Gpt) {
     if (unit == l.embedding_unit) return "embedding";
     if (unit == l.head_unit) return "head";

@@ -4,7 +4,8 @@
 // units it holds and get the same values as the single-process reference:
 //   gpt: unit 0 = token + position embedding, units 1..L = pre-norm decoder blocks,
 //        unit L+1 = final norm + LM head (+ cross-entropy);
-//   mlp: units 0..L-1 = Linear + GELU blocks (the last stage adds an MSE loss).
+//   mlp: units 0..L-1 = Linear + GELU blocks (the last stage adds an MSE loss);
+//   stage modules (--stage-module): unit s = the TorchScript module of stage s, named "stage<s>".
 // The blocks are split over the stages as evenly as possible (the first stages take the
 // remainder); the embedding goes to stage 0 and the head to the last stage. The MPipe tower is
 // the first T units of stage 0, which then keeps the rest (at least one unit).

@@ -105,6 +105,16 @@ std::shared_ptr<Unit> make_unit(const ModelConfig& m, const ModelLayout& l, int 
 
 }  // namespace
 
+at::Tensor Unit::forward_loss(const at::Tensor&, const at::Tensor&) {
+  throw std::logic_error("this unit does not compute a loss");
+}
+
+std::vector<NamedParam> Unit::unit_parameters() const {
+  std::vector<NamedParam> out;
+  for (const auto& p : named_parameters(true)) out.emplace_back(p.key(), p.value());
+  return out;
+}
+
 UnitChain::UnitChain(std::vector<std::shared_ptr<Unit>> units, std::vector<std::string> names)
     : units_(std::move(units)), names_(std::move(names)) {}
 
@@ -113,10 +123,16 @@ at::Tensor UnitChain::forward(at::Tensor x) const {
   return x;
 }
 
+at::Tensor UnitChain::forward_loss(at::Tensor x, const at::Tensor& target) const {
+  if (!computes_loss()) throw std::logic_error("the chain's last unit does not compute a loss");
+  for (size_t k = 0; k + 1 < units_.size(); ++k) x = units_[k]->forward(x);
+  return units_.back()->forward_loss(x, target);
+}
+
 std::vector<NamedParam> UnitChain::named_parameters() const {
   std::vector<NamedParam> out;
   for (size_t k = 0; k < units_.size(); ++k) {
-    for (const auto& p : units_[k]->named_parameters(true)) out.emplace_back(names_[k] + "." + p.key(), p.value());
+    for (const auto& [path, p] : units_[k]->unit_parameters()) out.emplace_back(names_[k] + "." + path, p);
     if (auto* head = dynamic_cast<GptHead*>(units_[k].get()); head && head->tied_weight().defined())
       out.emplace_back("embedding.tok.weight", head->tied_weight());
   }
@@ -131,22 +147,58 @@ std::vector<at::Tensor> UnitChain::trainable_parameters() const {
   return out;
 }
 
+namespace {
+
+at::Tensor draw(const DataSpec& d) {
+  const auto dtype = d.dtype == "float64" ? torch::kDouble
+                     : d.dtype == "int64" ? torch::kLong
+                     : d.dtype == "int32" ? torch::kInt
+                                          : torch::kFloat;
+  return d.is_integer() ? torch::randint(0, d.high, d.shape, dtype) : torch::randn(d.shape, dtype);
+}
+
+at::Tensor unpack(const at::Tensor& flat, int64_t offset, const DataSpec& d) {
+  at::Tensor t = flat.narrow(0, offset, d.numel()).reshape(d.shape);
+  return t.to(d.dtype == "float64" ? torch::kDouble
+              : d.dtype == "int64" ? torch::kLong
+              : d.dtype == "int32" ? torch::kInt
+                                   : torch::kFloat);
+}
+
+}  // namespace
+
 at::Tensor Dataset::micro_batch(int iteration, int micro) const {
   torch::manual_seed(data_seed(m_, iteration, micro));
+  if (m_.kind == ModelKind::StageModules) {
+    // Input first, then target, from the same stream: the same tensors on every rank.
+    at::Tensor in = draw(m_.stage_modules->input), target = draw(m_.stage_modules->target);
+    return torch::cat({in.reshape({-1}).to(torch::kDouble), target.reshape({-1}).to(torch::kDouble)}).to(device_);
+  }
   at::Tensor d = m_.kind == ModelKind::Gpt ? torch::randint(0, m_.vocab, {m_.micro_batch_size, m_.seq + 1}, torch::kLong)
                                            : torch::randn({m_.micro_batch_size, 2 * m_.hidden});
   return d.to(device_);
 }
 
 at::Tensor Dataset::inputs_of(const at::Tensor& d) const {
+  if (m_.kind == ModelKind::StageModules) return unpack(d, 0, m_.stage_modules->input);
   return m_.kind == ModelKind::Gpt ? d.narrow(1, 0, m_.seq).contiguous() : d.narrow(1, 0, m_.hidden).contiguous();
 }
 
 at::Tensor Dataset::labels_of(const at::Tensor& d) const {
+  if (m_.kind == ModelKind::StageModules) return unpack(d, m_.stage_modules->input.numel(), m_.stage_modules->target);
   return m_.kind == ModelKind::Gpt ? d.narrow(1, 1, m_.seq).contiguous() : d.narrow(1, m_.hidden, m_.hidden).contiguous();
 }
 
-at::Tensor stage_loss(const ModelConfig& m, const at::Tensor& out, const at::Tensor& labels, int micro_batches) {
+at::Tensor last_stage_loss(const ModelConfig& m, const UnitChain& last, const at::Tensor& input, const at::Tensor& labels,
+                           int micro_batches) {
+  if (last.computes_loss()) {
+    at::Tensor loss = last.forward_loss(input, labels);
+    if (loss.numel() != 1 || !loss.is_floating_point())
+      throw std::runtime_error("the last stage module must return the loss as a floating-point scalar, got shape " +
+                               c10::str(loss.sizes()) + " of " + std::string(c10::toString(loss.scalar_type())));
+    return loss.reshape({}) / static_cast<double>(micro_batches);
+  }
+  const at::Tensor out = last.forward(input);
   at::Tensor loss = m.kind == ModelKind::Gpt
                         ? torch::nn::functional::cross_entropy(out.reshape({-1, out.size(-1)}), labels.reshape({-1}))
                         : torch::mse_loss(out, labels);
@@ -175,6 +227,12 @@ RankModel build_rank_model(const ModelConfig& m, const ModelLayout& l, const std
                            bool with_tower, at::Device device) {
   RankModel rm;
   rm.stages = stages;
+  if (m.kind == ModelKind::StageModules) {
+    for (int s : stages)
+      rm.stage_chain.emplace_back(std::vector<std::shared_ptr<Unit>>{load_stage_module(*m.stage_modules, s, device)},
+                                  std::vector<std::string>{unit_name(m, l, s)});
+    return rm;  // no tower, no tied weights (the agreement refuses both)
+  }
   const bool holds_embedding = !stages.empty() && stages.front() == 0;
   at::Tensor embedding_weight;  // the tied weight, shared within this rank
   std::vector<std::pair<int, std::shared_ptr<Unit>>> built;

@@ -23,6 +23,13 @@ using NamedParam = std::pair<std::string, at::Tensor>;
 class Unit : public torch::nn::Module {
  public:
   virtual at::Tensor forward(const at::Tensor& x) = 0;
+  // A unit that computes the loss itself (the last TorchScript stage: forward(x, target)).
+  // Built-in units do not; last_stage_loss() applies the model's loss to their output.
+  virtual bool computes_loss() const { return false; }
+  virtual at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& target);
+  // Its parameters by path ("fc.weight"); nn::Module's registry unless the unit keeps its
+  // parameters elsewhere (a TorchScript module).
+  virtual std::vector<std::pair<std::string, at::Tensor>> unit_parameters() const;
 };
 
 // A chain of units: a virtual stage, or the tower.
@@ -31,6 +38,9 @@ class UnitChain {
   UnitChain() = default;
   UnitChain(std::vector<std::shared_ptr<Unit>> units, std::vector<std::string> names);
   at::Tensor forward(at::Tensor x) const;
+  // Every unit but the last forward, the last one's forward_loss (its computes_loss() holds).
+  at::Tensor forward_loss(at::Tensor x, const at::Tensor& target) const;
+  bool computes_loss() const { return !units_.empty() && units_.back()->computes_loss(); }
   std::vector<NamedParam> named_parameters() const;  // "<unit>.<path>", e.g. "block3.attn.qkv.weight"
   std::vector<at::Tensor> trainable_parameters() const;
   bool empty() const { return units_.empty(); }
@@ -43,7 +53,9 @@ class UnitChain {
 // The micro-batches: micro m of iteration i is drawn from its own seed, so every rank can
 // produce any micro-batch (hyper-parallel's requires_all_rank_input) and the reference sees
 // the same. One tensor per micro-batch carries inputs and labels (gpt: token ids [b, seq+1];
-// mlp: [b, 2*hidden] = inputs | targets), which is what DATA_SEND ships.
+// mlp: [b, 2*hidden] = inputs | targets; stage modules: the manifest's input and target,
+// flattened and concatenated as float64, which holds float32 and integers below 2^53 exactly),
+// which is what DATA_SEND ships.
 class Dataset {
  public:
   Dataset(const ModelConfig& m, at::Device device) : m_(m), device_(device) {}
@@ -56,9 +68,12 @@ class Dataset {
   at::Device device_;
 };
 
-// The loss the last stage adds: cross-entropy over the vocabulary (gpt) or MSE (mlp), divided
-// by the number of micro-batches so the summed losses are the batch mean.
-at::Tensor stage_loss(const ModelConfig& m, const at::Tensor& output, const at::Tensor& labels, int micro_batches);
+// The last stage's forward with its loss: cross-entropy over the vocabulary (gpt) or MSE (mlp)
+// applied to the chain's output, or what the last TorchScript stage's forward(x, labels)
+// returns (a scalar). Divided by the number of micro-batches so the summed losses are the
+// batch mean.
+at::Tensor last_stage_loss(const ModelConfig& m, const UnitChain& last, const at::Tensor& input, const at::Tensor& labels,
+                           int micro_batches);
 
 // What one rank holds: its virtual stages and (with an MPipe tower) a full tower copy.
 struct RankModel {
@@ -71,6 +86,13 @@ struct RankModel {
   const UnitChain& chain_of(int stage) const;
   std::vector<NamedParam> named_parameters() const;  // stages then tower, tied weights once
 };
+
+// --stage-module: stage `stage`'s TorchScript module as a unit (stage_modules.cpp).
+std::shared_ptr<Unit> load_stage_module(const StageModules& sm, int stage, at::Device device);
+// --stage-module: loads every stage on the CPU and runs micro-batch 0 through the chain (the
+// last stage with its target), so a rank refuses a module that does not fit before it talks
+// to anyone. Returns one sentence per problem; empty when the chain fits.
+std::vector<std::string> check_stage_chain(const ModelConfig& m);
 
 // Builds the units of `stages` (and the tower when the layout has one) on `device`.
 RankModel build_rank_model(const ModelConfig& m, const ModelLayout& l, const std::vector<int>& stages,

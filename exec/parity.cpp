@@ -85,8 +85,8 @@ ParityResult check_parity(const ModelConfig& m, const ModelLayout& l, const Sche
       at::Tensor d = data.micro_batch(it, micro);
       at::Tensor x = data.inputs_of(d);
       if (!ref.tower.empty()) x = ref.tower.forward(x);
-      for (const auto& chain : ref.stage_chain) x = chain.forward(x);
-      at::Tensor loss = stage_loss(m, x, data.labels_of(d), s.micro_batches);
+      for (size_t k = 0; k + 1 < ref.stage_chain.size(); ++k) x = ref.stage_chain[k].forward(x);
+      at::Tensor loss = last_stage_loss(m, ref.stage_chain.back(), x, data.labels_of(d), s.micro_batches);
       loss_sum += loss.item<double>();
       loss.backward();
     }

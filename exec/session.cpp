@@ -39,6 +39,7 @@ std::string digest_of(const ExecConfig& cfg, const Schedule& s) {
     << m.heads << ' ' << m.seq << ' ' << m.vocab << ' ' << m.micro_batch_size << ' ' << m.seed << ' ' << m.tie_embeddings
     << ' ' << m.tower_layers << ' ' << static_cast<int>(m.tower.value_or(Tower::None)) << '|' << cfg.run.iterations << ' '
     << cfg.run.check_parity << ' ' << cfg.run.lr << ' ' << static_cast<int>(cfg.run.transport);
+  if (m.stage_modules) o << '|' << m.stage_modules->dir << ' ' << m.stage_modules->stages;
   return std::to_string(std::hash<std::string>{}(o.str()));
 }
 
@@ -103,7 +104,7 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const std::string& t
                   const std::vector<double>& losses, const ParityResult* parity) {
   double mean_s = 0;
   for (double t : o.seconds) mean_s += t / static_cast<double>(o.seconds.size());
-  const char* model = cfg.model.kind == ModelKind::Gpt ? "gpt" : "mlp";
+  const char* model = cfg.model.kind == ModelKind::Gpt ? "gpt" : cfg.model.kind == ModelKind::Mlp ? "mlp" : "stage-module";
   if (cfg.run.json) {
     std::ostringstream j;
     j << "{\"ok\": " << (parity && !parity->ok ? "false" : "true") << ", \"schedule\": \"" << json_escape(s.name)
@@ -164,6 +165,21 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
                                 ? at::Device(at::kCPU)
                                 : at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cfg.env.local_rank % compat::cuda_device_count()));
 
+  if (cfg.model.kind == ModelKind::StageModules) {
+    // Refused like any other mismatch: on every rank, before anyone connects.
+    std::vector<std::string> problems;
+    try {
+      problems = check_stage_chain(cfg.model);
+    } catch (const std::exception& e) {
+      problems.push_back(message_of(e));
+    }
+    if (!problems.empty()) {
+      for (const auto& p : problems) std::cerr << "error: rank " << rank << ": " << p << "\n";
+      std::cerr << "error: rank " << rank << ": the stage modules in " << cfg.model.stage_modules->dir
+                << " do not fit together; nothing was run\n";
+      return 2;
+    }
+  }
   RankModel model = build_rank_model(cfg.model, layout, s.stages_of(rank), !layout.tower_units.empty(), device);
   Dataset data(cfg.model, device);
 

@@ -4,12 +4,15 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
 
 #include <stdexcept>
 
 #if defined(PPSCHED_TORCH_CUDA)
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -35,6 +38,7 @@ StorePtr prefix_store(const std::string& prefix, const StorePtr& store) {
   return c10::make_intrusive<c10d::PrefixStore>(prefix, store);
 }
 
+#if defined(USE_C10D_GLOO)  // else no Gloo transport (transport_gloo.cpp), so no GlooGroup
 GlooGroup::GlooGroup(const StorePtr& store, int rank, int size, std::chrono::milliseconds timeout,
                      const std::string& address, bool is_interface) {
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
@@ -66,6 +70,8 @@ WorkPtr GlooGroup::all_reduce_sum(std::vector<at::Tensor>& ts) {
 }
 WorkPtr GlooGroup::barrier() { return pg_->barrier(); }
 
+#endif
+
 void wait(const WorkPtr& w, std::chrono::milliseconds timeout) {
   // 1.13 and 2.x: wait() returns false when the work was aborted and throws the backend's
   // error (peer closed the connection, timeout) otherwise.
@@ -91,6 +97,8 @@ std::vector<at::Tensor> grad(const std::vector<at::Tensor>& outputs, const std::
   return torch::autograd::grad(outputs, inputs, grads, retain_graph, /*create_graph=*/false, /*allow_unused=*/true);
 }
 
+void plain_script_execution() { torch::jit::setGraphExecutorOptimize(false); }
+
 bool cuda_available() { return torch::cuda::is_available(); }
 int cuda_device_count() { return static_cast<int>(torch::cuda::device_count()); }
 
@@ -100,6 +108,24 @@ void* current_cuda_stream(int device) {
 #else
   (void)device;
   return nullptr;
+#endif
+}
+
+void cuda_set_device(int device) {
+#if defined(PPSCHED_TORCH_CUDA)
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+#else
+  (void)device;
+  throw std::runtime_error("this libtorch (" + torch_version() + ") has no CUDA");
+#endif
+}
+
+bool cuda_stream_ready(int device) {
+#if defined(PPSCHED_TORCH_CUDA)
+  return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).query();
+#else
+  (void)device;
+  throw std::runtime_error("this libtorch (" + torch_version() + ") has no CUDA");
 #endif
 }
 

@@ -66,11 +66,19 @@ void backward(const std::vector<at::Tensor>& outputs, const std::vector<at::Tens
 std::vector<at::Tensor> grad(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
                              const std::vector<at::Tensor>& grads, bool retain_graph);
 
+// TorchScript modules run operator by operator, recording the same autograd graph as eager
+// code (graph-executor optimizations off, process-wide). Idempotent.
+void plain_script_execution();
+
 bool cuda_available();
 int cuda_device_count();
 // torch's current CUDA stream on `device` as a cudaStream_t; nullptr (the legacy default
 // stream) when this libtorch has no CUDA.
 void* current_cuda_stream(int device);
+// Through torch's own CUDA runtime (c10_cuda), so the NCCL transport never links a second
+// libcudart next to the one a pip wheel ships. Both throw std::runtime_error without CUDA.
+void cuda_set_device(int device);
+bool cuda_stream_ready(int device);  // the current stream finished its work; throws on a CUDA error
 std::string torch_version();
 
 }  // namespace ppsched::exec::compat

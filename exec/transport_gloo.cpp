@@ -10,6 +10,8 @@
 
 #include "exec/transport.hpp"
 
+#if defined(USE_C10D_GLOO)
+
 namespace ppsched::exec {
 namespace {
 
@@ -158,3 +160,14 @@ std::unique_ptr<Transport> make_gloo_transport(const TransportSetup& setup) {
 }
 
 }  // namespace ppsched::exec
+
+#else  // a -Dtorch_prefix libtorch without Gloo's headers (exec/meson.build)
+
+namespace ppsched::exec {
+std::unique_ptr<Transport> make_gloo_transport(const TransportSetup&) {
+  throw std::runtime_error("this ppsched-exec was built against a libtorch without Gloo's headers, so it has no Gloo "
+                           "transport: use --transport nccl");
+}
+}  // namespace ppsched::exec
+
+#endif

@@ -1,7 +1,8 @@
 // NCCL transport: CUDA tensors through the NCCL API directly (ncclSend/ncclRecv,
 // ncclGroupStart/End for groups, ncclBroadcast/ncclAllReduce), on torch's current CUDA stream
 // (compat::current_cuda_stream). Compiled when the CUDA headers are present (-Dcuda); selected
-// at run time only with a CUDA build of libtorch.
+// at run time only with a CUDA build of libtorch. Device selection and stream queries go
+// through torch's CUDA runtime (compat), so this file links NCCL only: no second libcudart.
 //
 // Timeouts: communicators are created non-blocking (ncclConfig_t.blocking = 0), so no NCCL
 // call ever blocks the host. Every operation is enqueued, then the host polls the stream and
@@ -14,7 +15,7 @@
 #if defined(PPSCHED_HAVE_NCCL)
 
 #include <ATen/ATen.h>
-#include <cuda_runtime.h>
+#include <cuda_runtime_api.h>  // cudaStream_t
 #include <nccl.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -50,7 +51,7 @@ class NcclTransport final : public Transport {
     int devices = compat::cuda_device_count();
     if (devices < 1) throw std::runtime_error("NCCL transport: no CUDA device is visible");
     device_ = setup_.local_rank % devices;
-    cuda(cudaSetDevice(device_), "cudaSetDevice");
+    compat::cuda_set_device(device_);
     world_ = create_comm("world", setup_.rank, setup_.world_size);
   }
   ~NcclTransport() override {
@@ -138,10 +139,6 @@ class NcclTransport final : public Transport {
  private:
   cudaStream_t stream() const { return static_cast<cudaStream_t>(compat::current_cuda_stream(device_)); }
 
-  static void cuda(cudaError_t e, const char* what) {
-    if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-  }
-
   ncclComm_t create_comm(const std::string& key, int rank, int size) {
     ncclUniqueId id;
     const std::string store_key = "nccl_id_" + key;
@@ -191,9 +188,7 @@ class NcclTransport final : public Transport {
       }
       if (state == ncclSuccess) {
         if (!stream_too) return;
-        cudaError_t q = cudaStreamQuery(stream());
-        if (q == cudaSuccess) return;
-        if (q != cudaErrorNotReady) cuda(q, "cudaStreamQuery");
+        if (compat::cuda_stream_ready(device_)) return;
       }
       if (abort_requested_ || Clock::now() > deadline) {
         ncclCommAbort(c);

@@ -12,7 +12,9 @@ import os
 import re
 import socket
 import subprocess
+import shutil
 import sys
+import tempfile
 import time
 
 # A small GPT: 8 blocks so that 8 virtual stages (P=4, V=2) each get one; tiny widths keep a
@@ -280,6 +282,83 @@ def _(ctx):
                          "--layers", "4"], "cannot be split over 8 virtual stages")
 
 
+# ---- --stage-module: the user's TorchScript stages ------------------------------------------
+
+def stage_dir(ctx, stages, *flags):
+    """A fresh directory of stage modules written by make_stage_modules (C++, no Python torch)."""
+    d = tempfile.mkdtemp(prefix="ppsched-stages-")
+    ctx.cleanup.append(d)
+    p = subprocess.run([ctx.make_stage_modules, d, "--stages", str(stages)] + list(flags),
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        raise Failure(f"make_stage_modules failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    return d
+
+
+STAGE_CASES = {
+    # name: (ranks, generator flags, stages, module kind); two iterations each: gradients
+    # accumulate across runs of the schedule like for the built-in models.
+    "1f1b_pp4": (4, ["--generate", "1f1b", "--pp", "4", "--micro", "8"], 4, "mlp"),
+    "interleaved_v2_pp2": (2, ["--generate", "interleaved-1f1b", "--pp", "2", "--vpp", "2", "--micro", "4"], 4, "lm"),
+    "interleaved_v2_pp4": (4, ["--generate", "interleaved-1f1b", "--pp", "4", "--vpp", "2", "--micro", "8"], 8, "mlp"),
+    "zb_h1_pp4": (4, ["--generate", "zb-h1", "--pp", "4", "--micro", "8"], 4, "lm"),
+    "zbv_pp2": (2, ["--generate", "zbv", "--pp", "2", "--vpp", "2", "--micro", "4"], 4, "mlp"),
+    "mpipe_none_pp4": (4, ["--generate", "mpipe-transpose", "--pp", "4", "--micro", "8", "--overflow", "full",
+                           "--tower", "none", "--tower-layers", "0"], 4, "mlp"),
+}
+for _name, (_ranks, _gen, _stages, _kind) in STAGE_CASES.items():
+    def _stage(ctx, ranks=_ranks, gen=_gen, stages=_stages, kind=_kind):
+        d = stage_dir(ctx, stages, "--kind", kind)
+        parity_run(ctx, ranks, gen + ["--stage-module", d], iterations=2)
+    case(f"parity_stage_module_{_name}")(_stage)
+
+
+@case("stage_module_parity_detects_a_wrong_gradient")
+def _(ctx):
+    # The negative control with stage modules: a corrupted gradient must fail the check.
+    d = stage_dir(ctx, 2)
+    launch_args = ["--generate", "1f1b", "--pp", "2", "--micro", "4", "--stage-module", d, "--fail-at", "1:3:corrupt",
+                   "--check-parity", "--json"]
+    rc, out, err, _ = launch(ctx, 2, launch_args, expect_rc=1)
+    p = summary(out)["parity"]
+    if p["ok"] or p["max_rel_error"] < 1e-4 or "stage1." not in p["worst"]:
+        raise Failure("the corrupted run passed the parity check: " + json.dumps(p))
+    print(f"corrupted stage-module gradients detected: max_rel_error={p['max_rel_error']:.3g} ({p['worst']})")
+
+
+@case("refuses_stage_module_mistakes")
+def _(ctx):
+    one = ["--generate", "1f1b", "--pp", "2", "--micro", "4"]
+    four = ["--generate", "1f1b", "--pp", "4", "--micro", "4"]
+    # Missing module file, wrong stage counts (manifest vs schedule, a leftover stage file).
+    expect_refusal(ctx, four + ["--stage-module", stage_dir(ctx, 4, "--omit", "2")],
+                   "stage2.pt: missing: stages.json declares 4 stages", world=4)
+    expect_refusal(ctx, four + ["--stage-module", stage_dir(ctx, 3)],
+                   "stages.json declares 3 stage modules but the schedule has 4 virtual stages", world=4)
+    expect_refusal(ctx, one + ["--stage-module", stage_dir(ctx, 3, "--manifest-stages", "2")],
+                   "stage2.pt: is there, but stages.json declares 2 stages")
+    # A module whose input does not fit the previous stage's output; a last stage without a loss.
+    expect_refusal(ctx, four + ["--stage-module", stage_dir(ctx, 4, "--bad-width", "2")],
+                   "stage2.pt cannot take stage 1's output [2, 16] Float: ", world=4)
+    expect_refusal(ctx, one + ["--stage-module", stage_dir(ctx, 2, "--last-returns-output")],
+                   "stage1.pt: forward takes 1 argument(s) but the last stage's forward must take (x, target)")
+    # No manifest; built-in model options; an MPipe tower.
+    empty = tempfile.mkdtemp(prefix="ppsched-stages-")
+    ctx.cleanup.append(empty)
+    expect_refusal(ctx, one + ["--stage-module", empty], "stages.json: missing: a --stage-module directory needs")
+    d2 = stage_dir(ctx, 2)
+    expect_refusal(ctx, one + ["--stage-module", d2, "--layers", "4"], "--layers describes a built-in model")
+    expect_refusal(ctx, ["--generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--stage-module", d2],
+                   "runs a trainable MPipe tower, which cannot be cut out of TorchScript stages")
+    # Every rank refuses a module that does not fit, and nothing ran.
+    bad = stage_dir(ctx, 2, "--bad-width", "1")
+    rc, out, err, dt = launch(ctx, 2, one + ["--stage-module", bad], expect_rc=2)
+    for r in (0, 1):
+        if f"[rank {r}] error: rank {r}: {bad}/stage1.pt cannot take stage 0's output" not in err:
+            raise Failure(f"rank {r} did not refuse the misfit module:\n{err}")
+    print(f"every rank refused the misfit module in {dt:.1f} s")
+
+
 @case("launch_local_prefixes_output_and_propagates_failure")
 def _(ctx):
     p = subprocess.run([sys.executable, ctx.launcher, "3", "--grace", "5", "--", "sh", "-c",
@@ -299,6 +378,7 @@ def main():
     ap.add_argument("--exe")
     ap.add_argument("--launcher")
     ap.add_argument("--data")
+    ap.add_argument("--make-stage-modules", help="tests/exec/make_stage_modules (the --stage-module cases)")
     ap.add_argument("case", nargs="?")
     ctx = ap.parse_args()
     if ctx.list:
@@ -308,6 +388,7 @@ def main():
         print(f"unknown case {ctx.case}", file=sys.stderr)
         return 2
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    ctx.cleanup = []
     try:
         CASES[ctx.case](ctx)
     except Failure as e:
@@ -316,6 +397,9 @@ def main():
     except subprocess.TimeoutExpired as e:
         print(f"FAILED {ctx.case}: timed out: {e}", file=sys.stderr)
         return 1
+    finally:
+        for d in ctx.cleanup:
+            shutil.rmtree(d, ignore_errors=True)
     return 0
 
 

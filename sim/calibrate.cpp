@@ -443,32 +443,40 @@ Calibration calibrate_trace(std::string_view text, const std::string& file, cons
     lf.mean_transfer_ms = my;
     double sxx = 0, sxy = 0;
     for (size_t k = 0; k < xs.size(); ++k) sxx += (xs[k] - mx) * (xs[k] - mx), sxy += (xs[k] - mx) * (ys[k] - my);
+    auto sse = [&](double lat, double sl) {
+      double ss = 0;
+      for (size_t k = 0; k < xs.size(); ++k) {
+        const double r = ys[k] - (lat + sl * xs[k]);
+        ss += r * r;
+      }
+      return ss;
+    };
     if (lf.sizes < 2) {
       lf.latency_ms = my;
       lf.note = "one payload size only: the latency absorbs the whole transfer time, bandwidth infinite";
     } else {
       slope = sxy / sxx;
       lf.latency_ms = my - slope * mx;
-      if (slope <= 0) {
-        slope = 0;
-        lf.latency_ms = my;
-        lf.note = "transfer time does not grow with size: latency = mean transfer time, bandwidth infinite";
-      } else if (lf.latency_ms < 0) {
-        // Through the origin: the best fit with a non-negative latency.
+      if (slope <= 0 || lf.latency_ms < 0) {
+        // Least squares with latency >= 0 and slope >= 0: the optimum lies on a boundary,
+        // either a constant time (slope 0, latency = mean) or a line through the origin.
         double sx2 = 0, sxy0 = 0;
         for (size_t k = 0; k < xs.size(); ++k) sx2 += xs[k] * xs[k], sxy0 += xs[k] * ys[k];
-        slope = sxy0 / sx2;
-        lf.latency_ms = 0;
-        lf.note = "the unconstrained fit gave a negative latency: refitted with latency 0";
+        const double through_origin = std::max(0.0, sxy0 / sx2);
+        if (sse(my, 0) <= sse(0, through_origin)) {
+          slope = 0;
+          lf.latency_ms = my;
+          lf.note = "transfer time does not grow with size here: latency = mean transfer time, bandwidth infinite";
+        } else {
+          slope = through_origin;
+          lf.latency_ms = 0;
+          lf.note = "the unconstrained fit gave a negative latency: refitted with latency 0";
+        }
       }
     }
-    double ss = 0;
-    for (size_t k = 0; k < xs.size(); ++k) {
-      const double r = ys[k] - (lf.latency_ms + slope * xs[k]);
-      ss += r * r;
-      lf.max_residual_ms = std::max(lf.max_residual_ms, std::fabs(r));
-    }
-    lf.rms_residual_ms = std::sqrt(ss / n);
+    for (size_t k = 0; k < xs.size(); ++k)
+      lf.max_residual_ms = std::max(lf.max_residual_ms, std::fabs(ys[k] - (lf.latency_ms + slope * xs[k])));
+    lf.rms_residual_ms = std::sqrt(sse(lf.latency_ms, slope) / n);
   }
   if (slope > 0) lf.bandwidth_GBps = 1e-6 / slope;
   Link link;

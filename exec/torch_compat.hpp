@@ -73,4 +73,12 @@ int cuda_device_count();
 void* current_cuda_stream(int device);
 std::string torch_version();
 
+// CUDA events on torch's current stream of `device`, for step timing. Without a CUDA
+// libtorch cuda_timing_available() is false and the others must not be called.
+bool cuda_timing_available();
+void* cuda_event_record(int device);
+// Milliseconds from `from` to `to`, after waiting for `to` to complete.
+double cuda_event_elapsed_ms(void* from, void* to);
+void cuda_event_destroy(void* event) noexcept;
+
 }  // namespace ppsched::exec::compat

@@ -102,12 +102,13 @@ struct TraceWritten {
 
 // Rank 0: every rank's records from the store, one SimResult, one Chrome trace file.
 TraceWritten write_measured_trace(const compat::StorePtr& store, const Schedule& s, int world, const std::string& path,
-                                  bool cuda) {
+                                  bool cuda, const std::string& transport) {
   std::vector<RankTrace> ranks;
   for (int q = 0; q < world; ++q) ranks.push_back(parse_rank_trace(text(store->get("trace/" + std::to_string(q)))));
   MeasuredRun run = assemble_measured_run(s, ranks);
   TraceOptions o;
-  o.label = "measured";
+  // The transport in the label: ppsched calibrate prices Gloo's rendezvous sends accordingly.
+  o.label = "measured (" + transport + ")";
   std::ofstream out(path, std::ios::binary);
   out << chrome_trace_json(s, run.result, o);
   out.close();
@@ -342,7 +343,7 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
         parity = check_parity(cfg.model, layout, s, cfg.run.iterations, grads, losses);
       }
       std::optional<TraceWritten> trace;
-      if (tracing) trace = write_measured_trace(store, s, world, cfg.run.trace, clock.cuda());
+      if (tracing) trace = write_measured_trace(store, s, world, cfg.run.trace, clock.cuda(), transport->name());
       print_report(cfg, s, transport->name(), outcome, losses, parity ? &*parity : nullptr, trace ? &*trace : nullptr);
       leave(false);
       return parity && !parity->ok ? 1 : 0;

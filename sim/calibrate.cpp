@@ -269,7 +269,12 @@ Calibration calibrate_trace(std::string_view text, const std::string& file, cons
   // ---- compute ---------------------------------------------------------------------------
   CostModel& c = cal.costs;
   c = CostModel{};
-  c.eager_threshold_bytes = options.eager_threshold_bytes;
+  if (options.eager_threshold_bytes) {
+    c.eager_threshold_bytes = *options.eager_threshold_bytes;
+  } else if (cal.label == "measured (gloo)") {
+    c.eager_threshold_bytes = 0;
+    cal.notes.push_back("a Gloo run: its sends wait for the receiver, so the fitted model has eager threshold 0");
+  }
   c.source = "calibrated from " + (file.empty() ? std::string("a trace") : file);
   std::map<ComputeKind, std::map<int, std::vector<double>>> samples;
   int composites = 0, sub_slices = 0;
@@ -432,51 +437,84 @@ Calibration calibrate_trace(std::string_view text, const std::string& file, cons
                         " transfer(s) ended before both ends were posted (clock skew between ranks) and were left out");
   LinkFit& lf = cal.link;
   lf.transfers = static_cast<int>(xs.size());
+  for (double y : ys) lf.mean_transfer_ms += y / static_cast<double>(ys.size());
+  // Pipeline-wide collectives (MPIPE_PARAM_BROADCAST, MPIPE_GRAD_REDUCE) are priced by the
+  // same link with the simulator's ring formulas, so each instance is a sample too:
+  // broadcast (n-1) L + B s, all-reduce 2(n-1) L + 2(n-1)/n B s (s = ms per byte). An
+  // instance is the k-th such slice of every rank; it runs from the last arrival to the last
+  // end. They reach payload sizes the P2P messages may not.
+  std::vector<double> as(xs.size(), 1.0);
+  {
+    std::map<std::pair<int, int>, std::vector<const Slice*>> by_op_rank;  // (op, pid) -> slices in time order
+    for (const auto& s : slices)
+      if (s.lane == LaneKind::Collective && (s.op == Op::MPIPE_PARAM_BROADCAST || s.op == Op::MPIPE_GRAD_REDUCE))
+        by_op_rank[{static_cast<int>(s.op), s.pid}].push_back(&s);
+    std::map<int, std::vector<std::vector<const Slice*>>> per_op;  // op -> per rank
+    for (auto& [key, v] : by_op_rank) {
+      std::sort(v.begin(), v.end(), [](const Slice* a, const Slice* b) { return a->ts < b->ts; });
+      per_op[key.first].push_back(v);
+    }
+    for (const auto& [op, per_rank] : per_op) {
+      if (static_cast<int>(per_rank.size()) != cal.ranks || cal.ranks < 2) continue;
+      size_t count = per_rank[0].size();
+      for (const auto& v : per_rank) count = std::min(count, v.size());
+      const double n = static_cast<double>(cal.ranks);
+      for (size_t k = 0; k < count; ++k) {
+        double last_start = -1e300, last_end = -1e300;
+        for (const auto& v : per_rank) last_start = std::max(last_start, v[k]->ts), last_end = std::max(last_end, v[k]->end());
+        const double bytes = per_rank[0][k]->bytes;
+        const bool reduce = static_cast<Op>(op) == Op::MPIPE_GRAD_REDUCE;
+        as.push_back(reduce ? 2 * (n - 1) : n - 1);
+        xs.push_back(reduce ? 2 * (n - 1) / n * bytes : bytes);
+        ys.push_back((last_end - last_start) / 1e3);
+        ++lf.collectives;
+      }
+    }
+  }
   lf.sizes = static_cast<int>(std::set<double>(xs.begin(), xs.end()).size());
   double slope = 0;  // ms per byte
   if (xs.empty()) {
     lf.note = "no usable P2P transfers: latency 0, infinite bandwidth";
   } else {
-    const double n = static_cast<double>(xs.size());
-    double mx = 0, my = 0;
-    for (size_t k = 0; k < xs.size(); ++k) mx += xs[k] / n, my += ys[k] / n;
-    lf.mean_transfer_ms = my;
-    double sxx = 0, sxy = 0;
-    for (size_t k = 0; k < xs.size(); ++k) sxx += (xs[k] - mx) * (xs[k] - mx), sxy += (xs[k] - mx) * (ys[k] - my);
+    // Least squares for y = L a + s x with L >= 0, s >= 0.
+    double saa = 0, sax = 0, sxx = 0, say = 0, sxy = 0;
+    for (size_t k = 0; k < xs.size(); ++k) {
+      saa += as[k] * as[k], sax += as[k] * xs[k], sxx += xs[k] * xs[k];
+      say += as[k] * ys[k], sxy += xs[k] * ys[k];
+    }
     auto sse = [&](double lat, double sl) {
       double ss = 0;
       for (size_t k = 0; k < xs.size(); ++k) {
-        const double r = ys[k] - (lat + sl * xs[k]);
+        const double r = ys[k] - (lat * as[k] + sl * xs[k]);
         ss += r * r;
       }
       return ss;
     };
-    if (lf.sizes < 2) {
-      lf.latency_ms = my;
+    const double det = saa * sxx - sax * sax;
+    const bool separable = det > 1e-9 * saa * sxx;  // at least two (a, x) directions
+    if (!separable) {
+      lf.latency_ms = say / saa;
       lf.note = "one payload size only: the latency absorbs the whole transfer time, bandwidth infinite";
     } else {
-      slope = sxy / sxx;
-      lf.latency_ms = my - slope * mx;
+      lf.latency_ms = (sxx * say - sax * sxy) / det;
+      slope = (saa * sxy - sax * say) / det;
       if (slope <= 0 || lf.latency_ms < 0) {
-        // Least squares with latency >= 0 and slope >= 0: the optimum lies on a boundary,
-        // either a constant time (slope 0, latency = mean) or a line through the origin.
-        double sx2 = 0, sxy0 = 0;
-        for (size_t k = 0; k < xs.size(); ++k) sx2 += xs[k] * xs[k], sxy0 += xs[k] * ys[k];
-        const double through_origin = std::max(0.0, sxy0 / sx2);
-        if (sse(my, 0) <= sse(0, through_origin)) {
+        // The constrained optimum lies on a boundary: a constant time (s = 0) or no latency.
+        const double lat_only = std::max(0.0, say / saa), slope_only = std::max(0.0, sxy / sxx);
+        if (sse(lat_only, 0) <= sse(0, slope_only)) {
           slope = 0;
-          lf.latency_ms = my;
-          lf.note = "transfer time does not grow with size here: latency = mean transfer time, bandwidth infinite";
+          lf.latency_ms = lat_only;
+          lf.note = "transfer time does not grow with size here: latency only, bandwidth infinite";
         } else {
-          slope = through_origin;
+          slope = slope_only;
           lf.latency_ms = 0;
           lf.note = "the unconstrained fit gave a negative latency: refitted with latency 0";
         }
       }
     }
     for (size_t k = 0; k < xs.size(); ++k)
-      lf.max_residual_ms = std::max(lf.max_residual_ms, std::fabs(ys[k] - (lf.latency_ms + slope * xs[k])));
-    lf.rms_residual_ms = std::sqrt(sse(lf.latency_ms, slope) / n);
+      lf.max_residual_ms = std::max(lf.max_residual_ms, std::fabs(ys[k] - (lf.latency_ms * as[k] + slope * xs[k])));
+    lf.rms_residual_ms = std::sqrt(sse(lf.latency_ms, slope) / static_cast<double>(xs.size()));
   }
   if (slope > 0) lf.bandwidth_GBps = 1e-6 / slope;
   Link link;

@@ -8,7 +8,8 @@
 //    the median of the samples (or the mean). A composite's single slice (a simulated
 //    OVERLAP_*) prices two kinds at once and is not used; the executor records its sub-steps
 //    separately (args.sub), which are.
-//  - link: one flat latency + bandwidth, by least squares over P2P transfers t = L + bytes / B.
+//  - link: one flat latency + bandwidth, by least squares over P2P transfers t = L + bytes / B
+//    and over pipeline-wide collectives with the simulator's ring formulas (below).
 //    A transfer is a flow whose send slice and receive slice carry one message each (a batch's
 //    group slice carries several concurrent ones and is left out). Its time runs from when
 //    both ends could go: the later of the two posts and the end of the sender's last compute
@@ -33,9 +34,10 @@ enum class Statistic { Median, Mean };
 struct CalibrateOptions {
   Statistic statistic = Statistic::Median;
   int stages = -1;  // -1: otherData.stages of the trace
-  // Written to the fitted model's protocol section. The fit itself times every transfer as a
-  // rendezvous (from the later post); 4 MiB is the cost model's default (NCCL's buffer).
-  double eager_threshold_bytes = 4.0 * 1024 * 1024;
+  // Written to the fitted model's protocol section (the fit itself times every transfer as a
+  // rendezvous, from the later post). Unset: 0 for a trace labelled "measured (gloo)" (Gloo's
+  // TCP pairs send only once the receiver posted), else the cost model's 4 MiB (NCCL's buffer).
+  std::optional<double> eager_threshold_bytes;
 };
 
 struct ComputeFit {
@@ -47,7 +49,8 @@ struct ComputeFit {
 };
 
 struct LinkFit {
-  int transfers = 0;         // usable transfers
+  int transfers = 0;         // usable P2P transfers
+  int collectives = 0;       // pipeline-wide collective instances in the fit
   int sizes = 0;             // distinct payload sizes among them
   double latency_ms = 0;
   std::optional<double> bandwidth_GBps;  // nullopt: infinite (no size dependence measured)

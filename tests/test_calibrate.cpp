@@ -153,6 +153,9 @@ TEST_CASE("split backward halves and MPipe tower steps are recovered as their ow
     CHECK(cal.costs.features_bytes == c.features_bytes);
     CHECK(cal.costs.tower_param_bytes == c.tower_param_bytes);
     for (int st = 0; st < 4; ++st) CHECK(cal.costs.fwd.at(st, 0) == Approx(c.fwd.at(st, 0)).margin(kTimeTol));
+    // The tower-parameter broadcast is a sample of the link too (ring: 3 L + B / bandwidth).
+    CHECK(cal.link.collectives >= 1);
+    CHECK(cal.link.rms_residual_ms < kTimeTol);
     CHECK(cal.link.latency_ms == Approx(0.05).margin(kTimeTol));
     REQUIRE(cal.link.bandwidth_GBps);
     CHECK(*cal.link.bandwidth_GBps == Approx(12.5).epsilon(1e-5));

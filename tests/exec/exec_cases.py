@@ -162,11 +162,13 @@ def _(ctx):
 COMPUTE_OPS = {"FWD", "BWD", "BWD_INPUT", "BWD_WEIGHT", "MPIPE_TRANSPOSE_FWD", "MPIPE_TRANSPOSE_BWD", "DATA_LOAD"}
 
 # The prediction bound. The simulator gives every rank its own device; here four ranks share
-# two cores (and CI runs other jobs beside them), so ranks that the model runs in parallel
-# take turns, and the measured makespan is about twice the prediction (-50% measured on this
-# machine, run after run). The bound allows that factor 2 and another factor 2 for a machine
-# busier than ours: within a factor of 4 either way. It still fails on a broken fit: a unit
-# error is 1000x, a step kind priced at 0 or a lost flow moves the makespan far more.
+# two cores with other jobs (load average ~5 when measured), so ranks that the model runs in
+# parallel take turns, and a rank waiting for a core is time no slice explains. Measured on
+# this machine: predictions 8-18% short of the measured makespan (up to 50% short when the
+# fitted model wrongly priced Gloo's small sends as eager). Two for the cores, two for a busier
+# machine: within a factor of 4 either way. It still fails on a broken fit: a unit error is
+# 1000x, and a wrong protocol or a lost kind of step shows up as a factor 2-3 in the printed
+# error, which is what this case reports for the record.
 PREDICTION_FACTOR = 4.0
 
 
@@ -175,7 +177,7 @@ def check_measured_trace(path, sched):
     with open(path) as f:
         t = json.load(f)
     other = t["otherData"]
-    if other["label"] != "measured" or other["ranks"] != sched["ranks"]:
+    if other["label"] != "measured (gloo)" or other["ranks"] != sched["ranks"]:
         raise Failure(f"trace metadata: {other}")
     ev = t["traceEvents"]
     named = {e["pid"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}

@@ -54,7 +54,7 @@ std::string summary_text(const Calibration& c, const std::string& trace, Statist
   const LinkFit& l = c.link;
   out += "  link: latency " + fixed(l.latency_ms * 1e3, 1) + " us, bandwidth " +
          (l.bandwidth_GBps ? fixed(*l.bandwidth_GBps, 4) + " GB/s" : std::string("infinite")) + " (least squares over " +
-         std::to_string(l.transfers) + " transfers, " + std::to_string(l.sizes) + " sizes; mean transfer " +
+         std::to_string(l.transfers) + " transfers and " + std::to_string(l.collectives) + " collectives, " + std::to_string(l.sizes) + " sizes; mean transfer " +
          fixed(l.mean_transfer_ms, 4) + " ms, residual rms " + fixed(l.rms_residual_ms, 4) + " ms, max " +
          fixed(l.max_residual_ms, 4) + " ms)\n";
   if (!l.note.empty()) out += "    " + l.note + "\n";
@@ -68,7 +68,7 @@ Action add_calibrate(CLI::App& app) {
   struct State {
     std::string trace, out, schedule, statistic = "median";
     int stages = -1;
-    double eager = 4.0 * 1024 * 1024;
+    double eager = -1;
     bool json = false;
   };
   auto st = std::make_shared<State>();
@@ -85,14 +85,15 @@ Action add_calibrate(CLI::App& app) {
       ->check(CLI::IsMember({"median", "mean"}));
   cmd->add_option("--stages", st->stages, "stage count, when the trace does not say (otherData.stages)");
   cmd->add_option("--eager-threshold", st->eager,
-                  "protocol.eager_threshold_bytes of the fitted model (default 4 MiB; 0 = every transfer rendezvous)")
+                  "protocol.eager_threshold_bytes of the fitted model (default: 0 for a Gloo run's trace, whose sends "
+                  "wait for the receiver; else 4 MiB)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", st->json, "print the fit (and the prediction) as JSON");
   return [st] {
     CalibrateOptions o;
     o.statistic = st->statistic == "mean" ? Statistic::Mean : Statistic::Median;
     o.stages = st->stages;
-    o.eager_threshold_bytes = st->eager;
+    if (st->eager >= 0) o.eager_threshold_bytes = st->eager;
     Calibration c = calibrate_trace(read_text(st->trace), st->trace, o);
 
     std::optional<Prediction> pred;
@@ -140,6 +141,7 @@ Action add_calibrate(CLI::App& app) {
                                 {"max_ms", f.max_ms}});
       const LinkFit& l = c.link;
       j["link"] = {{"transfers", l.transfers},
+                   {"collectives", l.collectives},
                    {"sizes", l.sizes},
                    {"latency_ms", l.latency_ms},
                    {"bandwidth_GBps", l.bandwidth_GBps ? nlohmann::json(*l.bandwidth_GBps) : nlohmann::json(nullptr)},

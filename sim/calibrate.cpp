@@ -66,6 +66,14 @@ double number_at(const json& obj, const char* key, const std::string& file, int 
   return it->get<double>();
 }
 
+// A required integer field (ranks, threads, stages, indices): a number that fits an int.
+int int_at(const json& obj, const char* key, const std::string& file, int event, const std::string& what) {
+  const double v = number_at(obj, key, file, event, what);
+  if (!(v >= -2147483648.0 && v < 2147483648.0) || v != std::floor(v))
+    fail(file, event, what + ": \"" + key + "\" is not an integer in range");
+  return static_cast<int>(v);
+}
+
 double statistic(std::vector<double> v, Statistic s) {
   if (v.empty()) return 0;
   if (s == Statistic::Mean) {
@@ -126,6 +134,9 @@ StageValue per_stage(const std::map<int, std::vector<double>>& by_stage, int sta
   return out;
 }
 
+// The fit itself, over a parsed document; `current` tracks the event being read.
+Calibration fit(const json& root, const std::string& file, const CalibrateOptions& options, int& current);
+
 }  // namespace
 
 Calibration calibrate_trace(std::string_view text, const std::string& file, const CalibrateOptions& options) {
@@ -139,8 +150,19 @@ Calibration calibrate_trace(std::string_view text, const std::string& file, cons
     fail(file, -1, "not a Chrome trace: expected an object with a \"traceEvents\" array (ppsched simulate --trace, "
                    "ppsched-exec --trace)");
 
+  int current = -1;  // the event being read, for a type error's location
+  try {
+    return fit(root, file, options, current);
+  } catch (const json::exception& e) {
+    fail(file, current, std::string("unexpected JSON type: ") + e.what());
+  }
+}
+
+namespace {
+
+Calibration fit(const json& root, const std::string& file, const CalibrateOptions& options, int& current) {
   Calibration cal;
-  const json& other = root.value("otherData", json::object());
+  const json other = root.contains("otherData") ? root["otherData"] : json::object();
   if (other.is_object()) {
     if (other.contains("schedule") && other["schedule"].is_string()) cal.schedule = other["schedule"].get<std::string>();
     if (other.contains("label") && other["label"].is_string()) cal.label = other["label"].get<std::string>();
@@ -150,6 +172,7 @@ Calibration calibrate_trace(std::string_view text, const std::string& file, cons
       cal.micro_batches = other["micro_batches"].get<int>();
   }
   if (options.stages > 0) cal.stages = options.stages;
+  if (cal.stages > (1 << 20)) fail(file, -1, "otherData.stages is " + std::to_string(cal.stages) + ", beyond 2^20");
   if (cal.stages <= 0)
     fail(file, -1, "the trace does not say how many stages the schedule has (otherData.stages); give --stages");
 
@@ -160,14 +183,15 @@ Calibration calibrate_trace(std::string_view text, const std::string& file, cons
   const json& events = root["traceEvents"];
   for (size_t i = 0; i < events.size(); ++i) {
     const int ev = static_cast<int>(i);
+    current = ev;
     const json& e = events[i];
     if (!e.is_object()) fail(file, ev, "an event is not an object");
     const std::string ph = e.value("ph", "");
     if (ph == "M") {
       if (e.value("name", "") == "thread_name" && e.contains("args") && e["args"].is_object() &&
           e["args"].contains("name") && e["args"]["name"].is_string())
-        lanes[{static_cast<int>(number_at(e, "pid", file, ev, "thread_name metadata")),
-               static_cast<int>(number_at(e, "tid", file, ev, "thread_name metadata"))}] =
+        lanes[{int_at(e, "pid", file, ev, "thread_name metadata"),
+               int_at(e, "tid", file, ev, "thread_name metadata")}] =
             lane_of_thread(e["args"]["name"].get<std::string>());
       continue;
     }
@@ -176,8 +200,8 @@ Calibration calibrate_trace(std::string_view text, const std::string& file, cons
       const std::string what = "slice '" + name + "'";
       Slice s;
       s.event = ev;
-      s.pid = static_cast<int>(number_at(e, "pid", file, ev, what));
-      s.tid = static_cast<int>(number_at(e, "tid", file, ev, what));
+      s.pid = int_at(e, "pid", file, ev, what);
+      s.tid = int_at(e, "tid", file, ev, what);
       s.ts = number_at(e, "ts", file, ev, what);
       s.dur = number_at(e, "dur", file, ev, what);
       if (s.dur < 0) fail(file, ev, what + " has a negative duration");
@@ -193,11 +217,11 @@ Calibration calibrate_trace(std::string_view text, const std::string& file, cons
       if (!op) fail(file, ev, what + ": unknown op '" + op_it->get<std::string>() + "' in args.op");
       s.op = *op;
       const std::string where = what + " args";
-      s.stage = static_cast<int>(number_at(a, "stage", file, ev, where));
-      s.micro = static_cast<int>(number_at(a, "micro", file, ev, where));
-      s.step_index = static_cast<int>(number_at(a, "step_index", file, ev, where));
+      s.stage = int_at(a, "stage", file, ev, where);
+      s.micro = int_at(a, "micro", file, ev, where);
+      s.step_index = int_at(a, "step_index", file, ev, where);
       s.bytes = number_at(a, "bytes", file, ev, where);
-      if (a.contains("sub")) s.sub = static_cast<int>(number_at(a, "sub", file, ev, where));
+      if (a.contains("sub")) s.sub = int_at(a, "sub", file, ev, where);
       if (a.contains("meta") && a["meta"].is_boolean()) s.meta = a["meta"].get<bool>();
       if (s.stage >= cal.stages)
         fail(file, ev, what + ": stage " + std::to_string(s.stage) + " but the trace has " + std::to_string(cal.stages) +
@@ -210,14 +234,15 @@ Calibration calibrate_trace(std::string_view text, const std::string& file, cons
       FlowEnd f;
       f.event = ev;
       const std::string what = std::string("flow ") + (ph == "s" ? "start" : "end");
-      f.pid = static_cast<int>(number_at(e, "pid", file, ev, what));
-      f.tid = static_cast<int>(number_at(e, "tid", file, ev, what));
+      f.pid = int_at(e, "pid", file, ev, what);
+      f.tid = int_at(e, "tid", file, ev, what);
       f.ts = number_at(e, "ts", file, ev, what);
-      const auto id = static_cast<int64_t>(number_at(e, "id", file, ev, what));
+      const int64_t id = int_at(e, "id", file, ev, what);
       auto& dst = ph == "s" ? flow_start : flow_finish;
       if (!dst.emplace(id, f).second) fail(file, ev, what + " repeats flow id " + std::to_string(id));
     }
   }
+  current = -1;
   if (slices.empty()) fail(file, -1, "the trace has no slices (X events): nothing to calibrate");
   for (auto& s : slices) {
     auto it = lanes.find({s.pid, s.tid});
@@ -525,4 +550,5 @@ Calibration calibrate_trace(std::string_view text, const std::string& file, cons
   return cal;
 }
 
+}  // namespace
 }  // namespace ppsched

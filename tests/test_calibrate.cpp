@@ -221,6 +221,22 @@ TEST_CASE("a trace calibration cannot use is refused with a located error") {
       }
     CHECK_THAT(expect_error([&] { calibrate_trace(t.dump(), "flow.json"); }).what(), Catch::Contains("lies in no slice"));
   }
+  SECTION("fields of the wrong type or out of range") {
+    json t = json::parse(simulated_trace());
+    t["traceEvents"][3]["ph"] = 5;
+    auto e = expect_error([&] { calibrate_trace(t.dump(), "type.json"); });
+    CHECK(e.where().field == "traceEvents[3]");
+    json u = json::parse(simulated_trace());
+    for (auto& ev : u["traceEvents"])
+      if (ev["ph"] == "X") {
+        ev["pid"] = 1e300;
+        break;
+      }
+    CHECK_THAT(expect_error([&] { calibrate_trace(u.dump(), "pid.json"); }).what(), Catch::Contains("not an integer in range"));
+    json v = json::parse(simulated_trace());
+    v["otherData"]["stages"] = 2000000000;
+    CHECK_THAT(expect_error([&] { calibrate_trace(v.dump(), "big.json"); }).what(), Catch::Contains("beyond 2^20"));
+  }
   SECTION("no stage count") {
     json t = json::parse(simulated_trace());
     t["otherData"].erase("stages");

@@ -70,6 +70,8 @@ struct RunConfig {
   bool verify = true;
   double lr = 0;                     // > 0: one SGD step after the last iteration, all or nothing
   std::optional<FaultInjection> fault;
+  // --trace FILE: rank 0 writes a Chrome trace of the last iteration, every rank's steps.
+  std::string trace;
 };
 
 struct ExecConfig {

@@ -46,6 +46,7 @@ void run_param_broadcast(RunContext& c, const StepAt& at) {
   c.collective(at, all_ranks(c));
   std::vector<at::Tensor> params;
   for (const auto& p : c.model.tower.trainable_parameters()) params.push_back(p.detach());
+  c.collective_bytes = bytes_of(params);
   if (!params.empty()) c.transport.broadcast(params, 0, {});
 }
 
@@ -146,6 +147,7 @@ void run_grad_reduce(RunContext& c, const StepAt& at) {
   for (size_t k = 0; k < params.size(); ++k)
     deltas.push_back(params[k].grad().defined() ? params[k].grad() - c.mpipe.grad_snapshot[k]
                                                 : torch::zeros_like(params[k]));
+  c.collective_bytes = bytes_of(deltas);
   c.transport.all_reduce_sum(deltas, {});
   for (size_t k = 0; k < params.size(); ++k) params[k].mutable_grad() = c.mpipe.grad_snapshot[k] + deltas[k];
   c.mpipe.grad_snapshot.clear();

@@ -117,6 +117,7 @@ void run_all_reduce(RunContext& c, const StepAt& at) {
   if (deltas.empty())
     deltas.push_back(torch::zeros({c.model_config.vocab, c.model_config.hidden},
                                   torch::TensorOptions().dtype(torch::kFloat).device(c.device)));
+  c.collective_bytes = bytes_of(deltas);
   c.transport.all_reduce_sum(deltas, members);
   for (size_t k = 0; k < c.model.tied.size(); ++k) {
     at::Tensor p = c.model.tied[k];

@@ -95,6 +95,10 @@ int main(int argc, char** argv) {
   bool no_verify = false;
   app.add_flag("--no-verify", no_verify, "run even if the verifier finds violations (may hang or fail)");
   app.add_option("--lr", cfg.run.lr, "SGD step after the last iteration, only when every rank succeeded (default 0: none)");
+  app.add_option("--trace", cfg.run.trace,
+                 "write a Chrome trace (Perfetto) of the LAST iteration to FILE on rank 0: every rank's steps, host "
+                 "clock on CPU, CUDA events on GPU, the format of ppsched simulate --trace (ppsched calibrate reads it); "
+                 "the first iteration includes warm-up costs, so trace with --iterations 2 or more");
   app.add_option("--fail-at", fail_at, "testing: RANK:STEP[:throw|kill|hang|corrupt[:ITERATION]] injects a fault");
 
   try {

@@ -77,13 +77,15 @@ void RunContext::send_meta(const StepAt& at, int to, const TensorMeta& m, int te
   for (size_t k = 0; k < m.shape.size(); ++k) v[4 + k] = m.shape[k];
   at::Tensor t = torch::tensor(v, torch::kLong).to(device);
   messages.push_back({to, true, true, at.index, at.sub, tensor});
-  transport.send(t, to);
+  timed(interval_of(at, Lane::Send, static_cast<double>(t.nbytes()), true, static_cast<int>(messages.size()) - 1, 1),
+        [&] { transport.send(t, to); });
 }
 
 TensorMeta RunContext::recv_meta_from(const StepAt& at, int from, int tensor) {
   at::Tensor t = torch::empty({kMetaSlots}, torch::TensorOptions().dtype(torch::kLong).device(device));
   messages.push_back({from, false, true, at.index, at.sub, tensor});
-  transport.recv(t, from);
+  timed(interval_of(at, Lane::Recv, static_cast<double>(t.nbytes()), true, static_cast<int>(messages.size()) - 1, 1),
+        [&] { transport.recv(t, from); });
   at::Tensor h = t.cpu();
   const int64_t* v = h.data_ptr<int64_t>();
   if (v[0] != kMetaMagic || v[3] < 0 || v[3] > kMaxDims)
@@ -94,6 +96,12 @@ TensorMeta RunContext::recv_meta_from(const StepAt& at, int from, int tensor) {
   m.requires_grad = v[2] != 0;
   m.shape.assign(v + 4, v + 4 + v[3]);
   return m;
+}
+
+double bytes_of(const std::vector<at::Tensor>& ts) {
+  double b = 0;
+  for (const auto& t : ts) b += static_cast<double>(t.nbytes());
+  return b;
 }
 
 void RunContext::collective(const StepAt& at, const std::vector<int>& members) {
@@ -213,7 +221,16 @@ void Runtime::dispatch(const Step& step, int index, int sub) {
   StepAt at{step, index, sub, conditions_of(ctx_.schedule, ctx_.rank, step)};
   audit_before(ctx_.caches, step, at.cond);
   if (h.run) {
-    h.run(ctx_, at);
+    const bool collective = info(step.op).kind == StepKind::Collective;
+    ctx_.collective_bytes = 0;
+    if (!ctx_.clock) {
+      h.run(ctx_, at);
+    } else {
+      // The collective's bytes are known once its handler ran.
+      const size_t mark = ctx_.clock->begin();
+      h.run(ctx_, at);
+      ctx_.clock->end(mark, interval_of(at, collective ? Lane::Collective : Lane::Compute, ctx_.collective_bytes));
+    }
   } else if (h.begin && h.finish) {
     // A single P2P step: its metas are exchanged inside begin(); each payload then blocks at
     // the step, in tensor order (comm model: one Phase per payload).
@@ -221,12 +238,21 @@ void Runtime::dispatch(const Step& step, int index, int sub) {
     for (size_t t = 0; t < ops.size(); ++t) {
       auto& op = ops[t];
       ctx_.messages.push_back({op.peer, op.send, false, index, sub, static_cast<int>(t)});
-      if (op.send)
-        ctx_.transport.send(op.tensor, op.peer);
-      else
-        ctx_.transport.recv(op.tensor, op.peer);
+      ctx_.timed(interval_of(at, op.send ? Lane::Send : Lane::Recv, static_cast<double>(op.tensor.nbytes()), false,
+                             static_cast<int>(ctx_.messages.size()) - 1, 1),
+                 [&] {
+                   if (op.send)
+                     ctx_.transport.send(op.tensor, op.peer);
+                   else
+                     ctx_.transport.recv(op.tensor, op.peer);
+                 });
     }
-    h.finish(ctx_, at, ops);
+    // A receive that computes (MPIPE_GRAD_RECV_WITH_BACKWARD) does it in finish(): the
+    // compute lane's slice, as the simulator draws it.
+    if (info(step.op).compute != ComputeKind::None)
+      ctx_.timed(interval_of(at, Lane::Compute), [&] { h.finish(ctx_, at, ops); });
+    else
+      h.finish(ctx_, at, ops);
   } else {
     throw std::logic_error(std::string("no handler for ") + std::string(op_name(step.op)));
   }
@@ -247,13 +273,21 @@ void Runtime::run_batch(const Step& batch, int index) {
     audit_before(ctx_.caches, leaf, ats.back().cond);
     per_sub.push_back(h.begin(ctx_, ats.back()));
   }
+  const int first = static_cast<int>(ctx_.messages.size());
+  bool sends = false;
+  double bytes = 0;
   for (size_t k = 0; k < per_sub.size(); ++k)
     for (size_t t = 0; t < per_sub[k].size(); ++t) {
       const auto& op = per_sub[k][t];
       ctx_.messages.push_back({op.peer, op.send, false, index, static_cast<int>(k), static_cast<int>(t)});
       all.push_back(op);
+      sends = sends || op.send;
+      bytes += static_cast<double>(op.tensor.nbytes());
     }
-  ctx_.transport.group(all);
+  // One slice for the whole group, on the send lane when it sends anything (as the simulator).
+  ctx_.timed(interval_of(StepAt{batch, index, -1, 0}, sends ? Lane::Send : Lane::Recv, bytes, false, first,
+                         static_cast<int>(all.size())),
+             [&] { ctx_.transport.group(all); });
   // Received tensors were filled in place; `all` holds the same tensors as per_sub.
   for (size_t k = 0; k < ats.size(); ++k) {
     handler_table()[static_cast<size_t>(ats[k].step.op)].finish(ctx_, ats[k], per_sub[k]);

@@ -17,7 +17,9 @@
 
 #include "exec/caches.hpp"
 #include "exec/config.hpp"
+#include "exec/measured_trace.hpp"
 #include "exec/models.hpp"
+#include "exec/step_clock.hpp"
 #include "exec/transport.hpp"
 #include "model/schedule.hpp"
 
@@ -39,15 +41,6 @@ struct TensorMeta {
   bool requires_grad = false;
 };
 
-// What the executor sent and received, in order, to compare with the comm model.
-struct LoggedMessage {
-  int peer;
-  bool send;
-  bool meta;
-  int step_index;
-  int sub;
-  int tensor;
-};
 struct LoggedCollective {
   Op op;
   std::vector<int> members;  // ascending; all ranks for pipeline-wide collectives
@@ -107,6 +100,8 @@ struct RunContext {
 
   std::vector<LoggedMessage> messages;         // this run's traffic, in order
   std::vector<LoggedCollective> collectives;
+  StepClock* clock = nullptr;                  // set while an iteration is traced (--trace)
+  double collective_bytes = 0;                 // what the last collective step moved (its handler sets it)
 
   // Helpers shared by the handlers.
   std::string who(const StepAt& at) const;  // "rank 1 step 7 (FS3s1)"
@@ -116,7 +111,33 @@ struct RunContext {
   // Whether a body FWD P2P step exchanges its meta now (once per stage object and direction).
   bool first_meta(const StepAt& at) { return meta_done.insert({static_cast<int>(at.step.op), at.step.stage}).second; }
   void collective(const StepAt& at, const std::vector<int>& members);  // logs one collective call
+  // Runs f, timing it as `iv` when this iteration is traced.
+  template <class F>
+  void timed(const TracedInterval& iv, F&& f) {
+    if (!clock) {
+      f();
+      return;
+    }
+    const size_t mark = clock->begin();
+    f();
+    clock->end(mark, iv);
+  }
 };
+
+// A traced interval of the step at `at` (times filled in by the clock).
+inline TracedInterval interval_of(const StepAt& at, Lane lane, double bytes = 0, bool meta = false, int first_message = -1,
+                                  int messages = 0) {
+  TracedInterval iv;
+  iv.step_index = at.index;
+  iv.sub = at.sub;
+  iv.lane = lane;
+  iv.bytes = bytes;
+  iv.meta = meta;
+  iv.first_message = first_message;
+  iv.messages = messages;
+  return iv;
+}
+double bytes_of(const std::vector<at::Tensor>& ts);
 
 TensorMeta meta_of(const at::Tensor& t);
 // An exception's message without c10's C++ backtrace.

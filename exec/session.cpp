@@ -8,6 +8,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <set>
@@ -16,11 +17,13 @@
 
 #include <unistd.h>
 
+#include "exec/measured_trace.hpp"
 #include "exec/parity.hpp"
 #include "exec/runtime.hpp"
 #include "exec/transport.hpp"
 #include "exec/watchdog.hpp"
 #include "model/formats/schedule_io.hpp"
+#include "traces/chrome_trace.hpp"
 
 namespace ppsched::exec {
 namespace {
@@ -38,7 +41,8 @@ std::string digest_of(const ExecConfig& cfg, const Schedule& s) {
   o << write_schedule(s, FileFormat::Json) << '|' << static_cast<int>(m.kind) << ' ' << m.layers << ' ' << m.hidden << ' '
     << m.heads << ' ' << m.seq << ' ' << m.vocab << ' ' << m.micro_batch_size << ' ' << m.seed << ' ' << m.tie_embeddings
     << ' ' << m.tower_layers << ' ' << static_cast<int>(m.tower.value_or(Tower::None)) << '|' << cfg.run.iterations << ' '
-    << cfg.run.check_parity << ' ' << cfg.run.lr << ' ' << static_cast<int>(cfg.run.transport);
+    << cfg.run.check_parity << ' ' << cfg.run.lr << ' ' << static_cast<int>(cfg.run.transport) << ' '
+    << !cfg.run.trace.empty();
   if (m.stage_modules) o << '|' << m.stage_modules->dir << ' ' << m.stage_modules->stages;
   return std::to_string(std::hash<std::string>{}(o.str()));
 }
@@ -87,6 +91,32 @@ struct Outcome {
   std::vector<double> seconds;      // per iteration, this rank's wall clock
 };
 
+// What rank 0 says about the trace it wrote.
+struct TraceWritten {
+  std::string path;
+  size_t slices = 0, flows = 0;
+  double makespan_ms = 0;
+  bool cuda = false;
+  bool shared_clock = false;
+  std::vector<std::string> notes;
+};
+
+// Rank 0: every rank's records from the store, one SimResult, one Chrome trace file.
+TraceWritten write_measured_trace(const compat::StorePtr& store, const Schedule& s, int world, const std::string& path,
+                                  bool cuda, const std::string& transport) {
+  std::vector<RankTrace> ranks;
+  for (int q = 0; q < world; ++q) ranks.push_back(parse_rank_trace(text(store->get("trace/" + std::to_string(q)))));
+  MeasuredRun run = assemble_measured_run(s, ranks);
+  TraceOptions o;
+  // The transport in the label: ppsched calibrate prices Gloo's rendezvous sends accordingly.
+  o.label = "measured (" + transport + ")";
+  std::ofstream out(path, std::ios::binary);
+  out << chrome_trace_json(s, run.result, o);
+  out.close();
+  if (!out) throw std::runtime_error("cannot write the trace to '" + path + "'");
+  return {path, run.result.slices.size(), run.result.flows.size(), run.result.makespan_ms, cuda, run.shared_clock, run.notes};
+}
+
 // Waits until `count` ranks incremented `key`, polling, at most `limit`.
 void wait_count(const compat::StorePtr& store, const std::string& key, int count, std::chrono::milliseconds limit) {
   auto deadline = Clock::now() + limit;
@@ -101,7 +131,7 @@ void wait_count(const compat::StorePtr& store, const std::string& key, int count
 }
 
 void print_report(const ExecConfig& cfg, const Schedule& s, const std::string& transport, const Outcome& o,
-                  const std::vector<double>& losses, const ParityResult* parity) {
+                  const std::vector<double>& losses, const ParityResult* parity, const TraceWritten* trace) {
   double mean_s = 0;
   for (double t : o.seconds) mean_s += t / static_cast<double>(o.seconds.size());
   const char* model = cfg.model.kind == ModelKind::Gpt ? "gpt" : cfg.model.kind == ModelKind::Mlp ? "mlp" : "stage-module";
@@ -122,6 +152,14 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const std::string& t
       for (size_t k = 0; k < parity->problems.size(); ++k) j << (k ? ", " : "") << '"' << json_escape(parity->problems[k]) << '"';
       j << "]}";
     }
+    if (trace) {
+      j << ", \"trace\": {\"path\": \"" << json_escape(trace->path) << "\", \"iteration\": " << o.seconds.size() - 1
+        << ", \"clock\": \"" << (trace->cuda ? "cuda events" : "host") << "\", \"aligned\": \""
+        << (trace->shared_clock ? "shared host clock" : "barrier") << "\", \"slices\": " << trace->slices
+        << ", \"flows\": " << trace->flows << ", \"makespan_ms\": " << num(trace->makespan_ms) << ", \"notes\": [";
+      for (size_t k = 0; k < trace->notes.size(); ++k) j << (k ? ", " : "") << '"' << json_escape(trace->notes[k]) << '"';
+      j << "]}";
+    }
     j << "}";
     std::cout << j.str() << std::endl;
     return;
@@ -136,6 +174,13 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const std::string& t
               << " over " << parity->tensors << " gradients, loss " << num(parity->loss_rel_error) << ", tolerance "
               << num(parity->tolerance) << ")\n";
     for (const auto& p : parity->problems) std::cout << "    " << p << "\n";
+  }
+  if (trace) {
+    std::cout << "  trace: " << trace->path << " (iteration " << o.seconds.size() - 1 << ", "
+              << (trace->cuda ? "CUDA events" : "host clock") << ", aligned "
+              << (trace->shared_clock ? "on the shared host clock" : "at the barrier") << "): " << trace->slices << " slices, " << trace->flows
+              << " flows, makespan " << num(trace->makespan_ms) << " ms\n";
+    for (const auto& n : trace->notes) std::cout << "    " << n << "\n";
   }
   std::cout.flush();
 }
@@ -253,9 +298,30 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
 
     RunContext ctx{s, rank, cfg.model, model, data, *transport, device};
     Runtime runtime(ctx, progress, [&] { watchdog->poll(); }, cfg.run.fault);
+    const bool tracing = !cfg.run.trace.empty();
+    StepClock clock(device.is_cuda(), device.is_cuda() ? device.index() : -1);
+    RankTrace traced;
     for (int it = 0; it < cfg.run.iterations; ++it) {
+      const bool trace_this = tracing && it == cfg.run.iterations - 1;
+      if (trace_this) {
+        // Every rank's epoch right after one barrier: their clocks agree up to how far apart
+        // the barrier released them (one message latency on the transport).
+        transport->barrier();
+        clock.start();
+        ctx.clock = &clock;
+      }
       auto t0 = Clock::now();
       runtime.run_iteration(it);
+      ctx.clock = nullptr;
+      if (trace_this) {
+        char host[256] = {0};
+        gethostname(host, sizeof host - 1);
+        traced.rank = rank;
+        traced.host = host;
+        traced.epoch_ns = clock.epoch_ns();
+        traced.intervals = clock.resolve();
+        traced.messages = ctx.messages;
+      }
       outcome.seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       outcome.losses.push_back(ctx.loss);
       if (it == 0) {
@@ -281,6 +347,7 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
       store->set("losses", bytes(l.str()));
     }
     if (cfg.run.check_parity) store->set("grads/" + std::to_string(rank), pack_grads(model));
+    if (tracing) store->set("trace/" + std::to_string(rank), bytes(serialize(traced)));
     if (rank == 0) {
       std::vector<double> losses;
       std::istringstream in(text(store->get("losses")));
@@ -291,7 +358,9 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
         for (int q = 0; q < world; ++q) grads.push_back(unpack_grads(store->get("grads/" + std::to_string(q))));
         parity = check_parity(cfg.model, layout, s, cfg.run.iterations, grads, losses);
       }
-      print_report(cfg, s, transport->name(), outcome, losses, parity ? &*parity : nullptr);
+      std::optional<TraceWritten> trace;
+      if (tracing) trace = write_measured_trace(store, s, world, cfg.run.trace, clock.cuda(), transport->name());
+      print_report(cfg, s, transport->name(), outcome, losses, parity ? &*parity : nullptr, trace ? &*trace : nullptr);
       leave(false);
       return parity && !parity->ok ? 1 : 0;
     }

@@ -13,6 +13,7 @@
 
 #if defined(PPSCHED_TORCH_CUDA)
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -130,5 +131,33 @@ bool cuda_stream_ready(int device) {
 }
 
 std::string torch_version() { return TORCH_VERSION; }
+
+#if defined(PPSCHED_TORCH_CUDA)
+// Timing events (cudaEventDefault, not DisableTiming) recorded on the stream the steps use.
+bool cuda_timing_available() { return cuda_available(); }
+void* cuda_event_record(int device) {
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  cudaEvent_t e = nullptr;
+  if (cudaEventCreate(&e) != cudaSuccess) throw std::runtime_error("cudaEventCreate failed");
+  if (cudaEventRecord(e, c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream()) != cudaSuccess)
+    throw std::runtime_error("cudaEventRecord failed");
+  return e;
+}
+double cuda_event_elapsed_ms(void* from, void* to) {
+  if (cudaEventSynchronize(static_cast<cudaEvent_t>(to)) != cudaSuccess) throw std::runtime_error("cudaEventSynchronize failed");
+  float ms = 0;
+  if (cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(from), static_cast<cudaEvent_t>(to)) != cudaSuccess)
+    throw std::runtime_error("cudaEventElapsedTime failed");
+  return ms;
+}
+void cuda_event_destroy(void* event) noexcept {
+  if (event) cudaEventDestroy(static_cast<cudaEvent_t>(event));
+}
+#else
+bool cuda_timing_available() { return false; }
+void* cuda_event_record(int) { throw std::logic_error("CUDA events without a CUDA libtorch"); }
+double cuda_event_elapsed_ms(void*, void*) { throw std::logic_error("CUDA events without a CUDA libtorch"); }
+void cuda_event_destroy(void*) noexcept {}
+#endif
 
 }  // namespace ppsched::exec::compat

@@ -81,4 +81,12 @@ void cuda_set_device(int device);
 bool cuda_stream_ready(int device);  // the current stream finished its work; throws on a CUDA error
 std::string torch_version();
 
+// CUDA events on torch's current stream of `device`, for step timing. Without a CUDA
+// libtorch cuda_timing_available() is false and the others must not be called.
+bool cuda_timing_available();
+void* cuda_event_record(int device);
+// Milliseconds from `from` to `to`, after waiting for `to` to complete.
+double cuda_event_elapsed_ms(void* from, void* to);
+void cuda_event_destroy(void* event) noexcept;
+
 }  // namespace ppsched::exec::compat

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   reg(cli::add_simulate);
   reg(cli::add_compare);
   reg(cli::add_costs);
+  reg(cli::add_calibrate);
   reg(cli::add_fuzz);
   try {
     app.parse(argc, argv);

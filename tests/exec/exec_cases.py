@@ -158,6 +158,110 @@ def _(ctx):
     print(f"corrupted gradients detected: max_rel_error={p['max_rel_error']:.3g}")
 
 
+# ---- traces of real runs: --trace, ppsched calibrate, prediction ----------------------------
+
+COMPUTE_OPS = {"FWD", "BWD", "BWD_INPUT", "BWD_WEIGHT", "MPIPE_TRANSPOSE_FWD", "MPIPE_TRANSPOSE_BWD", "DATA_LOAD"}
+
+# The prediction bound. The simulator gives every rank its own device; here four ranks share
+# two cores with other jobs (load average ~5 when measured), so ranks that the model runs in
+# parallel take turns, and a rank waiting for a core is time no slice explains. Measured on
+# this machine: predictions 8-18% short of the measured makespan (up to 50% short when the
+# fitted model wrongly priced Gloo's small sends as eager). Two for the cores, two for a busier
+# machine: within a factor of 4 either way. It still fails on a broken fit: a unit error is
+# 1000x, and a wrong protocol or a lost kind of step shows up as a factor 2-3 in the printed
+# error, which is what this case reports for the record.
+PREDICTION_FACTOR = 4.0
+
+
+def check_measured_trace(path, sched):
+    """The trace is one file for every rank, in the simulator's format; returns it."""
+    with open(path) as f:
+        t = json.load(f)
+    other = t["otherData"]
+    if other["label"] != "measured (gloo)" or other["ranks"] != sched["ranks"]:
+        raise Failure(f"trace metadata: {other}")
+    ev = t["traceEvents"]
+    named = {e["pid"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+    if named != set(range(sched["ranks"])):
+        raise Failure(f"process_name metadata for ranks {sorted(named)}, expected 0..{sched['ranks'] - 1}")
+    lanes = {(e["pid"], e["tid"]): e["args"]["name"].split(" ")[0] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    slices = [e for e in ev if e["ph"] == "X"]
+    by_step = {}
+    for e in slices:
+        by_step.setdefault((e["pid"], e["args"]["step_index"]), []).append(e)
+    for r, prog in enumerate(sched["programs"]):
+        for i, step in enumerate(prog):
+            if step is None:
+                continue
+            got = by_step.get((r, i), [])
+            if not got:
+                raise Failure(f"rank {r} step {i} ({step}) ran but has no slice")
+            op = step["op"] if isinstance(step, dict) else None
+            compute = [e for e in got if lanes[(e["pid"], e["tid"])] == "compute"]
+            if op in COMPUTE_OPS and (len(compute) != 1 or compute[0]["args"]["op"] != op):
+                raise Failure(f"rank {r} step {i} ({op}): {len(compute)} compute slices, expected one")
+    executed = sum(1 for prog in sched["programs"] for st in prog if st is not None)
+    if len(by_step) != executed:
+        raise Failure(f"slices name {len(by_step)} (rank, step) pairs, the schedule has {executed} executed steps")
+    # Every flow has both ends, each strictly inside one slice of its thread.
+    starts = {e["id"]: e for e in ev if e["ph"] == "s"}
+    ends = {e["id"]: e for e in ev if e["ph"] == "f"}
+    if not starts or set(starts) != set(ends):
+        raise Failure(f"flows: {len(starts)} starts, {len(ends)} ends, unmatched ids {set(starts) ^ set(ends)}")
+    for fe in list(starts.values()) + list(ends.values()):
+        inside = [e for e in slices if e["pid"] == fe["pid"] and e["tid"] == fe["tid"] and e["ts"] <= fe["ts"] <= e["ts"] + e["dur"]]
+        if len(inside) != 1:
+            raise Failure(f"flow end {fe} lies in {len(inside)} slices")
+    return t, len(slices), len(starts)
+
+
+def run_ppsched(ctx, args, expect_rc=0):
+    p = subprocess.run([ctx.ppsched] + args, capture_output=True, text=True, timeout=120)
+    if p.returncode != expect_rc:
+        raise Failure(f"ppsched {' '.join(args)}: exit {p.returncode}, expected {expect_rc}\n{p.stdout}\n{p.stderr}")
+    return p.stdout
+
+
+@case("trace_calibrate_predict_mpipe_pp4")
+def _(ctx):
+    # The acceptance run: mpipe-transpose P=4 M=8 from a file, GPT, under Gloo; two iterations
+    # so the traced (last) one is warm. Then calibrate the trace and predict the run.
+    with tempfile.TemporaryDirectory() as tmp:
+        sched_path = os.path.join(tmp, "mpipe.json")
+        trace = os.path.join(tmp, "run.trace.json")
+        costs = os.path.join(tmp, "costs.json")
+        run_ppsched(ctx, ["generate", "mpipe-transpose", "--pp", "4", "--micro", "8", "-o", sched_path])
+        with open(sched_path) as f:
+            sched = json.load(f)
+        rc, out, err, dt = launch(ctx, 4, ["--schedule", sched_path] + GPT +
+                                  ["--tower-layers", "2", "--iterations", "2", "--check-parity", "--json", "--trace", trace])
+        s = summary(out)
+        if not s["ok"] or not s["parity"]["ok"] or "trace" not in s:
+            raise Failure("run failed or wrote no trace: " + json.dumps(s))
+        if s["trace"]["notes"]:
+            raise Failure("the executor's records did not pair with the comm model: " + json.dumps(s["trace"]))
+        _, nslices, nflows = check_measured_trace(trace, sched)
+        cal = json.loads(run_ppsched(ctx, ["calibrate", trace, "-o", costs, "--schedule", sched_path, "--json"]))
+        sim = json.loads(run_ppsched(ctx, ["simulate", "--costs", costs, sched_path, "--json"]))
+        p = cal["prediction"]
+        if abs(sim["makespan_ms"] - p["predicted_ms"]) > 1e-6 * max(1.0, p["predicted_ms"]):
+            raise Failure(f"ppsched simulate --costs predicts {sim['makespan_ms']} ms, calibrate said {p['predicted_ms']}")
+        link = cal["link"]
+        fwd = [c for c in cal["compute"] if c["key"] == "FWD"]
+        print(f"loss {s['loss']:.6g}, parity ok (max_rel_error {s['parity']['max_rel_error']:.3g}); traced iteration "
+              f"{s['trace']['iteration']}: {nslices} slices, {nflows} flows, makespan {p['measured_ms']:.3f} ms "
+              f"(iteration wall {1e3 * s['iteration_times_s'][-1]:.3f} ms)")
+        print("fit: FWD per stage " + ", ".join(f"s{c['stage']} {c['value_ms']:.4f}" for c in fwd) +
+              f" ms; link latency {1e3 * link['latency_ms']:.1f} us, bandwidth "
+              f"{link['bandwidth_GBps'] if link['bandwidth_GBps'] is None else round(link['bandwidth_GBps'], 4)} GB/s over "
+              f"{link['transfers']} transfers (residual rms {link['rms_residual_ms']:.4f} ms)")
+        print(f"PREDICTION measured {p['measured_ms']:.3f} ms, predicted {p['predicted_ms']:.3f} ms, "
+              f"relative error {100 * p['relative_error']:+.1f}% (bound: within a factor {PREDICTION_FACTOR:g})")
+        ratio = p["predicted_ms"] / p["measured_ms"]
+        if not (1 / PREDICTION_FACTOR <= ratio <= PREDICTION_FACTOR) or not p["completed"]:
+            raise Failure(f"prediction off by a factor {ratio:.3g}: " + json.dumps(cal, indent=1))
+
+
 # ---- faults: every other rank exits non-zero, naming the failing rank and step -------------
 
 def fault_run(ctx, ranks, args, failing, killed, expect, limit):
@@ -376,6 +480,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--exe")
+    ap.add_argument("--ppsched", help="the ppsched CLI (generate, calibrate, simulate)")
     ap.add_argument("--launcher")
     ap.add_argument("--data")
     ap.add_argument("--make-stage-modules", help="tests/exec/make_stage_modules (the --stage-module cases)")

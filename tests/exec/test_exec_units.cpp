@@ -6,7 +6,9 @@
 
 #include "exec/agreement.hpp"
 #include "exec/caches.hpp"
+#include "checkers/comm_model.hpp"
 #include "exec/launch_env.hpp"
+#include "exec/measured_trace.hpp"
 #include "exec/model_layout.hpp"
 #include "model/errors.hpp"
 #include "model/generators/generator.hpp"
@@ -169,4 +171,108 @@ TEST_CASE("the audit catches a handler that drifts from the step table", "[exec]
   CHECK_THROWS_WITH(audit_after(c, f, cond), Catch::Contains("the executor's handler left it"));
   c.take(Cache::fwd_recv_buffer, 1, 0, "F0s1");
   CHECK_NOTHROW(audit_after(c, f, cond));  // last stage: no fwd_outputs_cache to produce
+}
+
+namespace {
+
+// Each rank's records as a traced later iteration would give them: every compute step and
+// every message of the comm model's lowering, one interval each, except the body FWD metas
+// (exchanged once per process, in iteration 0 only). Times are made up and increasing.
+std::vector<RankTrace> later_iteration_records(const Schedule& s) {
+  const CommModel m = build_comm_model(s, CheckOptions{});
+  std::vector<RankTrace> out;
+  for (int r = 0; r < s.ranks; ++r) {
+    RankTrace t;
+    t.rank = r;
+    double now = 0;
+    for (const Action& a : m.actions[static_cast<size_t>(r)]) {
+      const Step& st = *s.programs[static_cast<size_t>(r)][static_cast<size_t>(a.step_index)];
+      if (a.kind == ActionKind::Local) {
+        TracedInterval iv;
+        iv.step_index = a.step_index;
+        iv.start_ms = now;
+        iv.end_ms = now += 1;
+        t.intervals.push_back(iv);
+        continue;
+      }
+      for (int k = 0; k < a.count; ++k) {
+        const Message& msg = m.messages[static_cast<size_t>(m.action_messages[static_cast<size_t>(a.first + k)])];
+        const bool body_fwd = st.op == Op::FWD_SEND || st.op == Op::FWD_RECV;
+        if (msg.meta && body_fwd) continue;
+        const Channel& ch = m.channels[static_cast<size_t>(msg.channel)];
+        t.messages.push_back({msg.send ? ch.dst : ch.src, msg.send, msg.meta, msg.step_index, msg.sub, msg.tensor});
+        TracedInterval iv;
+        iv.step_index = a.step_index;
+        iv.sub = msg.sub;
+        iv.lane = msg.send ? Lane::Send : Lane::Recv;
+        iv.start_ms = now;
+        iv.end_ms = now += 0.5;
+        iv.bytes = msg.meta ? 128 : 4096;
+        iv.meta = msg.meta;
+        iv.first_message = static_cast<int>(t.messages.size()) - 1;
+        iv.messages = 1;
+        t.intervals.push_back(iv);
+      }
+    }
+    out.push_back(parse_rank_trace(serialize(t)));  // through the store's text form
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("measured records of a later iteration pair with the comm model: one flow per message exchanged", "[exec]") {
+  for (const char* family : {"1f1b", "mpipe-transpose"}) {
+    INFO(family);
+    const Schedule s = generated(family, 4, 1, 8);
+    const auto records = later_iteration_records(s);
+    const MeasuredRun run = assemble_measured_run(s, records);
+    CHECK(run.notes.empty());
+    size_t sends = 0, slices = 0;
+    for (const auto& t : records) {
+      slices += t.intervals.size();
+      for (const auto& msg : t.messages) sends += msg.send ? 1 : 0;
+    }
+    CHECK(run.result.slices.size() == slices);
+    CHECK(run.result.flows.size() == sends);
+    for (const auto& f : run.result.flows) {
+      const SimSlice& a = run.result.slices[static_cast<size_t>(f.send_slice)];
+      const SimSlice& b = run.result.slices[static_cast<size_t>(f.recv_slice)];
+      CHECK(a.lane == Lane::Send);
+      CHECK(b.lane == Lane::Recv);
+      CHECK(a.meta == b.meta);
+    }
+    CHECK(run.result.ranks.size() == static_cast<size_t>(s.ranks));
+  }
+}
+
+TEST_CASE("a record that strays from the comm model keeps its slices and loses its flows, with a note", "[exec]") {
+  const Schedule s = generated("1f1b", 2, 1, 4);
+  auto records = later_iteration_records(s);
+  REQUIRE(records[1].messages.size() > 2);
+  records[1].messages[1].tensor = 7;  // not what the comm model has there
+  const MeasuredRun run = assemble_measured_run(s, records);
+  REQUIRE(run.notes.size() == 1);
+  CHECK(run.notes[0].find("rank 1: message 1") != std::string::npos);
+  // Rank 1's first message still pairs; nothing after it on rank 1 does.
+  CHECK(run.result.flows.size() == 1);
+}
+
+TEST_CASE("ranks on one host are aligned on its monotonic clock, others at their barrier epoch", "[exec]") {
+  const Schedule s = generated("1f1b", 2, 1, 4);
+  auto records = later_iteration_records(s);
+  for (auto& t : records) {
+    t.host = "node0";
+    t.epoch_ns = 5'000'000 + t.rank * 1'500'000;  // rank 1 took its epoch 1.5 ms later
+  }
+  const MeasuredRun shared = assemble_measured_run(s, records);
+  CHECK(shared.shared_clock);
+  records[1].host = "node1";
+  const MeasuredRun apart = assemble_measured_run(s, records);
+  CHECK_FALSE(apart.shared_clock);
+  REQUIRE(shared.result.slices.size() == apart.result.slices.size());
+  for (size_t k = 0; k < shared.result.slices.size(); ++k) {
+    const double shift = shared.result.slices[k].rank == 1 ? 1.5 : 0.0;
+    CHECK(shared.result.slices[k].start_ms == Approx(apart.result.slices[k].start_ms + shift));
+  }
 }

@@ -176,11 +176,13 @@ Action add_simulate(CLI::App& app) {
       bool trace = !st->trace.empty() || !st->svg.empty() || !st->trace_dir.empty();
       SimResult r = simulate(s, c, sim_options(st->sim, c, s.stages, trace));
       ok = ok && r.check.ok() && r.completed;
-      if (!st->trace.empty()) write_output(st->trace, chrome_trace_json(s, r));
+      // Labelled, so a simulated and a measured trace (ppsched-exec --trace) tell themselves apart.
+      if (!st->trace.empty()) write_output(st->trace, chrome_trace_json(s, r, TraceOptions{-1, "simulated"}));
       if (!st->trace_dir.empty()) {
         for (int rank = 0; rank < s.ranks; ++rank) {
           TraceOptions to;
           to.only_rank = rank;
+          to.label = "simulated";
           write_output(st->trace_dir + "/rank" + std::to_string(rank) + ".json", chrome_trace_json(s, r, to));
         }
       }

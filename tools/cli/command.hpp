@@ -26,6 +26,7 @@ Action add_costs(CLI::App& app);
 Action add_simulate(CLI::App& app);
 Action add_compare(CLI::App& app);
 Action add_fuzz(CLI::App& app);
+Action add_calibrate(CLI::App& app);
 
 // Generator options shared by `generate` and `check --generate`.
 struct GeneratorFlags {

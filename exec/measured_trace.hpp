@@ -1,0 +1,81 @@
+// Per-step timing of a real run, as the simulator's result type: each rank records what it
+// ran (timed intervals, the messages it exchanged), ships the records to rank 0 after the
+// iteration, and rank 0 builds one SimResult for every rank and writes it with the same
+// Chrome-trace writer as `ppsched simulate --trace` (label "measured"). Torch-free: the
+// records are plain numbers, so this part compiles and is tested without libtorch.
+//
+// What a slice is, so that a measured trace reads like a simulated one:
+//  - compute and local steps: one slice on the compute lane (OVERLAP_* sub-steps, which the
+//    executor runs one after the other, one slice each with their sub index);
+//  - P2P: one slice per blocking phase, as the comm model lowers it: each shape/dtype meta
+//    message (meta = true; a batch's metas carry their sub-step), each payload of a single
+//    step, and a BATCH_SEND_RECV's payload group (one slice for all its messages); a
+//    receive that computes (MPIPE_GRAD_RECV_WITH_BACKWARD) also gets a compute slice;
+//  - collectives: one slice on the collective lane, bytes = the tensors reduced or broadcast.
+// Flows pair each payload or meta slice with its partner's through the comm model's FIFO
+// matching (checkers/comm_model.hpp), never by re-deriving it here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/schedule.hpp"
+#include "sim/engine.hpp"
+
+namespace ppsched::exec {
+
+// What the executor sent and received, in order, to compare with the comm model and to pair
+// measured slices.
+struct LoggedMessage {
+  int peer;
+  bool send;
+  bool meta;
+  int step_index;
+  int sub;
+  int tensor;
+};
+
+struct TracedInterval {
+  int step_index = -1;
+  int sub = -1;
+  Lane lane = Lane::Compute;
+  double start_ms = 0, end_ms = 0;  // since the rank's epoch (taken right after a barrier)
+  double bytes = 0;
+  bool meta = false;
+  int first_message = -1;  // P2P: range of the rank's LoggedMessages this interval carried
+  int messages = 0;
+};
+
+struct RankTrace {
+  int rank = -1;
+  // Where the epoch lies on this host's monotonic clock (steady_clock), and the host: ranks
+  // on one host share that clock, so rank 0 can align them exactly (see assemble).
+  std::string host;
+  int64_t epoch_ns = 0;
+  std::vector<TracedInterval> intervals;
+  std::vector<LoggedMessage> messages;
+};
+
+// A line-based text form, for the store.
+std::string serialize(const RankTrace& t);
+// Throws std::runtime_error on a malformed record.
+RankTrace parse_rank_trace(const std::string& text);
+
+struct MeasuredRun {
+  SimResult result;
+  bool shared_clock = false;       // aligned on one host's monotonic clock
+  std::vector<std::string> notes;  // records that could not be paired with the comm model
+};
+
+// One SimResult for every rank: slices in rank order,
+// on one time axis: when every rank ran on the same host, their shared monotonic clock (each
+// rank's times shifted by its epoch's distance from the earliest epoch), else each rank's
+// epoch (taken right after a barrier) is time 0; flows from the comm model's matching
+// (default CheckOptions, what the executor runs), link volumes, per-rank busy time and end.
+// A message the comm model has but the rank did not exchange is skipped only when it is a
+// meta (body FWD metas go once per process, so later iterations have none); any other
+// difference stops pairing that rank's messages and is reported in `notes`.
+MeasuredRun assemble_measured_run(const Schedule& s, const std::vector<RankTrace>& ranks);
+
+}  // namespace ppsched::exec

@@ -1,0 +1,79 @@
+// Calibration: a cost model fitted to a trace (Chrome trace JSON as traces/chrome_trace.cpp
+// writes it, from `ppsched-exec --trace` or `ppsched simulate --trace`).
+//
+// What is fitted, and from what:
+//  - compute: every slice on a compute thread whose args name a step type with a compute kind
+//    (FWD, BWD, BWD_INPUT, BWD_WEIGHT, MPIPE_TRANSPOSE_FWD/BWD, DATA_LOAD, the backward of
+//    MPIPE_GRAD_RECV_WITH_BACKWARD, ...) is one sample of (kind, stage); the model's value is
+//    the median of the samples (or the mean). A composite's single slice (a simulated
+//    OVERLAP_*) prices two kinds at once and is not used; the executor records its sub-steps
+//    separately (args.sub), which are.
+//  - link: one flat latency + bandwidth, by least squares over P2P transfers t = L + bytes / B
+//    and over pipeline-wide collectives with the simulator's ring formulas (below).
+//    A transfer is a flow whose send slice and receive slice carry one message each (a batch's
+//    group slice carries several concurrent ones and is left out). Its time runs from when
+//    both ends could go: the later of the two posts and the end of the sender's last compute
+//    slice issued before the send (its payload is not ready earlier), to the end of the
+//    receive, so waiting for the peer is not counted.
+//  - bytes: the median payload of each kind (activation / gradient per stage boundary, data,
+//    features, ..., meta, collective payloads) as the slices' args.bytes give them.
+// Memory is not in a trace: the fitted model has no capacity and no kept activations.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/cost_model.hpp"
+
+namespace ppsched {
+
+enum class Statistic { Median, Mean };
+
+struct CalibrateOptions {
+  Statistic statistic = Statistic::Median;
+  int stages = -1;  // -1: otherData.stages of the trace
+  // Written to the fitted model's protocol section (the fit itself times every transfer as a
+  // rendezvous, from the later post). Unset: 0 for a trace labelled "measured (gloo)" (Gloo's
+  // TCP pairs send only once the receiver posted), else the cost model's 4 MiB (NCCL's buffer).
+  std::optional<double> eager_threshold_bytes;
+};
+
+struct ComputeFit {
+  std::string key;   // cost file key ("FWD", "TOWER_FWD", ...)
+  int stage = -1;    // -1: a step without a stage (MPipe prefix, DATA_LOAD): one scalar
+  int samples = 0;
+  double value_ms = 0;  // what went into the model (median or mean)
+  double median_ms = 0, mean_ms = 0, min_ms = 0, max_ms = 0;
+};
+
+struct LinkFit {
+  int transfers = 0;         // usable P2P transfers
+  int collectives = 0;       // pipeline-wide collective instances in the fit
+  int sizes = 0;             // distinct payload sizes among them
+  double latency_ms = 0;
+  std::optional<double> bandwidth_GBps;  // nullopt: infinite (no size dependence measured)
+  double rms_residual_ms = 0, max_residual_ms = 0;
+  double mean_transfer_ms = 0;
+  std::string note;          // how the fit was constrained, when it was
+};
+
+struct Calibration {
+  CostModel costs;
+  std::string schedule;      // otherData.schedule
+  std::string label;         // otherData.label ("measured", "simulated", ...)
+  int ranks = 0, stages = 0, micro_batches = 0;
+  std::vector<ComputeFit> compute;  // by cost key, then stage
+  LinkFit link;
+  double measured_makespan_ms = 0;  // last slice end - first slice start
+  int slices = 0, flows = 0;
+  std::vector<std::string> notes;   // what the fit left out or assumed
+};
+
+// Throws InputError (file, event index, field) when `text` is not a usable trace: not JSON,
+// no traceEvents, no slices, a slice without the args calibration needs, an unknown op, a
+// flow end that lies in no slice.
+Calibration calibrate_trace(std::string_view text, const std::string& file_name, const CalibrateOptions& options = {});
+
+}  // namespace ppsched

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""`ppsched calibrate` on input it cannot use: exit 2 and a message naming the file and what is
+wrong; on a simulated trace: exit 0, a cost file `ppsched costs` accepts, and a prediction.
+
+    calibrate_cli.py PPSCHED DATA_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def run(args):
+    return subprocess.run(args, capture_output=True, text=True, timeout=120)
+
+
+def main():
+    exe, data = sys.argv[1], sys.argv[2]
+    failures = []
+    schedules = os.path.join(data, "schedules")
+    a_schedule = os.path.join(schedules, sorted(f for f in os.listdir(schedules) if f.endswith(".json"))[0])
+    bad = [
+        (a_schedule, None, "not a Chrome trace"),
+        (os.path.join(data, "traces", "no_args.trace.json"), None, "no args"),
+        (os.path.join(data, "traces", "dangling_flow.trace.json"), None, "has a start but no end"),
+        ("/nonexistent/trace.json", None, "cannot open"),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        notjson = os.path.join(tmp, "notjson.json")
+        with open(notjson, "w") as f:
+            f.write("this is not a trace\n")
+        bad.append((notjson, None, "not JSON"))
+        for path, extra, needle in bad:
+            p = run([exe, "calibrate", path, "-o", os.path.join(tmp, "c.json")] + (extra or []))
+            ok = p.returncode == 2 and (needle is None or needle in p.stderr) and path.split("/")[-1] in p.stderr
+            print(f"calibrate {path}: exit {p.returncode}: {p.stderr.strip()}")
+            if not ok:
+                failures.append(f"{path}: expected exit 2 with '{needle}', got {p.returncode}: {p.stderr}")
+
+        # A good trace: simulate writes one, calibrate fits it, the fitted file is a valid cost
+        # file, and predicting the same schedule is reported.
+        sched = os.path.join(tmp, "1f1b.json")
+        trace = os.path.join(tmp, "1f1b.trace.json")
+        costs = os.path.join(tmp, "fitted.json")
+        for cmd in ([exe, "generate", "1f1b", "--pp", "4", "--micro", "8", "-o", sched],
+                    [exe, "simulate", sched, "--trace", trace]):
+            p = run(cmd)
+            if p.returncode != 0:
+                failures.append(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr}")
+        p = run([exe, "calibrate", trace, "-o", costs, "--schedule", sched, "--json"])
+        print(p.stdout.strip())
+        if p.returncode != 0:
+            failures.append(f"calibrate of a simulated trace: exit {p.returncode}: {p.stderr}")
+        else:
+            j = json.loads(p.stdout)
+            err = j["prediction"]["relative_error"]
+            print(f"simulated 1f1b re-predicted with its fitted model: relative error {err:.3g}")
+            # The embedded default has 4 MiB eager threshold and 32 MiB activations, so only the
+            # 64-byte metas are eager; their fit is what keeps this from being exact.
+            if abs(err) > 0.01:
+                failures.append(f"a simulated trace predicted with its own fit is off by {err:.3g}")
+            c = run([exe, "costs", costs])
+            if c.returncode != 0:
+                failures.append(f"ppsched costs rejects the fitted file: {c.stderr}")
+        # A schedule that did not run: exit 2.
+        other = os.path.join(tmp, "2.json")
+        run([exe, "generate", "1f1b", "--pp", "2", "--micro", "4", "-o", other])
+        p = run([exe, "calibrate", trace, "--schedule", other])
+        print(f"calibrate --schedule (wrong schedule): exit {p.returncode}: {p.stderr.strip()}")
+        if p.returncode != 2 or "not the schedule that ran" not in p.stderr:
+            failures.append(f"wrong --schedule: expected exit 2, got {p.returncode}: {p.stderr}")
+    for f in failures:
+        print("FAILED: " + f, file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+// Calibration (sim/calibrate.cpp): a simulated trace calibrates back to the cost model that
+// produced it, and a trace calibration cannot use is refused with a located error.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/errors.hpp"
+#include "model/generators/generator.hpp"
+#include "sim/calibrate.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/engine.hpp"
+#include "traces/chrome_trace.hpp"
+
+using namespace ppsched;
+using nlohmann::json;
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024;
+
+// Per-stage times in whole microseconds and sizes in whole bytes: the trace keeps nanoseconds,
+// so every input is representable in it. Every transfer is a rendezvous (eager threshold 0),
+// the transfer model the fit assumes.
+CostModel known_costs() {
+  CostModel c;
+  c.source = "known";
+  c.fwd = StageValue{{{1.25}, {1.5}, {1.75}, {2.0}}, true};
+  c.bwd = StageValue{{{2.5}, {3.125}, {3.5}, {4.25}}, true};
+  c.bwd_input = StageValue{{{1.25}, {1.5}, {1.75}, {2.125}}, true};
+  c.bwd_weight = StageValue{{{1.25}, {1.625}, {1.75}, {2.125}}, true};
+  c.tower_fwd = StageValue::scalar(0.75);
+  c.tower_bwd = StageValue::scalar(2.25);
+  c.tower_grad_bwd = StageValue::scalar(1.5);
+  c.data_load = StageValue::scalar(0.125);
+  c.activation_bytes = StageValue{{{32 * kMiB}, {16 * kMiB}, {24 * kMiB}, {24 * kMiB}}, true};
+  c.gradient_bytes = StageValue{{{8 * kMiB}, {12 * kMiB}, {20 * kMiB}, {20 * kMiB}}, true};
+  c.data_bytes = 4096;
+  c.features_bytes = 6 * kMiB;
+  c.tower_input_bytes = 4096;
+  c.feature_grad_bytes = 6 * kMiB;
+  c.tower_param_bytes = 64 * kMiB;
+  c.meta_bytes = 64;
+  Link l;
+  l.latency_ms = 0.05;
+  l.bandwidth_GBps = 12.5;
+  c.intra_node = c.inter_node = l;
+  c.eager_threshold_bytes = 0;
+  return c;
+}
+
+Calibration round_trip(const Schedule& s, const CostModel& c) {
+  SimResult r = simulate(s, c);
+  REQUIRE(r.completed);
+  REQUIRE(r.check.ok());
+  TraceOptions to;
+  to.label = "simulated";
+  CalibrateOptions o;
+  o.eager_threshold_bytes = 0;
+  return calibrate_trace(chrome_trace_json(s, r, to), "sim.trace.json", o);
+}
+
+template <class Fn>
+InputError expect_error(Fn&& fn) {
+  try {
+    fn();
+  } catch (const InputError& e) {
+    return e;
+  }
+  FAIL("expected an InputError");
+  throw std::logic_error("unreachable");
+}
+
+std::string simulated_trace() {
+  GenerateOptions g;
+  g.pp = 2;
+  g.micro = 4;
+  Schedule s = generate("1f1b", g);
+  return chrome_trace_json(s, simulate(s, known_costs()), TraceOptions{-1, "simulated"});
+}
+
+// Trace times are whole nanoseconds; a fitted value is within a few of them.
+constexpr double kTimeTol = 1e-5;  // ms
+
+}  // namespace
+
+TEST_CASE("a simulated 1F1B trace calibrates back to its per-stage times, link latency and bandwidth") {
+  GenerateOptions g;
+  g.pp = 4;
+  g.micro = 8;
+  const Schedule s = generate("1f1b", g);
+  const CostModel c = known_costs();
+  const Calibration cal = round_trip(s, c);
+
+  CHECK(cal.label == "simulated");
+  CHECK(cal.stages == 4);
+  CHECK(cal.ranks == 4);
+  for (int st = 0; st < 4; ++st) {
+    INFO("stage " << st);
+    CHECK(cal.costs.fwd.at(st, 0) == Approx(c.fwd.at(st, 0)).margin(kTimeTol));
+    CHECK(cal.costs.bwd.at(st, 0) == Approx(c.bwd.at(st, 0)).margin(kTimeTol));
+    if (st < 3) {
+      CHECK(cal.costs.activation_bytes.at(st, 0) == c.activation_bytes.at(st, 0));
+      CHECK(cal.costs.gradient_bytes.at(st, 0) == c.gradient_bytes.at(st, 0));
+    }
+  }
+  // Every FWD and BWD was a sample: M per stage.
+  for (const auto& f : cal.compute) CHECK(f.samples == 8);
+  // Metas (64 B) and three activation / gradient sizes: the fit separates latency from bandwidth.
+  CHECK(cal.link.sizes >= 3);
+  CHECK(cal.link.transfers > 0);
+  CHECK(cal.link.latency_ms == Approx(0.05).margin(kTimeTol));
+  REQUIRE(cal.link.bandwidth_GBps);
+  CHECK(*cal.link.bandwidth_GBps == Approx(12.5).epsilon(1e-5));
+  CHECK(cal.link.rms_residual_ms < kTimeTol);
+  CHECK(cal.link.note.empty());
+
+  // The fitted model predicts the run it came from.
+  const CostModel back = read_cost_model(write_cost_model(cal.costs), "fitted.json");
+  const SimResult again = simulate(s, back);
+  CHECK(again.makespan_ms == Approx(simulate(s, c).makespan_ms).margin(1e-4));
+  CHECK(cal.measured_makespan_ms == Approx(simulate(s, c).makespan_ms).margin(kTimeTol));
+}
+
+TEST_CASE("split backward halves and MPipe tower steps are recovered as their own keys") {
+  const CostModel c = known_costs();
+  SECTION("zb-h1: BWD_INPUT and BWD_WEIGHT per stage, BWD derived as their sum") {
+    GenerateOptions g;
+    g.pp = 4;
+    g.micro = 8;
+    const Calibration cal = round_trip(generate("zb-h1", g), c);
+    for (int st = 0; st < 4; ++st) {
+      INFO("stage " << st);
+      CHECK(cal.costs.bwd_input.at(st, 0) == Approx(c.bwd_input.at(st, 0)).margin(kTimeTol));
+      CHECK(cal.costs.bwd_weight.at(st, 0) == Approx(c.bwd_weight.at(st, 0)).margin(kTimeTol));
+      CHECK(cal.costs.bwd.at(st, 0) == Approx(c.bwd_input.at(st, 0) + c.bwd_weight.at(st, 0)).margin(kTimeTol));
+    }
+    CHECK(cal.link.latency_ms == Approx(0.05).margin(kTimeTol));
+    REQUIRE(cal.link.bandwidth_GBps);
+    CHECK(*cal.link.bandwidth_GBps == Approx(12.5).epsilon(1e-5));
+  }
+  SECTION("mpipe-transpose: tower forward, recompute, data load as scalars; feature and collective bytes") {
+    GenerateOptions g;
+    g.pp = 4;
+    g.micro = 8;
+    const Schedule s = generate("mpipe-transpose", g);
+    const Calibration cal = round_trip(s, c);
+    CHECK(cal.costs.tower_fwd.rows.size() == 1);
+    CHECK(cal.costs.tower_fwd.at(-1, 0) == Approx(0.75).margin(kTimeTol));
+    CHECK(cal.costs.tower_bwd.at(-1, 0) == Approx(2.25).margin(kTimeTol));
+    CHECK(cal.costs.data_load.at(-1, 0) == Approx(0.125).margin(kTimeTol));
+    CHECK(cal.costs.features_bytes == c.features_bytes);
+    CHECK(cal.costs.tower_param_bytes == c.tower_param_bytes);
+    for (int st = 0; st < 4; ++st) CHECK(cal.costs.fwd.at(st, 0) == Approx(c.fwd.at(st, 0)).margin(kTimeTol));
+    // The tower-parameter broadcast is a sample of the link too (ring: 3 L + B / bandwidth).
+    CHECK(cal.link.collectives >= 1);
+    CHECK(cal.link.rms_residual_ms < kTimeTol);
+    CHECK(cal.link.latency_ms == Approx(0.05).margin(kTimeTol));
+    REQUIRE(cal.link.bandwidth_GBps);
+    CHECK(*cal.link.bandwidth_GBps == Approx(12.5).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("the median ignores a preempted step, the mean does not") {
+  // One forward of stage 0 stretched by 100 ms, as a descheduled CPU rank would show it.
+  json t = json::parse(simulated_trace());
+  for (auto& e : t["traceEvents"])
+    if (e["ph"] == "X" && e["args"]["op"] == "FWD" && e["args"]["stage"] == 0 && e["args"]["micro"] == 1) {
+      e["dur"] = e["dur"].get<double>() + 100000.0;
+      break;
+    }
+  const std::string text = t.dump();
+  CalibrateOptions median, mean;
+  mean.statistic = Statistic::Mean;
+  CHECK(calibrate_trace(text, "t", median).costs.fwd.at(0, 0) == Approx(1.25).margin(kTimeTol));
+  CHECK(calibrate_trace(text, "t", mean).costs.fwd.at(0, 0) == Approx(1.25 + 100.0 / 4).margin(kTimeTol));
+}
+
+TEST_CASE("a trace calibration cannot use is refused with a located error") {
+  SECTION("not JSON") {
+    auto e = expect_error([] { calibrate_trace("{\"traceEvents\": [", "x.json"); });
+    CHECK(e.where().file == "x.json");
+    CHECK_THAT(e.what(), Catch::Contains("not JSON"));
+  }
+  SECTION("JSON without traceEvents (a schedule file)") {
+    auto e = expect_error([] { calibrate_trace(R"({"format": "ppsched-schedule", "version": 1})", "s.json"); });
+    CHECK_THAT(e.what(), Catch::Contains("not a Chrome trace"));
+  }
+  SECTION("a trace without slices") {
+    auto e = expect_error([] { calibrate_trace(R"({"traceEvents": [], "otherData": {"stages": 2}})", "e.json"); });
+    CHECK_THAT(e.what(), Catch::Contains("no slices"));
+  }
+  SECTION("slices without args.op (a trace from another tool or an older writer)") {
+    json t = json::parse(simulated_trace());
+    int first = -1;
+    for (size_t i = 0; i < t["traceEvents"].size(); ++i)
+      if (t["traceEvents"][i]["ph"] == "X") {
+        t["traceEvents"][i]["args"].erase("op");
+        if (first < 0) first = static_cast<int>(i);
+      }
+    auto e = expect_error([&] { calibrate_trace(t.dump(), "noargs.json"); });
+    CHECK(e.where().field == "traceEvents[" + std::to_string(first) + "]");
+    CHECK_THAT(e.what(), Catch::Contains("args.op"));
+  }
+  SECTION("an unknown op") {
+    json t = json::parse(simulated_trace());
+    for (auto& ev : t["traceEvents"])
+      if (ev["ph"] == "X") {
+        ev["args"]["op"] = "FORWARD";
+        break;
+      }
+    CHECK_THAT(expect_error([&] { calibrate_trace(t.dump(), "op.json"); }).what(), Catch::Contains("unknown op 'FORWARD'"));
+  }
+  SECTION("a flow end outside every slice") {
+    json t = json::parse(simulated_trace());
+    for (auto& ev : t["traceEvents"])
+      if (ev["ph"] == "f") {
+        ev["ts"] = 1e12;
+        break;
+      }
+    CHECK_THAT(expect_error([&] { calibrate_trace(t.dump(), "flow.json"); }).what(), Catch::Contains("lies in no slice"));
+  }
+  SECTION("fields of the wrong type or out of range") {
+    json t = json::parse(simulated_trace());
+    t["traceEvents"][3]["ph"] = 5;
+    auto e = expect_error([&] { calibrate_trace(t.dump(), "type.json"); });
+    CHECK(e.where().field == "traceEvents[3]");
+    json u = json::parse(simulated_trace());
+    for (auto& ev : u["traceEvents"])
+      if (ev["ph"] == "X") {
+        ev["pid"] = 1e300;
+        break;
+      }
+    CHECK_THAT(expect_error([&] { calibrate_trace(u.dump(), "pid.json"); }).what(), Catch::Contains("not an integer in range"));
+    json v = json::parse(simulated_trace());
+    v["otherData"]["stages"] = 2000000000;
+    CHECK_THAT(expect_error([&] { calibrate_trace(v.dump(), "big.json"); }).what(), Catch::Contains("beyond 2^20"));
+  }
+  SECTION("no stage count") {
+    json t = json::parse(simulated_trace());
+    t["otherData"].erase("stages");
+    CHECK_THAT(expect_error([&] { calibrate_trace(t.dump(), "st.json"); }).what(), Catch::Contains("otherData.stages"));
+  }
+}

@@ -1,0 +1,177 @@
+// `ppsched calibrate TRACE -o costs.json [--schedule FILE]`: fits a cost model to a trace
+// (sim/calibrate.hpp) and, given the schedule that ran, predicts the run with it and reports
+// the prediction error.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "model/errors.hpp"
+#include "model/formats/schedule_io.hpp"
+#include "sim/calibrate.hpp"
+#include "sim/engine.hpp"
+#include "tools/cli/command.hpp"
+
+namespace ppsched::cli {
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(in_file(path), "cannot open the file");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string fixed(double v, int digits = 3) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+struct Prediction {
+  double predicted_ms = 0, error = 0;
+  bool completed = false;
+  size_t violations = 0;
+};
+
+std::string summary_text(const Calibration& c, const std::string& trace, Statistic st) {
+  std::string out = "calibrated from " + trace + " (" + (c.label.empty() ? "unlabelled" : c.label) + ", '" + c.schedule +
+                    "', " + std::to_string(c.ranks) + " ranks, " + std::to_string(c.stages) + " stages, " +
+                    std::to_string(c.micro_batches) + " micro-batches): " + std::to_string(c.slices) + " slices, " +
+                    std::to_string(c.flows) + " flows, makespan " + fixed(c.measured_makespan_ms) + " ms\n";
+  out += std::string("  compute (ms; the model takes the ") + (st == Statistic::Median ? "median" : "mean") + "):\n";
+  out += "    step            stage  samples      value     median       mean        min        max\n";
+  for (const auto& f : c.compute) {
+    char line[200];
+    std::snprintf(line, sizeof line, "    %-15s %5s  %7d  %9.4f  %9.4f  %9.4f  %9.4f  %9.4f\n", f.key.c_str(),
+                  f.stage < 0 ? "-" : std::to_string(f.stage).c_str(), f.samples, f.value_ms, f.median_ms, f.mean_ms,
+                  f.min_ms, f.max_ms);
+    out += line;
+  }
+  const LinkFit& l = c.link;
+  out += "  link: latency " + fixed(l.latency_ms * 1e3, 1) + " us, bandwidth " +
+         (l.bandwidth_GBps ? fixed(*l.bandwidth_GBps, 4) + " GB/s" : std::string("infinite")) + " (least squares over " +
+         std::to_string(l.transfers) + " transfers and " + std::to_string(l.collectives) + " collectives, " + std::to_string(l.sizes) + " sizes; mean transfer " +
+         fixed(l.mean_transfer_ms, 4) + " ms, residual rms " + fixed(l.rms_residual_ms, 4) + " ms, max " +
+         fixed(l.max_residual_ms, 4) + " ms)\n";
+  if (!l.note.empty()) out += "    " + l.note + "\n";
+  for (const auto& n : c.notes) out += "  note: " + n + "\n";
+  return out;
+}
+
+}  // namespace
+
+Action add_calibrate(CLI::App& app) {
+  struct State {
+    std::string trace, out, schedule, statistic = "median";
+    int stages = -1;
+    double eager = -1;
+    bool json = false;
+  };
+  auto st = std::make_shared<State>();
+  auto* cmd = app.add_subcommand(
+      "calibrate",
+      "Fit a cost model to a trace (ppsched-exec --trace or ppsched simulate --trace): per-stage step times "
+      "(median of the slices), link latency and bandwidth (least squares over P2P transfers, timed from the later "
+      "of the two posts to the end of the receive), payload bytes. With --schedule, simulate that schedule with the "
+      "fitted model and report measured vs predicted iteration time.");
+  cmd->add_option("TRACE", st->trace, "Chrome trace JSON written by ppsched")->required();
+  cmd->add_option("-o,--output", st->out, "write the fitted ppsched-costs file here ('-' = stdout)");
+  cmd->add_option("--schedule", st->schedule, "the schedule that ran: predict it with the fitted model");
+  cmd->add_option("--statistic", st->statistic, "per-stage step time: median (default; robust to preempted steps) or mean")
+      ->check(CLI::IsMember({"median", "mean"}));
+  cmd->add_option("--stages", st->stages, "stage count, when the trace does not say (otherData.stages)");
+  cmd->add_option("--eager-threshold", st->eager,
+                  "protocol.eager_threshold_bytes of the fitted model (default: 0 for a Gloo run's trace, whose sends "
+                  "wait for the receiver; else 4 MiB)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", st->json, "print the fit (and the prediction) as JSON");
+  return [st] {
+    CalibrateOptions o;
+    o.statistic = st->statistic == "mean" ? Statistic::Mean : Statistic::Median;
+    o.stages = st->stages;
+    if (st->eager >= 0) o.eager_threshold_bytes = st->eager;
+    Calibration c = calibrate_trace(read_text(st->trace), st->trace, o);
+
+    std::optional<Prediction> pred;
+    if (!st->schedule.empty()) {
+      Schedule s = read_schedule_file(st->schedule);
+      Location where = in_file(st->schedule);
+      if (s.ranks != c.ranks || s.stages != c.stages)
+        throw InputError(where, "has " + std::to_string(s.ranks) + " ranks and " + std::to_string(s.stages) +
+                                    " stages, the trace " + std::to_string(c.ranks) + " ranks and " +
+                                    std::to_string(c.stages) + " stages: not the schedule that ran");
+      if (c.micro_batches > 0 && s.micro_batches != c.micro_batches)
+        throw InputError(where, "has " + std::to_string(s.micro_batches) + " micro-batches, the trace " +
+                                    std::to_string(c.micro_batches) + ": not the schedule that ran");
+      if (!c.schedule.empty() && s.name != c.schedule)
+        c.notes.push_back("the trace names schedule '" + c.schedule + "', --schedule '" + s.name + "'");
+      SimOptions so;
+      so.check.memory = c.costs.memory_model(s.stages);
+      so.record_trace = false;
+      SimResult r = simulate(s, c.costs, so);
+      Prediction p;
+      p.predicted_ms = r.makespan_ms;
+      p.error = c.measured_makespan_ms > 0 ? (r.makespan_ms - c.measured_makespan_ms) / c.measured_makespan_ms : 0;
+      p.completed = r.completed;
+      p.violations = r.check.violations.size();
+      pred = p;
+    }
+    if (!st->out.empty()) write_output(st->out, write_cost_model(c.costs));
+
+    if (st->json) {
+      nlohmann::json j;
+      j["trace"] = st->trace;
+      j["label"] = c.label;
+      j["schedule"] = c.schedule;
+      j["ranks"] = c.ranks;
+      j["stages"] = c.stages;
+      j["micro_batches"] = c.micro_batches;
+      j["slices"] = c.slices;
+      j["flows"] = c.flows;
+      j["measured_makespan_ms"] = c.measured_makespan_ms;
+      j["statistic"] = st->statistic;
+      j["compute"] = nlohmann::json::array();
+      for (const auto& f : c.compute)
+        j["compute"].push_back({{"key", f.key}, {"stage", f.stage}, {"samples", f.samples}, {"value_ms", f.value_ms},
+                                {"median_ms", f.median_ms}, {"mean_ms", f.mean_ms}, {"min_ms", f.min_ms},
+                                {"max_ms", f.max_ms}});
+      const LinkFit& l = c.link;
+      j["link"] = {{"transfers", l.transfers},
+                   {"collectives", l.collectives},
+                   {"sizes", l.sizes},
+                   {"latency_ms", l.latency_ms},
+                   {"bandwidth_GBps", l.bandwidth_GBps ? nlohmann::json(*l.bandwidth_GBps) : nlohmann::json(nullptr)},
+                   {"mean_transfer_ms", l.mean_transfer_ms},
+                   {"rms_residual_ms", l.rms_residual_ms},
+                   {"max_residual_ms", l.max_residual_ms},
+                   {"note", l.note}};
+      j["notes"] = c.notes;
+      if (!st->out.empty()) j["output"] = st->out;
+      if (pred)
+        j["prediction"] = {{"schedule", st->schedule},
+                           {"measured_ms", c.measured_makespan_ms},
+                           {"predicted_ms", pred->predicted_ms},
+                           {"relative_error", pred->error},
+                           {"completed", pred->completed},
+                           {"violations", pred->violations}};
+      (st->out == "-" ? std::cerr : std::cout) << j.dump() << "\n";
+    } else {
+      std::ostream& os = st->out == "-" ? std::cerr : std::cout;
+      os << summary_text(c, st->trace, o.statistic);
+      if (!st->out.empty() && st->out != "-") os << "  wrote " << st->out << "\n";
+      if (pred)
+        os << "prediction for " << st->schedule << ": measured " << fixed(c.measured_makespan_ms) << " ms, predicted "
+           << fixed(pred->predicted_ms) << " ms, error " << (pred->error >= 0 ? "+" : "") << fixed(100 * pred->error, 1)
+           << "%" << (pred->completed ? "" : " (the simulation stopped: deadlock)")
+           << (pred->violations ? " (" + std::to_string(pred->violations) + " violation(s): ppsched check shows them)" : "")
+           << "\n";
+    }
+    return pred && (!pred->completed || pred->violations) ? kFound : kOk;
+  };
+}
+
+}  // namespace ppsched::cli

@@ -119,7 +119,7 @@ std::string rendezvous_replay(const Schedule& s) {
   auto offers = [&](const Step* st) {
     std::vector<Step> v;
     if (!st) return v;
-    if (st->op == Op::BATCH_SEND_RECV) return st->sub_steps;
+    if (st->op == Op::BATCH_SEND_RECV) return std::vector<Step>(st->sub_steps.begin(), st->sub_steps.end());
     if (is_p2p(st->op)) v.push_back(*st);
     return v;
   };

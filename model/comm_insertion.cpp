@@ -92,6 +92,7 @@ class Scan {
     for (int r = 0; r < s_.ranks; ++r) {
       const Program& prog = s_.programs[static_cast<size_t>(r)];
       auto& us = units_[static_cast<size_t>(r)];
+      us.reserve(prog.size());
       for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
         const Slot& slot = prog[static_cast<size_t>(i)];
         if (!slot) {

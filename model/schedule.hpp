@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "model/small_vec.hpp"
 #include "model/step_types.hpp"
 
 namespace ppsched {
@@ -25,9 +26,9 @@ struct Step {
   int32_t micro = kNone;
   int32_t stage = kNone;
   int32_t peer = kNone;           // explicit peer rank; kNone = derived from the peer rule
-  std::vector<Step> sub_steps;    // composites
-  std::vector<TensorDesc> tensors;// payload descriptors, compared when both ends give them
-  std::vector<int32_t> group;     // explicit collective group (ALL_REDUCE)
+  SmallVec<Step> sub_steps;       // composites
+  SmallVec<TensorDesc> tensors;   // payload descriptors, compared when both ends give them
+  SmallVec<int32_t> group;        // explicit collective group (ALL_REDUCE)
 
   bool operator==(const Step& o) const {
     return op == o.op && micro == o.micro && stage == o.stage && peer == o.peer &&

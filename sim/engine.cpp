@@ -64,6 +64,8 @@ class Engine {
     msgs_.resize(model_.messages.size());
     arrivals_.resize(model_.collective_calls.size());
     mem_now_.assign(R, 0);
+    pending_produce_.assign(R, 0);
+    released_step_.assign(R, -1);
     peaks_.resize(R);
     link_bytes_.assign(R * R, 0.0);
     link_msgs_.assign(R * R, 0);
@@ -119,17 +121,25 @@ class Engine {
   // ---- memory: the cache effects of the step table, applied in simulated time -----------
   // Consumes apply when a step starts, produces when it ends. The checks (same replay) prove
   // every consume meets its produce, so byte deltas suffice: no live set is kept here.
-  void effects(int r, const Step& st, double t, bool produce) {
-    int64_t delta = 0;
+  struct Delta {
+    int64_t consumed = 0, produced = 0;
+  };
+  // What a step's applicable effects release when it starts and add when it ends.
+  Delta effects_of(int r, const Step& st) {
+    Delta d;
     auto one = [&](const Step& leaf) {
       const auto& res = resolver_.of(r, leaf);
-      delta += produce ? res.produced_bytes : -res.consumed_bytes;
+      d.consumed += res.consumed_bytes;
+      d.produced += res.produced_bytes;
     };
     if (is_composite(st.op)) {
       for (const auto& sub : st.sub_steps) one(sub);
     } else {
       one(st);
     }
+    return d;
+  }
+  void apply(int r, int64_t delta, double t) {
     mem_now_[static_cast<size_t>(r)] += delta;
     note_memory(r, t);
   }
@@ -163,9 +173,10 @@ class Engine {
     int32_t cause = compute_free_[ri] >= host_[ri] ? compute_last_[ri] : host_cause_[ri];
     double end = start + d;
     current_step_ = index;
-    effects(r, st, start, false);
+    const Delta mem = effects_of(r, st);
+    apply(r, -mem.consumed, start);
     int32_t sl = add_slice(r, index, -1, Lane::Compute, start, end, 0, false, cause);
-    effects(r, st, end, true);
+    apply(r, mem.produced, end);
     compute_free_[ri] = end;
     compute_last_[ri] = sl;
     busy_[ri] += d;
@@ -311,7 +322,13 @@ class Engine {
             }
             action_slice_[ri] = add_slice(r, a.step_index, -1, sends ? Lane::Send : Lane::Recv, host_[ri], host_[ri],
                                           bytes, meta, host_cause_[ri]);
-            if (!meta) effects(r, st, host_[ri], false);  // a send releases what it pops
+            if (!meta && released_step_[ri] != a.step_index) {
+              // Once per step: a multi-tensor transfer posts one payload action per tensor.
+              released_step_[ri] = a.step_index;
+              const Delta d = effects_of(r, st);
+              apply(r, -d.consumed, host_[ri]);  // a send releases what it pops
+              pending_produce_[ri] = d.produced;  // a receive delivers its buffer when it completes
+            }
             for (int j = 0; j < a.count; ++j)
               post(r, model_.action_messages[static_cast<size_t>(a.first + j)], action_slice_[ri]);
           }
@@ -346,7 +363,8 @@ class Engine {
             slices_[static_cast<size_t>(action_slice_[ri])].end_ms = host_[ri];
             bool meta_only = slices_[static_cast<size_t>(action_slice_[ri])].meta;
             if (!meta_only && last_action_of_step(r)) {
-              effects(r, st, host_[ri], true);  // a receive delivers its buffer
+              apply(r, pending_produce_[ri], host_[ri]);  // a receive delivers its buffer
+              pending_produce_[ri] = 0;
               if (info(st.op).compute != ComputeKind::None && is_p2p(st.op)) launch_compute(r, a.step_index, st);
             }
           } else if (a.kind == ActionKind::Wait) {
@@ -533,6 +551,8 @@ class Engine {
   std::vector<std::pair<int32_t, int32_t>> pending_flows_;
   std::vector<MemorySample> memory_samples_;
   std::vector<int64_t> mem_now_;
+  std::vector<int64_t> pending_produce_;  // per rank: bytes the P2P step being run adds when it completes
+  std::vector<int32_t> released_step_;    // per rank: the P2P step whose consumes were applied
   std::vector<Peak> peaks_;
   std::vector<double> link_bytes_;
   std::vector<int> link_msgs_;

@@ -57,7 +57,7 @@ std::string compute_projection(const Program& p) {
   std::string out;
   for (const auto& slot : p) {
     if (!slot) continue;
-    std::vector<Step> leaves = is_composite(slot->op) ? slot->sub_steps : std::vector<Step>{*slot};
+    std::vector<Step> leaves = is_composite(slot->op) ? std::vector<Step>(slot->sub_steps) : std::vector<Step>{*slot};
     for (const Step& st : leaves)
       if (is_body_compute(st.op)) out += (out.empty() ? "" : " ") + short_label(st);
   }
@@ -69,7 +69,7 @@ int forwards_before_first_backward(const Program& p) {
   int n = 0;
   for (const auto& slot : p) {
     if (!slot) continue;
-    std::vector<Step> leaves = is_composite(slot->op) ? slot->sub_steps : std::vector<Step>{*slot};
+    std::vector<Step> leaves = is_composite(slot->op) ? std::vector<Step>(slot->sub_steps) : std::vector<Step>{*slot};
     for (const Step& st : leaves) {
       if (st.op == Op::FWD) ++n;
       if (st.op == Op::BWD || st.op == Op::BWD_INPUT) return n;

@@ -136,3 +136,49 @@ TEST_CASE("conditions tell local from remote neighbours", "[step_types]") {
   CHECK((c & LastStage) != 0);
   CHECK((c & PrevStageRemote) != 0);
 }
+
+TEST_CASE("SmallVec: a Step's lists behave like vectors at one pointer each", "[step_types]") {
+  STATIC_REQUIRE(sizeof(SmallVec<Step>) == sizeof(void*));
+  STATIC_REQUIRE(sizeof(Step) <= 40);
+
+  SmallVec<std::string> v;
+  CHECK(v.empty());
+  CHECK(v.begin() == v.end());
+  for (int k = 0; k < 100; ++k) v.push_back("item " + std::to_string(k));
+  REQUIRE(v.size() == 100);
+  CHECK(v.front() == "item 0");
+  CHECK(v.back() == "item 99");
+  CHECK(v.at(42) == "item 42");
+  CHECK_THROWS_AS(v.at(100), std::out_of_range);
+  // Appending an element of the vector itself while it grows (the value must be built first).
+  SmallVec<std::string> w{"a"};
+  for (int k = 0; k < 10; ++k) w.push_back(w[0]);
+  CHECK(w.size() == 11);
+  for (const auto& x : w) CHECK(x == "a");
+
+  SmallVec<std::string> copy = v;
+  CHECK(copy == v);
+  copy[3] = "changed";
+  CHECK(copy != v);
+  CHECK(v[3] == "item 3");
+  SmallVec<std::string> moved = std::move(copy);
+  CHECK(moved.size() == 100);
+  CHECK(copy.empty());  // NOLINT: moved-from is empty by contract
+
+  std::vector<std::string> as_vector = v;
+  CHECK(as_vector.size() == 100);
+  CHECK(SmallVec<std::string>(as_vector) == v);
+  v.erase(v.begin());
+  CHECK(v.size() == 99);
+  CHECK(v.front() == "item 1");
+  v.clear();
+  CHECK(v.empty());
+
+  // Nested: composites hold their sub-steps.
+  Step batch = make_composite(Op::BATCH_SEND_RECV, {make_step(Op::FWD_SEND, 0, 0), make_step(Op::BWD_RECV, 0, 0)});
+  Step again = batch;
+  CHECK(again == batch);
+  again.sub_steps[1].micro = 1;
+  CHECK(again != batch);
+  CHECK(batch.sub_steps[1].micro == 0);
+}

@@ -488,8 +488,8 @@ void put_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
-template <class T>
-void put_int_array(std::string& out, const std::vector<T>& v) {
+template <class Ints>
+void put_int_array(std::string& out, const Ints& v) {
   out += '[';
   for (size_t k = 0; k < v.size(); ++k) {
     if (k) out += ", ";

@@ -72,6 +72,7 @@ std::vector<Item> rank_items(int P, int V, int M, int i, const Rounds& rounds, b
   };
 
   std::vector<Item> out;
+  out.reserve(static_cast<size_t>(2 * ops + 3 * P));
   auto idle = [&](int n) {
     for (int k = 0; k < n; ++k) out.push_back({Item::Idle, Step{}});
   };
@@ -124,9 +125,11 @@ Schedule compute_order(int P, int V, int M, const BodyOptions& options) {
   s.micro_batches = M;
   s.placement = Placement::loop(P, P * V);
   const Rounds rounds(P, V, M);
+  s.programs.reserve(static_cast<size_t>(P));
   for (int i = 0; i < P; ++i) {
     const auto items = rank_items(P, V, M, i, rounds, options.less_memory);
     Program prog;
+    prog.reserve(items.size());
     for (size_t k = 0; k < items.size(); ++k) {
       const Item& it = items[k];
       if (it.kind == Item::Idle) {

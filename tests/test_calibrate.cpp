@@ -12,6 +12,7 @@
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "traces/chrome_trace.hpp"
+#include "tests/support/expect_error.hpp"
 
 using namespace ppsched;
 using nlohmann::json;
@@ -61,16 +62,7 @@ Calibration round_trip(const Schedule& s, const CostModel& c) {
   return calibrate_trace(chrome_trace_json(s, r, to), "sim.trace.json", o);
 }
 
-template <class Fn>
-InputError expect_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e;
-  }
-  FAIL("expected an InputError");
-  throw std::logic_error("unreachable");
-}
+using testing::expect_error;
 
 std::string simulated_trace() {
   GenerateOptions g;

@@ -7,6 +7,7 @@
 
 #include "model/errors.hpp"
 #include "sim/cost_model.hpp"
+#include "tests/support/expect_error.hpp"
 
 using namespace ppsched;
 
@@ -18,16 +19,7 @@ std::string costs(const std::string& name) {
   return std::string(d) + "/costs/" + name;
 }
 
-template <class Fn>
-InputError expect_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e;
-  }
-  FAIL("expected an InputError");
-  throw std::logic_error("unreachable");
-}
+using testing::expect_error;
 
 // Two models are equal when they write the same complete file (the source aside).
 std::string canonical(CostModel m) {

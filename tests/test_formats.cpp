@@ -16,6 +16,7 @@
 #include "model/formats/schedule_json.hpp"
 #include "model/validate.hpp"
 #include "tests/support/structure.hpp"
+#include "tests/support/expect_error.hpp"
 
 using namespace ppsched;
 using namespace ppsched::testing;
@@ -30,17 +31,6 @@ std::string data_dir() {
 std::string bad(const std::string& name) { return data_dir() + "/bad_input/" + name; }
 std::string good(const std::string& name) { return data_dir() + "/schedules/" + name; }
 
-// Runs fn, which must throw an InputError, and returns it.
-template <class Fn>
-InputError expect_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e;
-  }
-  FAIL("expected an InputError");
-  throw std::logic_error("unreachable");
-}
 
 // ---- schedule builders for the properties ------------------------------------------------
 

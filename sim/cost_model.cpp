@@ -62,6 +62,7 @@
 #include <sstream>
 
 #include "model/errors.hpp"
+#include "model/formats/json_support.hpp"
 
 namespace ppsched {
 namespace {
@@ -366,22 +367,9 @@ CostModel default_cost_model(int stages) {
 // ---- reading ----------------------------------------------------------------------------------
 namespace {
 
-std::string type_of(const json& j) {
-  switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    default: return j.is_number() ? "a number" : "an unsupported value";
-  }
-}
+std::string type_of(const json& j) { return json_type_name(j, false); }
 
-std::string join(const Keys& keys) {
-  std::string out;
-  for (auto k : keys) out += (out.empty() ? "" : ", ") + std::string(k);
-  return out;
-}
+std::string join(const Keys& keys) { return join_keys(keys); }
 
 bool is_annotation(std::string_view key) { return key == "comment" || key.substr(0, 2) == "x-"; }
 

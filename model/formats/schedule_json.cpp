@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/errors.hpp"
+#include "model/formats/json_support.hpp"
 #include "model/formats/action_notation.hpp"
 #include "model/validate.hpp"
 
@@ -37,25 +38,9 @@ const Keys kTensorKeys = {"shape", "dtype"};
 // Users may annotate files; these keys are skipped everywhere.
 bool is_annotation(std::string_view key) { return key == "comment" || key.substr(0, 2) == "x-"; }
 
-std::string join(const Keys& keys) {
-  std::string out;
-  for (auto k : keys) out += (out.empty() ? "" : ", ") + std::string(k);
-  return out;
-}
+std::string join(const Keys& keys) { return join_keys(keys); }
 
-std::string type_of(const json& j) {
-  switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a number with a fraction";
-    default: return "an unsupported value";
-  }
-}
+std::string type_of(const json& j) { return json_type_name(j, true); }
 
 // ---- parsing -----------------------------------------------------------------------------
 

@@ -51,5 +51,7 @@ Schedule generate_mpipe_transpose(const GenerateOptions&);
 
 // Shared helper for family code: refuse with a clear message (throws InputError).
 [[noreturn]] void refuse(std::string_view family, const std::string& why);
+// The header of a schedule with one stage per rank (stage r on rank r) and no programs yet.
+Schedule one_stage_per_rank(std::string name, int ranks, int micro_batches);
 
 }  // namespace ppsched

@@ -14,12 +14,7 @@ Schedule generate_gpipe(const GenerateOptions& o) {
     refuse("gpipe", "needs --vpp 1 (one stage per rank; got --vpp " + std::to_string(o.vpp) + ")");
   const int P = o.pp;
   const int M = o.micro;
-  Schedule s;
-  s.name = "gpipe";
-  s.ranks = P;
-  s.stages = P;
-  s.micro_batches = M;
-  s.placement = Placement::loop(P, P);
+  Schedule s = one_stage_per_rank("gpipe", P, M);
   for (int r = 0; r < P; ++r) {
     const bool first = r == 0;
     const bool last = r == P - 1;

@@ -21,12 +21,7 @@ Schedule generate_1f1b(const GenerateOptions& o) {
                        "); use interleaved-1f1b for V > 1");
   const int P = o.pp;
   const int M = o.micro;
-  Schedule s;
-  s.name = "1f1b";
-  s.ranks = P;
-  s.stages = P;
-  s.micro_batches = M;
-  s.placement = Placement::loop(P, P);
+  Schedule s = one_stage_per_rank("1f1b", P, M);
   for (int r = 0; r < P; ++r) {
     const bool first = r == 0;
     const bool last = r == P - 1;

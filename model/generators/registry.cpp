@@ -36,6 +36,16 @@ const GeneratorInfo* find_generator(std::string_view name) {
   return it == all.end() ? nullptr : &*it;
 }
 
+Schedule one_stage_per_rank(std::string name, int ranks, int micro_batches) {
+  Schedule s;
+  s.name = std::move(name);
+  s.ranks = ranks;
+  s.stages = ranks;
+  s.micro_batches = micro_batches;
+  s.placement = Placement::loop(ranks, ranks);
+  return s;
+}
+
 void refuse(std::string_view family, const std::string& why) {
   throw InputError({}, std::string(family) + ": " + why);
 }

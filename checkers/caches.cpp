@@ -9,7 +9,7 @@
 
 #include "checkers/checks.hpp"
 #include "checkers/effects.hpp"
-#include "checkers/flat_map.hpp"
+#include "model/flat_map.hpp"
 
 namespace ppsched {
 

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "checkers/checks.hpp"
+#include "model/flat_map.hpp"
 
 namespace ppsched {
 namespace {
@@ -18,6 +19,11 @@ std::string list_micros(const std::vector<int>& micros) {
 // exactly one FWD and one full backward. One byte per kind and key (saturating), no places.
 bool coverage_clean(const Schedule& s) {
   const size_t M = static_cast<size_t>(s.micro_batches);
+  // Every (stage, micro) needs a FWD: more keys than steps cannot be clean (and a file that
+  // declares huge counts must not cost memory in proportion to them).
+  size_t steps = 0;
+  for (const auto& prog : s.programs) steps += prog.size();
+  if (static_cast<uint64_t>(std::max(s.stages, 0)) * M > steps) return false;
   std::vector<std::array<uint8_t, 4>> n(static_cast<size_t>(s.stages) * M, std::array<uint8_t, 4>{0, 0, 0, 0});
   bool misplaced = false;
   auto visit = [&](const Step& st, int r) {
@@ -58,7 +64,9 @@ void check_coverage(const Schedule& s, std::vector<Violation>& out) {
     int32_t n[4] = {0, 0, 0, 0};
     Place where[4][2];  // the first two places of each kind, for the report
   };
-  std::vector<Count> counts(static_cast<size_t>(s.stages) * M);
+  size_t steps = 0;
+  for (const auto& prog : s.programs) steps += prog.size();
+  KeyTable<Count> counts(static_cast<uint64_t>(std::max(s.stages, 0)) * M, steps, Count{});
   for (int r = 0; r < s.ranks; ++r) {
     const Program& prog = s.programs[static_cast<size_t>(r)];
     for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
@@ -78,8 +86,8 @@ void check_coverage(const Schedule& s, std::vector<Violation>& out) {
           return;
         }
         int k = st.op == Op::FWD ? 0 : st.op == Op::BWD ? 1 : st.op == Op::BWD_INPUT ? 2 : st.op == Op::BWD_WEIGHT ? 3 : -1;
-        if (k < 0 || st.stage < 0 || st.micro < 0 || st.micro >= s.micro_batches) return;
-        Count& c = counts[static_cast<size_t>(st.stage) * M + static_cast<size_t>(st.micro)];
+        if (k < 0 || st.stage < 0 || st.stage >= s.stages || st.micro < 0 || st.micro >= s.micro_batches) return;
+        Count& c = counts.at(static_cast<uint64_t>(st.stage) * M + static_cast<uint64_t>(st.micro));
         if (c.n[k] < 2) c.where[k][c.n[k]] = {r, i, sub};
         c.n[k]++;
       };
@@ -95,7 +103,7 @@ void check_coverage(const Schedule& s, std::vector<Violation>& out) {
     std::map<std::string, std::vector<int>> problems;
     std::map<std::string, std::vector<StepRef>> places;
     for (int mi = 0; mi < s.micro_batches; ++mi) {
-      const Count& c = counts[static_cast<size_t>(st) * M + static_cast<size_t>(mi)];
+      const Count c = counts.get(static_cast<uint64_t>(st) * M + static_cast<uint64_t>(mi));
       auto note = [&](const std::string& what, std::initializer_list<int> kinds) {
         problems[what].push_back(mi);
         for (int k : kinds)

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "checkers/flat_map.hpp"
+#include "model/flat_map.hpp"
 #include "checkers/options.hpp"
 #include "model/schedule.hpp"
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "model/errors.hpp"
+#include "model/flat_map.hpp"
 
 namespace ppsched {
 namespace {
@@ -28,10 +29,10 @@ struct Unit {
 
 class Scan {
  public:
-  explicit Scan(const Schedule& s) : s_(s), units_(static_cast<size_t>(s.ranks)) {
-    const size_t keys = static_cast<size_t>(s.stages) * static_cast<size_t>(std::max(s.micro_batches, 1));
-    for (auto& v : producer_) v.assign(keys, {-1, -1});
-  }
+  explicit Scan(const Schedule& s)
+      : s_(s),
+        units_(static_cast<size_t>(s.ranks)),
+        producer_{table(s), table(s), table(s)} {}
 
   Schedule run(Alignment alignment) {
     collect_units();
@@ -78,7 +79,7 @@ class Scan {
                             std::to_string(st.stage) + " is placed on rank " +
                             std::to_string(s_.rank_of(st.stage)));
     auto put = [&](Produces p) {
-      auto& slot = producer_[static_cast<int>(p)][key(st.stage, st.micro)];
+      auto& slot = producer_[static_cast<int>(p)].at(key(st.stage, st.micro));
       if (slot.rank >= 0)
         fail(rank, index, short_label(st) + " appears twice (also on rank " + std::to_string(slot.rank) + ")");
       slot = {rank, unit};
@@ -124,7 +125,7 @@ class Scan {
   template <class Fn>
   void for_each_dependency(const Step& st, int rank, int index, Fn&& fn) const {
     auto need = [&](Produces p, int stage, int micro, const char* what) {
-      const auto& ref = producer_[static_cast<int>(p)][key(stage, micro)];
+      const Ref ref = producer_[static_cast<int>(p)].get(key(stage, micro));
       if (ref.rank < 0) {
         std::string want = what + std::string(" of micro ") + std::to_string(micro) + " at stage " +
                            std::to_string(stage);
@@ -165,7 +166,7 @@ class Scan {
     for (auto& us : units_)
       us.erase(std::remove_if(us.begin(), us.end(), [](const U& u) { return u.top == nullptr; }), us.end());
     // Unit indices changed: rebuild the producer table.
-    for (auto& v : producer_) std::fill(v.begin(), v.end(), Ref{-1, -1});
+    for (auto& v : producer_) v.reset();
     for (int r = 0; r < s_.ranks; ++r) {
       auto& us = units_[static_cast<size_t>(r)];
       for (int k = 0; k < static_cast<int>(us.size()); ++k)
@@ -326,9 +327,17 @@ class Scan {
     return out;
   }
 
+  // One producer per (stage, micro) and kind; keyed like key().
+  static KeyTable<Ref> table(const Schedule& s) {
+    size_t steps = 0;
+    for (const auto& prog : s.programs) steps += prog.size();
+    const uint64_t keys = static_cast<uint64_t>(std::max(s.stages, 0)) * static_cast<uint64_t>(std::max(s.micro_batches, 1));
+    return KeyTable<Ref>(keys, steps, Ref{-1, -1});
+  }
+
   const Schedule& s_;
   std::vector<std::vector<U>> units_;
-  std::vector<Ref> producer_[3];
+  KeyTable<Ref> producer_[3];
 };
 
 }  // namespace

@@ -6,9 +6,10 @@
 #include <unordered_map>
 
 #include "checkers/checks.hpp"
-#include "checkers/flat_map.hpp"
+#include "model/flat_map.hpp"
 #include "model/errors.hpp"
 #include <functional>
+#include "model/formats/pytorch_csv.hpp"
 #include "model/formats/schedule_io.hpp"
 #include "model/generators/generator.hpp"
 #include "tests/support/explorer.hpp"
@@ -344,4 +345,37 @@ TEST_CASE("FlatMap agrees with std::unordered_map under random inserts, finds an
     });
     RC_ASSERT(seen == ref.size());
   });
+}
+
+TEST_CASE("tables over (stage, micro) cost memory by steps, not by declared counts", "[checkers]") {
+  // A 17-byte CSV (one step "10000F09999") once made P2P insertion allocate 2.4 GB (libFuzzer).
+  KeyTable<int> sparse(uint64_t{10001} * 10000, 1, -1);
+  CHECK_FALSE(sparse.dense());
+  CHECK(sparse.get(99'999'999) == -1);
+  sparse.at(99'999'999) = 7;
+  CHECK(sparse.get(99'999'999) == 7);
+  sparse.reset();
+  CHECK(sparse.get(99'999'999) == -1);
+  KeyTable<int> dense(128 * 1024, 782'336, -1);
+  CHECK(dense.dense());
+  dense.at(5) = 3;
+  CHECK(dense.get(5) == 3);
+
+  // The same file, read for real: a located error, without the allocation.
+  CsvReadOptions options;
+  options.placement = Placement{};  // loop, filled in by the reader
+  CHECK_THROWS_WITH(read_pytorch_csv("10000F09999\n\n", "big.csv", options),
+                    Catch::Contains("F9999s10000 needs the FWD of micro 9999 at stage 9999"));
+  // A JSON schedule declaring 3000 x 3000 (stage, micro) pairs and holding one step: the
+  // coverage report names the missing work per stage, in memory proportional to the steps.
+  Schedule s;
+  s.name = "huge";
+  s.ranks = 1;
+  s.stages = 3000;
+  s.micro_batches = 3000;
+  s.placement = Placement::loop(1, 3000);
+  s.programs = {{make_step(Op::FWD, 0, 0)}};
+  std::vector<Violation> out;
+  check_coverage(s, out);
+  CHECK(out.size() == 2 * 3000);  // per stage: "no FWD" (for the micros it lacks) and "no backward"
 }

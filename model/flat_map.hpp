@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -23,7 +24,8 @@ class FlatMap {
   bool empty() const { return size_ == 0; }
 
   // Pointer to the value of `key`, or nullptr.
-  V* find(uint64_t key) {
+  V* find(uint64_t key) { return const_cast<V*>(static_cast<const FlatMap*>(this)->find(key)); }
+  const V* find(uint64_t key) const {
     for (size_t i = slot(key);; i = (i + 1) & mask_) {
       if (keys_[i] == key) return &values_[i];
       if (keys_[i] == kEmpty) return nullptr;
@@ -108,6 +110,44 @@ class FlatMap {
   size_t mask_ = 0;
   unsigned shift_ = 64;
   size_t size_ = 0;
+};
+
+// A table over the keys 0 .. keys-1: a plain array when the key space is not much larger than
+// what will be stored, a FlatMap otherwise. Tables indexed by (stage, micro) use it, so that a
+// file declaring huge counts with few steps costs memory in proportion to its steps, not to
+// stages x micro-batches (found by libFuzzer: a 17-byte CSV asked for 2.4 GB).
+template <class V>
+class KeyTable {
+ public:
+  KeyTable(uint64_t keys, size_t expected_entries, V empty) : empty_(empty) {
+    dense_ = keys <= 4 * static_cast<uint64_t>(expected_entries) + 4096;
+    if (dense_) dense_values_.assign(static_cast<size_t>(keys), empty);
+  }
+  // The value at `key` (the empty value when nothing was stored there).
+  V get(uint64_t key) const {
+    if (dense_) return dense_values_[static_cast<size_t>(key)];
+    const V* v = sparse_.find(key);
+    return v ? *v : empty_;
+  }
+  // The value at `key`, created empty when absent. Valid until the next call.
+  V& at(uint64_t key) {
+    if (dense_) return dense_values_[static_cast<size_t>(key)];
+    return *sparse_.insert(key, empty_).first;
+  }
+  void reset() {
+    if (dense_) {
+      std::fill(dense_values_.begin(), dense_values_.end(), empty_);
+    } else {
+      sparse_.clear();
+    }
+  }
+  bool dense() const { return dense_; }
+
+ private:
+  V empty_;
+  bool dense_ = true;
+  std::vector<V> dense_values_;
+  FlatMap<V> sparse_;
 };
 
 }  // namespace ppsched

@@ -373,89 +373,6 @@ std::string join(const Keys& keys) { return join_keys(keys); }
 
 bool is_annotation(std::string_view key) { return key == "comment" || key.substr(0, 2) == "x-"; }
 
-// Builds the DOM from SAX events like json::parse, but refuses duplicate keys (json::parse
-// keeps the last) and reports syntax errors with line and column.
-class DomBuilder : public nlohmann::json_sax<json> {
- public:
-  DomBuilder(std::string_view text, const std::string& file, json& root) : text_(text), file_(file), root_(root) {}
-  bool null() override { return put(nullptr); }
-  bool boolean(bool v) override { return put(v); }
-  bool number_integer(number_integer_t v) override { return put(v); }
-  bool number_unsigned(number_unsigned_t v) override { return put(v); }
-  bool number_float(number_float_t v, const string_t&) override { return put(v); }
-  bool string(string_t& v) override { return put(std::move(v)); }
-  bool binary(binary_t& v) override { return put(json::binary(std::move(v))); }
-  bool start_object(std::size_t) override { return open(json::object()); }
-  bool start_array(std::size_t) override { return open(json::array()); }
-  bool end_object() override { return close(); }
-  bool end_array() override { return close(); }
-  bool key(string_t& k) override {
-    json& obj = *open_.back();
-    if (obj.contains(k)) {
-      Location loc = in_file(file_);
-      loc.field = path() + (path().empty() ? "" : ".") + k;
-      throw InputError(loc, "duplicate key '" + k + "': each key may appear once");
-    }
-    keys_.back() = k;
-    return true;
-  }
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override {
-    const size_t at = std::min(position > 0 ? position - 1 : 0, text_.size());
-    const size_t newline = at == 0 ? std::string_view::npos : text_.rfind('\n', at - 1);
-    const size_t line_start = newline == std::string_view::npos ? 0 : newline + 1;
-    Location loc = in_file(file_);
-    loc.line = 1 + static_cast<int>(std::count(text_.begin(), text_.begin() + static_cast<long>(at), '\n'));
-    std::string what = ex.what();
-    if (const size_t colon = what.find(": "); colon != std::string::npos) what = what.substr(colon + 2);
-    throw InputError(loc, "malformed JSON at column " + std::to_string(at - line_start + 1) + ": " + what);
-  }
-
- private:
-  json* place(json&& v) {
-    if (open_.empty()) {
-      root_ = std::move(v);
-      return &root_;
-    }
-    json& parent = *open_.back();
-    if (parent.is_array()) {
-      parent.push_back(std::move(v));
-      return &parent.back();
-    }
-    json& slot = parent[keys_.back()];
-    slot = std::move(v);
-    return &slot;
-  }
-  bool put(json&& v) {
-    place(std::move(v));
-    return true;
-  }
-  // An open container's address stays valid: its parent gains nothing until it is closed.
-  bool open(json&& v) {
-    json* at = place(std::move(v));
-    open_.push_back(at);
-    keys_.emplace_back();
-    return true;
-  }
-  bool close() {
-    open_.pop_back();
-    keys_.pop_back();
-    return true;
-  }
-  std::string path() const {
-    std::string out;
-    for (size_t d = 0; d + 1 < open_.size(); ++d) {
-      if (open_[d]->is_array()) out += "[" + std::to_string(open_[d]->size() - 1) + "]";
-      else out += (out.empty() ? "" : ".") + keys_[d];
-    }
-    return out;
-  }
-
-  std::string_view text_;
-  const std::string& file_;
-  json& root_;
-  std::vector<json*> open_;
-  std::vector<std::string> keys_;
-};
 
 // What a number stands for: its unit, range and how an error describes it.
 enum class Quantity { Time, Bytes, Bandwidth, Fraction };
@@ -465,9 +382,7 @@ class Reader {
   explicit Reader(const std::string& file) : file_(file) {}
 
   CostModel read(std::string_view text) {
-    json root;
-    DomBuilder builder(text, file_, root);
-    json::sax_parse(text.begin(), text.end(), &builder);
+    json root = parse_json_strict(text, file_, false);
     if (!root.is_object()) fail("", "expected a JSON object at the top level, got " + type_of(root));
     check_format(root);
     check_keys(root, "", kTopKeys);

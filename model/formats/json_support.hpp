@@ -1,4 +1,4 @@
-// Small helpers shared by the JSON readers (schedule files, cost files): how a value's type
+// Shared by the JSON readers (schedule files, cost files): a strict parser, how a value's type
 // is named in an error message, and a list of keys for "expected one of ..." messages.
 #pragma once
 
@@ -8,6 +8,12 @@
 #include <vector>
 
 namespace ppsched {
+
+// Parses like nlohmann::json::parse, but refuses duplicate keys (which json::parse silently
+// collapses) and turns syntax errors into InputErrors with file, line and column; a duplicate
+// names its JSON path, and with `step_locations` also the rank and step when it lies inside
+// "programs" (schedule files). Throws InputError.
+nlohmann::json parse_json_strict(std::string_view text, const std::string& file, bool step_locations);
 
 // "null", "a boolean", "a string", "an array", "an object", and for numbers either "a number"
 // or, where integers are expected, "an integer" / "a number with a fraction".

@@ -3,6 +3,8 @@
 // README. Run: build/bench/bench_sim.
 #include <benchmark/benchmark.h>
 
+#include "tools/process_memory.hpp"
+
 #include "model/generators/generator.hpp"
 #include "sim/engine.hpp"
 
@@ -40,4 +42,12 @@ BENCHMARK(BM_SimulateInterleaved)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
 
-BENCHMARK_MAIN();
+// The ppsched CLI's memory policy (tools/process_memory.hpp), so the figures are the CLI's.
+int main(int argc, char** argv) {
+  ppsched::use_batch_memory_policy();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

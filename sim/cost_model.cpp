@@ -247,6 +247,13 @@ int CostModel::stage_count() const {
   return static_cast<int>(n);
 }
 
+bool CostModel::varies_by_micro() const {
+  for (const auto& f : stage_fields())
+    for (const auto& row : (this->*f.value).rows)
+      if (row.size() > 1) return true;
+  return false;
+}
+
 void CostModel::check_fits(int stages, int micro_batches) const {
   for (const auto& f : stage_fields()) {
     const StageValue& v = this->*f.value;

@@ -87,6 +87,8 @@ struct CostModel {
   const StageValue& compute(ComputeKind kind) const;
   // How many stages the per-stage arrays describe: 1 when every value is a scalar.
   int stage_count() const;
+  // Whether any per-stage value has per-micro rows (then a price depends on the micro-batch).
+  bool varies_by_micro() const;
   // Throws InputError (this model's source, the offending field) when a per-stage array does
   // not have one entry per stage, or a per-micro row not one entry per micro-batch
   // (micro_batches <= 0: rows are not checked).

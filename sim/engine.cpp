@@ -69,6 +69,12 @@ class Engine {
     peaks_.resize(R);
     link_bytes_.assign(R * R, 0.0);
     link_msgs_.assign(R * R, 0);
+    const size_t stages = static_cast<size_t>(std::max(s.stages, 0));
+    effects_table_.assign(stages * kOpCount * 2, Delta{-1, 0});
+    if (!c.varies_by_micro()) {
+      compute_table_.assign((stages + 1) * kOpCount, -1.0);
+      payload_table_.assign((stages + 1) * kOpCount, -1.0);
+    }
     // Each message's size is read when it is posted and when it is settled: price it once.
     msg_bytes_.resize(model_.messages.size());
     for (size_t id = 0; id < model_.messages.size(); ++id) msg_bytes_[id] = price(model_.messages[id]);
@@ -122,21 +128,34 @@ class Engine {
   // Consumes apply when a step starts, produces when it ends. The checks (same replay) prove
   // every consume meets its produce, so byte deltas suffice: no live set is kept here.
   struct Delta {
-    int64_t consumed = 0, produced = 0;
+    int64_t consumed = 0, produced = 0;  // consumed < 0: not known yet (effects_table_)
   };
   // What a step's applicable effects release when it starts and add when it ends.
   Delta effects_of(int r, const Step& st) {
+    if (!is_composite(st.op)) return leaf_effects(r, st);
     Delta d;
-    auto one = [&](const Step& leaf) {
-      const auto& res = resolver_.of(r, leaf);
-      d.consumed += res.consumed_bytes;
-      d.produced += res.produced_bytes;
-    };
-    if (is_composite(st.op)) {
-      for (const auto& sub : st.sub_steps) one(sub);
-    } else {
-      one(st);
+    for (const auto& sub : st.sub_steps) {
+      const Delta one = leaf_effects(r, sub);
+      d.consumed += one.consumed;
+      d.produced += one.produced;
     }
+    return d;
+  }
+  // The resolver's answer depends on (rank, op, stage, whether the micro's MPipe owner is
+  // rank 0). For a step on the rank that owns its stage (every staged step of a valid
+  // schedule) the rank is implied, so the answer is kept in a dense (stage, op, owner) table
+  // the timed loop reads directly; anything else asks the resolver.
+  Delta leaf_effects(int r, const Step& st) {
+    const bool dense = st.stage >= 0 && st.stage < s_.stages && s_.rank_of(st.stage) == r;
+    Delta* slot = nullptr;
+    if (dense) {
+      const bool owner_not_0 = s_.mpipe && st.micro >= 0 && s_.owner_of(st.micro) != 0;
+      slot = &effects_table_[(static_cast<size_t>(st.stage) * kOpCount + static_cast<size_t>(st.op)) * 2 + owner_not_0];
+      if (slot->consumed >= 0) return *slot;
+    }
+    const auto& res = resolver_.of(r, st);
+    const Delta d{res.consumed_bytes, res.produced_bytes};
+    if (slot) *slot = d;
     return d;
   }
   void apply(int r, int64_t delta, double t) {
@@ -156,14 +175,25 @@ class Engine {
   }
 
   // ---- compute ------------------------------------------------------------------------------
-  double duration(const Step& st) const {
+  double duration(const Step& st) {
     if (st.op == Op::OVERLAP_F_B || st.op == Op::OVERLAP_B_F) {
       double a = st.sub_steps.size() > 0 ? duration(st.sub_steps[0]) : 0.0;
       double b = st.sub_steps.size() > 1 ? duration(st.sub_steps[1]) : 0.0;
       // Both run together: the shorter one is hidden by `overlap_efficiency` (1 = fully).
       return std::max(a, b) + (1.0 - c_.overlap_efficiency) * std::min(a, b);
     }
+    if (double* slot = price_slot(compute_table_, st)) {
+      if (*slot < 0) *slot = c_.compute_ms(st.op, st.stage, st.micro);
+      return *slot;
+    }
     return c_.compute_ms(st.op, st.stage, st.micro);
+  }
+
+  // A leaf step's compute time or payload bytes depends on (op, stage) only, unless the cost
+  // model has per-micro rows: then there is no table and the model is asked each time.
+  double* price_slot(std::vector<double>& table, const Step& st) {
+    if (table.empty() || st.stage < -1 || st.stage >= s_.stages) return nullptr;
+    return &table[static_cast<size_t>(st.stage + 1) * kOpCount + static_cast<size_t>(st.op)];
   }
 
   void launch_compute(int r, int index, const Step& st) {
@@ -183,10 +213,14 @@ class Engine {
   }
 
   // ---- communication -------------------------------------------------------------------------
-  double price(const Message& m) const {
+  double price(const Message& m) {
     if (m.meta) return c_.meta_bytes;
     const Step& top = step_at(m.rank, m.step_index);
     const Step& leaf = m.sub >= 0 ? top.sub_steps[static_cast<size_t>(m.sub)] : top;
+    if (double* slot = price_slot(payload_table_, leaf)) {
+      if (*slot < 0) *slot = c_.payload_bytes(leaf.op, leaf.stage, leaf.micro);
+      return *slot;
+    }
     return c_.payload_bytes(leaf.op, leaf.stage, leaf.micro);
   }
 
@@ -558,6 +592,9 @@ class Engine {
   std::vector<int> link_msgs_;
   std::vector<double> msg_bytes_;            // per message
   std::vector<const Link*> channel_link_;    // per channel
+  // Filled on first use; -1 (consumed -1): not known yet. Empty when prices vary by micro.
+  std::vector<double> compute_table_, payload_table_;  // [(stage + 1) * kOpCount + op]
+  std::vector<Delta> effects_table_;                   // [(stage * kOpCount + op) * 2 + owner bit]
   int current_step_ = -1;
 };
 

@@ -1,24 +1,14 @@
 // The ppsched command line. Every command has --help; errors in the input are reported
 // with their location and exit code 2; found problems (violations) exit 1.
-#include <iostream>  // first: it defines __GLIBC__ on glibc systems
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
+#include <iostream>
 
 #include "model/errors.hpp"
 #include "tools/cli/command.hpp"
+#include "tools/process_memory.hpp"
 
 int main(int argc, char** argv) {
   using namespace ppsched;
-#if defined(__GLIBC__)
-  // A million-step schedule is built from arrays of tens of MB that live briefly (the
-  // compute-only order, the insertion's units, the lowering). Served from the heap instead of
-  // fresh mmaps, freed arrays are reused rather than returned and page-faulted in again;
-  // measured: a third less system time for `simulate --generate` at 782k steps.
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  mallopt(M_TOP_PAD, 64 << 20);
-#endif
+  use_batch_memory_policy();  // heap with huge pages, freed memory kept (see the header)
   CLI::App app{"ppsched: verify, simulate and run pipeline-parallel training schedules"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("ppsched 0.1.0"));

@@ -51,6 +51,9 @@ struct CheckOptions {
   // TEST-ONLY: turns off one rule (a compute step running before its receive arrived), so
   // that a test can show the fuzzing machinery finds and shrinks a planted checker bug.
   bool testing_disable_recv_rule = false;
+  // TEST-ONLY: the cache walk skips its fast clean-case proof and walks every rank with the
+  // explaining pass, so a test can show both give the same answers.
+  bool testing_exact_cache_walk = false;
 };
 
 }  // namespace ppsched

@@ -70,8 +70,13 @@ class Engine {
     link_bytes_.assign(R * R, 0.0);
     link_msgs_.assign(R * R, 0);
     const size_t stages = static_cast<size_t>(std::max(s.stages, 0));
-    effects_table_.assign(stages * kOpCount * 2, Delta{-1, 0});
-    if (!c.varies_by_micro()) {
+    size_t steps = 0;
+    for (const auto& prog : s.programs) steps += prog.size();
+    // The tables are sized by the stage count: only when that is in proportion to the
+    // schedule (a file may declare far more stages than it has steps).
+    const bool tables = (stages + 1) * kOpCount * 2 <= 4 * steps + 4096;
+    if (tables) effects_table_.assign(stages * kOpCount * 2, Delta{-1, 0});
+    if (tables && !c.varies_by_micro()) {
       compute_table_.assign((stages + 1) * kOpCount, -1.0);
       payload_table_.assign((stages + 1) * kOpCount, -1.0);
     }
@@ -146,7 +151,7 @@ class Engine {
   // schedule) the rank is implied, so the answer is kept in a dense (stage, op, owner) table
   // the timed loop reads directly; anything else asks the resolver.
   Delta leaf_effects(int r, const Step& st) {
-    const bool dense = st.stage >= 0 && st.stage < s_.stages && s_.rank_of(st.stage) == r;
+    const bool dense = !effects_table_.empty() && st.stage >= 0 && st.stage < s_.stages && s_.rank_of(st.stage) == r;
     Delta* slot = nullptr;
     if (dense) {
       const bool owner_not_0 = s_.mpipe && st.micro >= 0 && s_.owner_of(st.micro) != 0;

@@ -379,3 +379,39 @@ TEST_CASE("tables over (stage, micro) cost memory by steps, not by declared coun
   check_coverage(s, out);
   CHECK(out.size() == 2 * 3000);  // per stage: "no FWD" (for the micros it lacks) and "no backward"
 }
+
+TEST_CASE("the cache walk's fast clean-case proof agrees with the explaining walk", "[checkers]") {
+  rc::prop("same violations, peaks and peak steps, for generated schedules and their mutations",
+           [](int family_pick, int P, int M, int V, std::vector<std::array<int, 4>> muts, bool budget) {
+             const char* fams[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipev", "mpipe-transpose"};
+             const char* fam = fams[static_cast<size_t>(std::abs(family_pick) % 7)];
+             GenerateOptions g;
+             g.pp = 2 + std::abs(P) % 3;
+             g.micro = 1 + std::abs(M) % 6;
+             g.vpp = std::string(fam) == "interleaved-1f1b" ? 1 + std::abs(V) % 3 : 1;
+             Schedule s;
+             try {
+               s = generate(fam, g);
+             } catch (const InputError&) {
+               RC_DISCARD("not a valid generator configuration");
+             }
+             if (muts.size() > 4) muts.resize(4);
+             for (const auto& m : muts) s = mutate(s, std::abs(m[0]), std::abs(m[1]), std::abs(m[2]), std::abs(m[3]));
+             RC_TAG(muts.empty() ? "as generated" : "mutated");
+             CheckOptions fast, exact;
+             if (budget) fast.memory_budget = exact.memory_budget = 3 * fast.memory.activation(0);
+             exact.testing_exact_cache_walk = true;
+             std::vector<Violation> vf, ve;
+             CheckStats sf, se;
+             check_caches(s, fast, vf, sf);
+             check_caches(s, exact, ve, se);
+             RC_TAG(vf.empty() ? "clean" : "violations");
+             RC_ASSERT(sf.peak_memory_bytes == se.peak_memory_bytes);
+             RC_ASSERT(sf.peak_memory_index == se.peak_memory_index);
+             RC_ASSERT(vf.size() == ve.size());
+             for (size_t k = 0; k < vf.size(); ++k) {
+               RC_ASSERT(vf[k].kind == ve[k].kind);
+               RC_ASSERT(vf[k].message == ve[k].message);
+             }
+           });
+}

@@ -29,8 +29,10 @@ struct Unit {
 
 class Scan {
  public:
-  explicit Scan(const Schedule& s)
+  // `owned`: the same schedule, given up by the caller, whose steps emit() may move out.
+  explicit Scan(const Schedule& s, Schedule* owned = nullptr)
       : s_(s),
+        owned_(owned),
         units_(static_cast<size_t>(s.ranks)),
         producer_{table(s), table(s), table(s)} {}
 
@@ -254,7 +256,7 @@ class Scan {
     }
   }
 
-  Schedule emit() const {
+  Schedule emit() {
     Schedule out;
     out.name = s_.name;
     out.ranks = s_.ranks;
@@ -302,6 +304,11 @@ class Scan {
         const U* u = a[static_cast<size_t>(t)];
         if (!u || !u->top) {
           out.programs[static_cast<size_t>(r)].push_back(std::nullopt);  // idle column
+        } else if (u->sub_pos == 0 && owned_) {
+          // The units still point at the moved-from step: its op, micro and stage stay, and a
+          // composite's sub-steps keep their addresses (SmallVec moves its block).
+          out.programs[static_cast<size_t>(r)].push_back(
+              std::move(owned_->programs[static_cast<size_t>(r)][static_cast<size_t>(u->input_index)]));
         } else if (u->sub_pos == 0) {
           out.programs[static_cast<size_t>(r)].push_back(*u->top);
         }
@@ -336,20 +343,32 @@ class Scan {
   }
 
   const Schedule& s_;
+  Schedule* owned_;
   std::vector<std::vector<U>> units_;
   KeyTable<Ref> producer_[3];
 };
 
 }  // namespace
 
-Schedule insert_p2p(const Schedule& compute_only, Alignment alignment) {
+namespace {
+void check_shape(const Schedule& compute_only) {
   if (static_cast<int>(compute_only.programs.size()) != compute_only.ranks)
     throw InputError({}, "schedule has " + std::to_string(compute_only.programs.size()) +
                              " programs for " + std::to_string(compute_only.ranks) + " ranks");
   if (static_cast<int>(compute_only.placement.stage_to_rank.size()) != compute_only.stages)
     throw InputError({}, "placement gives " + std::to_string(compute_only.placement.stage_to_rank.size()) +
                              " ranks for " + std::to_string(compute_only.stages) + " stages");
+}
+}  // namespace
+
+Schedule insert_p2p(const Schedule& compute_only, Alignment alignment) {
+  check_shape(compute_only);
   return Scan(compute_only).run(alignment);
+}
+
+Schedule insert_p2p(Schedule&& compute_only, Alignment alignment) {
+  check_shape(compute_only);
+  return Scan(compute_only, &compute_only).run(alignment);
 }
 
 Schedule strip_p2p(const Schedule& s) {

@@ -31,6 +31,9 @@ enum class Alignment {
 // Throws InputError when the order cannot run (a consumer not after its producer, a
 // dependency cycle, a step on a rank that does not own its stage).
 Schedule insert_p2p(const Schedule& compute_only, Alignment alignment);
+// The same, moving the steps out of a schedule the caller gives up (a generator's
+// compute-only order): a million-step schedule is not copied step by step.
+Schedule insert_p2p(Schedule&& compute_only, Alignment alignment);
 
 // The compute-only projection: drops P2P steps (and BATCH_SEND_RECV) and idle slots.
 Schedule strip_p2p(const Schedule& s);

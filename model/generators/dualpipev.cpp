@@ -191,7 +191,7 @@ Schedule generate_dualpipev(const GenerateOptions& o) {
 
     b.finish();
   }
-  return insert_p2p(s, Alignment::Auto);
+  return insert_p2p(std::move(s), Alignment::Auto);
 }
 
 }  // namespace ppsched

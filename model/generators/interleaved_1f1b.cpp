@@ -127,7 +127,7 @@ Schedule compute_order(int P, int V, int M, const BodyOptions& options) {
   const Rounds rounds(P, V, M);
   s.programs.reserve(static_cast<size_t>(P));
   for (int i = 0; i < P; ++i) {
-    const auto items = rank_items(P, V, M, i, rounds, options.less_memory);
+    auto items = rank_items(P, V, M, i, rounds, options.less_memory);
     Program prog;
     prog.reserve(items.size());
     for (size_t k = 0; k < items.size(); ++k) {
@@ -146,7 +146,7 @@ Schedule compute_order(int P, int V, int M, const BodyOptions& options) {
         ++k;
         continue;
       }
-      prog.push_back(it.step);
+      prog.push_back(std::move(items[k].step));
     }
     // Trailing bubbles carry no timing: drop them.
     while (!prog.empty() && !prog.back()) prog.pop_back();

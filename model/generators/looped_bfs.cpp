@@ -28,7 +28,7 @@ Schedule generate_looped_bfs(const GenerateOptions& o) {
       for (int m = 0; m < M; ++m) prog.push_back(make_step(Op::BWD, m, c * P + r));
     s.programs.push_back(std::move(prog));
   }
-  return insert_p2p(s, Alignment::Auto);
+  return insert_p2p(std::move(s), Alignment::Auto);
 }
 
 }  // namespace ppsched

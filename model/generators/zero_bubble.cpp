@@ -211,7 +211,7 @@ Schedule generate_zb_h1(const GenerateOptions& o) {
     }
     for (int m : pending) prog.push_back(make_step(Op::BWD_WEIGHT, m, r));
   }
-  return insert_p2p(s, Alignment::Auto);
+  return insert_p2p(std::move(s), Alignment::Auto);
 }
 
 // ZB-V: V placement with exactly two stages per rank, built by the greedy list scheduler
@@ -233,7 +233,7 @@ Schedule generate_zbv(const GenerateOptions& o) {
     Program& prog = s.programs[static_cast<size_t>(r)];
     for (Step& st : best.order[static_cast<size_t>(r)]) prog.push_back(std::move(st));
   }
-  return insert_p2p(s, Alignment::Auto);
+  return insert_p2p(std::move(s), Alignment::Auto);
 }
 
 }  // namespace ppsched

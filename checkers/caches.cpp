@@ -77,6 +77,7 @@ class Walk {
   void run() {
     stats_.peak_memory_bytes.assign(static_cast<size_t>(s_.ranks), 0);
     stats_.peak_memory_index.assign(static_cast<size_t>(s_.ranks), -1);
+    stats_.steps = 0;  // counted by the walks, which visit every slot anyway
     index_local_stages();
     for (int r = 0; r < s_.ranks; ++r)
       if (o_.testing_exact_cache_walk || !clean_rank(r)) walk_rank(r);
@@ -109,9 +110,11 @@ class Walk {
     uint8_t* state = state_.data();
     int64_t bytes = 0, peak = 0, live = 0;
     int peak_index = -1;
+    size_t steps = 0;
     bool ok = true;
     for (int i = 0; i < static_cast<int>(prog.size()) && ok; ++i) {
       if (!prog[static_cast<size_t>(i)]) continue;
+      ++steps;
       for_each_leaf(*prog[static_cast<size_t>(i)], [&](const Step& st, int) {
         if (!ok) return;
         if (st.micro < 0 || static_cast<size_t>(st.micro) >= M) {
@@ -157,6 +160,7 @@ class Walk {
     }
     stats_.peak_memory_bytes[static_cast<size_t>(r)] = peak;
     stats_.peak_memory_index[static_cast<size_t>(r)] = peak_index;
+    stats_.steps += steps;
     return true;
   }
 
@@ -246,6 +250,7 @@ class Walk {
     const Program& prog = s_.programs[static_cast<size_t>(r)];
     for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
       if (!prog[static_cast<size_t>(i)]) continue;
+      ++stats_.steps;
       for_each_leaf(*prog[static_cast<size_t>(i)], [&](const Step& st, int sub) {
         for (const ResolvedEffect& e : effects_.of(r, st)) {
           const int stage = e.stage;

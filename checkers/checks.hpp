@@ -18,7 +18,8 @@ void check_coverage(const Schedule& s, std::vector<Violation>& out);
 // Walks each rank's program applying the cache effects of the step table: consuming a missing
 // entry (a compute step's input: `dependency`; anything else: `cache_violation`), producing an
 // entry twice, entries left at the end. Also computes the per-rank peak of live bytes and,
-// with a budget, reports `memory`.
+// with a budget, reports `memory`; and counts the steps (stats.steps), since it visits every
+// slot anyway (a separate count is one more pass over a schedule of millions of steps).
 void check_caches(const Schedule& s, const CheckOptions& o, std::vector<Violation>& out, CheckStats& stats);
 
 // Positional matching on every channel: the k-th send and the k-th receive agree (step type,

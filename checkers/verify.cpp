@@ -12,7 +12,6 @@ CheckReport verify(const Schedule& s, const CheckOptions& options) {
 
 CheckReport verify(const Schedule& s, const CheckOptions& options, const CommModel& model) {
   CheckReport report;
-  report.stats.steps = s.step_count();
   check_coverage(s, report.violations);
   check_caches(s, options, report.violations, report.stats);
 

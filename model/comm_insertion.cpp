@@ -292,8 +292,9 @@ class Scan {
           sizes[static_cast<size_t>(s_.rank_of(st.stage - 1))]++;
         }
       }
-      out.programs[static_cast<size_t>(r)].reserve(sizes[static_cast<size_t>(r)]);
     }
+    // Only now: a later rank adds the receives it causes on an earlier one.
+    for (int r = 0; r < s_.ranks; ++r) out.programs[static_cast<size_t>(r)].reserve(sizes[static_cast<size_t>(r)]);
     std::vector<int> order;  // even ranks first, then odd (reference §2.0)
     for (int r = 0; r < s_.ranks; r += 2) order.push_back(r);
     for (int r = 1; r < s_.ranks; r += 2) order.push_back(r);

@@ -80,9 +80,9 @@ class Engine {
       compute_table_.assign((stages + 1) * kOpCount, -1.0);
       payload_table_.assign((stages + 1) * kOpCount, -1.0);
     }
-    // Each message's size is read when it is posted and when it is settled: price it once.
+    // Each message is priced when its rank posts it (its step is at hand then) and the price is
+    // read again when it is settled.
     msg_bytes_.resize(model_.messages.size());
-    for (size_t id = 0; id < model_.messages.size(); ++id) msg_bytes_[id] = price(model_.messages[id]);
     channel_link_.resize(model_.channels.size());
     for (size_t k = 0; k < model_.channels.size(); ++k)
       channel_link_[k] = &c_.link(model_.channels[k].src, model_.channels[k].dst);
@@ -120,7 +120,21 @@ class Engine {
     slices_.push_back(Span{start, end, r, index, sub, lane, meta});
     causes_.push_back(cause);
     if (o_.record_trace) slice_bytes_.push_back(bytes);
-    return static_cast<int32_t>(slices_.size()) - 1;
+    const int32_t k = static_cast<int32_t>(slices_.size()) - 1;
+    note_end(k, end);
+    return k;
+  }
+  void set_end(int32_t k, double end) {
+    slices_[static_cast<size_t>(k)].end_ms = end;
+    note_end(k, end);
+  }
+  // The slice that ends last (the lowest index among equals), kept as the run goes: the
+  // critical path starts there, and finish() need not read every slice again. Ends only grow.
+  void note_end(int32_t k, double end) {
+    if (last_slice_ < 0 || end > last_end_ || (end == last_end_ && k < last_slice_)) {
+      last_slice_ = k;
+      last_end_ = end;
+    }
   }
 
   // ---- memory: the cache effects of the step table, applied in simulated time -----------
@@ -351,6 +365,7 @@ class Engine {
               const Message& m = model_.messages[static_cast<size_t>(id)];
               sends = sends || m.send;
               meta = meta && m.meta;
+              msg_bytes_[static_cast<size_t>(id)] = price(m);
               bytes += msg_bytes_[static_cast<size_t>(id)];
             }
             action_slice_[ri] = add_slice(r, a.step_index, -1, sends ? Lane::Send : Lane::Recv, host_[ri], host_[ri],
@@ -393,7 +408,7 @@ class Engine {
             host_cause_[ri] = cause;
           }
           if (a.kind == ActionKind::Phase && action_slice_[ri] >= 0) {
-            slices_[static_cast<size_t>(action_slice_[ri])].end_ms = host_[ri];
+            set_end(action_slice_[ri], host_[ri]);
             bool meta_only = slices_[static_cast<size_t>(action_slice_[ri])].meta;
             if (!meta_only && last_action_of_step(r)) {
               apply(r, pending_produce_[ri], host_[ri]);  // a receive delivers its buffer
@@ -403,7 +418,7 @@ class Engine {
           } else if (a.kind == ActionKind::Wait) {
             for (int j = 0; j < a.count; ++j) {
               const MsgState& m = msgs_[static_cast<size_t>(model_.action_messages[static_cast<size_t>(a.first + j)])];
-              if (m.slice >= 0) slices_[static_cast<size_t>(m.slice)].end_ms = std::max(slices_[static_cast<size_t>(m.slice)].end_ms, m.end);
+              if (m.slice >= 0) set_end(m.slice, std::max(slices_[static_cast<size_t>(m.slice)].end_ms, m.end));
             }
           }
           posted_[ri] = false;
@@ -490,10 +505,9 @@ class Engine {
 
   // ---- results --------------------------------------------------------------------------------
   void finish(SimResult& res) {
-    res.steps = res.check.stats.steps;  // counted once, by verify()
+    res.steps = res.check.stats.steps;  // counted once, by the checks (the cache walk)
     res.events = events_;
-    double makespan = 0;
-    for (const auto& sl : slices_) makespan = std::max(makespan, sl.end_ms);
+    double makespan = last_slice_ >= 0 ? std::max(0.0, last_end_) : 0.0;
     for (int r = 0; r < s_.ranks; ++r) makespan = std::max(makespan, host_[static_cast<size_t>(r)]);
     res.makespan_ms = makespan;
     for (int r = 0; r < s_.ranks; ++r) {
@@ -510,9 +524,7 @@ class Engine {
       res.ranks.push_back(rs);
     }
     // Critical path: from the slice that ends last, follow the causes back.
-    int32_t last = -1;
-    for (size_t k = 0; k < slices_.size(); ++k)
-      if (last < 0 || slices_[k].end_ms > slices_[static_cast<size_t>(last)].end_ms) last = static_cast<int32_t>(k);
+    const int32_t last = last_slice_;
     std::vector<CriticalStep> path;
     for (int32_t k = last; k >= 0 && path.size() <= slices_.size(); k = causes_[static_cast<size_t>(k)]) {
       const Span& sl = slices_[static_cast<size_t>(k)];
@@ -618,6 +630,8 @@ class Engine {
   std::vector<double> compute_table_, payload_table_;  // [(stage + 1) * kOpCount + op]
   std::vector<Delta> effects_table_;                   // [(stage * kOpCount + op) * 2 + owner bit]
   int current_step_ = -1;
+  int32_t last_slice_ = -1;  // see note_end
+  double last_end_ = 0;
 };
 
 }  // namespace

@@ -68,10 +68,19 @@ class Builder {
     return id;
   }
 
+  void describe(Action& a, int rank, int index) const {
+    const Step& st = *s_.programs[static_cast<size_t>(rank)][static_cast<size_t>(index)];
+    a.step_index = index;
+    a.op = st.op;
+    a.composite = is_composite(st.op);
+    a.stage = st.stage;
+    a.micro = st.micro;
+  }
+
   void action(int rank, ActionKind kind, int index, int sub, const int32_t* msgs = nullptr, size_t count = 0) {
     Action a;
     a.kind = kind;
-    a.step_index = index;
+    describe(a, rank, index);
     a.sub = sub;
     a.first = static_cast<int32_t>(m_.action_messages.size());
     a.count = static_cast<int32_t>(count);
@@ -329,7 +338,7 @@ class Builder {
     m_.calls_by_rank[static_cast<size_t>(r)].push_back(cid);
     Action a;
     a.kind = ActionKind::Collective;
-    a.step_index = index;
+    describe(a, r, index);
     a.collective = cid;
     m_.actions[static_cast<size_t>(r)].push_back(a);
   }

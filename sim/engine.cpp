@@ -143,12 +143,20 @@ class Engine {
   struct Delta {
     int64_t consumed = 0, produced = 0;  // consumed < 0: not known yet (effects_table_)
   };
+  // What prices and memory read of a leaf step (an action carries its step's).
+  struct Leaf {
+    Op op;
+    int32_t stage, micro;
+  };
+  static Leaf leaf_of(const Step& st) { return {st.op, st.stage, st.micro}; }
+  static Leaf leaf_of(const Action& a) { return {a.op, a.stage, a.micro}; }
+
   // What a step's applicable effects release when it starts and add when it ends.
   Delta effects_of(int r, const Step& st) {
-    if (!is_composite(st.op)) return leaf_effects(r, st);
+    if (!is_composite(st.op)) return leaf_effects(r, leaf_of(st));
     Delta d;
     for (const auto& sub : st.sub_steps) {
-      const Delta one = leaf_effects(r, sub);
+      const Delta one = leaf_effects(r, leaf_of(sub));
       d.consumed += one.consumed;
       d.produced += one.produced;
     }
@@ -158,7 +166,7 @@ class Engine {
   // rank 0). For a step on the rank that owns its stage (every staged step of a valid
   // schedule) the rank is implied, so the answer is kept in a dense (stage, op, owner) table
   // the timed loop reads directly; anything else asks the resolver.
-  Delta leaf_effects(int r, const Step& st) {
+  Delta leaf_effects(int r, const Leaf& st) {
     const bool dense = !effects_table_.empty() && st.stage >= 0 && st.stage < s_.stages && s_.rank_of(st.stage) == r;
     Delta* slot = nullptr;
     if (dense) {
@@ -166,7 +174,8 @@ class Engine {
       slot = &effects_table_[(static_cast<size_t>(st.stage) * kOpCount + static_cast<size_t>(st.op)) * 2 + owner_not_0];
       if (slot->consumed >= 0) return *slot;
     }
-    const auto& res = resolver_.of(r, st);
+    // The resolver reads only these three fields of a step.
+    const auto& res = resolver_.of(r, make_step(st.op, st.micro, st.stage));
     const Delta d{res.consumed_bytes, res.produced_bytes};
     if (slot) *slot = d;
     return d;
@@ -195,6 +204,9 @@ class Engine {
       // Both run together: the shorter one is hidden by `overlap_efficiency` (1 = fully).
       return std::max(a, b) + (1.0 - c_.overlap_efficiency) * std::min(a, b);
     }
+    return duration(leaf_of(st));
+  }
+  double duration(const Leaf& st) {
     if (double* slot = price_slot(compute_table_, st)) {
       if (*slot < 0) *slot = c_.compute_ms(st.op, st.stage, st.micro);
       return *slot;
@@ -204,19 +216,21 @@ class Engine {
 
   // A leaf step's compute time or payload bytes depends on (op, stage) only, unless the cost
   // model has per-micro rows: then there is no table and the model is asked each time.
-  double* price_slot(std::vector<double>& table, const Step& st) {
+  double* price_slot(std::vector<double>& table, const Leaf& st) {
     if (table.empty() || st.stage < -1 || st.stage >= s_.stages) return nullptr;
     return &table[static_cast<size_t>(st.stage + 1) * kOpCount + static_cast<size_t>(st.op)];
   }
 
-  void launch_compute(int r, int index, const Step& st) {
+  // The compute of action `a`'s step; the step itself is read only when it is a composite.
+  void launch_compute(int r, const Action& a) {
     const size_t ri = static_cast<size_t>(r);
-    double d = duration(st);
+    const int index = a.step_index;
+    const double d = a.composite ? duration(step_at(r, index)) : duration(leaf_of(a));
     double start = std::max(host_[ri], compute_free_[ri]);
     int32_t cause = compute_free_[ri] >= host_[ri] ? compute_last_[ri] : host_cause_[ri];
     double end = start + d;
     current_step_ = index;
-    const Delta mem = effects_of(r, st);
+    const Delta mem = a.composite ? effects_of(r, step_at(r, index)) : leaf_effects(r, leaf_of(a));
     apply(r, -mem.consumed, start);
     int32_t sl = add_slice(r, index, -1, Lane::Compute, start, end, 0, false, cause);
     apply(r, mem.produced, end);
@@ -226,15 +240,22 @@ class Engine {
   }
 
   // ---- communication -------------------------------------------------------------------------
-  double price(const Message& m) {
+  // A message of action `a` (its step's, or one sub-step's of a batch).
+  double price(const Message& m, const Action& a) {
     if (m.meta) return c_.meta_bytes;
-    const Step& top = step_at(m.rank, m.step_index);
-    const Step& leaf = m.sub >= 0 ? top.sub_steps[static_cast<size_t>(m.sub)] : top;
+    const Leaf leaf = m.sub >= 0 || a.composite || m.step_index != a.step_index
+                          ? sub_leaf(m)
+                          : leaf_of(a);
     if (double* slot = price_slot(payload_table_, leaf)) {
       if (*slot < 0) *slot = c_.payload_bytes(leaf.op, leaf.stage, leaf.micro);
       return *slot;
     }
     return c_.payload_bytes(leaf.op, leaf.stage, leaf.micro);
+  }
+
+  Leaf sub_leaf(const Message& m) const {
+    const Step& top = step_at(m.rank, m.step_index);
+    return leaf_of(m.sub >= 0 ? top.sub_steps[static_cast<size_t>(m.sub)] : top);
   }
 
   bool eager(double bytes) const {
@@ -346,11 +367,10 @@ class Engine {
         return;
       }
       const Action& a = acts[static_cast<size_t>(pc_[ri])];
-      const Step& st = step_at(r, a.step_index);
       current_step_ = a.step_index;
       switch (a.kind) {
         case ActionKind::Local:
-          launch_compute(r, a.step_index, st);
+          launch_compute(r, a);
           break;
         case ActionKind::Post:
         case ActionKind::Phase:
@@ -365,7 +385,7 @@ class Engine {
               const Message& m = model_.messages[static_cast<size_t>(id)];
               sends = sends || m.send;
               meta = meta && m.meta;
-              msg_bytes_[static_cast<size_t>(id)] = price(m);
+              msg_bytes_[static_cast<size_t>(id)] = price(m, a);
               bytes += msg_bytes_[static_cast<size_t>(id)];
             }
             action_slice_[ri] = add_slice(r, a.step_index, -1, sends ? Lane::Send : Lane::Recv, host_[ri], host_[ri],
@@ -373,7 +393,7 @@ class Engine {
             if (!meta && released_step_[ri] != a.step_index) {
               // Once per step: a multi-tensor transfer posts one payload action per tensor.
               released_step_[ri] = a.step_index;
-              const Delta d = effects_of(r, st);
+              const Delta d = a.composite ? effects_of(r, step_at(r, a.step_index)) : leaf_effects(r, leaf_of(a));
               apply(r, -d.consumed, host_[ri]);  // a send releases what it pops
               pending_produce_[ri] = d.produced;  // a receive delivers its buffer when it completes
             }
@@ -413,7 +433,7 @@ class Engine {
             if (!meta_only && last_action_of_step(r)) {
               apply(r, pending_produce_[ri], host_[ri]);  // a receive delivers its buffer
               pending_produce_[ri] = 0;
-              if (info(st.op).compute != ComputeKind::None && is_p2p(st.op)) launch_compute(r, a.step_index, st);
+              if (info(a.op).compute != ComputeKind::None && is_p2p(a.op)) launch_compute(r, a);
             }
           } else if (a.kind == ActionKind::Wait) {
             for (int j = 0; j < a.count; ++j) {
@@ -439,10 +459,10 @@ class Engine {
             }
             inst.arrived++;
             if (inst.arrived == static_cast<int>(members.size())) {
-              inst.end = inst.start + collective_ms(st, members);
+              inst.end = inst.start + collective_ms(a.op, members);
               for (int q : members) {
                 add_slice(q, collective_step(q, call), -1, Lane::Collective, inst.start, inst.end,
-                          collective_bytes(st), false, inst.cause);
+                          collective_bytes(a.op), false, inst.cause);
                 wake_cause_[static_cast<size_t>(q)] = static_cast<int32_t>(slices_.size()) - 1;
                 if (q != r) push(inst.end, q);
               }
@@ -477,13 +497,13 @@ class Engine {
     return next >= acts.size() || acts[next].step_index != acts[next - 1].step_index;
   }
 
-  double collective_bytes(const Step& st) const {
-    return st.op == Op::ALL_REDUCE ? c_.tied_param_bytes : c_.tower_param_bytes;
+  double collective_bytes(Op op) const {
+    return op == Op::ALL_REDUCE ? c_.tied_param_bytes : c_.tower_param_bytes;
   }
 
   // Ring formulas over the group's slowest link: all-reduce 2(n-1)/n * B/bw + 2(n-1) * lat;
   // broadcast (pipelined ring) B/bw + (n-1) * lat. Tree: log2(n) rounds of B/bw + lat.
-  double collective_ms(const Step& st, const std::vector<int32_t>& members) const {
+  double collective_ms(Op op, const std::vector<int32_t>& members) const {
     const size_t n = members.size();
     if (n <= 1) return 0.0;
     double lat = 0, inv_bw = 0;
@@ -492,8 +512,8 @@ class Engine {
       lat = std::max(lat, l.latency_ms);
       if (l.bandwidth_GBps && *l.bandwidth_GBps > 0) inv_bw = std::max(inv_bw, 1e3 / (*l.bandwidth_GBps * 1e9));
     }
-    const double B = collective_bytes(st);
-    const bool reduce = st.op == Op::ALL_REDUCE || st.op == Op::MPIPE_GRAD_REDUCE;
+    const double B = collective_bytes(op);
+    const bool reduce = op == Op::ALL_REDUCE || op == Op::MPIPE_GRAD_REDUCE;
     const double dn = static_cast<double>(n);
     if (c_.collective_algorithm == CollectiveAlgorithm::Tree) {
       double rounds = std::ceil(std::log2(dn)) * (reduce ? 2.0 : 1.0);

@@ -5,6 +5,7 @@ namespace ppsched {
 const EffectResolver::Resolved& EffectResolver::resolve(uint64_t key, int rank, const Step& st) {
   const uint32_t cond = conditions_of(s_, rank, st);
   Resolved r;
+  r.effects.reserve(info(st.op).effects.size());
   for (const auto& e : info(st.op).effects) {
     if ((e.when & cond) != e.when) continue;
     const int stage = cache_info(e.cache).per_stage ? st.stage + e.stage_offset : -1;

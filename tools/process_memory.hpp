@@ -10,8 +10,9 @@
 //  - the heap is grown once by a large virtual reserve (no memory is used until touched) and
 //    that range is marked for transparent huge pages, which the kernel then backs with 2 MiB
 //    pages in THP "madvise" mode (Debian's default): a few hundred faults instead.
-// Only a hint: when any call fails, malloc's defaults stay. Skipped under the sanitizers,
-// which have their own allocators. PPSCHED_DEFAULT_MALLOC=1 turns it off (to compare).
+// Only a hint: at the first call that fails it stops (malloc works either way). Skipped
+// under the sanitizers, which have their own allocators. PPSCHED_DEFAULT_MALLOC=1 turns it
+// off (to compare).
 #pragma once
 
 #include <cstddef>

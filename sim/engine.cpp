@@ -42,7 +42,10 @@ struct MsgState {
   int32_t slice = -1;       // the action slice it belongs to
   int32_t cause = -1;       // slice that determined its completion (critical path)
   int32_t ready_cause = -1; // sender: the slice its payload waited for (compute or host)
+  int32_t rank = -1;        // the rank that posted it: a completion wakes that rank without
+                            // reading the message (the record stays 40 bytes)
 };
+static_assert(sizeof(MsgState) == 40, "MsgState: keep it at 40 bytes");
 
 class Engine {
  public:
@@ -266,8 +269,7 @@ class Engine {
     MsgState& ms = msgs_[static_cast<size_t>(id)];
     ms.end = end;
     ms.cause = cause;
-    const Message& m = model_.messages[static_cast<size_t>(id)];
-    maybe_wake(m.rank);
+    maybe_wake(ms.rank);
   }
 
   // Both ends (or an eager sender) known: decide the transfer's times. The critical path
@@ -318,6 +320,7 @@ class Engine {
     MsgState& st = msgs_[static_cast<size_t>(id)];
     st.post = host_[ri];
     st.slice = slice;
+    st.rank = r;  // a message completes only after its rank posted it
     const Channel& ch = model_.channels[static_cast<size_t>(m.channel)];
     if (m.send) {
       st.ready = std::max(host_[ri], compute_free_[ri]);

@@ -29,6 +29,7 @@ namespace {
 constexpr double kUnknown = -1.0;
 
 struct Event {
+  Event(double t, uint64_t s, int32_t r) : time(t), seq(s), rank(r) {}
   double time;
   uint64_t seq;
   int32_t rank;
@@ -115,7 +116,7 @@ class Engine {
   }
 
  private:
-  void push(double t, int r) { queue_.push(Event{t, seq_++, r}); }
+  void push(double t, int r) { queue_.emplace(t, seq_++, r); }  // built in place
 
   const Step& step_at(int r, int index) const { return *s_.programs[static_cast<size_t>(r)][static_cast<size_t>(index)]; }
 

@@ -36,7 +36,7 @@ void BM_SimulateInterleaved(benchmark::State& state) {
 
 }  // namespace
 
-// Each size is run several times: this VM shares its host and one run varies by up to ±30%.
+// Each size is run 5 times: this VM shares its host and one run varies by up to ±30%.
 // The aggregates are per size; for steps_per_s, "max" is the best run and "median" the usual
 // one. The first run of a size also pays for first-touching its memory (page faults); later
 // runs reuse the heap (tools/process_memory.hpp).
@@ -63,7 +63,7 @@ BENCHMARK(BM_SimulateInterleaved)
     ->Args({32, 4, 12800})    // ~9.8e6
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1)
-    ->Repetitions(3)
+    ->Repetitions(5)
     ->ComputeStatistics("min", min_of)
     ->ComputeStatistics("max", max_of);
 

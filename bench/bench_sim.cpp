@@ -21,7 +21,7 @@ void BM_SimulateInterleaved(benchmark::State& state) {
   g.vpp = static_cast<int>(state.range(1));
   g.micro = static_cast<int>(state.range(2));
   Schedule s = generate("interleaved-1f1b", g);
-  CostModel c = default_cost_model();
+  CostModel c = default_cost_model(s.stages);  // as the CLI builds it
   SimOptions o;
   o.record_trace = false;
   for (auto _ : state) {

@@ -74,7 +74,7 @@ StageModules read_stage_modules(const std::string& dir) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range (1E999)
     throw bad(file, "", std::string("not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw bad(file, "", "must be a JSON object");

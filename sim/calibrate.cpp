@@ -143,7 +143,7 @@ Calibration calibrate_trace(std::string_view text, const std::string& file, cons
   json root;
   try {
     root = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range (1E432)
     fail(file, -1, std::string("not JSON: ") + e.what());
   }
   if (!root.is_object() || !root.contains("traceEvents") || !root["traceEvents"].is_array())

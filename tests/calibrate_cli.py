@@ -24,6 +24,8 @@ def main():
         (a_schedule, None, "not a Chrome trace"),
         (os.path.join(data, "traces", "no_args.trace.json"), None, "no args"),
         (os.path.join(data, "traces", "dangling_flow.trace.json"), None, "has a start but no end"),
+        # found by libFuzzer: a number JSON cannot hold threw nlohmann's out_of_range, uncaught
+        (os.path.join(data, "traces", "fuzz_number_overflow.trace.json"), None, "number overflow"),
         ("/nonexistent/trace.json", None, "cannot open"),
     ]
     with tempfile.TemporaryDirectory() as tmp:

@@ -175,6 +175,11 @@ TEST_CASE("a trace calibration cannot use is refused with a located error") {
     CHECK(e.where().file == "x.json");
     CHECK_THAT(e.what(), Catch::Contains("not JSON"));
   }
+  SECTION("a number JSON cannot hold (found by fuzzing: nlohmann throws out_of_range, not parse_error)") {
+    auto e = expect_error([] { calibrate_trace(R"({"traceEvents": [{"ts": 33554E432}]})", "big.json"); });
+    CHECK(e.where().file == "big.json");
+    CHECK_THAT(e.what(), Catch::Contains("not JSON") && Catch::Contains("number overflow"));
+  }
   SECTION("JSON without traceEvents (a schedule file)") {
     auto e = expect_error([] { calibrate_trace(R"({"format": "ppsched-schedule", "version": 1})", "s.json"); });
     CHECK_THAT(e.what(), Catch::Contains("not a Chrome trace"));

@@ -1,6 +1,10 @@
 // Unit tests of the executor's single-process parts: launcher variables, how a model is cut,
 // the model/schedule agreement, and the cache store with its audit against the step table.
 // The multi-process behaviour (parity, faults, refusals) is in exec_cases.py.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -10,6 +14,7 @@
 #include "exec/launch_env.hpp"
 #include "exec/measured_trace.hpp"
 #include "exec/model_layout.hpp"
+#include "exec/stage_manifest.hpp"
 #include "model/errors.hpp"
 #include "model/generators/generator.hpp"
 
@@ -275,4 +280,20 @@ TEST_CASE("ranks on one host are aligned on its monotonic clock, others at their
     const double shift = shared.result.slices[k].rank == 1 ? 1.5 : 0.0;
     CHECK(shared.result.slices[k].start_ms == Approx(apart.result.slices[k].start_ms + shift));
   }
+}
+
+TEST_CASE("a stages.json that is not JSON, or holds a number JSON cannot hold, is refused as input", "[exec]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("ppsched-manifest-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const char* text : {"{\"stages\": ", "{\"format\": \"ppsched-stage-modules\", \"stages\": 1E999}"}) {
+    std::ofstream(dir / "stages.json") << text;
+    INFO(text);
+    try {
+      read_stage_modules(dir.string());
+      FAIL("accepted");
+    } catch (const InputError& e) {
+      CHECK_THAT(e.what(), Catch::Contains("not valid JSON"));
+    }
+  }
+  std::filesystem::remove_all(dir);
 }

@@ -19,8 +19,7 @@ class Builder {
   }
 
   CommModel build() {
-    size_t steps = 0;
-    for (const auto& prog : s_.programs) steps += prog.size();
+    const size_t steps = s_.slot_count();
     m_.messages.reserve(steps);
     m_.action_messages.reserve(steps);
     for (int r = 0; r < s_.ranks; ++r) build_rank(r);

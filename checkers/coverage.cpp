@@ -21,9 +21,7 @@ bool coverage_clean(const Schedule& s) {
   const size_t M = static_cast<size_t>(s.micro_batches);
   // Every (stage, micro) needs a FWD: more keys than steps cannot be clean (and a file that
   // declares huge counts must not cost memory in proportion to them).
-  size_t steps = 0;
-  for (const auto& prog : s.programs) steps += prog.size();
-  if (static_cast<uint64_t>(std::max(s.stages, 0)) * M > steps) return false;
+  if (static_cast<uint64_t>(std::max(s.stages, 0)) * M > s.slot_count()) return false;
   std::vector<std::array<uint8_t, 4>> n(static_cast<size_t>(s.stages) * M, std::array<uint8_t, 4>{0, 0, 0, 0});
   bool misplaced = false;
   auto visit = [&](const Step& st, int r) {
@@ -64,9 +62,7 @@ void check_coverage(const Schedule& s, std::vector<Violation>& out) {
     int32_t n[4] = {0, 0, 0, 0};
     Place where[4][2];  // the first two places of each kind, for the report
   };
-  size_t steps = 0;
-  for (const auto& prog : s.programs) steps += prog.size();
-  KeyTable<Count> counts(static_cast<uint64_t>(std::max(s.stages, 0)) * M, steps, Count{});
+  KeyTable<Count> counts(static_cast<uint64_t>(std::max(s.stages, 0)) * M, s.slot_count(), Count{});
   for (int r = 0; r < s.ranks; ++r) {
     const Program& prog = s.programs[static_cast<size_t>(r)];
     for (int i = 0; i < static_cast<int>(prog.size()); ++i) {

@@ -337,10 +337,8 @@ class Scan {
 
   // One producer per (stage, micro) and kind; keyed like key().
   static KeyTable<Ref> table(const Schedule& s) {
-    size_t steps = 0;
-    for (const auto& prog : s.programs) steps += prog.size();
     const uint64_t keys = static_cast<uint64_t>(std::max(s.stages, 0)) * static_cast<uint64_t>(std::max(s.micro_batches, 1));
-    return KeyTable<Ref>(keys, steps, Ref{-1, -1});
+    return KeyTable<Ref>(keys, s.slot_count(), Ref{-1, -1});
   }
 
   const Schedule& s_;

@@ -116,11 +116,14 @@ class FlatMap {
 // what will be stored, a FlatMap otherwise. Tables indexed by (stage, micro) use it, so that a
 // file declaring huge counts with few steps costs memory in proportion to its steps, not to
 // stages x micro-batches (found by libFuzzer: a 17-byte CSV asked for 2.4 GB).
+// Whether a dense array over `keys` keys stays in proportion to `entries` entries.
+inline bool dense_fits(uint64_t keys, size_t entries) { return keys <= 4 * static_cast<uint64_t>(entries) + 4096; }
+
 template <class V>
 class KeyTable {
  public:
   KeyTable(uint64_t keys, size_t expected_entries, V empty) : empty_(empty) {
-    dense_ = keys <= 4 * static_cast<uint64_t>(expected_entries) + 4096;
+    dense_ = dense_fits(keys, expected_entries);
     if (dense_) dense_values_.assign(static_cast<size_t>(keys), empty);
   }
   // The value at `key` (the empty value when nothing was stored there).

@@ -94,6 +94,12 @@ struct Schedule {
   std::vector<int> stages_of(int rank) const;
   // Number of non-idle steps over all ranks (composites count once).
   size_t step_count() const;
+  // Number of slots (idle ones too) over all ranks: an upper bound on steps, in O(ranks).
+  size_t slot_count() const {
+    size_t n = 0;
+    for (const auto& prog : programs) n += prog.size();
+    return n;
+  }
   bool operator==(const Schedule& o) const {
     return name == o.name && ranks == o.ranks && stages == o.stages &&
            micro_batches == o.micro_batches && placement == o.placement && mpipe == o.mpipe &&

@@ -22,6 +22,7 @@
 
 #include "checkers/checks.hpp"
 #include "checkers/effects.hpp"
+#include "model/flat_map.hpp"
 
 namespace ppsched {
 namespace {
@@ -74,11 +75,9 @@ class Engine {
     link_bytes_.assign(R * R, 0.0);
     link_msgs_.assign(R * R, 0);
     const size_t stages = static_cast<size_t>(std::max(s.stages, 0));
-    size_t steps = 0;
-    for (const auto& prog : s.programs) steps += prog.size();
     // The tables are sized by the stage count: only when that is in proportion to the
-    // schedule (a file may declare far more stages than it has steps).
-    const bool tables = (stages + 1) * kOpCount * 2 <= 4 * steps + 4096;
+    // schedule (a file may declare far more stages than it has steps), by KeyTable's rule.
+    const bool tables = dense_fits((stages + 1) * kOpCount * 2, s.slot_count());
     if (tables) effects_table_.assign(stages * kOpCount * 2, Delta{-1, 0});
     if (tables && !c.varies_by_micro()) {
       compute_table_.assign((stages + 1) * kOpCount, -1.0);

@@ -2,8 +2,6 @@
 // from 10^3 to ~10^6 steps. Run: build/bench/bench_check (or `meson test --benchmark`).
 #include <benchmark/benchmark.h>
 
-#include "tools/process_memory.hpp"
-
 #include "checkers/checks.hpp"
 #include "model/generators/generator.hpp"
 
@@ -45,12 +43,4 @@ BENCHMARK(BM_VerifyInterleaved)
     ->Args({32, 4, 1024})
     ->Unit(benchmark::kMillisecond);
 
-// The ppsched CLI's memory policy (tools/process_memory.hpp), so the figures are the CLI's.
-int main(int argc, char** argv) {
-  ppsched::use_batch_memory_policy();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+// main(): bench_main.cpp.

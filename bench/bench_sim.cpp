@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "tools/process_memory.hpp"
-
 #include "model/generators/generator.hpp"
 #include "sim/engine.hpp"
 
@@ -54,12 +52,6 @@ BENCHMARK(BM_SimulateInterleaved)
     ->ComputeStatistics("max", max_of);
 BENCHMARK(BM_SimulateInterleaved)
     ->Args({32, 4, 1024})     // 782,336 (PyTorch's simulator: 43 K steps/s, 32 s end to end)
-    ->Unit(benchmark::kMillisecond)
-    ->Iterations(1)
-    ->Repetitions(5)
-    ->ComputeStatistics("min", min_of)
-    ->ComputeStatistics("max", max_of);
-BENCHMARK(BM_SimulateInterleaved)
     ->Args({32, 4, 12800})    // ~9.8e6
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1)
@@ -67,12 +59,4 @@ BENCHMARK(BM_SimulateInterleaved)
     ->ComputeStatistics("min", min_of)
     ->ComputeStatistics("max", max_of);
 
-// The ppsched CLI's memory policy (tools/process_memory.hpp), so the figures are the CLI's.
-int main(int argc, char** argv) {
-  ppsched::use_batch_memory_policy();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+// main(): bench_main.cpp.

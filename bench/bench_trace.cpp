@@ -4,8 +4,6 @@
 // Run: build/bench/bench_trace (or `meson test --benchmark`).
 #include <benchmark/benchmark.h>
 
-#include "tools/process_memory.hpp"
-
 #include "traces/chrome_trace.hpp"
 #include "traces/svg_timeline.hpp"
 
@@ -109,12 +107,4 @@ void BM_SvgTimeline(benchmark::State& state) {
 BENCHMARK(BM_ChromeTrace)->Arg(109)->Arg(1087)->Arg(10870)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SvgTimeline)->Arg(109)->Arg(1087)->Arg(10870)->Unit(benchmark::kMillisecond);
 
-// The ppsched CLI's memory policy (tools/process_memory.hpp), so the figures are the CLI's.
-int main(int argc, char** argv) {
-  ppsched::use_batch_memory_policy();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+// main(): bench_main.cpp.

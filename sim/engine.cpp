@@ -165,6 +165,10 @@ class Engine {
     }
     return d;
   }
+  // The effects of action `a`'s step; the step itself is read only when it is a composite.
+  Delta action_effects(int r, const Action& a) {
+    return a.composite ? effects_of(r, step_at(r, a.step_index)) : leaf_effects(r, leaf_of(a));
+  }
   // The resolver's answer depends on (rank, op, stage, whether the micro's MPipe owner is
   // rank 0). For a step on the rank that owns its stage (every staged step of a valid
   // schedule) the rank is implied, so the answer is kept in a dense (stage, op, owner) table
@@ -233,7 +237,7 @@ class Engine {
     int32_t cause = compute_free_[ri] >= host_[ri] ? compute_last_[ri] : host_cause_[ri];
     double end = start + d;
     current_step_ = index;
-    const Delta mem = a.composite ? effects_of(r, step_at(r, index)) : leaf_effects(r, leaf_of(a));
+    const Delta mem = action_effects(r, a);
     apply(r, -mem.consumed, start);
     int32_t sl = add_slice(r, index, -1, Lane::Compute, start, end, 0, false, cause);
     apply(r, mem.produced, end);
@@ -396,7 +400,7 @@ class Engine {
             if (!meta && released_step_[ri] != a.step_index) {
               // Once per step: a multi-tensor transfer posts one payload action per tensor.
               released_step_[ri] = a.step_index;
-              const Delta d = a.composite ? effects_of(r, step_at(r, a.step_index)) : leaf_effects(r, leaf_of(a));
+              const Delta d = action_effects(r, a);
               apply(r, -d.consumed, host_[ri]);  // a send releases what it pops
               pending_produce_[ri] = d.produced;  // a receive delivers its buffer when it completes
             }

@@ -332,3 +332,25 @@ TEST_CASE("every CSV ppsched writes for a family PyTorch can express loads in Py
         }
   CHECK(files > 500);
 }
+
+TEST_CASE("PyTorch's loader takes zbv and looped-bfs at every P 2..8 and M 1..4P (it refuses no micro-batch count)",
+          "[formats][csv][torch]") {
+  // ScheduleZBVZeroBubble and ScheduleLoopedBFS check no micro-batch count themselves; what
+  // could refuse one is their lowering (_add_send_recv), which the compute-only load runs.
+  int files = 0;
+  for (int P = 2; P <= 8; ++P)
+    for (int M = 1; M <= 4 * P; ++M)
+      for (const char* family : {"zbv", "looped-bfs"}) {
+        GenerateOptions o;
+        o.pp = P;
+        o.vpp = 2;
+        o.micro = M;
+        const Schedule s = generate(family, o);
+        for (CsvKind kind : {CsvKind::ComputeOnly, CsvKind::ComputeComms}) {
+          INFO(family << " P=" << P << " M=" << M << (kind == CsvKind::ComputeOnly ? " compute_only" : " compute_comms"));
+          CHECK(torch_loader_verdict(write_pytorch_csv(s, kind), kind, s.ranks, s.stages, s.micro_batches) == "");
+          ++files;
+        }
+      }
+  CHECK(files == 2 * 2 * 140);
+}

@@ -35,7 +35,8 @@ struct TraceOptions {
 // arrive_ms (else the slice's end) likewise, or just after the receive's start when the
 // payload arrived before the receive was posted. The start is never after the end (Perfetto
 // drops an end it reads before the start); a flow whose slices allow no such pair (a receive
-// that ended before its send began) is left out and counted in otherData.flows_left_out.
+// that ended before its send began or as it began: disagreeing clocks, a zero-time transfer)
+// is left out and counted in otherData.flows_left_out.
 std::string chrome_trace_json(const Schedule& s, const SimResult& r, const TraceOptions& options = {});
 
 // Layout of the trace (shared with the SVG timeline and the tests):

@@ -1,5 +1,6 @@
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <set>
 
@@ -180,6 +181,12 @@ Action add_simulate(CLI::App& app) {
       // Labelled, so a simulated and a measured trace (ppsched-exec --trace) tell themselves apart.
       if (!st->trace.empty()) write_output(st->trace, chrome_trace_json(s, r, TraceOptions{-1, "simulated"}));
       if (!st->trace_dir.empty()) {
+        // The folder (and its parents) is made when missing, like `mkdir -p`.
+        std::error_code ec;
+        std::filesystem::create_directories(st->trace_dir, ec);
+        if (ec || !std::filesystem::is_directory(st->trace_dir))
+          throw InputError({}, "--trace-per-rank: cannot create the folder '" + st->trace_dir + "'" +
+                                   (ec ? ": " + ec.message() : ": a file of that name exists"));
         for (int rank = 0; rank < s.ranks; ++rank) {
           TraceOptions to;
           to.only_rank = rank;

@@ -13,14 +13,22 @@
 
 namespace ppsched::exec {
 
-// The standard launcher variables (torchrun, Slurm, tools/launch-local).
+// The standard launcher variables (torchrun, Slurm, tools/launch-local); exec/launch_env.hpp
+// says which launcher sets which.
 struct LaunchEnv {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
+  int local_world_size = -1;  // ranks on this node (LOCAL_WORLD_SIZE); -1: not told
+  int node_rank = -1;         // GROUP_RANK (torchrun) or SLURM_NODEID; -1: not told
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
-  std::string source;  // "RANK/WORLD_SIZE", "SLURM_*" or "defaults (single process)"
+  int master_port = 0;        // 0 only for a single process: its store takes a free port
+  // torchrun's static rendezvous: its agent hosts the store; no rank hosts one.
+  bool use_agent_store = false;
+  std::string store_prefix = "ppsched";  // our keys' prefix (per torchrun restart attempt)
+  std::string error_file;     // TORCHELASTIC_ERROR_FILE ("" when not under torchrun)
+  std::string source;         // "torchrun", "RANK/WORLD_SIZE", "SLURM_*" or "defaults (single process)"
+  bool hosts_store() const { return rank == 0 && !use_agent_store; }
 };
 
 // Mlp, Gpt: built in (exec/models.cpp); StageModules: the user's TorchScript stages (--stage-module).

@@ -13,6 +13,8 @@
 
 #include "checkers/checks.hpp"
 #include "exec/agreement.hpp"
+#include "exec/error_file.hpp"
+#include "exec/flag_limits.hpp"
 #include "exec/launch_env.hpp"
 #include "exec/session.hpp"
 #include "model/errors.hpp"
@@ -55,9 +57,12 @@ FaultInjection parse_fault(const std::string& spec) {
   return f;
 }
 
-}  // namespace
+// CLI11 validators from the limits in exec/flag_limits.hpp, checked on the text typed.
+CLI::Validator limit(std::string (*check)(const std::string&), const std::string& what) {
+  return CLI::Validator([check](std::string& text) { return check(text); }, what);
+}
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"ppsched-exec: run a pipeline-parallel schedule with libtorch, one process per rank "
                "(RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT from torchrun, Slurm or tools/launch-local)"};
   std::string schedule_file;
@@ -76,9 +81,10 @@ int main(int argc, char** argv) {
   app.add_option("--seq", cfg.model.seq, "gpt: tokens per sample")->check(CLI::PositiveNumber);
   app.add_option("--vocab", cfg.model.vocab, "gpt: vocabulary size")->check(CLI::PositiveNumber);
   app.add_option("--micro-batch-size", cfg.model.micro_batch_size, "samples per micro-batch")->check(CLI::PositiveNumber);
-  app.add_option("--seed", cfg.model.seed, "seed of the parameters and the data");
+  app.add_option("--seed", cfg.model.seed, "seed of the parameters and the data")->check(limit(check_seed, "UINT64"));
   app.add_flag("--tie-embeddings", cfg.model.tie_embeddings, "gpt: the LM head shares the token embedding (needs ALL_REDUCE steps when they sit on different ranks)");
-  app.add_option("--tower-layers", cfg.model.tower_layers, "MPipe tower: the first T units of stage 0 (default 1 with a tower, 0 without)");
+  app.add_option("--tower-layers", cfg.model.tower_layers, "MPipe tower: the first T units of stage 0 (default 1 with a tower, 0 without)")
+      ->check(limit([](const std::string& t) { return check_count(t, 0, 1 << 20); }, "T"));
   app.add_option("--model-stages", stages, "virtual stages the model is cut into (default: the schedule's; must agree)");
   app.add_option("--global-batch-size", global_batch, "samples per iteration (must be micro-batches x micro-batch size)");
   std::string stage_module_dir;
@@ -87,19 +93,25 @@ int main(int argc, char** argv) {
       "directory with stages.json and one TorchScript module per virtual stage (stage0.pt, ...) instead of a built-in model");
   app.add_option("--transport", transport, "auto|gloo|nccl (auto: nccl with a CUDA libtorch, else gloo)")
       ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
-  app.add_option("--timeout", cfg.run.timeout_s, "seconds any blocking operation may take (default 300)")->check(CLI::PositiveNumber);
-  app.add_option("--heartbeat-timeout", cfg.run.heartbeat_timeout_s, "seconds without a heartbeat before a rank is declared dead (default min(10, timeout))");
+  app.add_option("--timeout", cfg.run.timeout_s, "seconds any blocking operation may take (default 300; 0.001..86400)")
+      ->check(limit([](const std::string& t) { return check_seconds(t, kMinTimeoutS, kMaxTimeoutS); }, "SECONDS"));
+  app.add_option("--heartbeat-timeout", cfg.run.heartbeat_timeout_s,
+                 "seconds without a heartbeat before a rank is declared dead (default min(10, timeout); 0.5..86400)")
+      ->check(limit([](const std::string& t) { return check_seconds(t, kMinHeartbeatS, kMaxTimeoutS); }, "SECONDS"));
   app.add_option("--iterations", cfg.run.iterations, "iterations, gradients accumulating (default 1)")->check(CLI::PositiveNumber);
   app.add_flag("--json", cfg.run.json, "rank 0 prints one JSON summary line");
   app.add_flag("--check-parity", cfg.run.check_parity, "compare loss and every gradient with a single-process reference");
   bool no_verify = false;
   app.add_flag("--no-verify", no_verify, "run even if the verifier finds violations (may hang or fail)");
-  app.add_option("--lr", cfg.run.lr, "SGD step after the last iteration, only when every rank succeeded (default 0: none)");
+  app.add_option("--lr", cfg.run.lr, "SGD step after the last iteration, only when every rank succeeded (default 0: none)")
+      ->check(limit(check_learning_rate, "LR"));
   app.add_option("--trace", cfg.run.trace,
                  "write a Chrome trace (Perfetto) of the LAST iteration to FILE on rank 0: every rank's steps, host "
                  "clock on CPU, CUDA events on GPU, the format of ppsched simulate --trace (ppsched calibrate reads it); "
                  "the first iteration includes warm-up costs, so trace with --iterations 2 or more");
   app.add_option("--fail-at", fail_at, "testing: RANK:STEP[:throw|kill|hang|corrupt[:ITERATION]] injects a fault");
+  bool verbose = false;
+  app.add_flag("--verbose", verbose, "errors from libtorch keep their C++ backtrace");
 
   try {
     app.parse(argc, argv);
@@ -108,9 +120,11 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : cli::kBadInput;
   }
 
+  set_verbose_errors(verbose);
   Schedule s;
   try {
     cfg.env = read_launch_env();
+    install_terminate_handler("rank " + std::to_string(cfg.env.rank), describe_exception);
     if (schedule_file.empty() == gen.family.empty())
       throw InputError({}, "give exactly one of --schedule FILE or --generate FAMILY (with --pp, --micro, ...)");
     s = schedule_file.empty() ? cli::build_generated(gen) : read_schedule_file(schedule_file);
@@ -132,9 +146,15 @@ int main(int argc, char** argv) {
     if (global_batch > 0) cfg.model.global_batch_size = global_batch;
     cfg.run.transport = transport == "gloo" ? TransportKind::Gloo : transport == "nccl" ? TransportKind::Nccl : TransportKind::Auto;
     cfg.run.verify = !no_verify;
-    if (!fail_at.empty()) cfg.run.fault = parse_fault(fail_at);
-  } catch (const InputError& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    if (!fail_at.empty()) {
+      cfg.run.fault = parse_fault(fail_at);
+      std::vector<std::string> errors = check_fault(*cfg.run.fault, s, cfg.run.iterations);
+      for (size_t k = 0; k + 1 < errors.size(); ++k) std::cerr << "error: " << errors[k] << "\n";
+      if (!errors.empty()) throw InputError({}, errors.back());
+    }
+  } catch (const std::exception& e) {
+    // InputError, and anything else a file or a generator threw: all before any communication.
+    std::cerr << "error: " << describe_exception(e) << "\n";
     return cli::kBadInput;
   }
 
@@ -160,4 +180,16 @@ int main(int argc, char** argv) {
     return cli::kBadInput;
   }
   return run_executor(cfg, s, a.layout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Every line this rank prints on stderr also goes to torchrun's error file on a failing exit
+  // (exec/error_file.hpp); an exception nobody catches becomes an error line and exit 1.
+  ppsched::exec::StderrRecorder recorder;
+  ppsched::exec::install_terminate_handler("ppsched-exec", ppsched::exec::describe_exception);
+  const int rc = run(argc, argv);
+  ppsched::exec::report_failure_to_launcher(rc);
+  return rc;
 }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "checkers/comm_model.hpp"
+#include "exec/error_file.hpp"
 
 namespace ppsched::exec {
 namespace {
@@ -25,7 +26,7 @@ std::string join(const std::vector<std::string>& v) {
 
 std::string message_of(const std::exception& e) {
   // c10::Error's what() carries a C++ backtrace; the user needs the message.
-  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return verbose_errors() ? c->what() : c->what_without_backtrace();
   return e.what();
 }
 

@@ -19,6 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "exec/error_file.hpp"
+#include "exec/launch_env.hpp"
 #include "exec/measured_trace.hpp"
 #include "exec/parity.hpp"
 #include "exec/runtime.hpp"
@@ -181,6 +183,8 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const std::string& t
 
 bool executor_has_handler(Op op) { return has_handler(op); }
 
+std::string describe_exception(const std::exception& e) { return message_of(e); }
+
 int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout) {
   std::signal(SIGPIPE, SIG_IGN);  // a peer that died must surface as an error, not kill us
   const int rank = cfg.env.rank, world = cfg.env.world_size;
@@ -217,15 +221,24 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
       return 2;
     }
   }
-  RankModel model = build_rank_model(cfg.model, layout, s.stages_of(rank), !layout.tower_units.empty(), device);
-  Dataset data(cfg.model, device);
-
   // ---- rendezvous ----------------------------------------------------------------------
+  // Rank 0 hosts the store, except under torchrun's static rendezvous, whose agent already
+  // hosts one on MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE): then every rank is
+  // a client, under a prefix of its own (exec/launch_env.hpp).
   compat::StorePtr store;
+  int store_port = cfg.env.master_port;  // 0 (one process): the port the store took
   std::unique_ptr<Watchdog> watchdog;
+  const auto connect_start = Clock::now();
   try {
-    store = compat::prefix_store("ppsched", compat::make_tcp_store(cfg.env.master_addr, cfg.env.master_port, rank == 0,
-                                                                   world, timeout));
+    compat::StorePtr tcp = compat::make_tcp_store(cfg.env.master_addr, cfg.env.master_port, cfg.env.hosts_store(), world, timeout);
+    store_port = compat::tcp_store_port(tcp);
+    store = compat::prefix_store(cfg.env.store_prefix, tcp);
+  } catch (const std::exception& e) {
+    const double waited = std::chrono::duration<double>(Clock::now() - connect_start).count();
+    std::cerr << "error: " << store_failure_message(cfg.env, waited, cfg.run.timeout_s, message_of(e)) << "\n";
+    return 1;
+  }
+  try {
     store->set("digest/" + std::to_string(rank), bytes(digest_of(cfg, s)));
     const std::string mine = digest_of(cfg, s);
     for (int q = 0; q < world; ++q) {
@@ -235,8 +248,8 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
       return 2;
     }
   } catch (const std::exception& e) {
-    std::cerr << "error: cannot meet the other ranks through the store at " << cfg.env.master_addr << ":"
-              << cfg.env.master_port << " within " << cfg.run.timeout_s << " s: " << e.what() << "\n";
+    std::cerr << "error: rank " << rank << " cannot meet the other ranks through the store at " << cfg.env.master_addr << ":"
+              << store_port << " within " << cfg.run.timeout_s << " s: " << message_of(e) << "\n";
     return 1;
   }
 
@@ -244,6 +257,7 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
   std::atomic<Transport*> live_transport{nullptr};
   std::unique_ptr<Transport> transport;
   Outcome outcome;
+  std::string phase = "while connecting";
   auto leave = [&](bool failed) {
     if (watchdog) watchdog->stop();
     // Rank 0 hosts the store: it stays until every other rank has left (or gave up on it).
@@ -260,11 +274,18 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
 
   try {
     watchdog = std::make_unique<Watchdog>(
-        compat::prefix_store("ppsched", compat::make_tcp_store(cfg.env.master_addr, cfg.env.master_port, false, world, timeout)),
+        compat::prefix_store(cfg.env.store_prefix, compat::make_tcp_store(cfg.env.master_addr, store_port, false, world, timeout)),
         rank, world, s, progress, heartbeat, [&] {
           if (Transport* t = live_transport.load()) t->abort();
         });
     watchdog->start();
+
+    // Built once every rank is watched: a rank that cannot build its model (out of memory)
+    // fails like any other, and the watchdog stops the others with its message.
+    phase = "while building its model";
+    RankModel model = build_rank_model(cfg.model, layout, s.stages_of(rank), !layout.tower_units.empty(), device);
+    Dataset data(cfg.model, device);
+    phase = "while connecting";
 
     TransportSetup ts;
     ts.rank = rank;
@@ -366,7 +387,7 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
                           watchdog->describe_progress(progress.iteration.load(), progress.step.load(), rank));
   } catch (const std::exception& e) {
     std::string msg = "rank " + std::to_string(rank) + " failed " +
-                      (progress.iteration < 0 ? std::string("while connecting") : std::string("after its steps")) + ": " +
+                      (progress.iteration < 0 ? phase : std::string("after its steps")) + ": " +
                       message_of(e);
     if (watchdog) {
       if (auto f = watchdog->fault()) msg = *f + "; rank " + std::to_string(rank) + " then failed: " + message_of(e);

@@ -2,6 +2,9 @@
 // compiles without libtorch headers.
 #pragma once
 
+#include <exception>
+#include <string>
+
 #include "exec/config.hpp"
 #include "exec/model_layout.hpp"
 #include "model/schedule.hpp"
@@ -16,5 +19,9 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
 
 // Whether the executor has a handler for `op` (the dispatch table, runtime.cpp).
 bool executor_has_handler(Op op);
+
+// An exception's message for the user: c10::Error without its C++ backtrace (unless
+// --verbose, exec/error_file.hpp).
+std::string describe_exception(const std::exception& e);
 
 }  // namespace ppsched::exec

@@ -35,6 +35,12 @@ StorePtr make_tcp_store(const std::string& host, int port, bool is_server, int w
   return c10::make_intrusive<c10d::TCPStore>(host, o);
 }
 
+int tcp_store_port(const StorePtr& store) {
+  const auto* tcp = dynamic_cast<const c10d::TCPStore*>(store.get());
+  if (!tcp) throw std::logic_error("tcp_store_port: not a TCPStore");
+  return tcp->getPort();
+}
+
 StorePtr prefix_store(const std::string& prefix, const StorePtr& store) {
   return c10::make_intrusive<c10d::PrefixStore>(prefix, store);
 }

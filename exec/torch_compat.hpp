@@ -31,6 +31,8 @@ using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 // retries until `timeout`.
 StorePtr make_tcp_store(const std::string& host, int port, bool is_server, int world_size,
                         std::chrono::milliseconds timeout);
+// The port a TCPStore listens on or connects to (the one it took when created with port 0).
+int tcp_store_port(const StorePtr& store);
 // Prefixed view of a store, so sub-groups and our own keys never collide.
 StorePtr prefix_store(const std::string& prefix, const StorePtr& store);
 

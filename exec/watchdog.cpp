@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "exec/error_file.hpp"
+
 namespace ppsched::exec {
 namespace {
 
@@ -24,6 +26,7 @@ bool Watchdog::print_final(const std::string& t) {
   if (g_printed.exchange(true)) return false;
   std::fprintf(stderr, "error: %s\n", t.c_str());
   std::fflush(stderr);
+  note_error_line("error: " + t);  // for the launcher's error file (exec/error_file.hpp)
   return true;
 }
 
@@ -212,7 +215,7 @@ void Watchdog::loop() {
     } catch (const std::exception& e) {
       if (stop_) break;
       // The store is hosted by rank 0: when it stops answering, rank 0 is gone.
-      std::string report = rank_ == 0 ? std::string("the rendezvous store failed: ") + e.what()
+      std::string report = rank_ == 0 ? std::string("the rendezvous store failed: ") + message_of(e)
                                       : "rank 0 (host of the rendezvous store) is gone; it was last at " + last_seen(0);
       declare(report, false);
       break;
@@ -231,6 +234,7 @@ void Watchdog::loop() {
     store_->add("left", 1);  // rank 0 lingers until every rank has left or the grace ran out
   } catch (...) {
   }
+  report_failure_to_launcher(1);
   std::_Exit(1);
 }
 

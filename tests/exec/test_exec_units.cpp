@@ -1,6 +1,7 @@
-// Unit tests of the executor's single-process parts: launcher variables, how a model is cut,
-// the model/schedule agreement, and the cache store with its audit against the step table.
-// The multi-process behaviour (parity, faults, refusals) is in exec_cases.py.
+// Unit tests of the executor's single-process parts: how a model is cut, the model/schedule
+// agreement, and the cache store with its audit against the step table.
+// The multi-process behaviour (parity, faults, refusals) is in exec_cases.py; the launchers'
+// variables in test_launch_env.cpp.
 #include <unistd.h>
 
 #include <filesystem>
@@ -12,7 +13,6 @@
 #include "exec/agreement.hpp"
 #include "exec/caches.hpp"
 #include "checkers/comm_model.hpp"
-#include "exec/launch_env.hpp"
 #include "exec/measured_trace.hpp"
 #include "exec/model_layout.hpp"
 #include "exec/stage_manifest.hpp"
@@ -29,14 +29,6 @@ using namespace ppsched;
 using namespace ppsched::exec;
 
 namespace {
-
-GetEnv env_of(std::map<std::string, std::string> vars) {
-  auto owned = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
-  return [owned](const char* name) -> const char* {
-    auto it = owned->find(name);
-    return it == owned->end() ? nullptr : it->second.c_str();
-  };
-}
 
 bool mentions(const std::vector<std::string>& errors, const std::string& needle) {
   for (const auto& e : errors)
@@ -56,32 +48,6 @@ Schedule generated(const std::string& family, int pp, int vpp, int micro, Tower 
 bool every_handler(Op) { return true; }
 
 }  // namespace
-
-TEST_CASE("launcher variables: RANK/WORLD_SIZE first, else Slurm's, else one process", "[exec]") {
-  LaunchEnv e = read_launch_env(env_of({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"},
-                                        {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29511"}}));
-  CHECK(e.rank == 2);
-  CHECK(e.world_size == 4);
-  CHECK(e.master_addr == "10.0.0.1");
-  CHECK(e.master_port == 29511);
-
-  LaunchEnv s = read_launch_env(env_of({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
-                                        {"MASTER_ADDR", "node1"}}));
-  CHECK(s.rank == 3);
-  CHECK(s.world_size == 8);
-  CHECK(s.local_rank == 1);
-  CHECK(s.source == "SLURM_*");
-
-  LaunchEnv one = read_launch_env(env_of({}));
-  CHECK(one.rank == 0);
-  CHECK(one.world_size == 1);
-}
-
-TEST_CASE("a malformed or out-of-range launcher variable is refused, naming it", "[exec]") {
-  CHECK_THROWS_WITH(read_launch_env(env_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}})), Catch::Contains("RANK"));
-  CHECK_THROWS_WITH(read_launch_env(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}})), Catch::Contains("world size"));
-  CHECK_THROWS_WITH(read_launch_env(env_of({{"RANK", "0"}})), Catch::Contains("WORLD_SIZE"));
-}
 
 TEST_CASE("gpt blocks are split evenly over the stages and the tower is the first T units of stage 0", "[exec]") {
   ModelConfig m;

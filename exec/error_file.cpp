@@ -41,22 +41,29 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
-// Tees std::cerr: forwards everything, keeps each completed line.
+// Tees std::cerr: forwards everything, keeps each completed line. Unbuffered, so every write
+// reaches stderr at once, as std::cerr's own buffer does; locked, because a replaced rdbuf is
+// no longer synchronised with stdio for writers on other threads.
 class TeeBuf : public std::streambuf {
  public:
   explicit TeeBuf(std::streambuf* out) : out_(out) {}
 
  protected:
   int_type overflow(int_type c) override {
-    if (traits_type::eq_int_type(c, traits_type::eof())) return sync() == 0 ? traits_type::not_eof(c) : c;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (traits_type::eq_int_type(c, traits_type::eof())) return out_->pubsync() == 0 ? traits_type::not_eof(c) : c;
     take(traits_type::to_char_type(c));
     return out_->sputc(traits_type::to_char_type(c));
   }
   std::streamsize xsputn(const char* s, std::streamsize n) override {
+    std::lock_guard<std::mutex> lock(mutex_);
     for (std::streamsize k = 0; k < n; ++k) take(s[k]);
     return out_->sputn(s, n);
   }
-  int sync() override { return out_->pubsync(); }
+  int sync() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return out_->pubsync();
+  }
 
  private:
   void take(char c) {
@@ -67,6 +74,7 @@ class TeeBuf : public std::streambuf {
     note_error_line(line_);
     line_.clear();
   }
+  std::mutex mutex_;
   std::streambuf* out_;
   std::string line_;
 };

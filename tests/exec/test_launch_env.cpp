@@ -4,6 +4,12 @@
 // and the flag limits (exec/flag_limits.hpp). The processes themselves: launcher_cases.py.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -332,4 +338,28 @@ TEST_CASE("--fail-at must name a step that runs", "[launch][flags]") {
       CHECK_THAT(errors(1, static_cast<int>(k), 0, 1), Catch::Contains("is an idle slot"));
       break;
     }
+}
+
+TEST_CASE("a failing exit writes what the rank printed to TORCHELASTIC_ERROR_FILE, once", "[launch][torchrun]") {
+  // The only test that calls report_failure_to_launcher: it acts once per process.
+  const std::string path = (std::filesystem::temp_directory_path() / ("ppsched-error-" + std::to_string(::getpid()) + ".json")).string();
+  std::filesystem::remove(path);
+  ::setenv("TORCHELASTIC_ERROR_FILE", path.c_str(), 1);
+  {
+    StderrRecorder recorder;
+    std::cerr << "warning: not part of the message\n";
+    std::cerr << "error: rank 1 failed at iteration 0, step 3 (FR0s1): boom\n";
+  }
+  std::cerr << "error: printed after the recorder is gone\n";
+  report_failure_to_launcher(0);  // success: nothing written
+  CHECK_FALSE(std::filesystem::exists(path));
+  report_failure_to_launcher(1);
+  report_failure_to_launcher(2);  // the first failing exit path wins
+  std::ifstream in(path);
+  REQUIRE(in);
+  auto j = nlohmann::json::parse(in);
+  CHECK(j["message"]["message"] == "rank 1 failed at iteration 0, step 3 (FR0s1): boom");
+  CHECK_THAT(j["message"]["extraInfo"]["py_callstack"].get<std::string>(), Catch::Contains("exited with status 1"));
+  std::filesystem::remove(path);
+  ::unsetenv("TORCHELASTIC_ERROR_FILE");
 }

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace ppsched {
 
@@ -15,6 +16,15 @@ struct Location {
   int line = -1;     // CSV row / JSON line where known
   std::string field; // JSON path or field name where known ("programs[1][3].micro")
 };
+
+// A piece of the input quoted in a message: at most `max` bytes (not cutting a UTF-8
+// sequence), then how long it was, so that a 1 MB cell does not become a 1 MB message.
+inline std::string clip(std::string_view s, size_t max = 200) {
+  if (s.size() <= max) return std::string(s);
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(s.substr(0, cut)) + "... (" + std::to_string(s.size()) + " bytes)";
+}
 
 inline Location in_file(std::string file) {
   Location l;

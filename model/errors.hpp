@@ -26,6 +26,16 @@ inline std::string clip(std::string_view s, size_t max = 200) {
   return std::string(s.substr(0, cut)) + "... (" + std::to_string(s.size()) + " bytes)";
 }
 
+// A library exception's text for a message: without the library's tag
+// ("[json.exception.parse_error.101] "), clipped.
+inline std::string library_message(std::string_view what) {
+  if (!what.empty() && what.front() == '[') {
+    const size_t close = what.find("] ");
+    if (close != std::string_view::npos) what.remove_prefix(close + 2);
+  }
+  return clip(what, 300);
+}
+
 inline Location in_file(std::string file) {
   Location l;
   l.file = std::move(file);
@@ -42,11 +52,11 @@ class InputError : public std::runtime_error {
 
   static std::string render(const Location& w, const std::string& msg) {
     std::string s;
-    if (!w.file.empty()) s += w.file;
+    if (!w.file.empty()) s += clip(w.file);
     if (w.line >= 0) s += (s.empty() ? "" : ":") + std::string("line ") + std::to_string(w.line);
     if (w.rank >= 0) s += (s.empty() ? "" : ": ") + std::string("rank ") + std::to_string(w.rank);
     if (w.index >= 0) s += (s.empty() ? "" : ", ") + std::string("step ") + std::to_string(w.index);
-    if (!w.field.empty()) s += (s.empty() ? "" : " ") + std::string("(") + w.field + ")";
+    if (!w.field.empty()) s += (s.empty() ? "" : " ") + std::string("(") + clip(w.field) + ")";
     return s.empty() ? msg : s + ": " + msg;
   }
 

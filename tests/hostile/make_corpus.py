@@ -79,11 +79,11 @@ def main():
     case("size", "3000-rank pipeline with P2P: check", ["check", pipe])
     case("size", "3000-rank pipeline with P2P: simulate", ["simulate", pipe])
     # A compute-only CSV gets its sends and receives laid out in time columns: ~1.5 rows^2
-    # slots for a one-micro pipeline. 2,000 rows fit the layout limit; 5,000 and 20,000 are
+    # slots for a one-micro pipeline. 1,500 rows fit the layout limit; 5,000 and 20,000 are
     # refused by it, at once, with the limit named.
-    for rows in (2000, 5000, 20000):
+    for rows in (1500, 5000, 20000):
         csv = write("rows%d.csv" % rows, "".join("%dF0,%dB0\n" % (r, r) for r in range(rows)))
-        extra = {} if rows == 2000 else dict(expect=[2], stderr_has="over the limit")
+        extra = {} if rows == 1500 else dict(expect=[2], stderr_has="over the limit")
         case("size", "%d-row compute-only CSV: check" % rows, ["check", csv], **extra)
         case("size", "%d-row compute-only CSV: simulate" % rows, ["simulate", csv], **extra)
     comms = write("rows5000_comms.csv", "".join(

@@ -407,6 +407,9 @@ def main():
     case("outputs", "generate --list to /dev/full", ["generate", "--list"], stdout="/dev/full", expect=[2])
     case("outputs", "compare to /dev/full", ["compare", good, good_csv], stdout="/dev/full", expect=[2])
     case("outputs", "--help to /dev/full", ["--help"], stdout="/dev/full", expect=[0, 2])
+    case("outputs", "calibrate with an unwritable -o keeps the fit",
+         ["calibrate", path("sim.trace.json"), "-o", "/nonexistent/dir/c.json"], expect=[2], stdout_has="stage",
+         before=["simulate", good, "--trace", path("sim.trace.json")])
     case("outputs", "convert -o a directory", ["convert", good, "-o", path("dir.json")], expect=[2])
     case("outputs", "--trace-per-rank into a file", ["simulate", good, "--trace-per-rank", good_csv], expect=[2],
          stdout_has="makespan")

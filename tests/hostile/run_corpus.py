@@ -8,7 +8,8 @@ Each case runs with its address space limited to 1 GiB and a 30 s timeout, and m
 ("terminate called", "Aborted", sanitizer reports); print no non-finite figure (inf, nan)
 and no wrapped one (a negative number of 12 or more digits); keep stderr short (the input
 is quoted at most ~200 characters); and honour the case's own checks (a file left
-unchanged, the result printed before a failed write).
+unchanged, the result printed before a failed write). A case's "before" command (a trace to
+calibrate) runs first, unchecked.
 """
 import concurrent.futures
 import hashlib
@@ -40,6 +41,8 @@ def digest(path):
 
 
 def run_case(exe, c):
+    if c.get("before"):  # what the case needs first (a trace to calibrate)
+        subprocess.run([exe] + c["before"], capture_output=True, timeout=TIMEOUT)
     before = digest(c["unchanged"]) if c.get("unchanged") else None
     out_target = c.get("stdout")
     start = time.monotonic()

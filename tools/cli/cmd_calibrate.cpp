@@ -127,7 +127,16 @@ Action add_calibrate(CLI::App& app) {
       p.violations = r.check.violations.size();
       pred = p;
     }
-    if (!st->out.empty()) write_output(st->out, cost_text);
+    // A file that cannot be written does not lose the fit: it is printed, then exit 2.
+    std::string write_error;
+    if (!st->out.empty()) {
+      try {
+        write_output(st->out, cost_text);
+      } catch (const InputError& e) {
+        write_error = e.what();
+      }
+    }
+    const bool wrote = !st->out.empty() && write_error.empty();
 
     if (st->json) {
       nlohmann::json j;
@@ -157,7 +166,7 @@ Action add_calibrate(CLI::App& app) {
                    {"max_residual_ms", l.max_residual_ms},
                    {"note", l.note}};
       j["notes"] = c.notes;
-      if (!st->out.empty()) j["output"] = st->out;
+      if (wrote) j["output"] = st->out;
       if (pred)
         j["prediction"] = {{"schedule", st->schedule},
                            {"measured_ms", c.measured_makespan_ms},
@@ -169,13 +178,18 @@ Action add_calibrate(CLI::App& app) {
     } else {
       std::ostream& os = st->out == "-" ? std::cerr : std::cout;
       os << summary_text(c, st->trace, o.statistic);
-      if (!st->out.empty() && st->out != "-") os << "  wrote " << st->out << "\n";
+      if (wrote && st->out != "-") os << "  wrote " << st->out << "\n";
       if (pred)
         os << "prediction for " << st->schedule << ": measured " << fixed(c.measured_makespan_ms) << " ms, predicted "
            << fixed(pred->predicted_ms) << " ms, error " << (pred->error >= 0 ? "+" : "") << fixed(100 * pred->error, 1)
            << "%" << (pred->completed ? "" : " (the simulation stopped: deadlock)")
            << (pred->violations ? " (" + std::to_string(pred->violations) + " violation(s): ppsched check shows them)" : "")
            << "\n";
+    }
+    if (!write_error.empty()) {
+      std::cout.flush();
+      std::cerr << "error: " << write_error << "\n";
+      return kBadInput;
     }
     return pred && (!pred->completed || pred->violations) ? kFound : kOk;
   };

@@ -13,7 +13,6 @@ class Builder {
  public:
   Builder(const Schedule& s, const CheckOptions& o) : s_(s), o_(o) {
     m_.ranks = s.ranks;
-    m_.channel_of_pair.assign(static_cast<size_t>(s.ranks) * static_cast<size_t>(s.ranks), -1);
     m_.actions.resize(static_cast<size_t>(s.ranks));
     m_.calls_by_rank.resize(static_cast<size_t>(s.ranks));
   }
@@ -37,8 +36,9 @@ class Builder {
   };
 
   int channel_for(int src, int dst) {
-    int32_t& id = m_.channel_of_pair[static_cast<size_t>(src * s_.ranks + dst)];
-    if (id < 0) {
+    auto [it, added] = m_.channel_of_pair.try_emplace(CommModel::pair_key(src, dst), -1);
+    int32_t& id = it->second;
+    if (added) {
       id = static_cast<int32_t>(m_.channels.size());
       Channel c;
       c.src = src;

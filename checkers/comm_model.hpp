@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "checkers/diagnostics.hpp"
@@ -83,7 +84,9 @@ struct CommModel {
   int ranks = 0;
   std::vector<Message> messages;
   std::vector<Channel> channels;
-  std::vector<int32_t> channel_of_pair;  // src * ranks + dst -> channel id or -1
+  // (src, dst) -> channel id, for the pairs that exchange anything: memory in proportion to
+  // the channels, not to ranks^2.
+  std::unordered_map<uint64_t, int32_t> channel_of_pair;
   std::vector<std::vector<Action>> actions;  // per rank
   std::vector<int32_t> action_messages;      // pool for action message lists
   std::vector<CollectiveGroup> groups;
@@ -91,7 +94,14 @@ struct CommModel {
   std::vector<std::vector<int32_t>> calls_by_rank;  // per rank: collective call ids in order
   std::vector<Violation> problems;  // P2P steps without a usable peer, bad groups
 
-  int channel(int src, int dst) const { return channel_of_pair[static_cast<size_t>(src * ranks + dst)]; }
+  static uint64_t pair_key(int src, int dst) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) | static_cast<uint32_t>(dst);
+  }
+  // The channel from src to dst, or -1 when they exchange nothing.
+  int channel(int src, int dst) const {
+    auto it = channel_of_pair.find(pair_key(src, dst));
+    return it == channel_of_pair.end() ? -1 : it->second;
+  }
 };
 
 CommModel build_comm_model(const Schedule& s, const CheckOptions& options);

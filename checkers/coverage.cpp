@@ -123,6 +123,27 @@ void check_coverage(const Schedule& s, std::vector<Violation>& out) {
       }
     }
   }
+  // A schedule with far fewer steps than the (stage, micro) pairs it declares (stages = micro
+  // = 2^20 and one step) misses most pairs; walking them all (2^40) would take time in
+  // proportion to the declared counts, not to the input. Past 2^24 pairs beyond what the
+  // steps could cover, one summary names the first missing pair instead.
+  const uint64_t pairs = static_cast<uint64_t>(std::max(s.stages, 0)) * M;
+  if (pairs > 16 * static_cast<uint64_t>(s.slot_count()) + (uint64_t{1} << 24)) {
+    uint64_t first = 0;
+    while (first < pairs && counts.get(first).n[0] > 0) ++first;
+    const int st = static_cast<int>(first / M), mi = static_cast<int>(first % M);
+    Violation v;
+    v.kind = ViolationKind::Dependency;
+    v.ranks = {s.rank_of(st)};
+    v.message = "The schedule declares " + std::to_string(s.stages) + " stages x " + std::to_string(M) +
+                " micro-batches = " + std::to_string(pairs) + " (stage, micro) pairs but holds only " +
+                std::to_string(s.slot_count()) + " slots, so most pairs have no FWD and no backward (the first: stage " +
+                std::to_string(st) + ", micro-batch " + std::to_string(mi) +
+                "): every (stage, micro) needs exactly one FWD and one full backward (BWD, or BWD_INPUT then "
+                "BWD_WEIGHT).";
+    out.push_back(std::move(v));
+    return;
+  }
   // Group the findings per stage and problem so a big schedule gives a short report.
   for (int st = 0; st < s.stages; ++st) {
     std::map<std::string, std::vector<int>> problems;

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace ppsched {
 
@@ -15,6 +16,25 @@ struct Location {
   int line = -1;     // CSV row / JSON line where known
   std::string field; // JSON path or field name where known ("programs[1][3].micro")
 };
+
+// A piece of the input quoted in a message: at most `max` bytes (not cutting a UTF-8
+// sequence), then how long it was, so that a 1 MB cell does not become a 1 MB message.
+inline std::string clip(std::string_view s, size_t max = 200) {
+  if (s.size() <= max) return std::string(s);
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(s.substr(0, cut)) + "... (" + std::to_string(s.size()) + " bytes)";
+}
+
+// A library exception's text for a message: without the library's tag
+// ("[json.exception.parse_error.101] "), clipped.
+inline std::string library_message(std::string_view what) {
+  if (!what.empty() && what.front() == '[') {
+    const size_t close = what.find("] ");
+    if (close != std::string_view::npos) what.remove_prefix(close + 2);
+  }
+  return clip(what, 300);
+}
 
 inline Location in_file(std::string file) {
   Location l;
@@ -32,11 +52,11 @@ class InputError : public std::runtime_error {
 
   static std::string render(const Location& w, const std::string& msg) {
     std::string s;
-    if (!w.file.empty()) s += w.file;
+    if (!w.file.empty()) s += clip(w.file);
     if (w.line >= 0) s += (s.empty() ? "" : ":") + std::string("line ") + std::to_string(w.line);
     if (w.rank >= 0) s += (s.empty() ? "" : ": ") + std::string("rank ") + std::to_string(w.rank);
     if (w.index >= 0) s += (s.empty() ? "" : ", ") + std::string("step ") + std::to_string(w.index);
-    if (!w.field.empty()) s += (s.empty() ? "" : " ") + std::string("(") + w.field + ")";
+    if (!w.field.empty()) s += (s.empty() ? "" : " ") + std::string("(") + clip(w.field) + ")";
     return s.empty() ? msg : s + ": " + msg;
   }
 

@@ -205,7 +205,7 @@ class Validator {
                "expected a non-negative dimension, got " + std::to_string(t.shape[d]));
       }
       if (std::find(kDtypes.begin(), kDtypes.end(), t.dtype) == kDtypes.end())
-        fail(r, i, sub, tp + ".dtype", "unknown dtype '" + t.dtype + "': expected one of " + dtype_list());
+        fail(r, i, sub, tp + ".dtype", "unknown dtype '" + clip(t.dtype) + "': expected one of " + dtype_list());
     }
   }
 

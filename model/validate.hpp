@@ -16,6 +16,18 @@ namespace ppsched {
 // gigabytes of per-stage tables. Readers check it before they allocate anything by a count.
 inline constexpr int32_t kMaxCount = 1 << 20;
 
+// The most stage x micro-batch pairs a generator builds (about six steps each: ~12 million
+// steps, a few GB): checked before anything is generated.
+inline constexpr int64_t kMaxGeneratedPairs = int64_t{1} << 21;
+
+// The largest byte figure a file or flag may give (a message, an activation, a capacity):
+// 1 TiB. Sums over a whole schedule (at most ~2^24 steps) then stay far below 2^63.
+inline constexpr double kMaxBytes = 1099511627776.0;
+
+// The longest time a file or flag may give: 10^9 ms (11.6 days) per step or link; a
+// makespan summed over any schedule stays finite.
+inline constexpr double kMaxTimeMs = 1e9;
+
 void validate_structure(const Schedule& s, const std::string& file = "");
 
 }  // namespace ppsched

@@ -144,7 +144,7 @@ Calibration calibrate_trace(std::string_view text, const std::string& file, cons
   try {
     root = json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {  // a syntax error, or a number out of range (1E432)
-    fail(file, -1, std::string("not JSON: ") + e.what());
+    fail(file, -1, "not JSON: " + library_message(e.what()));
   }
   if (!root.is_object() || !root.contains("traceEvents") || !root["traceEvents"].is_array())
     fail(file, -1, "not a Chrome trace: expected an object with a \"traceEvents\" array (ppsched simulate --trace, "
@@ -154,7 +154,7 @@ Calibration calibrate_trace(std::string_view text, const std::string& file, cons
   try {
     return fit(root, file, options, current);
   } catch (const json::exception& e) {
-    fail(file, current, std::string("unexpected JSON type: ") + e.what());
+    fail(file, current, "unexpected JSON type: " + library_message(e.what()));
   }
 }
 

@@ -62,6 +62,8 @@
 #include <sstream>
 
 #include "model/errors.hpp"
+#include "model/formats/schedule_io.hpp"
+#include "model/validate.hpp"
 #include "model/formats/json_support.hpp"
 
 namespace ppsched {
@@ -381,6 +383,9 @@ std::string join(const Keys& keys) { return join_keys(keys); }
 bool is_annotation(std::string_view key) { return key == "comment" || key.substr(0, 2) == "x-"; }
 
 
+constexpr double kMinBandwidthGBps = 1e-6, kMaxBandwidthGBps = 1e9;
+constexpr size_t kMaxLinkPairs = 1024;
+
 // What a number stands for: its unit, range and how an error describes it.
 enum class Quantity { Time, Bytes, Bandwidth, Fraction };
 
@@ -442,7 +447,7 @@ class Reader {
       const std::string& key = it.key();
       if (is_annotation(key) || std::find(known.begin(), known.end(), key) != known.end()) continue;
       fail(path.empty() ? key : path + "." + key,
-           "unknown key '" + key + "' in " + (path.empty() ? "the top level" : path) + ": expected one of " +
+           "unknown key '" + clip(key) + "' in " + (path.empty() ? "the top level" : path) + ": expected one of " +
                join(known) + " (keys named \"comment\" or starting with x- are ignored)");
     }
   }
@@ -471,6 +476,15 @@ class Reader {
                     : q == Quantity::Bytes    ? v >= 0 && v == std::floor(v)
                                               : v >= 0;
     if (!ok || !std::isfinite(v)) fail(path, "expected " + expected(q) + ", got " + j.dump());
+    // The limits (README "Limits") keep every sum and product the model forms finite and
+    // every byte count within int64.
+    if (q == Quantity::Bytes && v > kMaxBytes)
+      fail(path, j.dump() + " bytes is over the limit of " + std::to_string(static_cast<int64_t>(kMaxBytes)) +
+                     " bytes (1 TiB)");
+    if (q == Quantity::Time && v > kMaxTimeMs)
+      fail(path, j.dump() + " ms is over the limit of 1e9 ms (11.6 days)");
+    if (q == Quantity::Bandwidth && (v < kMinBandwidthGBps || v > kMaxBandwidthGBps))
+      fail(path, j.dump() + " GB/s is outside the limits of 1e-6 to 1e9 GB/s (null for infinite)");
     return v;
   }
 
@@ -592,6 +606,9 @@ class Reader {
     if (!j.contains("pairs")) return;
     const json& pairs = j["pairs"];
     if (!pairs.is_array()) fail("link.pairs", "expected an array of {src, dst, latency_ms, bandwidth_GBps}, got " + type_of(pairs));
+    // Looked up linearly (a handful in practice); the limit keeps that bounded.
+    if (pairs.size() > kMaxLinkPairs)
+      fail("link.pairs", std::to_string(pairs.size()) + " pairs is over the limit of " + std::to_string(kMaxLinkPairs));
     for (size_t k = 0; k < pairs.size(); ++k) {
       const std::string path = "link.pairs[" + std::to_string(k) + "]";
       object(pairs[k], path, kPairKeys);
@@ -639,11 +656,7 @@ CostModel read_cost_model(std::string_view text, const std::string& file_name) {
 }
 
 CostModel read_cost_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(in_file(path), "cannot open the cost file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return read_cost_model(text.str(), path);
+  return read_cost_model(read_input_file(path, kMaxCostFileBytes), path);
 }
 
 // ---- writing ----------------------------------------------------------------------------------

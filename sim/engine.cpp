@@ -18,6 +18,7 @@
 #include <map>
 #include <queue>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "checkers/checks.hpp"
@@ -72,8 +73,9 @@ class Engine {
     pending_produce_.assign(R, 0);
     released_step_.assign(R, -1);
     peaks_.resize(R);
-    link_bytes_.assign(R * R, 0.0);
-    link_msgs_.assign(R * R, 0);
+    // Per channel, not per rank pair: memory follows the pairs that talk, not ranks^2.
+    link_bytes_.assign(model_.channels.size(), 0.0);
+    link_msgs_.assign(model_.channels.size(), 0);
     const size_t stages = static_cast<size_t>(std::max(s.stages, 0));
     // The tables are sized by the stage count: only when that is in proportion to the
     // schedule (a file may declare far more stages than it has steps), by KeyTable's rule.
@@ -313,7 +315,7 @@ class Engine {
   }
 
   void account(const Channel& ch, double bytes) {
-    size_t k = static_cast<size_t>(ch.src * s_.ranks + ch.dst);
+    const size_t k = static_cast<size_t>(&ch - model_.channels.data());
     link_bytes_[k] += bytes;
     link_msgs_[k]++;
   }
@@ -563,11 +565,11 @@ class Engine {
     // on the path it counts from when its cause let it go.
     for (size_t k = 1; k < path.size(); ++k) path[k].start_ms = std::max(path[k].start_ms, path[k - 1].end_ms);
     res.critical_path = std::move(path);
-    for (int a = 0; a < s_.ranks; ++a)
-      for (int b = 0; b < s_.ranks; ++b) {
-        size_t k = static_cast<size_t>(a * s_.ranks + b);
-        if (link_msgs_[k]) res.links.push_back({a, b, link_bytes_[k], link_msgs_[k]});
-      }
+    for (size_t k = 0; k < model_.channels.size(); ++k)
+      if (link_msgs_[k])
+        res.links.push_back({model_.channels[k].src, model_.channels[k].dst, link_bytes_[k], link_msgs_[k]});
+    std::sort(res.links.begin(), res.links.end(),
+              [](const auto& x, const auto& y) { return std::tie(x.src, x.dst) < std::tie(y.src, y.dst); });
     if (o_.record_trace) {
       res.slices.reserve(slices_.size());
       for (size_t k = 0; k < slices_.size(); ++k) {

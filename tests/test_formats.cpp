@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "model/comm_insertion.hpp"
 #include "model/errors.hpp"
@@ -673,4 +675,95 @@ TEST_CASE("a million steps write and read back in linear time", "[formats][json]
   CHECK(back == s);
   WARN("write " << std::chrono::duration<double>(t1 - t0).count() << " s, read "
                 << std::chrono::duration<double>(t2 - t1).count() << " s, " << text.size() / 1e6 << " MB");
+}
+
+// ---- input that cannot hurt -----------------------------------------------------------------
+
+TEST_CASE("devices, FIFOs and directories are refused before a byte is read", "[formats][errors][limits]") {
+  // /dev/zero never ends and a FIFO blocks: reading either would hang or exhaust memory.
+  CHECK_THAT(expect_error([] { read_input_file("/dev/zero"); }).message(), Catch::Contains("not a regular file"));
+  CHECK_THAT(expect_error([] { read_schedule_file("/dev/null", FileFormat::Json); }).message(),
+             Catch::Contains("not a regular file"));
+  const std::string fifo = "test_formats_fifo.json";
+  std::remove(fifo.c_str());
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  const InputError e = expect_error([&] { read_schedule_file(fifo); });
+  std::remove(fifo.c_str());
+  CHECK(e.where().file == fifo);
+  CHECK_THAT(e.message(), Catch::Contains("not a regular file"));
+  CHECK_THAT(expect_error([] { read_input_file("."); }).message(), Catch::Contains("directory"));
+}
+
+TEST_CASE("a file over the size limit is refused by its size, unread", "[formats][errors][limits]") {
+  const std::string path = "test_formats_sparse.json";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f);
+    REQUIRE(ftruncate(fileno(f), static_cast<off_t>(kMaxInputBytes) + 1) == 0);  // sparse: no disk used
+    std::fclose(f);
+  }
+  const InputError e = expect_error([&] { read_schedule_file(path); });
+  std::remove(path.c_str());
+  CHECK_THAT(e.message(), Catch::Contains("over the limit of 1073741824 bytes"));
+}
+
+TEST_CASE("messages quote at most ~200 bytes of the input and no library tags", "[formats][errors][limits]") {
+  const std::string huge(1000000, 'k');
+  auto e = expect_error([&] {
+    read_schedule_json(R"({"format": "ppsched-schedule", "version": 1, ")" + huge + R"(": 1})", "x.json");
+  });
+  CHECK_THAT(e.message(), Catch::Contains("unknown key 'kkkk"));
+  CHECK_THAT(e.message(), Catch::Contains("(1000000 bytes)"));
+  CHECK(e.message().size() < 600);
+  e = expect_error([&] { read_pytorch_csv("0F0,0F" + huge + "\n", "x.csv"); });
+  CHECK(e.message().size() < 800);
+  e = expect_error([&] { read_schedule_json(R"({"format": "ppsched-schedule", "version": 1E432})", "x.json"); });
+  CHECK_THAT(e.message(), Catch::Contains("number overflow"));
+  CHECK_THAT(e.message(), !Catch::Contains("json.exception"));
+  CHECK(e.where().line == 1);
+}
+
+TEST_CASE("a byte-order mark is skipped in CSV as in JSON", "[formats][limits]") {
+  const std::string bom = "\xEF\xBB\xBF";
+  const Schedule csv = read_pytorch_csv(bom + "0F0,0B0\n", "bom.csv");
+  CHECK(csv == read_pytorch_csv("0F0,0B0\n", "bom.csv"));
+  const std::string json = R"({"format": "ppsched-schedule", "version": 1, "ranks": 1, "stages": 1,
+      "micro_batches": 1, "programs": [["0F0", "0B0"]]})";
+  CHECK(read_schedule_json(bom + json, "bom.json") == read_schedule_json(json, "bom.json"));
+}
+
+TEST_CASE("the SAX reader locates errors in sub-steps, tensors and annotations", "[formats][errors][json]") {
+  const std::string head = R"({"format": "ppsched-schedule", "version": 1, "ranks": 2, "stages": 2,
+      "micro_batches": 1, "programs": [[)";
+  auto e = expect_error([&] {
+    read_schedule_json(head + R"({"op": "BATCH_SEND_RECV", "sub_steps": ["0SEND_F0", {"op": "FWD_SEND", "micro": "x"}]}], []]})",
+                       "x.json");
+  });
+  CHECK(e.where().rank == 0);
+  CHECK(e.where().index == 0);
+  CHECK(e.where().field == "programs[0][0].sub_steps[1].micro");
+  CHECK_THAT(e.message(), Catch::Contains("expected an integer for programs[0][0].sub_steps[1].micro, got a string"));
+  e = expect_error([&] {
+    read_schedule_json(head + R"(null, {"op": "FWD_SEND", "micro": 0, "stage": 0, "tensors": [{"shape": [1, 2.5], "dtype": "bf16"}]}], []]})",
+                       "x.json");
+  });
+  CHECK(e.where().index == 1);
+  CHECK(e.where().field == "programs[0][1].tensors[0].shape[1]");
+  e = expect_error([&] {
+    read_schedule_json(head + R"({"op": "FWD", "micro": 0, "stage": 0, "x-note": {"a": [1, {"b": 1, "b": 2}]}}], []]})",
+                       "x.json");
+  });
+  CHECK(e.where().field == "programs[0][0].x-note.a[1].b");
+  CHECK_THAT(e.message(), Catch::Contains("duplicate key 'b'"));
+  e = expect_error([&] { read_schedule_json(head + R"({"micro": 0}], []]})", "x.json"); });
+  CHECK(e.where().field == "programs[0][0].op");
+  CHECK_THAT(e.message(), Catch::Contains("missing key 'op' in programs[0][0]"));
+  e = expect_error([&] { read_schedule_json(head + R"(], {"op": "FWD"}]})", "x.json"); });
+  CHECK(e.where().rank == 1);
+  CHECK(e.where().index == -1);
+  CHECK_THAT(e.message(), Catch::Contains("expected an array for programs[1], got an object"));
+  // Keys in any order (nlohmann's dump sorts them): programs before ranks and stages.
+  const Schedule s = read_schedule_json(R"({"micro_batches": 1, "placement": "v", "programs": [["0F0"], ["1F0"]],
+      "ranks": 2, "stages": 2, "format": "ppsched-schedule", "version": 1})", "x.json");
+  CHECK(s.placement == Placement::v(2, 2));
 }

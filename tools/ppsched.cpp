@@ -1,6 +1,11 @@
 // The ppsched command line. Every command has --help; errors in the input are reported
 // with their location and exit code 2; found problems (violations) exit 1.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
+#include <new>
+#include <stdexcept>
 
 #include "model/errors.hpp"
 #include "tools/cli/command.hpp"
@@ -41,12 +46,38 @@ int main(int argc, char** argv) {
   }
   for (auto& [sub, act] : commands) {
     if (!sub->parsed()) continue;
+    // What the user ran, for errors that have no better location than the command.
+    std::string where = "ppsched " + sub->get_name();
+    for (int k = 2; k < argc && where.size() < 300; ++k) where += std::string(" ") + argv[k];
+    where = clip(where, 300);
+    int code = cli::kBadInput;
     try {
-      return act();
+      code = act();
     } catch (const InputError& e) {
       std::cerr << "error: " << e.what() << "\n";
+      code = cli::kBadInput;
+    } catch (const std::bad_alloc&) {
+      std::cerr << "error: " << where
+                << ": out of memory: the input is too large for this machine (see \"Limits\" in the README)\n";
+      code = cli::kBadInput;
+    } catch (const std::length_error&) {
+      std::cerr << "error: " << where << ": a table would be too large (see \"Limits\" in the README)\n";
+      code = cli::kBadInput;
+    } catch (const std::exception& e) {
+      // A library's exception: its text without the library's tag ("[json.exception...] ").
+      std::string_view what = e.what();
+      if (!what.empty() && what.front() == '[' && what.find("] ") != std::string_view::npos)
+        what.remove_prefix(what.find("] ") + 2);
+      std::cerr << "error: " << where << ": " << clip(what) << "\n";
+      code = cli::kBadInput;
+    }
+    // A result that did not reach its reader is a failure (a full disk, a closed pipe).
+    std::cout.flush();
+    if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::cerr << "error: " << where << ": cannot write the output to stdout: " << std::strerror(errno) << "\n";
       return cli::kBadInput;
     }
+    return code;
   }
   return cli::kBadInput;
 }

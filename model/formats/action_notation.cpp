@@ -5,6 +5,8 @@
 // The parser is syntactic only; which fields a step type takes is validate_structure's job.
 #include "model/formats/action_notation.hpp"
 
+#include "model/errors.hpp"
+
 #include <cctype>
 #include <limits>
 
@@ -41,7 +43,7 @@ std::optional<Step> fail(std::string* error, std::string msg) {
   return std::nullopt;
 }
 
-std::string got(std::string_view text) { return ", got '" + std::string(text) + "'"; }
+std::string got(std::string_view text) { return ", got '" + clip(text) + "'"; }
 
 std::optional<Step> parse_simple(std::string_view text, std::string* error) {
   size_t pos = 0;
@@ -52,12 +54,12 @@ std::optional<Step> parse_simple(std::string_view text, std::string* error) {
   const std::string_view token = text.substr(token_begin, pos - token_begin);
   if (token.empty()) return fail(error, kExpected + got(text));
   const auto op = op_from_torch_token(token);
-  if (!op) return fail(error, "unknown action '" + std::string(token) + "': " + kExpected + got(text));
+  if (!op) return fail(error, "unknown action '" + clip(token) + "': " + kExpected + got(text));
   step.op = *op;
   if (!read_number(text, pos, step.micro)) return fail(error, "micro number too large" + got(text));
   if (pos != text.size())
     return fail(
-        error, "unexpected '" + std::string(text.substr(pos)) + "' after the action: " + kExpected + got(text));
+        error, "unexpected '" + clip(text.substr(pos)) + "' after the action: " + kExpected + got(text));
   if (is_composite(step.op))
     return fail(error, std::string(op_name(step.op)) + " is a composite: expected (<a>;<b>)" +
                            std::string(op_name(step.op)) + got(text));
@@ -74,7 +76,7 @@ std::optional<Step> parse_composite(std::string_view text, std::string* error) {
   const std::string_view token = text.substr(close + 1);
   const auto op = op_from_torch_token(token);
   if (!op || !is_composite(*op))
-    return fail(error, "expected a composite action after ')', found '" + std::string(token) + "': " + shape +
+    return fail(error, "expected a composite action after ')', found '" + clip(token) + "': " + shape +
                            got(text));
   Step step;
   step.op = *op;
@@ -85,7 +87,7 @@ std::optional<Step> parse_composite(std::string_view text, std::string* error) {
     if (part.empty()) return fail(error, "empty sub-action: " + std::string(shape) + got(text));
     std::string sub_error;
     auto sub = parse_simple(part, &sub_error);
-    if (!sub) return fail(error, "in sub-action '" + std::string(part) + "': " + sub_error);
+    if (!sub) return fail(error, "in sub-action '" + clip(part) + "': " + sub_error);
     step.sub_steps.push_back(std::move(*sub));
     if (end == std::string_view::npos) break;
     begin = end + 1;

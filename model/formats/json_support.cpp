@@ -39,17 +39,7 @@ class DomBuilder : public nlohmann::json_sax<json> {
   }
 
   bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override {
-    // Line and column from the byte offset (1-based index of the last character read).
-    const size_t at = std::min(position > 0 ? position - 1 : 0, text_.size());
-    const size_t line_start = at == 0 ? std::string_view::npos : text_.rfind('\n', at - 1);
-    Location loc;
-    loc.file = file_;
-    loc.line = 1 + static_cast<int>(std::count(text_.begin(), text_.begin() + static_cast<long>(at), '\n'));
-    const size_t column = line_start == std::string_view::npos ? at + 1 : at - line_start;
-    std::string what = ex.what();
-    const size_t colon = what.find(": ");
-    if (colon != std::string::npos) what = what.substr(colon + 2);
-    throw InputError(loc, "malformed JSON at column " + std::to_string(column) + ": " + what);
+    throw_json_syntax_error(text_, file_, position, ex);
   }
 
  private:
@@ -118,6 +108,30 @@ class DomBuilder : public nlohmann::json_sax<json> {
 };
 
 }  // namespace
+
+void throw_json_syntax_error(std::string_view text, const std::string& file, std::size_t position,
+                             const nlohmann::detail::exception& ex) {
+  // Line and column from the byte offset (1-based index of the last character read).
+  const size_t at = std::min(position > 0 ? position - 1 : 0, text.size());
+  const size_t line_start = at == 0 ? std::string_view::npos : text.rfind('\n', at - 1);
+  Location loc;
+  loc.file = file;
+  loc.line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'));
+  const size_t column = line_start == std::string_view::npos ? at + 1 : at - line_start;
+  // "[json.exception.parse_error.101] parse error at line 5, column 9: syntax error ..." or
+  // "[json.exception.out_of_range.406] number overflow parsing '1E432'": the tag and nlohmann's
+  // own position (in another convention) go.
+  std::string_view what = ex.what();
+  if (!what.empty() && what.front() == '[') {
+    const size_t close = what.find("] ");
+    if (close != std::string_view::npos) what.remove_prefix(close + 2);
+  }
+  if (what.substr(0, 12) == "parse error ") {
+    const size_t colon = what.find(": ");
+    if (colon != std::string_view::npos) what.remove_prefix(colon + 2);
+  }
+  throw InputError(loc, "malformed JSON at column " + std::to_string(column) + ": " + clip(what, 300));
+}
 
 json parse_json_strict(std::string_view text, const std::string& file, bool step_locations) {
   json root;

@@ -15,6 +15,11 @@ namespace ppsched {
 // "programs" (schedule files). Throws InputError.
 nlohmann::json parse_json_strict(std::string_view text, const std::string& file, bool step_locations);
 
+// For a SAX handler's parse_error: throws an InputError with the file, the line and column of
+// byte `position`, and nlohmann's explanation without its exception tag, clipped.
+[[noreturn]] void throw_json_syntax_error(std::string_view text, const std::string& file, std::size_t position,
+                                          const nlohmann::detail::exception& ex);
+
 // "null", "a boolean", "a string", "an array", "an object", and for numbers either "a number"
 // or, where integers are expected, "an integer" / "a number with a fraction".
 inline std::string json_type_name(const nlohmann::json& j, bool integers_apart) {

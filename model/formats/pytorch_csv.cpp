@@ -262,6 +262,8 @@ bool compute_only_action(const Step& st) {
 }  // namespace
 
 Schedule read_pytorch_csv(std::string_view text, const std::string& file_name, const CsvReadOptions& options) {
+  // A UTF-8 byte-order mark (Excel writes one) is skipped, as the JSON reader skips it.
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
   return CsvReader(file_name, options).read(text);
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <sys/stat.h>
 
 #include "model/errors.hpp"
 #include "model/formats/schedule_json.hpp"
@@ -24,22 +25,35 @@ std::string lower(std::string s) {
   throw InputError(loc, msg);
 }
 
-// The whole file as bytes. fopen/fread report a directory or a missing file through errno.
-std::string read_file(const std::string& path) {
+}  // namespace
+
+std::string read_input_file(const std::string& path, uint64_t max_bytes) {
+  // Refused before a byte is read: a device or FIFO has no end (or blocks), and a file over
+  // the limit cannot be an input ppsched handles within its memory promise.
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) file_error(path, std::string("cannot open the file: ") + std::strerror(errno));
+  if (S_ISDIR(info.st_mode)) file_error(path, "cannot read the file: it is a directory");
+  if (!S_ISREG(info.st_mode))
+    file_error(path, "cannot read the file: not a regular file (a device, FIFO or socket); give a file");
+  if (static_cast<uint64_t>(info.st_size) > max_bytes)
+    file_error(path, "the file is " + std::to_string(info.st_size) + " bytes, over the limit of " +
+                         std::to_string(max_bytes) + " bytes for this kind of input file");
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) file_error(path, std::string("cannot open the file: ") + std::strerror(errno));
   std::string text;
+  text.reserve(static_cast<size_t>(info.st_size));
   char buf[1 << 16];
   while (true) {
     const size_t n = std::fread(buf, 1, sizeof buf, f.get());
     text.append(buf, n);
+    // The file may have grown since stat(): the limit holds for what is read, too.
+    if (text.size() > max_bytes)
+      file_error(path, "the file is over the limit of " + std::to_string(max_bytes) + " bytes");
     if (n < sizeof buf) break;
   }
   if (std::ferror(f.get())) file_error(path, std::string("cannot read the file: ") + std::strerror(errno));
   return text;
 }
-
-}  // namespace
 
 FileFormat format_from_path(const std::string& path) {
   const std::string ext = lower(std::filesystem::path(path).extension().string());
@@ -60,7 +74,7 @@ FileFormat format_from_name(const std::string& name) {
 Schedule read_schedule_file(const std::string& path, std::optional<FileFormat> format,
                             const CsvReadOptions& csv) {
   const FileFormat f = format ? *format : format_from_path(path);
-  const std::string text = read_file(path);
+  const std::string text = read_input_file(path);
   return f == FileFormat::Json ? read_schedule_json(text, path) : read_pytorch_csv(text, path, csv);
 }
 

@@ -1,6 +1,7 @@
 // Reading and writing schedule files by format (told apart by extension or explicitly).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "model/formats/pytorch_csv.hpp"
@@ -13,6 +14,15 @@ enum class FileFormat { Json, Csv };
 // ".json" -> Json, ".csv" -> Csv; throws InputError otherwise.
 FileFormat format_from_path(const std::string& path);
 FileFormat format_from_name(const std::string& name);  // "json" | "csv"
+
+// Input files (schedules, cost files, traces) are at most this large (README "Limits").
+inline constexpr uint64_t kMaxInputBytes = uint64_t{1} << 30;
+// Cost files are read into a document (they are small); their limit is lower.
+inline constexpr uint64_t kMaxCostFileBytes = uint64_t{64} << 20;
+
+// The bytes of an input file. Refuses, before reading, what is not a regular file (devices,
+// FIFOs, directories) and a file over max_bytes; throws InputError naming the file.
+std::string read_input_file(const std::string& path, uint64_t max_bytes = kMaxInputBytes);
 
 // Reads a file (throws InputError with the file name on any problem, unreadable file too).
 Schedule read_schedule_file(const std::string& path, std::optional<FileFormat> format = {},

@@ -1,9 +1,10 @@
 // The canonical schedule file (schedule_json.hpp).
 //
-// Reading goes through nlohmann's DOM (linear), built by a SAX handler that reports
-// duplicate keys, which nlohmann would silently collapse, where they are. Every type and
-// key problem is an InputError located by rank, step index and field path; ranges and
-// field presence are then checked by validate_structure.
+// Reading is a SAX handler on nlohmann's parser that builds the IR directly (no document):
+// time and memory are those of the text and the IR. It refuses duplicate keys, which
+// nlohmann's DOM would silently collapse. Every type and key problem is an InputError
+// located by rank, step index and field path; ranges and field presence are then checked by
+// validate_structure.
 //
 // Writing is by hand into one string buffer: the output is canonical (fixed key order, one
 // step per line) and must stay fast for millions of steps.
@@ -13,6 +14,8 @@
 #include <charconv>
 #include <initializer_list>
 #include <limits>
+#include <memory>
+#include <unordered_set>
 #include <nlohmann/json.hpp>
 
 #include "model/errors.hpp"
@@ -34,300 +37,607 @@ const Keys kTopKeys = {"format",        "version",   "name",  "ranks",   "stages
 const Keys kMPipeKeys = {"overflow", "tower", "owner_backward", "owners"};
 const Keys kStepKeys = {"op", "micro", "stage", "peer", "sub_steps", "tensors", "group"};
 const Keys kTensorKeys = {"shape", "dtype"};
+// Positions in the lists above.
+enum TopKey { kTopFormat, kTopVersion, kTopName, kTopRanks, kTopStages, kTopMicro, kTopPlacement, kTopMPipe,
+              kTopPrograms };
+enum MPipeKey { kMPipeOverflow, kMPipeTower, kMPipeOwnerBackward, kMPipeOwners };
+enum StepKey { kStepOp, kStepMicro, kStepStage, kStepPeer, kStepSubSteps, kStepTensors, kStepGroup };
+enum TensorKey { kTensorShape, kTensorDtype };
 
 // Users may annotate files; these keys are skipped everywhere.
 bool is_annotation(std::string_view key) { return key == "comment" || key.substr(0, 2) == "x-"; }
 
 std::string join(const Keys& keys) { return join_keys(keys); }
 
-std::string type_of(const json& j) { return json_type_name(j, true); }
-
-// ---- parsing -----------------------------------------------------------------------------
-
-
 // ---- reading ------------------------------------------------------------------------------
 
-// Where a value sits: rank and step index when inside a program, and the field path, built
-// only when an error needs it ("programs[1][3].micro"), so that reading allocates nothing
-// per field. A Where points to its parent, which must outlive it.
-struct Where {
-  const Where* parent = nullptr;
-  std::string_view key;  // ".key" step, or
-  long element = -1;     // "[element]" step
-  int rank = -1;
-  int index = -1;
-
-  bool empty() const { return !parent && key.empty() && element < 0; }
-  std::string path() const {
-    std::string out = parent ? parent->path() : std::string();
-    if (element >= 0) return out + "[" + std::to_string(element) + "]";
-    if (key.empty()) return out;
-    return out.empty() ? std::string(key) : out + "." + std::string(key);
-  }
-};
-Where top(std::string_view key) { return Where{nullptr, key}; }
-Where child(const Where& w, std::string_view key) { return Where{&w, key, -1, w.rank, w.index}; }
-Where element(const Where& w, size_t k) { return Where{&w, {}, static_cast<long>(k), w.rank, w.index}; }
-
-class Reader {
+// The reader is a SAX handler over nlohmann's parser: it builds the IR as the events arrive
+// and keeps no document, so memory is the text plus the IR. A stack of frames says what
+// each open container is (the top object, a program, a step, ...); a value event is checked
+// against the frame it lands in. The field path ("programs[1][3].micro") is built from the
+// stack only when an error needs it.
+class Reader : public nlohmann::json_sax<json> {
  public:
-  explicit Reader(const std::string& file) : file_(file) {}
+  Reader(std::string_view text, const std::string& file) : text_(text), file_(file) {}
 
-  Schedule read(std::string_view text) {
-    json root = parse(text);
-    if (!root.is_object()) fail({}, "expected a JSON object at the top level, got " + type_of(root));
-    Schedule s;
-    check_format(root);
-    check_keys(root, kTopKeys, {}, "");
-    s.name = root.contains("name") ? get_string(root["name"], top("name")) : "";
-    s.ranks = get_int(required(root, "ranks", "the number of ranks"), top("ranks"));
-    s.stages = get_int(required(root, "stages", "the number of stages"), top("stages"));
-    s.micro_batches =
-        get_int(required(root, "micro_batches", "the number of micro-batches"), top("micro_batches"));
-    // Checked here, before the placement map is sized by the stage count.
-    for (const auto& [key, count] : {std::pair<std::string_view, int32_t>{"ranks", s.ranks},
-                                     {"stages", s.stages},
-                                     {"micro_batches", s.micro_batches}})
-      if (count > kMaxCount)
-        fail(top(key), "expected at most " + std::to_string(kMaxCount) + " for " + std::string(key) + ", got " +
-                           std::to_string(count));
-    s.placement = read_placement(root, s);
-    if (root.contains("mpipe")) s.mpipe = read_mpipe(root["mpipe"]);
-    const json& programs = required(root, "programs", "an array with one program per rank");
-    const Where programs_where = top("programs");
-    expect_array(programs, programs_where);
-    s.programs.reserve(programs.size());
-    for (size_t r = 0; r < programs.size(); ++r) {
-      const int rank = static_cast<int>(r);
-      Where w = element(programs_where, r);
-      w.rank = rank;
-      expect_array(programs[r], w);
-      Program prog;
-      prog.reserve(programs[r].size());
-      for (size_t i = 0; i < programs[r].size(); ++i) {
-        const json& item = programs[r][i];
-        Where iw = element(w, i);
-        iw.index = static_cast<int>(i);
-        if (item.is_null()) {
-          prog.push_back(std::nullopt);
-        } else {
-          prog.push_back(read_step(item, iw, "a step object, an action string or null"));
-        }
-      }
-      s.programs.push_back(std::move(prog));
-    }
-    validate_structure(s, file_);
-    return s;
+  Schedule read() {
+    json::sax_parse(text_.begin(), text_.end(), this);
+    finish();
+    validate_structure(s_, file_);
+    return std::move(s_);
   }
+
+  // ---- SAX events ----
+  bool null() override { return scalar(Value{Kind::Null}); }
+  bool boolean(bool v) override {
+    Value x{Kind::Bool};
+    x.b = v;
+    return scalar(x);
+  }
+  bool number_integer(number_integer_t v) override {
+    Value x{Kind::Int};
+    x.i = v;
+    return scalar(x);
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    Value x{Kind::Int};
+    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      x.too_big = true;
+      x.u = v;
+    } else {
+      x.i = static_cast<int64_t>(v);
+    }
+    return scalar(x);
+  }
+  bool number_float(number_float_t, const string_t& text) override {
+    Value x{Kind::Float};
+    x.s = &text;
+    return scalar(x);
+  }
+  bool string(string_t& v) override {
+    Value x{Kind::String};
+    x.s = &v;
+    return scalar(x);
+  }
+  bool binary(binary_t&) override { return scalar(Value{Kind::Null}); }  // not produced by the JSON parser
+  bool start_object(std::size_t) override { return open(Kind::Object); }
+  bool start_array(std::size_t) override { return open(Kind::Array); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override;
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override;
 
  private:
-  [[noreturn]] void fail(const Where& w, std::string msg) const {
+  enum class Kind : uint8_t { Null, Bool, Int, Float, String, Array, Object };
+  struct Value {
+    Kind kind;
+    bool b = false;
+    bool too_big = false;  // an integer beyond int64 (u holds it)
+    int64_t i = 0;
+    uint64_t u = 0;
+    const std::string* s = nullptr;  // strings; a float's text as written
+  };
+  static const char* type_name(Kind k) {
+    switch (k) {
+      case Kind::Null: return "null";
+      case Kind::Bool: return "a boolean";
+      case Kind::Int: return "an integer";
+      case Kind::Float: return "a number with a fraction";
+      case Kind::String: return "a string";
+      case Kind::Array: return "an array";
+      case Kind::Object: return "an object";
+    }
+    return "a value";
+  }
+
+  // What an open container is.
+  enum class Ctx : uint8_t { Top, Placement, MPipe, Owners, Programs, Program, Step, SubSteps, Tensors, Tensor,
+                             Shape, Group, Skip };
+  struct Frame {
+    Ctx ctx;
+    bool object;
+    std::string label;  // this container's place in its parent: a key, or "" with index >= 0
+    long index = -1;
+    std::string key;         // objects: the key whose value comes next
+    int key_id = -1;         // its position in the frame's key list (kTopKeys, ...), -1 if none
+    long count = 0;          // arrays: elements begun so far
+    uint32_t seen = 0;       // objects: known keys seen (bit per key in the frame's key list)
+    bool annotation = false; // objects: the pending key is "comment" or "x-...", its value skipped
+    int depth = 0;           // steps: 0 for a program's step, 1 for a sub-step, ...
+    Step* step = nullptr;    // Step frames (and the owner of SubSteps/Tensors/Group frames)
+    TensorDesc* tensor = nullptr;
+    std::unique_ptr<std::unordered_set<std::string>> others;  // annotation / unknown-context keys seen
+  };
+
+  // ---- locations ----
+  // The path of the value about to be read (the pending key or element of the innermost frame).
+  std::string path() const {
+    std::string out;
+    auto add = [&](const std::string& key, long index) {
+      if (index >= 0) {
+        out += "[" + std::to_string(index) + "]";
+      } else if (!key.empty()) {
+        out += out.empty() ? key : "." + key;
+      }
+    };
+    for (const Frame& f : stack_) add(f.label, f.index);
+    if (!stack_.empty()) {
+      const Frame& f = stack_.back();
+      if (f.object) {
+        add(f.key, -1);
+      } else {
+        add({}, f.count);
+      }
+    }
+    return out;
+  }
+  // The path of the innermost open container itself.
+  std::string container_path() const {
+    std::string out;
+    for (const Frame& f : stack_) {
+      if (f.index >= 0) {
+        out += "[" + std::to_string(f.index) + "]";
+      } else if (!f.label.empty()) {
+        out += out.empty() ? f.label : "." + f.label;
+      }
+    }
+    return out;
+  }
+  [[noreturn]] void fail_at(std::string field, std::string msg) const {
     Location loc;
     loc.file = file_;
-    loc.rank = w.rank;
-    loc.index = w.index;
-    loc.field = w.path();
+    loc.rank = rank_;
+    loc.index = index_;
+    loc.field = std::move(field);
     throw InputError(std::move(loc), std::move(msg));
   }
-  static std::string describe(const Where& w) { return w.empty() ? "the top level" : w.path(); }
-
-  json parse(std::string_view text) const { return parse_json_strict(text, file_, true); }
-
-  void check_format(const json& root) const {
-    const json& tag = required(root, "format", "\"" + std::string(kFormatTag) + "\"");
-    const std::string value = get_string(tag, top("format"));
-    if (value != kFormatTag)
-      fail(top("format"), "expected format \"" + std::string(kFormatTag) + "\", got \"" + value + "\"");
-    const int version = get_int(required(root, "version", "1"), top("version"));
-    if (version != kVersion)
-      fail(top("version"), "unsupported version " + std::to_string(version) + ": this build reads version " +
-                               std::to_string(kVersion) + " only");
+  [[noreturn]] void fail(std::string msg) const { fail_at(path(), std::move(msg)); }
+  [[noreturn]] void wrong_type(const char* expected, Kind got) const {
+    const std::string p = path();
+    fail_at(p, "expected " + std::string(expected) + " for " + p + ", got " + type_name(got));
+  }
+  [[noreturn]] void missing(std::string_view key, const std::string& what) const {
+    const std::string where = container_path();
+    fail_at(where.empty() ? std::string(key) : where + "." + std::string(key),
+            "missing key '" + std::string(key) + "' in " + (where.empty() ? "the top level" : where) +
+                ": expected " + what);
   }
 
-  const json& required(const json& obj, std::string_view key, const std::string& what) const {
-    return required(obj, key, what, Where{});
-  }
-  const json& required(const json& obj, std::string_view key, const std::string& what, const Where& w) const {
-    auto it = obj.find(key);
-    if (it == obj.end())
-      fail(child(w, key), "missing key '" + std::string(key) + "' in " + describe(w) + ": expected " + what);
-    return *it;
-  }
-
-  void check_keys(const json& obj, const Keys& known, const Where& w, const char* what) const {
-    for (auto it = obj.begin(); it != obj.end(); ++it) {
-      const std::string& key = it.key();
-      if (is_annotation(key) || std::find(known.begin(), known.end(), key) != known.end()) continue;
-      const std::string where = w.empty() ? "the top level" : std::string(what) + w.path();
-      fail(child(w, key), "unknown key '" + key + "' in " + where + ": expected one of " + join(known) +
-                              " (keys starting with x- and \"comment\" are ignored)");
+  // ---- values ----
+  int64_t integer(const Value& v, int64_t lo, int64_t hi, const char* what) const {
+    if (v.kind != Kind::Int) wrong_type("an integer", v.kind);
+    if (v.too_big || v.i < lo || v.i > hi) {
+      const std::string p = path();
+      fail_at(p, "expected " + std::string(what) + " for " + p + ", got " +
+                     (v.too_big ? std::to_string(v.u) : std::to_string(v.i)));
     }
+    return v.i;
   }
-
-  void expect_array(const json& j, const Where& w) const {
-    if (!j.is_array()) fail(w, "expected an array for " + w.path() + ", got " + type_of(j));
+  int32_t int32(const Value& v, int32_t lo = std::numeric_limits<int32_t>::min(),
+                const char* what = "an integer") const {
+    return static_cast<int32_t>(integer(v, lo, std::numeric_limits<int32_t>::max(), what));
   }
-
-  std::string get_string(const json& j, const Where& w) const {
-    if (!j.is_string()) fail(w, "expected a string for " + w.path() + ", got " + type_of(j));
-    return j.get<std::string>();
+  const std::string& text(const Value& v) const {
+    if (v.kind != Kind::String) wrong_type("a string", v.kind);
+    return *v.s;
   }
-
-  int64_t get_int64(const json& j, const Where& w, int64_t lo, int64_t hi, const char* what) const {
-    bool ok = false;
-    int64_t v = 0;
-    if (j.is_number_integer() && !j.is_number_unsigned()) {
-      v = j.get<int64_t>();
-      ok = true;
-    } else if (j.is_number_unsigned()) {
-      const uint64_t u = j.get<uint64_t>();
-      ok = u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-      v = ok ? static_cast<int64_t>(u) : 0;
-    } else {
-      fail(w, "expected an integer for " + w.path() + ", got " + type_of(j));
-    }
-    if (!ok || v < lo || v > hi)
-      fail(w, "expected " + std::string(what) + " for " + w.path() + ", got " + j.dump());
-    return v;
+  bool boolean_of(const Value& v) const {
+    if (v.kind != Kind::Bool) wrong_type("true or false", v.kind);
+    return v.b;
   }
-  int32_t get_int(const json& j, const Where& w, int32_t lo = std::numeric_limits<int32_t>::min(),
-                  const char* what = "an integer") const {
-    return static_cast<int32_t>(get_int64(j, w, lo, std::numeric_limits<int32_t>::max(), what));
-  }
-
-  bool get_bool(const json& j, const Where& w) const {
-    if (!j.is_boolean()) fail(w, "expected true or false for " + w.path() + ", got " + type_of(j));
-    return j.get<bool>();
-  }
-
-  Placement read_placement(const json& root, const Schedule& s) const {
-    if (!root.contains("placement")) return Placement::loop(s.ranks, s.stages);
-    const json& p = root["placement"];
-    const Where w = top("placement");
-    const char* expected = "\"loop\", \"v\" or an array with the rank of each stage";
-    if (p.is_string()) {
-      const std::string name = p.get<std::string>();
-      if (name == "loop") return Placement::loop(s.ranks, s.stages);
-      if (name == "v") return Placement::v(s.ranks, s.stages);
-      fail(w, "unknown placement \"" + name + "\": expected " + expected);
-    }
-    if (!p.is_array()) fail(w, "expected " + std::string(expected) + " for placement, got " + type_of(p));
-    std::vector<int32_t> map;
-    map.reserve(p.size());
-    for (size_t k = 0; k < p.size(); ++k) map.push_back(get_int(p[k], element(w, k)));
-    return Placement::explicit_map(std::move(map));
-  }
-
-  MPipeConfig read_mpipe(const json& j) const {
-    const Where w = top("mpipe");
-    if (!j.is_object()) fail(w, "expected an object for mpipe, got " + type_of(j));
-    check_keys(j, kMPipeKeys, w, "");
-    MPipeConfig m;
-    if (j.contains("overflow"))
-      m.overflow = pick<Overflow>(j["overflow"], child(w, "overflow"),
-                                  {{"full", Overflow::Full}, {"min", Overflow::Min}});
-    if (j.contains("tower"))
-      m.tower =
-          pick<Tower>(j["tower"], child(w, "tower"),
-                      {{"trainable", Tower::Trainable}, {"frozen", Tower::Frozen}, {"none", Tower::None}});
-    if (j.contains("owner_backward"))
-      m.owner_backward = get_bool(j["owner_backward"], child(w, "owner_backward"));
-    if (j.contains("owners")) {
-      const Where ow = child(w, "owners");
-      const json& owners = j["owners"];
-      expect_array(owners, ow);
-      for (size_t k = 0; k < owners.size(); ++k) m.owners.push_back(get_int(owners[k], element(ow, k)));
-    }
-    return m;
-  }
-
   // One of a fixed set of names; the error lists them.
   template <class E>
-  E pick(const json& j, const Where& w, std::initializer_list<std::pair<std::string_view, E>> names) const {
-    const std::string v = get_string(j, w);
+  E pick(const Value& v, std::string_view what, std::initializer_list<std::pair<std::string_view, E>> names) const {
+    const std::string& name = text(v);
     std::string known;
-    for (const auto& [name, value] : names) {
-      if (v == name) return value;
-      known += (known.empty() ? "\"" : ", \"") + std::string(name) + "\"";
+    for (const auto& [n, value] : names) {
+      if (name == n) return value;
+      known += (known.empty() ? "\"" : ", \"") + std::string(n) + "\"";
     }
-    fail(w, "unknown " + std::string(w.key) + " \"" + v + "\": expected one of " + known);
+    fail("unknown " + std::string(what) + " \"" + clip(name) + "\": expected one of " + known);
+  }
+  Step action(const Value& v) const {
+    std::string error;
+    auto step = parse_action(*v.s, &error);
+    if (!step) fail(error);
+    return std::move(*step);
   }
 
-  // depth: 0 for a program's step, 1 for a sub-step. A sub-step's own sub_steps are read
-  // (validation explains why they are wrong); deeper nesting stops here, so that no input
-  // can recurse deeply.
-  Step read_step(const json& j, const Where& w, const char* expected, int depth = 0) const {
-    if (j.is_string()) {
-      std::string error;
-      auto step = parse_action(j.get_ref<const std::string&>(), &error);
-      if (!step) fail(w, error);
-      return *step;
+  // ---- keys ----
+  // The position of `key` in `known`, or -1.
+  static int key_index(const Keys& known, std::string_view key) {
+    for (size_t k = 0; k < known.size(); ++k)
+      if (known[k] == key) return static_cast<int>(k);
+    return -1;
+  }
+  [[noreturn]] void duplicate(const std::string& k) const {
+    const std::string where = container_path();
+    fail_at(where.empty() ? k : where + "." + k,
+            "duplicate key '" + clip(k) + "'" + (where.empty() ? "" : " in " + where) + ": each key may appear once");
+  }
+  void note_other(Frame& f, const std::string& k) {
+    if (!f.others) f.others = std::make_unique<std::unordered_set<std::string>>();
+    if (!f.others->insert(k).second) duplicate(k);
+  }
+  static const Keys* keys_of(Ctx c) {
+    switch (c) {
+      case Ctx::Top: return &kTopKeys;
+      case Ctx::MPipe: return &kMPipeKeys;
+      case Ctx::Step: return &kStepKeys;
+      case Ctx::Tensor: return &kTensorKeys;
+      default: return nullptr;
     }
-    if (!j.is_object())
-      fail(w, "expected " + std::string(expected) + " for " + w.path() + ", got " + type_of(j));
-    check_keys(j, kStepKeys, w, "step ");
-    Step st;
-    const Where opw = child(w, "op");
-    const json& op_value = required(j, "op", "the step's op name (FWD, FWD_SEND, ...)", w);
-    if (!op_value.is_string()) fail(opw, "expected a string for " + opw.path() + ", got " + type_of(op_value));
-    const std::string& name = op_value.get_ref<const std::string&>();
+  }
+
+  // ---- containers ----
+  Frame& push(Ctx ctx, bool object) {
+    const Frame* parent = stack_.empty() ? nullptr : &stack_.back();
+    std::string label = parent && parent->object ? parent->key : std::string();
+    const long index = parent && !parent->object ? parent->count : -1;
+    Frame& f = stack_.emplace_back();
+    f.ctx = ctx;
+    f.object = object;
+    f.label = std::move(label);
+    f.index = index;
+    return f;
+  }
+
+  bool open(Kind kind);
+  bool scalar(const Value& v);
+  bool close();
+  void begin_element() {
+    Frame& f = stack_.back();
+    if (f.ctx == Ctx::Programs) {
+      rank_ = static_cast<int>(f.count);
+      index_ = -1;
+    } else if (f.ctx == Ctx::Program) {
+      index_ = static_cast<int>(f.count);
+    }
+  }
+  void end_element() {
+    if (!stack_.empty() && !stack_.back().object) ++stack_.back().count;
+  }
+  void step_value(Frame& f, const Value* v, Kind kind);
+  void finish_step(const Frame& f);
+  void finish();
+
+  std::string_view text_;
+  const std::string& file_;
+  std::vector<Frame> stack_;
+  Schedule s_;
+  int rank_ = -1;
+  int index_ = -1;
+  bool done_ = false;
+  // The top object's keys as read (placement resolved once ranks and stages are known).
+  std::optional<std::string> format_;
+  bool has_version_ = false, has_ranks_ = false, has_stages_ = false, has_micro_ = false, has_programs_ = false;
+  std::optional<std::string> placement_name_;
+  std::optional<std::vector<int32_t>> placement_map_;
+};
+
+bool Reader::key(string_t& k) {
+  Frame& f = stack_.back();
+  const Keys* known = keys_of(f.ctx);
+  const int at = known ? key_index(*known, k) : -1;
+  if (at >= 0) {
+    if (f.seen & (1u << at)) duplicate(k);
+    f.seen |= 1u << at;
+  } else {
+    note_other(f, k);
+    if (known && !is_annotation(k)) {
+      const std::string where = container_path();
+      const char* what = f.ctx == Ctx::Step ? "step " : f.ctx == Ctx::Tensor ? "tensor " : "";
+      fail_at(where.empty() ? k : where + "." + k,
+              "unknown key '" + clip(k) + "' in " + (where.empty() ? "the top level" : what + where) +
+                  ": expected one of " + join(*known) + " (keys starting with x- and \"comment\" are ignored)");
+    }
+  }
+  f.annotation = at < 0;
+  f.key_id = at;
+  f.key = k;
+  return true;
+}
+
+// A container begins: check that one is allowed here and push its frame.
+bool Reader::open(Kind kind) {
+  const bool object = kind == Kind::Object;
+  if (stack_.empty()) {
+    if (done_) return true;  // not reached: the parser refuses a second value
+    if (!object) fail_at({}, std::string("expected a JSON object at the top level, got ") + type_name(kind));
+    push(Ctx::Top, true);
+    return true;
+  }
+  Frame& f = stack_.back();
+  begin_element();
+  if (f.ctx == Ctx::Skip || (f.object && f.annotation)) {
+    push(Ctx::Skip, object);
+    return true;
+  }
+  switch (f.ctx) {
+    case Ctx::Top:
+      if (f.key_id == kTopPlacement) {
+        if (object) wrong_type("\"loop\", \"v\" or an array with the rank of each stage", kind);
+        placement_map_.emplace();
+        placement_name_.reset();
+        push(Ctx::Placement, false);
+      } else if (f.key_id == kTopMPipe) {
+        if (!object) wrong_type("an object", kind);
+        s_.mpipe.emplace();
+        push(Ctx::MPipe, true);
+      } else if (f.key_id == kTopPrograms) {
+        if (object) wrong_type("an array", kind);
+        has_programs_ = true;
+        push(Ctx::Programs, false);
+      } else {
+        wrong_type(f.key_id == kTopName || f.key_id == kTopFormat ? "a string" : "an integer", kind);
+      }
+      return true;
+    case Ctx::MPipe:
+      if (f.key_id == kMPipeOwners) {
+        if (object) wrong_type("an array", kind);
+        push(Ctx::Owners, false);
+      } else if (f.key_id == kMPipeOwnerBackward) {
+        wrong_type("true or false", kind);
+      } else {
+        wrong_type("a string", kind);
+      }
+      return true;
+    case Ctx::Programs:
+      if (object) wrong_type("an array", kind);
+      s_.programs.emplace_back();
+      // Ranks' programs are usually of similar length; saves the growth copies.
+      if (s_.programs.size() > 1) s_.programs.back().reserve(s_.programs[s_.programs.size() - 2].size());
+      push(Ctx::Program, false);
+      return true;
+    case Ctx::Program: {
+      if (!object) wrong_type("a step object, an action string or null", kind);
+      Program& prog = s_.programs.back();
+      prog.emplace_back(Step{});
+      Frame& nf = push(Ctx::Step, true);
+      nf.step = &*prog.back();
+      return true;
+    }
+    case Ctx::SubSteps: {
+      if (!object) wrong_type("a step object or an action string", kind);
+      Step* parent = f.step;
+      const int depth = f.depth;
+      parent->sub_steps.emplace_back();
+      Frame& nf = push(Ctx::Step, true);
+      nf.step = &parent->sub_steps.back();
+      nf.depth = depth;
+      return true;
+    }
+    case Ctx::Step:
+      step_value(f, nullptr, kind);
+      return true;
+    case Ctx::Tensors: {
+      if (!object)
+        wrong_type("a tensor object {\"shape\": [...], \"dtype\": \"...\"}", kind);
+      Step* st = f.step;
+      st->tensors.emplace_back();
+      Frame& nf = push(Ctx::Tensor, true);
+      nf.tensor = &st->tensors.back();
+      return true;
+    }
+    case Ctx::Tensor:
+      if (f.key_id == kTensorShape) {
+        if (object) wrong_type("an array", kind);
+        TensorDesc* t = f.tensor;
+        push(Ctx::Shape, false).tensor = t;
+      } else {
+        wrong_type("a string", kind);
+      }
+      return true;
+    case Ctx::Placement:
+    case Ctx::Owners:
+    case Ctx::Shape:
+    case Ctx::Group:
+      wrong_type("an integer", kind);
+    case Ctx::Skip: break;
+  }
+  return true;
+}
+
+// A step's field: scalar values (v set) or containers (v null, kind the container's).
+void Reader::step_value(Frame& f, const Value* v, Kind kind) {
+  Step& st = *f.step;
+  const int k = f.key_id;
+  if (k == kStepOp) {
+    if (!v) wrong_type("a string", kind);
+    const std::string& name = text(*v);
     const auto op = op_from_name(name);
     if (!op) {
-      std::string msg = "unknown op '" + name + "'";
+      std::string msg = "unknown op '" + clip(name) + "'";
       if (auto torch = op_from_torch_token(name))
         msg += " (PyTorch notation; the JSON name is " + std::string(op_name(*torch)) + ")";
       std::string names;
       for (const auto& row : step_table()) names += (names.empty() ? "" : ", ") + std::string(row.name);
-      fail(opw, msg + ": expected one of " + names);
+      fail(msg + ": expected one of " + names);
     }
     st.op = *op;
-    if (auto it = j.find("micro"); it != j.end())
-      st.micro = get_int(*it, child(w, "micro"), 0, "an integer >= 0");
-    if (auto it = j.find("stage"); it != j.end()) {
-      st.stage = get_int(*it, child(w, "stage"), kNone, "an integer >= 0, or -1 for no stage");
-      if (st.stage == kNone && info(st.op).stage == Field::Required)
-        fail(child(w, "stage"), "stage -1 means no stage, but " + name + " needs a stage (an integer >= 0)");
-    }
-    if (auto it = j.find("peer"); it != j.end()) st.peer = get_int(*it, child(w, "peer"), 0, "an integer >= 0");
-    if (auto it = j.find("sub_steps"); it != j.end()) {
-      const Where sw = child(w, "sub_steps");
-      if (depth >= 2) fail(sw, "composites do not nest: expected no sub_steps at this depth");
-      expect_array(*it, sw);
-      for (size_t k = 0; k < it->size(); ++k)
-        st.sub_steps.push_back(
-            read_step((*it)[k], element(sw, k), "a step object or an action string", depth + 1));
-    }
-    if (auto it = j.find("tensors"); it != j.end()) {
-      const Where tw = child(w, "tensors");
-      expect_array(*it, tw);
-      for (size_t k = 0; k < it->size(); ++k) st.tensors.push_back(read_tensor((*it)[k], element(tw, k)));
-    }
-    if (auto it = j.find("group"); it != j.end()) {
-      const Where gw = child(w, "group");
-      expect_array(*it, gw);
-      for (size_t k = 0; k < it->size(); ++k) st.group.push_back(get_int((*it)[k], element(gw, k)));
-    }
-    return st;
+  } else if (k == kStepMicro) {
+    if (!v) wrong_type("an integer", kind);
+    st.micro = int32(*v, 0, "an integer >= 0");
+  } else if (k == kStepStage) {
+    if (!v) wrong_type("an integer", kind);
+    st.stage = int32(*v, kNone, "an integer >= 0, or -1 for no stage");
+  } else if (k == kStepPeer) {
+    if (!v) wrong_type("an integer", kind);
+    st.peer = int32(*v, 0, "an integer >= 0");
+  } else if (k == kStepSubSteps) {
+    if (f.depth >= 2) fail("composites do not nest: expected no sub_steps at this depth");
+    if (v || kind != Kind::Array) wrong_type("an array", v ? v->kind : kind);
+    const int depth = f.depth;
+    Frame& nf = push(Ctx::SubSteps, false);
+    nf.step = &st;
+    nf.depth = depth + 1;
+  } else if (k == kStepTensors || k == kStepGroup) {
+    if (v || kind != Kind::Array) wrong_type("an array", v ? v->kind : kind);
+    push(k == kStepGroup ? Ctx::Group : Ctx::Tensors, false).step = &st;
   }
+}
 
-  TensorDesc read_tensor(const json& j, const Where& w) const {
-    if (!j.is_object())
-      fail(w, "expected a tensor object {\"shape\": [...], \"dtype\": \"...\"} for " + w.path() + ", got " +
-                  type_of(j));
-    check_keys(j, kTensorKeys, w, "tensor ");
-    TensorDesc t;
-    const Where sw = child(w, "shape");
-    const json& shape = required(j, "shape", "an array of dimensions", w);
-    expect_array(shape, sw);
-    for (size_t d = 0; d < shape.size(); ++d)
-      t.shape.push_back(get_int64(shape[d], element(sw, d), std::numeric_limits<int64_t>::min(),
-                                  std::numeric_limits<int64_t>::max(), "an integer"));
-    t.dtype = get_string(required(j, "dtype", "a dtype name such as \"bf16\"", w), child(w, "dtype"));
-    return t;
+// A scalar value: checked against where it lands and stored.
+bool Reader::scalar(const Value& v) {
+  if (stack_.empty()) {
+    if (!done_) fail_at({}, std::string("expected a JSON object at the top level, got ") + type_name(v.kind));
+    return true;
   }
+  Frame& f = stack_.back();
+  begin_element();
+  if (f.ctx == Ctx::Skip || (f.object && f.annotation)) {
+    end_element();
+    return true;
+  }
+  switch (f.ctx) {
+    case Ctx::Top: {
+      const std::string& k = f.key;
+      const int id = f.key_id;
+      if (id == kTopFormat) {
+        format_ = clip(text(v));
+        if (*v.s != kFormatTag)
+          fail("expected format \"" + std::string(kFormatTag) + "\", got \"" + *format_ + "\"");
+      } else if (id == kTopVersion) {
+        const int version = int32(v);
+        has_version_ = true;
+        if (version != kVersion)
+          fail("unsupported version " + std::to_string(version) + ": this build reads version " +
+               std::to_string(kVersion) + " only");
+      } else if (id == kTopName) {
+        s_.name = text(v);
+      } else if (id == kTopRanks || id == kTopStages || id == kTopMicro) {
+        const int32_t count = int32(v);
+        // Checked here, before anything is sized by the count.
+        if (count > kMaxCount)
+          fail("expected at most " + std::to_string(kMaxCount) + " for " + k + ", got " + std::to_string(count));
+        if (id == kTopRanks) {
+          s_.ranks = count;
+          has_ranks_ = true;
+        } else if (id == kTopStages) {
+          s_.stages = count;
+          has_stages_ = true;
+        } else {
+          s_.micro_batches = count;
+          has_micro_ = true;
+        }
+      } else if (id == kTopPlacement) {
+        if (v.kind != Kind::String) wrong_type("\"loop\", \"v\" or an array with the rank of each stage", v.kind);
+        if (*v.s != "loop" && *v.s != "v")
+          fail("unknown placement \"" + clip(*v.s) +
+               "\": expected \"loop\", \"v\" or an array with the rank of each stage");
+        placement_name_ = *v.s;
+        placement_map_.reset();
+      } else if (id == kTopMPipe) {
+        wrong_type("an object", v.kind);
+      } else if (id == kTopPrograms) {
+        wrong_type("an array", v.kind);
+      }
+      break;
+    }
+    case Ctx::Placement: placement_map_->push_back(int32(v)); break;
+    case Ctx::MPipe: {
+      MPipeConfig& m = *s_.mpipe;
+      if (f.key_id == kMPipeOverflow) {
+        m.overflow = pick<Overflow>(v, "overflow", {{"full", Overflow::Full}, {"min", Overflow::Min}});
+      } else if (f.key_id == kMPipeTower) {
+        m.tower = pick<Tower>(v, "tower",
+                              {{"trainable", Tower::Trainable}, {"frozen", Tower::Frozen}, {"none", Tower::None}});
+      } else if (f.key_id == kMPipeOwnerBackward) {
+        m.owner_backward = boolean_of(v);
+      } else {
+        wrong_type("an array", v.kind);
+      }
+      break;
+    }
+    case Ctx::Owners: s_.mpipe->owners.push_back(int32(v)); break;
+    case Ctx::Programs: wrong_type("an array", v.kind);
+    case Ctx::Program:
+      if (v.kind == Kind::Null) {
+        s_.programs.back().push_back(std::nullopt);
+      } else if (v.kind == Kind::String) {
+        s_.programs.back().push_back(action(v));
+      } else {
+        wrong_type("a step object, an action string or null", v.kind);
+      }
+      break;
+    case Ctx::SubSteps:
+      if (v.kind != Kind::String) wrong_type("a step object or an action string", v.kind);
+      f.step->sub_steps.push_back(action(v));
+      break;
+    case Ctx::Step: step_value(f, &v, v.kind); break;
+    case Ctx::Tensors: wrong_type("a tensor object {\"shape\": [...], \"dtype\": \"...\"}", v.kind);
+    case Ctx::Tensor:
+      if (f.key_id == kTensorDtype) {
+        f.tensor->dtype = text(v);
+      } else {
+        wrong_type("an array", v.kind);
+      }
+      break;
+    case Ctx::Shape:
+      f.tensor->shape.push_back(
+          integer(v, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), "an integer"));
+      break;
+    case Ctx::Group: f.step->group.push_back(int32(v)); break;
+    case Ctx::Skip: break;
+  }
+  end_element();
+  return true;
+}
 
-  const std::string& file_;
-};
+// A step object is complete: what needs all of its keys.
+void Reader::finish_step(const Frame& f) {
+  if (!(f.seen & (1u << kStepOp))) missing("op", "the step's op name (FWD, FWD_SEND, ...)");
+  const Step& st = *f.step;
+  if ((f.seen & (1u << kStepStage)) && st.stage == kNone &&
+      info(st.op).stage == Field::Required) {
+    const std::string where = container_path() + ".stage";
+    fail_at(where, "stage -1 means no stage, but " + std::string(op_name(st.op)) +
+                       " needs a stage (an integer >= 0)");
+  }
+}
+
+bool Reader::close() {
+  Frame& f = stack_.back();
+  if (f.ctx == Ctx::Step) finish_step(f);
+  if (f.ctx == Ctx::Tensor) {
+    if (!(f.seen & (1u << kTensorShape))) missing("shape", "an array of dimensions");
+    if (!(f.seen & (1u << kTensorDtype))) missing("dtype", "a dtype name such as \"bf16\"");
+  }
+  if (f.ctx == Ctx::Top) {
+    if (!format_) missing("format", "\"" + std::string(kFormatTag) + "\"");
+    if (!has_version_) missing("version", "1");
+    if (!has_ranks_) missing("ranks", "the number of ranks");
+    if (!has_stages_) missing("stages", "the number of stages");
+    if (!has_micro_) missing("micro_batches", "the number of micro-batches");
+    if (!has_programs_) missing("programs", "an array with one program per rank");
+    done_ = true;
+  }
+  const Ctx ctx = f.ctx;
+  stack_.pop_back();
+  if (ctx == Ctx::Program) {
+    index_ = -1;
+    Program& prog = s_.programs.back();
+    if (prog.capacity() > 2 * prog.size() + 16) prog.shrink_to_fit();  // reserved by a longer neighbour
+  }
+  if (ctx == Ctx::Programs) rank_ = -1;
+  end_element();
+  return true;
+}
+
+// The top object is complete: the placement by name needs ranks and stages.
+void Reader::finish() {
+  if (placement_map_) {
+    s_.placement = Placement::explicit_map(std::move(*placement_map_));
+  } else if (placement_name_ && *placement_name_ == "v") {
+    s_.placement = Placement::v(s_.ranks, s_.stages);
+  } else {
+    s_.placement = Placement::loop(s_.ranks, s_.stages);
+  }
+}
+
+bool Reader::parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) {
+  throw_json_syntax_error(text_, file_, position, ex);
+}
 
 // ---- writing ------------------------------------------------------------------------------
 
@@ -417,7 +727,7 @@ void put_step(std::string& out, const Step& st) {
 }  // namespace
 
 Schedule read_schedule_json(std::string_view text, const std::string& file_name) {
-  return Reader(file_name).read(text);
+  return Reader(text, file_name).read();
 }
 
 std::string write_schedule_json(const Schedule& s) {

@@ -2,6 +2,7 @@
 
 #include "model/errors.hpp"
 #include "model/generators/generator.hpp"
+#include "model/validate.hpp"
 
 namespace ppsched {
 
@@ -58,11 +59,24 @@ Schedule generate(std::string_view name, const GenerateOptions& options) {
   if (!g) {
     std::string known;
     for (const auto& x : generators()) known += (known.empty() ? "" : ", ") + std::string(x.name);
-    throw InputError({}, "unknown schedule family '" + std::string(name) + "' (known: " + known + ")");
+    throw InputError({}, "unknown schedule family '" + clip(name) + "' (known: " + known + ")");
   }
   if (options.pp < 1) refuse(name, "--pp must be >= 1 (got " + std::to_string(options.pp) + ")");
   if (options.vpp < 1) refuse(name, "--vpp must be >= 1 (got " + std::to_string(options.vpp) + ")");
   if (options.micro < 1) refuse(name, "--micro must be >= 1 (got " + std::to_string(options.micro) + ")");
+  // Before anything is built: the counts and the size they imply (README "Limits").
+  const std::string limit = std::to_string(kMaxCount);
+  if (options.pp > kMaxCount) refuse(name, "--pp " + std::to_string(options.pp) + " is over the limit of " + limit);
+  if (options.vpp > kMaxCount) refuse(name, "--vpp " + std::to_string(options.vpp) + " is over the limit of " + limit);
+  if (options.micro > kMaxCount)
+    refuse(name, "--micro " + std::to_string(options.micro) + " is over the limit of " + limit);
+  const int64_t stages = int64_t{options.pp} * options.vpp;
+  if (stages > kMaxCount)
+    refuse(name, "--pp x --vpp = " + std::to_string(stages) + " stages is over the limit of " + limit);
+  const int64_t pairs = stages * options.micro;
+  if (pairs > kMaxGeneratedPairs)
+    refuse(name, "stages x micro-batches = " + std::to_string(pairs) + " is over the limit of " +
+                     std::to_string(kMaxGeneratedPairs) + " (about 12 million steps)");
   return g->build(options);
 }
 

@@ -17,13 +17,7 @@
 namespace ppsched::cli {
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(in_file(path), "cannot open the file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string read_text(const std::string& path) { return read_input_file(path); }
 
 std::string fixed(double v, int digits = 3) {
   char buf[64];
@@ -83,18 +77,31 @@ Action add_calibrate(CLI::App& app) {
   cmd->add_option("--schedule", st->schedule, "the schedule that ran: predict it with the fitted model");
   cmd->add_option("--statistic", st->statistic, "per-stage step time: median (default; robust to preempted steps) or mean")
       ->check(CLI::IsMember({"median", "mean"}));
-  cmd->add_option("--stages", st->stages, "stage count, when the trace does not say (otherData.stages)");
+  cmd->add_option("--stages", st->stages, "stage count, when the trace does not say (otherData.stages)")
+      ->check(whole_in(1, kMaxCount));
   cmd->add_option("--eager-threshold", st->eager,
                   "protocol.eager_threshold_bytes of the fitted model (default: 0 for a Gloo run's trace, whose sends "
                   "wait for the receiver; else 4 MiB)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::NonNegativeNumber)
+      ->check(number_in(-1, kMaxBytes));
   cmd->add_flag("--json", st->json, "print the fit (and the prediction) as JSON");
   return [st] {
     CalibrateOptions o;
     o.statistic = st->statistic == "mean" ? Statistic::Mean : Statistic::Median;
     o.stages = st->stages;
     if (st->eager >= 0) o.eager_threshold_bytes = st->eager;
+    refuse_overwriting_input(st->out, {st->trace, st->schedule}, "-o");
     Calibration c = calibrate_trace(read_text(st->trace), st->trace, o);
+    // What calibrate writes, `costs` must read: a fit beyond the cost file's limits (a trace
+    // with absurd times or sizes) is refused here, located in the trace, not written.
+    const std::string cost_text = write_cost_model(c.costs);
+    try {
+      read_cost_model(cost_text, st->trace);
+    } catch (const InputError& e) {
+      throw InputError(in_file(st->trace), "the fitted model is not a valid cost file (" +
+                                               (e.where().field.empty() ? std::string("?") : e.where().field) +
+                                               "): " + e.message());
+    }
 
     std::optional<Prediction> pred;
     if (!st->schedule.empty()) {
@@ -120,7 +127,16 @@ Action add_calibrate(CLI::App& app) {
       p.violations = r.check.violations.size();
       pred = p;
     }
-    if (!st->out.empty()) write_output(st->out, write_cost_model(c.costs));
+    // A file that cannot be written does not lose the fit: it is printed, then exit 2.
+    std::string write_error;
+    if (!st->out.empty()) {
+      try {
+        write_output(st->out, cost_text);
+      } catch (const InputError& e) {
+        write_error = e.what();
+      }
+    }
+    const bool wrote = !st->out.empty() && write_error.empty();
 
     if (st->json) {
       nlohmann::json j;
@@ -150,7 +166,7 @@ Action add_calibrate(CLI::App& app) {
                    {"max_residual_ms", l.max_residual_ms},
                    {"note", l.note}};
       j["notes"] = c.notes;
-      if (!st->out.empty()) j["output"] = st->out;
+      if (wrote) j["output"] = st->out;
       if (pred)
         j["prediction"] = {{"schedule", st->schedule},
                            {"measured_ms", c.measured_makespan_ms},
@@ -162,13 +178,18 @@ Action add_calibrate(CLI::App& app) {
     } else {
       std::ostream& os = st->out == "-" ? std::cerr : std::cout;
       os << summary_text(c, st->trace, o.statistic);
-      if (!st->out.empty() && st->out != "-") os << "  wrote " << st->out << "\n";
+      if (wrote && st->out != "-") os << "  wrote " << st->out << "\n";
       if (pred)
         os << "prediction for " << st->schedule << ": measured " << fixed(c.measured_makespan_ms) << " ms, predicted "
            << fixed(pred->predicted_ms) << " ms, error " << (pred->error >= 0 ? "+" : "") << fixed(100 * pred->error, 1)
            << "%" << (pred->completed ? "" : " (the simulation stopped: deadlock)")
            << (pred->violations ? " (" + std::to_string(pred->violations) + " violation(s): ppsched check shows them)" : "")
            << "\n";
+    }
+    if (!write_error.empty()) {
+      std::cout.flush();
+      std::cerr << "error: " << write_error << "\n";
+      return kBadInput;
     }
     return pred && (!pred->completed || pred->violations) ? kFound : kOk;
   };

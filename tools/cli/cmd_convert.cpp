@@ -47,7 +47,7 @@ Action add_convert(CLI::App& app) {
   cmd->add_option("--from", st->from, "input format json|csv (default: from the extension)")->check(CLI::IsMember({"json", "csv"}));
   cmd->add_option("--to", st->to, "output format json|csv (default: from the extension)")->check(CLI::IsMember({"json", "csv"}));
   cmd->add_option("--placement", st->placement, "CSV input: loop, v, or the rank of each stage (0,1,1,0); default inferred");
-  cmd->add_option("--micro", st->micro, "CSV input: number of micro-batches; default inferred")->check(CLI::PositiveNumber);
+  cmd->add_option("--micro", st->micro, "CSV input: number of micro-batches; default inferred")->check(whole_in(1, kMaxCount));
   cmd->add_option("--csv-kind", st->csv_kind, "CSV output: compute_comms (default) or compute_only")
       ->check(CLI::IsMember({"compute_comms", "compute_only"}));
   cmd->add_flag("--json", st->json, "print a JSON summary of what was written");
@@ -57,6 +57,7 @@ Action add_convert(CLI::App& app) {
     if (st->micro > 0) csv.micro_batches = st->micro;
     std::optional<FileFormat> from;
     if (!st->from.empty()) from = format_from_name(st->from);
+    refuse_overwriting_input(st->out, {st->in}, "-o");
     Schedule s = read_schedule_file(st->in, from, csv);
     FileFormat to = !st->to.empty() ? format_from_name(st->to) : format_from_path(st->out);
     write_output(st->out, write_schedule(s, to, st->csv_kind == "compute_only" ? CsvKind::ComputeOnly : CsvKind::ComputeComms));

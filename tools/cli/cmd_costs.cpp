@@ -10,6 +10,9 @@
 #include "tools/cli/render.hpp"
 
 namespace ppsched::cli {
+
+// The summary has a row per stage; more than this is not a table anyone reads.
+constexpr int kMaxSummaryStages = 4096;
 namespace {
 
 std::string fixed(double v, int digits = 3) {
@@ -120,7 +123,7 @@ Action add_costs(CLI::App& app) {
   auto* def = cmd->add_flag("--default", st->show_default, "show the embedded default (7B-class model, H100-class GPUs)");
   cmd->add_option("--stages", st->stages,
                   "stage count: divides the default's 32 layers; a file's per-stage arrays must match it")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_in(1, kMaxSummaryStages));
   auto* json = cmd->add_flag("--json", st->json, "print the model as a complete cost file, derived values filled in");
   tmpl->excludes(file)->excludes(def)->excludes(json);
   def->excludes(file);

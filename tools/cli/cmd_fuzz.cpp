@@ -18,6 +18,10 @@
 #include "tools/fuzz/properties.hpp"
 
 namespace ppsched::cli {
+
+// Each case generates and checks schedules of up to --pp-max ranks; beyond this a case is
+// no longer a quick property check.
+constexpr int kMaxFuzzPipeline = 64;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -79,7 +83,7 @@ Action add_fuzz(CLI::App& app) {
   auto* cmd = app.add_subcommand("fuzz", "property-based fuzzing of generators, checkers and simulator (with shrinking)");
   struct State {
     double seconds = 0;
-    size_t cases = 0;
+    long long cases = 0;  // 0: not given
     uint64_t seed = 0;
     bool seed_given = false;
     fuzz::Limits limits;
@@ -88,11 +92,12 @@ Action add_fuzz(CLI::App& app) {
     bool json = false, planted = false;
   };
   auto st = std::make_shared<State>();
-  cmd->add_option("--seconds", st->seconds, "run for N seconds (default: 20 unless --cases)");
-  cmd->add_option("--cases", st->cases, "run N cases per property");
+  cmd->add_option("--seconds", st->seconds, "run for N seconds (default: 20 unless --cases; at most a week)")
+      ->check(number_in(0, 604800));
+  cmd->add_option("--cases", st->cases, "run N cases per property (1 to 10^9)")->check(whole_in(1, 1000000000));
   cmd->add_option("--seed", st->seed, "random seed (printed when not given)")->each([st](const std::string&) { st->seed_given = true; });
   cmd->add_option("--family", st->limits.family, "only this schedule family");
-  cmd->add_option("--pp-max", st->limits.pp_max, "largest pipeline size (default 6)")->check(CLI::PositiveNumber);
+  cmd->add_option("--pp-max", st->limits.pp_max, "largest pipeline size (default 6)")->check(whole_in(1, kMaxFuzzPipeline));
   cmd->add_option("--property", st->property, "only this property: generated-clean, verdicts-agree, mutations-reported, round-trips");
   cmd->add_option("--out", st->out, "where a failing case is written (default fuzz-out)");
   cmd->add_option("--case", st->one_case, "rerun one encoded case (as printed on a failure)");

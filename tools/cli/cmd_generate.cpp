@@ -1,6 +1,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include "checkers/checks.hpp"
@@ -16,9 +17,9 @@ void add_generator_flags(CLI::App& cmd, GeneratorFlags& f, bool family_required)
   for (const auto& g : generators()) families += (families.empty() ? "" : ", ") + std::string(g.name);
   auto* name = cmd.add_option(family_required ? "family" : "--generate", f.family, "schedule family: " + families);
   if (family_required) name->required();
-  cmd.add_option("--pp", f.options.pp, "pipeline ranks P")->check(CLI::PositiveNumber);
-  cmd.add_option("--vpp", f.options.vpp, "virtual stages per rank V (default 1)")->check(CLI::PositiveNumber);
-  cmd.add_option("--micro", f.options.micro, "micro-batches M")->check(CLI::PositiveNumber);
+  cmd.add_option("--pp", f.options.pp, "pipeline ranks P")->check(whole_in(1, kMaxCount));
+  cmd.add_option("--vpp", f.options.vpp, "virtual stages per rank V (default 1)")->check(whole_in(1, kMaxCount));
+  cmd.add_option("--micro", f.options.micro, "micro-batches M")->check(whole_in(1, kMaxCount));
   cmd.add_flag("--less-memory", f.options.less_memory, "interleaved: shallow warmup (V-1)*R0 + (P-1-i)");
   cmd.add_flag("--overlap-b-f", f.options.overlap_b_f, "interleaved: steady pairs become OVERLAP_B_F");
   cmd.add_flag("--dxdw-split", f.options.dxdw_split, "interleaved: split backward into BWD_INPUT/BWD_WEIGHT (needs --overlap-b-f)");
@@ -49,6 +50,22 @@ void write_output(const std::string& path, const std::string& text) {
   bool ok = std::fwrite(text.data(), 1, text.size(), fp) == text.size();
   ok = std::fclose(fp) == 0 && ok;
   if (!ok) throw InputError(in_file(path), std::string("write failed: ") + std::strerror(errno));
+}
+
+void refuse_overwriting_input(const std::string& output, const std::vector<std::string>& inputs,
+                              const std::string& flag) {
+  if (output.empty() || output == "-") return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& in : inputs) {
+    if (in.empty() || in == "-") continue;
+    const bool same = fs::exists(output, ec) && fs::exists(in, ec)
+                          ? fs::equivalent(output, in, ec)
+                          : fs::weakly_canonical(output, ec) == fs::weakly_canonical(in, ec);
+    if (same)
+      throw InputError(in_file(output), flag + " names the input " + clip(in) +
+                                            ": writing it would destroy the input; give another path");
+  }
 }
 
 Action add_generate(CLI::App& app) {

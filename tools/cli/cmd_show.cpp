@@ -39,9 +39,10 @@ Action add_show(CLI::App& app) {
   };
   auto st = std::make_shared<State>();
   cmd->add_option("file", st->file, "schedule file (.json or .csv)")->required();
-  cmd->add_option("--width", st->width, "wrap at N columns (at least 20; default: $COLUMNS, else the terminal's width, else 120)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-steps", st->grid.max_steps, "show at most N steps of each rank");
+  cmd->add_option("--width", st->width, "wrap at N columns (20 to 100000; default: $COLUMNS, else the terminal's width, else 120)")
+      ->check(whole_in(20, 100000));
+  cmd->add_option("--max-steps", st->grid.max_steps, "show at most N steps of each rank")
+      ->check(whole_in(1, std::numeric_limits<int32_t>::max()));
   cmd->add_flag("--no-idle", st->no_idle, "leave idle slots out");
   cmd->add_flag("--summary", st->summary, "one line per rank: step counts by kind");
   cmd->add_flag("--json", st->json, "the grid as JSON: {\"ranks\": [[label, ...], ...]}");

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -135,7 +136,7 @@ std::string result_text(const std::string& what, const Schedule& s, const SimRes
   if (!r.links.empty()) {
     out += "  comm volume:";
     for (const auto& l : r.links)
-      out += " r" + std::to_string(l.src) + "->r" + std::to_string(l.dst) + " " + human_bytes(static_cast<int64_t>(l.bytes)) +
+      out += " r" + std::to_string(l.src) + "->r" + std::to_string(l.dst) + " " + human_bytes(static_cast<int64_t>(std::min(l.bytes, 9.0e18))) +
              " (" + std::to_string(l.messages) + ")";
     out += "\n";
   }
@@ -164,6 +165,8 @@ Action add_simulate(CLI::App& app) {
   cmd->add_option("--svg", st->svg, "write an SVG timeline");
   cmd->add_flag("--json", st->json, "machine-readable result");
   return [st]() {
+    refuse_overwriting_input(st->trace, st->files, "--trace");
+    refuse_overwriting_input(st->svg, st->files, "--svg");
     std::vector<std::pair<std::string, Schedule>> inputs;
     if (!st->gen.family.empty()) inputs.emplace_back(st->gen.family, build_generated(st->gen));
     for (const auto& f : st->files) inputs.emplace_back(f, read_schedule_file(f));
@@ -172,38 +175,56 @@ Action add_simulate(CLI::App& app) {
       throw InputError({}, "--trace/--svg/--trace-per-rank take one schedule");
     bool ok = true;
     nlohmann::json all = nlohmann::json::array();
+    // A trace or SVG that cannot be written does not lose the result: it is printed, and the
+    // failed writes are reported after it (exit 2).
+    std::vector<std::string> write_errors;
+    const auto try_write = [&](const std::string& path, const std::string& text) {
+      try {
+        write_output(path, text);
+      } catch (const InputError& e) {
+        write_errors.push_back(e.what());
+      }
+    };
     for (auto& [name, s] : inputs) {
       CostModel c = load_costs(st->sim, s.stages);
       c.check_fits(s.stages, s.micro_batches);
       bool trace = !st->trace.empty() || !st->svg.empty() || !st->trace_dir.empty();
       SimResult r = simulate(s, c, sim_options(st->sim, c, s.stages, trace));
       ok = ok && r.check.ok() && r.completed;
-      // Labelled, so a simulated and a measured trace (ppsched-exec --trace) tell themselves apart.
-      if (!st->trace.empty()) write_output(st->trace, chrome_trace_json(s, r, TraceOptions{-1, "simulated"}));
-      if (!st->trace_dir.empty()) {
-        // The folder (and its parents) is made when missing, like `mkdir -p`.
-        std::error_code ec;
-        std::filesystem::create_directories(st->trace_dir, ec);
-        if (ec || !std::filesystem::is_directory(st->trace_dir))
-          throw InputError({}, "--trace-per-rank: cannot create the folder '" + st->trace_dir + "'" +
-                                   (ec ? ": " + ec.message() : ": a file of that name exists"));
-        for (int rank = 0; rank < s.ranks; ++rank) {
-          TraceOptions to;
-          to.only_rank = rank;
-          to.label = "simulated";
-          write_output(st->trace_dir + "/rank" + std::to_string(rank) + ".json", chrome_trace_json(s, r, to));
-        }
-      }
-      if (!st->svg.empty()) write_output(st->svg, svg_timeline(s, r));
       if (st->json) {
         auto j = result_json(s, r, c);
         j["file"] = name;
         all.push_back(std::move(j));
       } else {
-        std::cout << result_text(name, s, r, c);
+        std::cout << result_text(name, s, r, c) << std::flush;
       }
+      // Labelled, so a simulated and a measured trace (ppsched-exec --trace) tell themselves apart.
+      if (!st->trace.empty()) try_write(st->trace, chrome_trace_json(s, r, TraceOptions{-1, "simulated"}));
+      if (!st->trace_dir.empty()) {
+        // The folder (and its parents) is made when missing, like `mkdir -p`.
+        std::error_code ec;
+        std::filesystem::create_directories(st->trace_dir, ec);
+        if (ec || !std::filesystem::is_directory(st->trace_dir))
+          write_errors.push_back("--trace-per-rank: cannot create the folder '" + clip(st->trace_dir) + "'" +
+                                 (ec ? ": " + ec.message() : ": a file of that name exists"));
+        else
+          for (int rank = 0; rank < s.ranks; ++rank) {
+            TraceOptions to;
+            to.only_rank = rank;
+            to.label = "simulated";
+            const std::string path = st->trace_dir + "/rank" + std::to_string(rank) + ".json";
+            refuse_overwriting_input(path, st->files, "--trace-per-rank");
+            try_write(path, chrome_trace_json(s, r, to));
+          }
+      }
+      if (!st->svg.empty()) try_write(st->svg, svg_timeline(s, r));
     }
     if (st->json) std::cout << (all.size() == 1 ? all[0] : all).dump(2) << "\n";
+    if (!write_errors.empty()) {
+      std::cout.flush();
+      for (const auto& e : write_errors) std::cerr << "error: " << e << "\n";
+      return kBadInput;
+    }
     return ok ? kOk : kFound;
   };
 }

@@ -3,11 +3,16 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <functional>
+#include <limits>
+#include <stdexcept>
+#include <vector>
 #include <iosfwd>
 #include <string>
 
 #include "model/generators/generator.hpp"
+#include "model/validate.hpp"
 #include "model/schedule.hpp"
 
 namespace ppsched::cli {
@@ -17,6 +22,47 @@ inline constexpr int kFound = 1;
 inline constexpr int kBadInput = 2;
 
 using Action = std::function<int()>;
+
+// A whole number from lo to hi (a count or size flag); the message names the limit, and the
+// value is checked before anything is sized by it.
+inline CLI::Validator whole_in(long long lo, long long hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        long long v = 0;
+        size_t used = 0;
+        try {
+          v = std::stoll(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size() || v < lo || v > hi)
+          return "expected a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) + ", got '" +
+                 text.substr(0, 40) + "'";
+        return {};
+      },
+      "INT in " + std::to_string(lo) + ".." + std::to_string(hi));
+}
+
+// A number above lo and at most hi (seconds and the like); refuses nan and inf.
+inline CLI::Validator number_in(double lo_exclusive, double hi) {
+  return CLI::Validator(
+      [lo_exclusive, hi](std::string& text) -> std::string {
+        double v = 0;
+        size_t used = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size() || !(v > lo_exclusive) || !(v <= hi)) {
+          char range[96];
+          std::snprintf(range, sizeof range, "a number above %g and at most %g", lo_exclusive, hi);
+          return std::string("expected ") + range + ", got '" + text.substr(0, 40) + "'";
+        }
+        return {};
+      },
+      "NUMBER");
+}
 
 Action add_generate(CLI::App& app);
 Action add_show(CLI::App& app);
@@ -43,5 +89,10 @@ Schedule build_generated(GeneratorFlags& flags);
 // Writes `text` to `path`, or to stdout when path is empty or "-". Throws InputError when
 // the file cannot be written.
 void write_output(const std::string& path, const std::string& text);
+
+// Refuses (InputError) an output path that names one of the inputs: writing it would destroy
+// the input (`simulate X.json --trace X.json`). "" and "-" (stdout) are never inputs.
+void refuse_overwriting_input(const std::string& output, const std::vector<std::string>& inputs,
+                              const std::string& flag);
 
 }  // namespace ppsched::cli

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "model/errors.hpp"
+#include "model/validate.hpp"
 #include "traces/text_grid.hpp"
 
 namespace ppsched::cli {
@@ -100,7 +101,7 @@ int64_t parse_bytes(const std::string& text, const std::string& flag) {
   try {
     v = std::stod(text, &used);
   } catch (const std::exception&) {
-    throw InputError({}, flag + ": expected a size such as 80GiB, 512MiB or 1e9, got '" + text + "'");
+    throw InputError({}, flag + ": expected a size such as 80GiB, 512MiB or 1e9, got '" + clip(text, 60) + "'");
   }
   std::string unit = text.substr(used);
   double mult = 1;
@@ -113,8 +114,11 @@ int64_t parse_bytes(const std::string& text, const std::string& flag) {
   else if (unit == "MB") mult = 1e6;
   else if (unit == "GB") mult = 1e9;
   else if (unit == "TB") mult = 1e12;
-  else throw InputError({}, flag + ": unknown unit '" + unit + "' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
-  if (!(v >= 0) || !std::isfinite(v)) throw InputError({}, flag + ": a size must be >= 0, got '" + text + "'");
+  else throw InputError({}, flag + ": unknown unit '" + clip(unit, 60) + "' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
+  if (!(v >= 0) || !std::isfinite(v)) throw InputError({}, flag + ": a size must be >= 0, got '" + clip(text, 60) + "'");
+  if (v * mult > kMaxBytes)
+    throw InputError({}, flag + ": " + clip(text, 60) + " is over the limit of " +
+                             std::to_string(static_cast<int64_t>(kMaxBytes)) + " bytes (1 TiB)");
   return static_cast<int64_t>(v * mult);
 }
 

@@ -1,0 +1,423 @@
+#!/usr/bin/env python3
+"""Writes the hostile corpus: input files and the command lines that run them.
+
+    make_corpus.py OUT_DIR
+
+OUT_DIR gets the files (schedules, cost files, a FIFO, links to devices, a sparse file over
+the size limit) and cases.json: a list of {"name", "category", "args", ...} that
+run_corpus.py runs under a memory limit. Generated at test time (into the build dir), so the
+repository keeps only this script. Python 3 standard library only.
+"""
+import json
+import os
+import sys
+
+FMT = {"format": "ppsched-schedule", "version": 1}
+
+
+def schedule(ranks, stages, micro, programs, **extra):
+    d = dict(FMT, name="hostile", ranks=ranks, stages=stages, micro_batches=micro)
+    d.update(extra)
+    d["programs"] = programs
+    return d
+
+
+def pipeline(ranks, micro=1):
+    """A correct 1F1B-like GPipe schedule with its P2P steps: rank r runs stage r."""
+    progs = []
+    for r in range(ranks):
+        p = []
+        for m in range(micro):
+            if r > 0:
+                p.append({"op": "FWD_RECV", "micro": m, "stage": r})
+            p.append({"op": "FWD", "micro": m, "stage": r})
+            if r + 1 < ranks:
+                p.append({"op": "FWD_SEND", "micro": m, "stage": r})
+        for m in range(micro):
+            if r + 1 < ranks:
+                p.append({"op": "BWD_RECV", "micro": m, "stage": r})
+            p.append({"op": "BWD", "micro": m, "stage": r})
+            if r > 0:
+                p.append({"op": "BWD_SEND", "micro": m, "stage": r})
+        progs.append(p)
+    return schedule(ranks, ranks, micro, progs)
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    cases = []
+
+    def path(name):
+        return os.path.join(out, name)
+
+    def write(name, text):
+        with open(path(name), "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        return path(name)
+
+    def wjson(name, obj):
+        return write(name, json.dumps(obj, separators=(",", ":")))
+
+    def case(category, name, args, **kw):
+        cases.append(dict(name=name, category=category, args=args, **kw))
+
+    good = wjson("good.json", pipeline(2, 2))
+    write("good.csv", "0F0,0F1,0B0,0B1\n1F0,1F1,1B0,1B1\n")
+    good_csv = path("good.csv")
+
+    # ---- size: memory in proportion to the input ----
+    big_ranks = wjson("ranks30k.json", schedule(30000, 30000, 1,
+                                                [[{"op": "FWD", "micro": 0, "stage": r}] for r in range(30000)]))
+    for cmd in (["check"], ["simulate"], ["show", "--summary"]):
+        case("size", "30000 ranks, one step each: " + cmd[0], cmd + [big_ranks])
+    case("size", "30000 ranks to CSV", ["convert", big_ranks, "-o", path("out_ranks30k.csv")])
+    r100k = wjson("ranks100k.json", schedule(100000, 100000, 1,
+                                             [[{"op": "FWD", "micro": 0, "stage": r}] for r in range(100000)]))
+    case("size", "100000 ranks, one step each: check", ["check", r100k])
+    pipe = wjson("pipeline3000.json", pipeline(3000))
+    case("size", "3000-rank pipeline with P2P: check", ["check", pipe])
+    case("size", "3000-rank pipeline with P2P: simulate", ["simulate", pipe])
+    # A compute-only CSV gets its sends and receives laid out in time columns: ~1.5 rows^2
+    # slots for a one-micro pipeline. 1,500 rows fit the layout limit; 5,000 and 20,000 are
+    # refused by it, at once, with the limit named.
+    for rows in (1500, 5000, 20000):
+        csv = write("rows%d.csv" % rows, "".join("%dF0,%dB0\n" % (r, r) for r in range(rows)))
+        extra = {} if rows == 1500 else dict(expect=[2], stderr_has="over the limit")
+        case("size", "%d-row compute-only CSV: check" % rows, ["check", csv], **extra)
+        case("size", "%d-row compute-only CSV: simulate" % rows, ["simulate", csv], **extra)
+    comms = write("rows5000_comms.csv", "".join(
+        ",".join(([] if r == 0 else ["%dRECV_F0" % r]) + ["%dF0" % r] + ([] if r == 4999 else ["%dSEND_F0" % r])
+                 + ([] if r == 4999 else ["%dRECV_B0" % r]) + ["%dB0" % r] + ([] if r == 0 else ["%dSEND_B0" % r]))
+        + "\n" for r in range(5000)))
+    case("size", "5000-row compute_comms CSV: check", ["check", comms], expect=[0])
+    case("size", "5000-row compute_comms CSV: simulate", ["simulate", comms], expect=[0])
+    n = 800
+    group = list(range(n))
+    ar = wjson("allreduce%d.json" % n, schedule(n, n, 1, [[{"op": "ALL_REDUCE", "group": group}] for _ in range(n)]))
+    case("size", "ALL_REDUCE over %d ranks: check" % n, ["check", ar])
+    case("size", "ALL_REDUCE over %d ranks: simulate" % n, ["simulate", ar])
+    wide = wjson("stages_micro_2e20.json", schedule(1, 1 << 20, 1 << 20, [[{"op": "FWD", "micro": 0, "stage": 0}]]))
+    for cmd in ("check", "simulate", "show"):
+        case("size", "stages = micro = 2^20, one step: " + cmd, [cmd, wide])
+    mbig = wjson("micro_2e20.json", schedule(2, 2, 1 << 20, pipeline(2)["programs"]))
+    case("size", "micro_batches 2^20 with 1 micro used: simulate", ["simulate", mbig])
+    case("size", "micro_batches 2^20: check", ["check", mbig])
+    idle = wjson("idle2m.json", schedule(1, 1, 1, [[None] * 2000000 + [{"op": "FWD", "micro": 0, "stage": 0}]]))
+    case("size", "2M idle slots: check", ["check", idle])
+    case("size", "2M idle slots: show", ["show", idle, "--max-steps", "10"])
+    owners = wjson("owners_long.json", dict(schedule(2, 2, 2, pipeline(2, 2)["programs"]),
+                                           mpipe={"owners": [0] * 500000}))
+    case("size", "mpipe owners 500k entries", ["check", owners])
+    place = wjson("placement_long.json", schedule(2, 2, 1, pipeline(2)["programs"], placement=[0] * 1000000))
+    case("size", "placement of 1M entries", ["check", place])
+    # Over the size limit: a sparse file, so it costs no disk.
+    with open(path("huge.json"), "wb") as f:
+        f.truncate(3 << 29)
+    case("size", "a 1.5 GiB schedule file (over the limit)", ["check", path("huge.json")], expect=[2],
+         stderr_has="limit")
+    with open(path("huge_costs.json"), "wb") as f:
+        f.truncate(100 << 20)
+    case("size", "a 100 MiB cost file (over the limit)", ["costs", path("huge_costs.json")], expect=[2])
+
+    # ---- non-regular files ----
+    for name, target in (("zero.json", "/dev/zero"), ("null.json", "/dev/null"), ("urandom.csv", "/dev/urandom"),
+                         ("zero_costs.json", "/dev/zero")):
+        link = path(name)
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(target, link)
+    fifo = path("fifo.json")
+    if os.path.lexists(fifo):
+        os.remove(fifo)
+    os.mkfifo(fifo)
+    os.makedirs(path("dir.json"), exist_ok=True)
+    for name in ("zero.json", "null.json", "urandom.csv", "fifo.json", "dir.json"):
+        case("files", "check " + name, ["check", path(name)], expect=[2])
+        case("files", "show " + name, ["show", path(name)], expect=[2])
+    case("files", "convert /dev/zero --from json", ["convert", "/dev/zero", "--from", "json", "-o", path("o.json")],
+         expect=[2])
+    case("files", "costs on /dev/zero", ["costs", path("zero_costs.json")], expect=[2])
+    case("files", "simulate --costs /dev/zero", ["simulate", good, "--costs", path("zero_costs.json")], expect=[2])
+    case("files", "calibrate a FIFO", ["calibrate", fifo, "-o", path("c.json")], expect=[2])
+    case("files", "calibrate /dev/zero", ["calibrate", "/dev/zero", "-o", path("c.json")], expect=[2])
+    case("files", "fuzz --mutate a FIFO", ["fuzz", "--mutate", fifo], expect=[2])
+
+    # ---- flags: counts checked against their limits before anything is allocated ----
+    flag_cases = [
+        ["generate", "1f1b", "--pp", "2147483647", "--micro", "1"],
+        ["generate", "1f1b", "--pp", "100000", "--micro", "100000"],
+        ["generate", "gpipe", "--pp", "1", "--micro", "2147483647"],
+        ["generate", "interleaved-1f1b", "--pp", "4", "--vpp", "1000000", "--micro", "8"],
+        ["generate", "interleaved-1f1b", "--pp", "2048", "--vpp", "1024", "--micro", "8"],
+        ["generate", "mpipe-transpose", "--pp", "4", "--vpp", "1000000", "--micro", "8"],
+        ["generate", "looped-bfs", "--pp", "100000", "--vpp", "100", "--micro", "1"],
+        ["generate", "zbv", "--pp", "1000000", "--vpp", "2", "--micro", "1000000"],
+        ["generate", "dualpipev", "--pp", "1048576", "--vpp", "2", "--micro", "2097152"],
+        ["generate", "zb-h1", "--pp", "30000", "--micro", "30000"],
+        ["generate", "1f1b", "--pp", "0", "--micro", "4"],
+        ["generate", "1f1b", "--pp", "-1", "--micro", "4"],
+        ["generate", "1f1b", "--pp", "abc", "--micro", "4"],
+        ["generate", "1f1b", "--pp", "99999999999999999999", "--micro", "4"],
+        ["generate", "1f1b", "--pp", "1e3", "--micro", "4"],
+        ["generate", "1f1b", "--pp", "4", "--micro", "0"],
+        ["check", "--generate", "1f1b", "--pp", "4096", "--micro", "4096"],
+        ["check", "--generate", "interleaved-1f1b", "--pp", "2", "--vpp", "1000000", "--micro", "2"],
+        ["costs", "--default", "--stages", "3000000"],
+        ["costs", "--default", "--stages", "0"],
+        ["costs", "--default", "--stages", "-1"],
+        ["costs", "--default", "--stages", "2147483648"],
+        ["costs", "--default", "--json", "--stages", "1048577"],
+        ["fuzz", "--cases", "-5"],
+        ["fuzz", "--cases", "0"],
+        ["fuzz", "--seconds", "0"],
+        ["fuzz", "--seconds", "-1"],
+        ["fuzz", "--seconds", "1e300"],
+        ["fuzz", "--seconds", "nan"],
+        ["fuzz", "--seconds", "inf"],
+        ["fuzz", "--cases", "99999999999999999999"],
+        ["fuzz", "--cases", "1", "--pp-max", "1000000"],
+        ["fuzz", "--cases", "1", "--pp-max", "0"],
+        ["show", good, "--max-steps", "-5"],
+        ["show", good, "--max-steps", "0"],
+        ["show", good, "--width", "-1"],
+        ["show", good, "--width", "0"],
+        ["show", good, "--width", "2147483647"],
+        ["show", good, "--width", "99999999999999"],
+        ["check", good, "--memory-budget", "99999999999999999999999"],
+        ["check", good, "--memory-budget", "-5"],
+        ["check", good, "--memory-budget", "1e300"],
+        ["check", good, "--memory-budget", "nan"],
+        ["check", good, "--memory-budget", "inf"],
+        ["check", good, "--memory-budget", "9223372036854775807"],
+        ["check", good, "--memory-budget", "8EiB"],
+        ["check", good, "--memory-budget", "16EiB"],
+        ["check", good, "--memory-budget", "99999999999PiB"],
+        ["check", good, "--activation-bytes", "9e18"],
+        ["check", good, "--activation-bytes", "99999999999999999999GiB"],
+        ["check", good, "--activation-bytes", "-1"],
+        ["simulate", good, "--memory-budget", "99999999999999999999999"],
+        ["convert", good_csv, "--micro", "2147483647", "-o", path("conv.json")],
+        ["convert", good_csv, "--micro", "0", "-o", path("conv.json")],
+        ["convert", good_csv, "--placement", "0,1,99999999999", "-o", path("conv.json")],
+        ["convert", good_csv, "--placement", ",".join(["0"] * 20000), "-o", path("conv.json")],
+        ["calibrate", "/nonexistent.json", "--stages", "3000000"],
+        ["calibrate", "/nonexistent.json", "--eager-threshold", "1e300"],
+    ]
+    for args in flag_cases:
+        shown = " ".join(a if len(a) < 40 else a[:20] + "..." for a in args)
+        case("flags", shown, args, expect=[1, 2] if args[0] != "show" else [0, 2])
+
+    # ---- arithmetic: bytes and times that would wrap or go non-finite ----
+    def costs(**sections):
+        d = {"format": "ppsched-costs", "version": 1,
+             "compute": {"FWD": 1.0, "BWD": 2.0}}
+        for k, v in sections.items():
+            if isinstance(v, dict) and isinstance(d.get(k), dict):
+                d[k].update(v)
+            else:
+                d[k] = v
+        return d
+
+    arith = {
+        "capacity_2e63": costs(memory={"capacity_bytes": 9223372036854775808}),
+        "capacity_2e64": costs(memory={"capacity_bytes": 18446744073709551616}),
+        "capacity_1e19": costs(memory={"capacity_bytes": 1e19}),
+        "capacity_1e300": costs(memory={"capacity_bytes": 1e300}),
+        "capacity_max_int64": costs(memory={"capacity_bytes": 9223372036854775807}),
+        "activation_9e18": costs(memory={"activation_bytes": 9e18}),
+        "activation_1e300": costs(memory={"activation_bytes": 1e300}),
+        "tower_graph_1e300": costs(memory={"tower_graph_bytes": 1e300}),
+        "bytes_9e18": costs(bytes={"activation": 9e18}),
+        "bytes_max_int64": costs(bytes={"activation": 9223372036854775807, "gradient": 9223372036854775807}),
+        "bytes_1e300": costs(bytes={"activation": 1e300}),
+        "bytes_2e64": costs(bytes={"activation": 18446744073709551616}),
+        "meta_9e18": costs(bytes={"meta": 9e18}),
+        "tower_params_9e18": costs(bytes={"tower_params": 9e18, "tied_params": 9e18}),
+        "fwd_1e308": costs(compute={"FWD": 1e308, "BWD": 1e308}),
+        "fwd_1_7e308": costs(compute={"FWD": 1.7e308, "BWD": 1.7e308, "BWD_INPUT": 1.7e308, "BWD_WEIGHT": 1.7e308}),
+        "fwd_1e300": costs(compute={"FWD": 1e300, "BWD": 1e300}),
+        "fwd_1e20": costs(compute={"FWD": 1e20, "BWD": 1e20}),
+        "fwd_tiny": costs(compute={"FWD": 1e-320, "BWD": 1e-320}),
+        "data_load_1e308": costs(compute={"DATA_LOAD": 1e308}),
+        "latency_1e308": costs(link={"latency_ms": 1e308, "bandwidth_GBps": 1.0}),
+        "bandwidth_tiny": costs(link={"latency_ms": 0.0, "bandwidth_GBps": 1e-300}),
+        "bandwidth_huge": costs(link={"latency_ms": 0.0, "bandwidth_GBps": 1e308}),
+        "ranks_per_node_2e40": costs(link={"intra_node": {"latency_ms": 0.0, "bandwidth_GBps": 1.0},
+                                           "inter_node": {"latency_ms": 0.0, "bandwidth_GBps": 1.0},
+                                           "ranks_per_node": 1099511627776}),
+        "eager_1e300": costs(protocol={"eager_threshold_bytes": 1e300}),
+        "eager_9e18": costs(protocol={"eager_threshold_bytes": 9e18}),
+        "overlap_1e300": costs(overlap_efficiency=1e300),
+        "per_micro_huge": costs(compute={"FWD": [[1e308, 1e308], [1e308, 1e308]], "BWD": 1.0}),
+        "pair_rank_huge": costs(link={"latency_ms": 0.0, "bandwidth_GBps": 1.0,
+                                      "pairs": [{"src": 0, "dst": 2147483647, "latency_ms": 1.0,
+                                                 "bandwidth_GBps": 1.0}]}),
+        "pair_rank_2e40": costs(link={"latency_ms": 0.0, "bandwidth_GBps": 1.0,
+                                      "pairs": [{"src": 0, "dst": 1099511627776, "latency_ms": 1.0,
+                                                 "bandwidth_GBps": 1.0}]}),
+    }
+    for name, d in arith.items():
+        f = wjson("costs_%s.json" % name, d)
+        case("arithmetic", "costs " + name, ["costs", f])
+        case("arithmetic", "simulate --costs " + name, ["simulate", good, "--costs", f])
+        case("arithmetic", "check --costs " + name, ["check", good, "--costs", f])
+    over = write("costs_1e432.json", '{"format": "ppsched-costs", "version": 1, "compute": {"FWD": 1E432, "BWD": 1}}')
+    case("arithmetic", "cost number 1E432", ["costs", over], expect=[2])
+    over_s = write("sched_1e432.json", json.dumps(pipeline(2))[:-1] + ', "x-big": 1E432}')
+    case("arithmetic", "schedule number 1E432", ["check", over_s], expect=[2], stderr_no="json.exception")
+    micro_big = write("micro_2e64.json", json.dumps(schedule(1, 1, 1, [[]]), separators=(",", ":")).replace('"micro_batches":1',
+                                                                                    '"micro_batches":18446744073709551616'))
+    case("arithmetic", "micro_batches 2^64", ["check", micro_big], expect=[2])
+    shape = wjson("shape_huge.json", schedule(2, 2, 1, [[{"op": "FWD", "micro": 0, "stage": 0},
+                                                         {"op": "FWD_SEND", "micro": 0, "stage": 0,
+                                                          "tensors": [{"shape": [9223372036854775807, 4],
+                                                                       "dtype": "bf16"}]}],
+                                                        [{"op": "FWD_RECV", "micro": 0, "stage": 1,
+                                                          "tensors": [{"shape": [9223372036854775807, 4],
+                                                                       "dtype": "bf16"}]},
+                                                         {"op": "FWD", "micro": 0, "stage": 1}]]))
+    case("arithmetic", "tensor shape overflowing bytes: check", ["check", shape])
+    case("arithmetic", "tensor shape overflowing bytes: simulate", ["simulate", shape])
+
+    # ---- messages: bounded quotes, no library tags, BOM and blank lines ----
+    long_cell = write("long_cell.csv", "0F0," + "X" * 1000000 + "\n")
+    case("messages", "1 MB CSV cell", ["check", long_cell], expect=[2], max_stderr=1500)
+    long_action = wjson("long_action.json", schedule(1, 1, 1, [["0F0" + "x" * 170000]]))
+    case("messages", "170 KB action string", ["check", long_action], expect=[2], max_stderr=1500)
+    long_key = wjson("long_key.json", dict(schedule(1, 1, 1, [[]]), **{"k" * 1000000: 1}))
+    case("messages", "1 MB unknown key", ["check", long_key], expect=[2], max_stderr=1500)
+    long_op = wjson("long_op.json", schedule(1, 1, 1, [[{"op": "F" * 1000000, "micro": 0, "stage": 0}]]))
+    case("messages", "1 MB op name", ["check", long_op], expect=[2], max_stderr=1500)
+    long_fmt = wjson("long_format.json", dict(schedule(1, 1, 1, [[]]), format="p" * 1000000))
+    case("messages", "1 MB format tag", ["check", long_fmt], expect=[2], max_stderr=1500)
+    long_place = wjson("long_placement.json", schedule(1, 1, 1, [[]], placement="z" * 1000000))
+    case("messages", "1 MB placement name", ["check", long_place], expect=[2], max_stderr=1500)
+    long_dtype = wjson("long_dtype.json", schedule(2, 2, 1, [[{"op": "FWD_SEND", "micro": 0, "stage": 0,
+                                                               "tensors": [{"shape": [1], "dtype": "d" * 1000000}]}],
+                                                             [{"op": "FWD_RECV", "micro": 0, "stage": 1}]]))
+    case("messages", "1 MB dtype", ["check", long_dtype], expect=[2], max_stderr=1500)
+    junk = write("long_junk.json", '{"format": "ppsched-schedule", "version": 1, "x": ' + "@" * 1000000 + "}")
+    case("messages", "1 MB of junk after a key", ["check", junk], expect=[2], max_stderr=1500)
+    long_str_err = write("long_bad_string.json", '{"format": "' + "a" * 1000000 + '\x01"}')
+    case("messages", "1 MB string with a control character", ["check", long_str_err], expect=[2], max_stderr=1500)
+    long_cost_key = wjson("costs_long_key.json", dict(costs(), **{"q" * 1000000: 1}))
+    case("messages", "cost file: 1 MB unknown key", ["costs", long_cost_key], expect=[2], max_stderr=1500)
+    bom_json = write("bom.json", "\ufeff" + json.dumps(pipeline(2)))
+    case("messages", "JSON with a byte-order mark", ["check", bom_json], expect=[0])
+    bom_csv = write("bom.csv", "\ufeff0F0,0B0\n")
+    case("messages", "CSV with a byte-order mark", ["check", bom_csv], expect=[0])
+    blank_json = write("blank_lines.json", "\n\n" + json.dumps(pipeline(2), indent=2).replace("\n", "\n\n") + "\n\n\n")
+    case("messages", "JSON with blank lines", ["check", blank_json], expect=[0])
+    blank_csv = write("blank_lines.csv", "0F0,0B0\n\n\n")
+    # A blank CSV row is an idle rank, as PyTorch's loader reads it (README "Limits").
+    case("messages", "CSV with trailing blank lines", ["check", blank_csv], expect=[0, 1])
+    crlf = write("crlf.csv", "0F0,0F1,0B0,0B1\r\n1F0,1F1,1B0,1B1\r\n")
+    case("messages", "CSV with CRLF", ["check", crlf], expect=[0])
+    case("messages", "a 5000-character path", ["check", "/tmp/" + "d" * 5000 + ".json"], expect=[2], max_stderr=1500)
+    case("messages", "an unknown family of 100 KB", ["generate", "f" * 100000, "--pp", "2", "--micro", "2"],
+         expect=[2], max_stderr=1500)
+
+    # ---- malformed input ----
+    malformed = {
+        "deep_arrays.json": "[" * 200000 + "]" * 200000,
+        "deep_objects.json": '{"a":' * 100000 + "1" + "}" * 100000,
+        "deep_annotation.json": json.dumps(schedule(1, 1, 1, [[]]))[:-1] + ', "x-deep": ' + "[" * 100000 + "]" * 100000 + "}",
+        "nul.json": json.dumps(pipeline(2))[:50] + "\x00" + json.dumps(pipeline(2))[50:],
+        "bad_utf8.json": None,
+        "truncated.json": json.dumps(pipeline(2))[:-7],
+        "empty.json": "",
+        "only_bom.json": "\ufeff",
+        "whitespace.json": "   \n\n  ",
+        "two_values.json": json.dumps(pipeline(2)) + json.dumps(pipeline(2)),
+        "scalar.json": "42",
+        "dup_annotation.json": '{"comment": 1, "comment": 2}',
+        "many_keys.json": "{" + ",".join('"x-%d": %d' % (k, k) for k in range(200000)) + "}",
+        "dup_deep.json": json.dumps(schedule(1, 1, 1, [[]]))[:-1] + ', "x-a": {"b": {"c": 1, "c": 2}}}',
+        "programs_object.json": json.dumps(schedule(1, 1, 1, {})),
+        "negative_ranks.json": json.dumps(schedule(-5, 1, 1, [])),
+        "zero_everything.json": json.dumps(schedule(0, 0, 0, [])),
+        "int_max_ranks.json": json.dumps(schedule(2147483647, 1, 1, [])),
+        "int_overflow_ranks.json": json.dumps(schedule(1, 1, 1, [[]]), separators=(",", ":")).replace('"ranks":1', '"ranks":2147483648'),
+        "float_stage.json": json.dumps(schedule(1, 1, 1, [[{"op": "FWD", "micro": 0, "stage": 0.5}]])),
+        "huge_peer.json": json.dumps(schedule(2, 2, 1, [[{"op": "FWD_SEND", "micro": 0, "stage": 0, "peer": 2147483647}],
+                                                         [{"op": "FWD_RECV", "micro": 0, "stage": 1}]])),
+        "group_huge_rank.json": json.dumps(schedule(1, 1, 1, [[{"op": "ALL_REDUCE", "group": [0, 2147483647]}]])),
+        "group_dups.json": json.dumps(schedule(2, 2, 1, [[{"op": "ALL_REDUCE", "group": [0] * 100000 + [1]}],
+                                                          [{"op": "ALL_REDUCE", "group": [0, 1]}]])),
+        "recursive_composite.json": json.dumps(schedule(1, 1, 1, [["(" * 10000 + "0F0" + ")" * 10000]])),
+        "composite_many.json": json.dumps(schedule(1, 1, 1, [[{"op": "BATCH_SEND_RECV",
+                                                               "sub_steps": ["0F0"] * 200000}]])),
+        "action_huge_micro.json": json.dumps(schedule(1, 1, 1, [["0F99999999999999999999"]])),
+        "action_huge_stage.json": json.dumps(schedule(1, 1, 1, [["2147483648F0"]])),
+        "owner_huge.json": json.dumps(dict(schedule(2, 2, 2, pipeline(2, 2)["programs"]),
+                                           mpipe={"owners": [2147483647, 0]})),
+    }
+    for name, text in malformed.items():
+        if text is None:
+            with open(path(name), "wb") as f:
+                f.write(b'{"format": "ppsched-schedule", "name": "\xff\xfe\xc3"}')
+        else:
+            write(name, text)
+        case("malformed", name, ["check", path(name)], expect=[1, 2])
+    csv_bad = {
+        "csv_huge_stage.csv": "99999999999999999999F0\n",
+        "csv_nul.csv": "0F0,\x000B0\n",
+        "csv_many_commas.csv": "," * 2000000 + "0F0\n",
+        "csv_deep_composite.csv": "(" * 100000 + "0F0" + ")" * 100000 + "\n",
+        "csv_many_rows_empty.csv": "\n" * 200000 + "0F0,0B0\n",
+        "csv_binary.csv": None,
+        "csv_huge_micro.csv": "0F2147483647,0B2147483647\n",
+        "csv_max_minus.csv": "0F-1\n",
+    }
+    for name, text in csv_bad.items():
+        if text is None:
+            with open(path(name), "wb") as f:
+                f.write(bytes(range(256)) * 100)
+        else:
+            write(name, text)
+        # 200,000 blank rows are 200,000 idle ranks: a valid, if odd, schedule.
+        case("malformed", name, ["check", path(name)], expect=[0, 1, 2] if "empty" in name else [1, 2])
+        case("malformed", name + " (simulate)", ["simulate", path(name)], expect=[0, 1, 2])
+
+    # ---- outputs ----
+    victim = wjson("victim.json", pipeline(2, 2))
+    case("outputs", "simulate X.json --trace X.json", ["simulate", victim, "--trace", victim], expect=[2],
+         unchanged=victim)
+    case("outputs", "simulate X.json --svg X.json", ["simulate", victim, "--svg", victim], expect=[2],
+         unchanged=victim)
+    case("outputs", "convert X.json -o X.json", ["convert", victim, "-o", victim], expect=[2], unchanged=victim)
+    cost_victim = wjson("costs_victim.json", costs())
+    case("outputs", "calibrate -o over its trace", ["calibrate", cost_victim, "-o", cost_victim], expect=[2],
+         unchanged=cost_victim)
+    case("outputs", "simulate with an unwritable --trace keeps the result",
+         ["simulate", good, "--trace", "/nonexistent/dir/t.json"], expect=[2], stdout_has="makespan")
+    case("outputs", "simulate with an unwritable --svg keeps the result",
+         ["simulate", good, "--svg", "/nonexistent/dir/t.svg"], expect=[2], stdout_has="makespan")
+    case("outputs", "generate to /dev/full", ["generate", "1f1b", "--pp", "4", "--micro", "8"], stdout="/dev/full",
+         expect=[2])
+    case("outputs", "generate -o /dev/full", ["generate", "1f1b", "--pp", "4", "--micro", "8", "-o", "/dev/full"],
+         expect=[2])
+    case("outputs", "check to /dev/full", ["check", good], stdout="/dev/full", expect=[2])
+    case("outputs", "check --json to /dev/full", ["check", good, "--json"], stdout="/dev/full", expect=[2])
+    case("outputs", "simulate to /dev/full", ["simulate", good], stdout="/dev/full", expect=[2])
+    case("outputs", "show to /dev/full", ["show", good], stdout="/dev/full", expect=[2])
+    case("outputs", "costs --default to /dev/full", ["costs", "--default"], stdout="/dev/full", expect=[2])
+    case("outputs", "costs --template to /dev/full", ["costs", "--template"], stdout="/dev/full", expect=[2])
+    case("outputs", "generate --list to /dev/full", ["generate", "--list"], stdout="/dev/full", expect=[2])
+    case("outputs", "compare to /dev/full", ["compare", good, good_csv], stdout="/dev/full", expect=[2])
+    case("outputs", "--help to /dev/full", ["--help"], stdout="/dev/full", expect=[0, 2])
+    case("outputs", "calibrate with an unwritable -o keeps the fit",
+         ["calibrate", path("sim.trace.json"), "-o", "/nonexistent/dir/c.json"], expect=[2], stdout_has="stage",
+         before=["simulate", good, "--trace", path("sim.trace.json")])
+    case("outputs", "convert -o a directory", ["convert", good, "-o", path("dir.json")], expect=[2])
+    case("outputs", "--trace-per-rank into a file", ["simulate", good, "--trace-per-rank", good_csv], expect=[2],
+         stdout_has="makespan")
+
+    with open(path("cases.json"), "w") as f:
+        json.dump(cases, f, indent=1)
+    print("%d cases in %s" % (len(cases), out))
+
+
+if __name__ == "__main__":
+    main()

@@ -155,6 +155,13 @@ class Builder {
     bool send = is_send(st.op);
     int n = tensor_count(st);
     bool meta = wants_meta(rank, st);
+    if (o_.testing_meta_after_payload && meta && info(st.op).meta == Meta::FirstPerStage && batch < 0 &&
+        !deferred_send(st) && !posted_recv(st)) {
+      action(rank, ActionKind::Phase, index, sub, add_message(rank, peer, send, false, index, sub, 0, -1));
+      action(rank, ActionKind::Phase, index, sub, add_message(rank, peer, send, true, index, sub, 0, -1));
+      usable = false;  // lowered here: the caller posts nothing more
+      return;
+    }
     for (int t = 0; t < n; ++t) {
       if (meta) {
         int32_t id = add_message(rank, peer, send, true, index, sub, t, -1);
@@ -258,7 +265,10 @@ class Builder {
     if (!deferred.empty()) {
       std::sort(deferred.begin(), deferred.end());
       deferred.erase(std::unique(deferred.begin(), deferred.end()), deferred.end());
-      action(r, ActionKind::Wait, static_cast<int>(prog.size()) - 1, -1, deferred);
+      // Attributed to the last step: a program may end with idle slots, which have no step.
+      int last = static_cast<int>(prog.size()) - 1;
+      while (last > 0 && !prog[static_cast<size_t>(last)]) --last;
+      action(r, ActionKind::Wait, last, -1, deferred);
     }
   }
 

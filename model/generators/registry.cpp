@@ -7,9 +7,9 @@ namespace ppsched {
 
 const std::vector<GeneratorInfo>& generators() {
   static const std::vector<GeneratorInfo> all = {
-      {"gpipe", "all forwards, then all backwards (V=1)", "P >= 1, M >= 1", generate_gpipe},
+      {"gpipe", "all forwards, then all backwards (V=1)", "P >= 1, M >= 1", generate_gpipe, 1, 1},
       {"1f1b", "one-forward-one-backward with P-r warmup forwards (V=1)", "P >= 1, M >= 1",
-       generate_1f1b},
+       generate_1f1b, 1, 1},
       {"interleaved-1f1b",
        "interleaved 1F1B over V virtual stages per rank (loop placement); "
        "--less-memory, --overlap-b-f, --dxdw-split",
@@ -17,11 +17,11 @@ const std::vector<GeneratorInfo>& generators() {
       {"looped-bfs", "all forwards of each local stage, then backwards in reverse (loop placement)",
        "P >= 1, V >= 1, M >= 1", generate_looped_bfs},
       {"zb-h1", "zero bubble H1: split backward, weight gradients delayed into the bubbles (V=1)",
-       "P >= 1, M >= 1", generate_zb_h1},
+       "P >= 1, M >= 1", generate_zb_h1, 1, 1},
       {"zbv", "zero bubble V: V placement, two stages per rank, split backward", "P >= 1, V = 2, M >= 1",
-       generate_zbv},
+       generate_zbv, 2, 2},
       {"dualpipev", "DualPipeV: V placement, two stages per rank, OVERLAP_F_B in the steady state",
-       "P >= 1, V = 2, M >= 2P", generate_dualpipev},
+       "P >= 1, V = 2, M >= 2P", generate_dualpipev, 2, 2, 2},
       {"mpipe-transpose",
        "interleaved-1F1B body with the MPipe Transpose tower layer; --overflow full|min, "
        "--tower trainable|frozen|none, --owner-backward",

@@ -168,6 +168,10 @@ class Builder {
         action(rank, ActionKind::Phase, index, sub, id);
       }
       payload.push_back(add_message(rank, peer, send, false, index, sub, t, batch));
+      // A single step issues each tensor as a pair, meta then payload (§3.3), in the order
+      // the messages take their channel positions; a batch posts its payloads as one group.
+      if (batch < 0)
+        action(rank, deferred_send(st) || posted_recv(st) ? ActionKind::Post : ActionKind::Phase, index, sub, payload.back());
     }
   }
 
@@ -250,14 +254,11 @@ class Builder {
       payload.clear();
       lower_leaf(r, st, i, -1, -1, usable, payload);
       if (!usable) continue;
+      // lower_leaf posted the payloads (blocking, or not where they are waited later).
       if (deferred_send(st)) {
-        action(r, ActionKind::Post, i, -1, payload);
         deferred.insert(deferred.end(), payload.begin(), payload.end());
       } else if (posted_recv(st)) {
-        action(r, ActionKind::Post, i, -1, payload);
         pending_[{st.op == Op::FWD_RECV ? 1 : 0, st.stage, st.micro}] = payload;
-      } else {
-        for (int32_t id : payload) action(r, ActionKind::Phase, i, -1, id);
       }
     }
     // Receives never consumed and deferred sends are drained at the end of the run.

@@ -116,18 +116,16 @@ class RankRun {
                  (o_.mpipe_batched_recv &&
                   (st.op == Op::MPIPE_FWD_SEND || st.op == Op::MPIPE_GRAPH_SEND || st.op == Op::MPIPE_GRAD_SEND)));
     const bool cached = !send && o_.overlap_p2p && body_recv(st);
+    // Each tensor is a pair: a blocking meta, then its payload (§3.3): blocking, or an
+    // isend/irecv waited later.
     std::vector<Transfer> payloads;
     for (int t = 0; t < tensors_of(st); ++t) {
       if (meta) ops_.push_back({CommOpKind::Block, {{send, peer, true, i, -1, t}}, {}, Op::FWD, -1, -1});
       payloads.push_back({send, peer, false, i, -1, t});
+      ops_.push_back({deferred || cached ? CommOpKind::Post : CommOpKind::Block, {payloads.back()}, {}, Op::FWD, -1, -1});
     }
-    if (deferred || cached) {
-      ops_.push_back({CommOpKind::Post, payloads, {}, Op::FWD, -1, -1});
-      if (deferred) deferred_.insert(deferred_.end(), payloads.begin(), payloads.end());
-      else cached_[key_of(st)] = payloads;  // a second receive on the key overwrites the first
-    } else {
-      for (const Transfer& p : payloads) ops_.push_back({CommOpKind::Block, {p}, {}, Op::FWD, -1, -1});
-    }
+    if (deferred) deferred_.insert(deferred_.end(), payloads.begin(), payloads.end());
+    if (cached) cached_[key_of(st)] = payloads;  // a second receive on the key overwrites the first
   }
 
   void batch(const Step& st, int i) {
@@ -329,6 +327,24 @@ std::string first_difference(const Schedule& s, const RankComm& ref, const RankC
                describe(x) + ", the lowering " + describe(y);
     }
   }
+  return "";
+}
+
+std::string posting_order(const Schedule& s, const CommModel& m) {
+  std::vector<int32_t> next_send(m.channels.size(), 0), next_recv(m.channels.size(), 0);
+  for (int r = 0; r < m.ranks; ++r)
+    for (const Action& a : m.actions[static_cast<size_t>(r)]) {
+      if (a.kind != ActionKind::Phase && a.kind != ActionKind::Post) continue;
+      for (int j = 0; j < a.count; ++j) {
+        const Message& msg = m.messages[static_cast<size_t>(m.action_messages[static_cast<size_t>(a.first + j)])];
+        int32_t& next = (msg.send ? next_send : next_recv)[static_cast<size_t>(msg.channel)];
+        if (msg.k != next)
+          return "rank " + std::to_string(r) + " posts " + describe_message(s, msg) + " at step " + std::to_string(msg.step_index) +
+                 " as its " + std::to_string(next) + "th message on the channel, but the lowering placed it " +
+                 std::to_string(msg.k) + "th";
+        ++next;
+      }
+    }
   return "";
 }
 

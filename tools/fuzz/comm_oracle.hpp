@@ -57,6 +57,11 @@ RankComm lowered_comm(const Schedule& s, const CommModel& m);
 // "" when equal, else the first difference, named by rank and position.
 std::string first_difference(const Schedule& s, const RankComm& reference, const RankComm& lowered);
 
+// "" when every message of the lowering takes its channel position in the order its rank
+// posts it (FIFO positions are what the replay and the matcher read; the actions are what
+// the runtime does: the two must agree), else the first message posted out of order.
+std::string posting_order(const Schedule& s, const CommModel& m);
+
 // Runs the reference communication: true when every rank reaches its end.
 bool completes(const Schedule& s, const RankComm& c, CommMode mode);
 // Positional matching on every ordered rank pair (meta against meta, partner step type,

@@ -142,6 +142,18 @@ namespace {
 Schedule base_schedule(const Case& c) {
   Schedule s = generate(c.family, c.gen);
   if (c.batch) s = coalesce_verified(s, c.family);  // as `ppsched generate --batch`
+  if (c.multi_tensor) {
+    // Every MPipe and data transfer carries two tensors, on both ends (a meta and a payload each).
+    auto annotate = [](Step& st) {
+      if (is_p2p(st.op) && info(st.op).meta == Meta::EveryStep) st.tensors = {{{2, 8}, "bf16"}, {{2}, "f32"}};
+    };
+    for (auto& prog : s.programs)
+      for (auto& slot : prog) {
+        if (!slot) continue;
+        annotate(*slot);
+        for (auto& sub : slot->sub_steps) annotate(sub);
+      }
+  }
   return s;
 }
 
@@ -297,6 +309,7 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
         const CommModel model = build_comm_model(s, mo);
         const oracle::RankComm reference = oracle::reference_comm(s, mo);
         std::string diff = oracle::first_difference(s, reference, oracle::lowered_comm(s, model));
+        if (diff.empty()) diff = oracle::posting_order(s, model);
         if (!diff.empty()) return fail("under " + name + " the lowering differs from the reference: " + diff);
         for (CommMode comm : {CommMode::Rendezvous, CommMode::Eager}) {
           bool replayed = replay(s, model, comm).completed;
@@ -366,6 +379,7 @@ Case draw_case(Property p, const Limits& limits, const Draw& draw) {
     c.gen.dxdw_split = variant == 3;
   }
   if (c.family == "mpipe-transpose") {
+    c.multi_tensor = draw(0, 2) == 0;
     c.gen.less_memory = draw(0, 3) == 0;
     c.gen.overflow = draw(0, 1) ? Overflow::Min : Overflow::Full;
     c.gen.tower = static_cast<Tower>(draw(0, 2));
@@ -467,6 +481,7 @@ Case shrink(Property p, Case c, const Switches& sw, int* steps) {
     if (c.gen.micro > 2) with([](Case& x) { x.gen.micro /= 2; });
     if (c.gen.vpp > 1) with([](Case& x) { x.gen.vpp--; });
     if (c.batch) with([](Case& x) { x.batch = false; });
+    if (c.multi_tensor) with([](Case& x) { x.multi_tensor = false; });
     if (c.gen.owner_backward) with([](Case& x) { x.gen.owner_backward = false; });
     if (c.gen.dxdw_split || c.gen.overlap_b_f || c.gen.less_memory)
       with([](Case& x) { x.gen.dxdw_split = x.gen.overlap_b_f = x.gen.less_memory = false; });
@@ -498,6 +513,7 @@ std::string encode(const Case& c) {
   if (c.family == "mpipe-transpose")
     out << " overflow=" << to_string(c.gen.overflow) << " tower=" << to_string(c.gen.tower) << (c.gen.owner_backward ? " owner-backward" : "");
   if (c.batch) out << " batch";
+  if (c.multi_tensor) out << " multi-tensor";
   out << " cost-seed=" << c.cost_seed;
   for (const auto& m : c.mutations) out << " mutate=" << to_string(m.kind) << ":" << m.rank << ":" << m.position << ":" << m.arg;
   return out.str();
@@ -523,6 +539,7 @@ Case decode(const std::string& text) {
       else if (key == "tower") c.gen.tower = val == "frozen" ? Tower::Frozen : val == "none" ? Tower::None : Tower::Trainable;
       else if (key == "owner-backward") c.gen.owner_backward = true;
       else if (key == "batch") c.batch = true;
+      else if (key == "multi-tensor") c.multi_tensor = true;
       else if (key == "cost-seed") c.cost_seed = std::stoull(val);
       else if (key == "mutate") {
         std::istringstream parts(val);

@@ -31,6 +31,7 @@ struct Case {
   std::string family = "1f1b";
   GenerateOptions gen;
   bool batch = false;               // coalesce P2P runs into BATCH_SEND_RECV
+  bool multi_tensor = false;        // MPipe and data transfers carry two tensors each
   std::vector<Mutation> mutations;
   uint64_t cost_seed = 0;
 };

@@ -285,6 +285,18 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
         if (!outcomes[k].applied) continue;
         auto kinds = implied(c.mutations[k].kind, outcomes[k]);
         want.insert(kinds.begin(), kinds.end());
+        // A transfer dropped (or duplicated) on both ends keeps its channel matched: what is
+        // left is the caches of the steps around it (an output never sent, an input never
+        // received).
+        const MutationKind mk = c.mutations[k].kind;
+        if ((mk == MutationKind::DropStep || mk == MutationKind::DuplicateStep) && !outcomes[k].touched.empty() &&
+            is_p2p(outcomes[k].touched[0].op)) {
+          const Step& x = outcomes[k].touched[0];
+          for (size_t j = 0; j < outcomes.size(); ++j)
+            if (j != k && outcomes[j].applied && c.mutations[j].kind == mk)
+              for (const Step& y : outcomes[j].touched)
+                if (y.op == info(x.op).partner && y.micro == x.micro) want.insert({ViolationKind::Dependency, ViolationKind::CacheViolation});
+        }
       }
       for (const auto& viol : r.violations)
         if (want.count(viol.kind)) return v;

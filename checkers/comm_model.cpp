@@ -155,12 +155,23 @@ class Builder {
     bool send = is_send(st.op);
     int n = tensor_count(st);
     bool meta = wants_meta(rank, st);
+    if (o_.testing_meta_after_payload && meta && info(st.op).meta == Meta::FirstPerStage && batch < 0 &&
+        !deferred_send(st) && !posted_recv(st)) {
+      action(rank, ActionKind::Phase, index, sub, add_message(rank, peer, send, false, index, sub, 0, -1));
+      action(rank, ActionKind::Phase, index, sub, add_message(rank, peer, send, true, index, sub, 0, -1));
+      usable = false;  // lowered here: the caller posts nothing more
+      return;
+    }
     for (int t = 0; t < n; ++t) {
       if (meta) {
         int32_t id = add_message(rank, peer, send, true, index, sub, t, -1);
         action(rank, ActionKind::Phase, index, sub, id);
       }
       payload.push_back(add_message(rank, peer, send, false, index, sub, t, batch));
+      // A single step issues each tensor as a pair, meta then payload (§3.3), in the order
+      // the messages take their channel positions; a batch posts its payloads as one group.
+      if (batch < 0)
+        action(rank, deferred_send(st) || posted_recv(st) ? ActionKind::Post : ActionKind::Phase, index, sub, payload.back());
     }
   }
 
@@ -243,14 +254,11 @@ class Builder {
       payload.clear();
       lower_leaf(r, st, i, -1, -1, usable, payload);
       if (!usable) continue;
+      // lower_leaf posted the payloads (blocking, or not where they are waited later).
       if (deferred_send(st)) {
-        action(r, ActionKind::Post, i, -1, payload);
         deferred.insert(deferred.end(), payload.begin(), payload.end());
       } else if (posted_recv(st)) {
-        action(r, ActionKind::Post, i, -1, payload);
         pending_[{st.op == Op::FWD_RECV ? 1 : 0, st.stage, st.micro}] = payload;
-      } else {
-        for (int32_t id : payload) action(r, ActionKind::Phase, i, -1, id);
       }
     }
     // Receives never consumed and deferred sends are drained at the end of the run.
@@ -258,7 +266,10 @@ class Builder {
     if (!deferred.empty()) {
       std::sort(deferred.begin(), deferred.end());
       deferred.erase(std::unique(deferred.begin(), deferred.end()), deferred.end());
-      action(r, ActionKind::Wait, static_cast<int>(prog.size()) - 1, -1, deferred);
+      // Attributed to the last step: a program may end with idle slots, which have no step.
+      int last = static_cast<int>(prog.size()) - 1;
+      while (last > 0 && !prog[static_cast<size_t>(last)]) --last;
+      action(r, ActionKind::Wait, last, -1, deferred);
     }
   }
 

@@ -113,6 +113,26 @@ TEST_CASE("a receive posted early under overlap_p2p does not deadlock the hoiste
   CHECK(r.ok());
 }
 
+TEST_CASE("the end-of-run drain is attributed to the last step when a program ends with idle slots", "[checkers]") {
+  // Found by the lowering-matches-reference property (a crash under MALLOC_PERTURB_): the
+  // drain of deferred sends named the last slot, and read the step of an idle one.
+  Schedule s = one_stage_per_rank("trailing-idle", 2, 1);
+  s.programs = {{make_step(Op::FWD, 0, 0), make_step(Op::FWD_SEND, 0, 0), make_step(Op::BWD_RECV, 0, 0),
+                 make_step(Op::BWD, 0, 0), std::nullopt, std::nullopt},
+                {make_step(Op::FWD_RECV, 0, 1), make_step(Op::FWD, 0, 1), make_step(Op::BWD, 0, 1),
+                 make_step(Op::BWD_SEND, 0, 1), std::nullopt}};
+  CheckOptions o;
+  o.overlap_p2p = true;
+  CommModel m = build_comm_model(s, o);
+  for (int r = 0; r < 2; ++r) {
+    const Action& drain = m.actions[static_cast<size_t>(r)].back();
+    REQUIRE(drain.kind == ActionKind::Wait);
+    CHECK(drain.step_index == 3);
+    CHECK(drain.op == (r == 0 ? Op::BWD : Op::BWD_SEND));
+  }
+  CHECK(verify(s, o).ok());
+}
+
 TEST_CASE("payload descriptors that disagree on one side are a p2p_mismatch", "[checkers]") {
   GenerateOptions g;
   g.pp = 2;

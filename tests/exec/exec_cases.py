@@ -169,15 +169,20 @@ def _(ctx):
 
 COMPUTE_OPS = {"FWD", "BWD", "BWD_INPUT", "BWD_WEIGHT", "MPIPE_TRANSPOSE_FWD", "MPIPE_TRANSPOSE_BWD", "DATA_LOAD"}
 
-# The prediction bound. The simulator gives every rank its own device; here four ranks share
-# two cores with other jobs (load average ~5 when measured), so ranks that the model runs in
-# parallel take turns, and a rank waiting for a core is time no slice explains. Measured on
-# this machine: predictions 8-18% short of the measured makespan (up to 50% short when the
-# fitted model wrongly priced Gloo's small sends as eager). Two for the cores, two for a busier
-# machine: within a factor of 4 either way. It still fails on a broken fit: a unit error is
-# 1000x, and a wrong protocol or a lost kind of step shows up as a factor 2-3 in the printed
-# error, which is what this case reports for the record.
-PREDICTION_FACTOR = 4.0
+# The prediction bounds, set from what calibration achieves on these cases (ratio predicted /
+# measured makespan, measured on this project's 2-core VM while other builds ran, load
+# average 5-16):
+# - PP=4 (mpipe-transpose, the tiny GPT): the simulator gives every rank its own device; here
+#   four ranks share two cores, so ranks that the model runs in parallel take turns, and a
+#   rank waiting for a core is time no slice explains. 15 runs: -47% .. +29% (ratios 0.53 ..
+#   1.29; median |error| 18%). Bound: a factor 2.5 either way (a third over the worst run).
+# - PP=2 (1f1b, GPT --hidden 128 --seq 32, M=8): two ranks on two cores, no oversubscription.
+#   5 runs: +1.9%, +1.8%, -9.8%, -0.5%, +3.3% (and 6 at --hidden 256 --seq 64: -2.8% .. +4.0%).
+#   Bound: a factor 1.25 either way (2.5x the worst run), so a factor 2 is caught.
+# Both still fail on a broken fit: a unit error is 1000x, and a wrong protocol or a lost kind
+# of step shows up as a factor 2-3, which the tighter PP=2 bound catches.
+PREDICTION_FACTOR = 2.5
+PREDICTION_FACTOR_PP2 = 1.25
 
 
 def check_measured_trace(path, sched):
@@ -239,19 +244,18 @@ def run_ppsched(ctx, args, expect_rc=0):
     return p.stdout
 
 
-@case("trace_calibrate_predict_mpipe_pp4")
-def _(ctx):
-    # The acceptance run: mpipe-transpose P=4 M=8 from a file, GPT, under Gloo; two iterations
-    # so the traced (last) one is warm. Then calibrate the trace and predict the run.
+def predict_run(ctx, ranks, generate, model, factor):
+    """Runs a generated schedule from a file under Gloo (two iterations, so the traced last one
+    is warm), calibrates the trace, predicts the run and holds the prediction to `factor`."""
     with tempfile.TemporaryDirectory() as tmp:
-        sched_path = os.path.join(tmp, "mpipe.json")
+        sched_path = os.path.join(tmp, "sched.json")
         trace = os.path.join(tmp, "run.trace.json")
         costs = os.path.join(tmp, "costs.json")
-        run_ppsched(ctx, ["generate", "mpipe-transpose", "--pp", "4", "--micro", "8", "-o", sched_path])
+        run_ppsched(ctx, ["generate"] + generate + ["-o", sched_path])
         with open(sched_path) as f:
             sched = json.load(f)
-        rc, out, err, dt = launch(ctx, 4, ["--schedule", sched_path] + GPT +
-                                  ["--tower-layers", "2", "--iterations", "2", "--check-parity", "--json", "--trace", trace])
+        rc, out, err, dt = launch(ctx, ranks, ["--schedule", sched_path] + model +
+                                  ["--iterations", "2", "--check-parity", "--json", "--trace", trace])
         s = summary(out)
         if not s["ok"] or not s["parity"]["ok"] or "trace" not in s:
             raise Failure("run failed or wrote no trace: " + json.dumps(s))
@@ -274,10 +278,24 @@ def _(ctx):
               f"{link['bandwidth_GBps'] if link['bandwidth_GBps'] is None else round(link['bandwidth_GBps'], 4)} GB/s over "
               f"{link['transfers']} transfers (residual rms {link['rms_residual_ms']:.4f} ms)")
         print(f"PREDICTION measured {p['measured_ms']:.3f} ms, predicted {p['predicted_ms']:.3f} ms, "
-              f"relative error {100 * p['relative_error']:+.1f}% (bound: within a factor {PREDICTION_FACTOR:g})")
+              f"relative error {100 * p['relative_error']:+.1f}% (bound: within a factor {factor:g})")
         ratio = p["predicted_ms"] / p["measured_ms"]
-        if not (1 / PREDICTION_FACTOR <= ratio <= PREDICTION_FACTOR) or not p["completed"]:
+        if not (1 / factor <= ratio <= factor) or not p["completed"]:
             raise Failure(f"prediction off by a factor {ratio:.3g}: " + json.dumps(cal, indent=1))
+
+
+@case("trace_calibrate_predict_mpipe_pp4")
+def _(ctx):
+    # The acceptance run: mpipe-transpose P=4 M=8 from a file, the tiny GPT, under Gloo.
+    predict_run(ctx, 4, ["mpipe-transpose", "--pp", "4", "--micro", "8"], GPT + ["--tower-layers", "2"], PREDICTION_FACTOR)
+
+
+@case("trace_calibrate_predict_1f1b_pp2")
+def _(ctx):
+    # Two ranks on two cores: compute large enough to dominate the latency (hidden 128, seq 32).
+    model = ["--model", "gpt", "--layers", "8", "--hidden", "128", "--heads", "2", "--seq", "32", "--vocab", "32",
+             "--micro-batch-size", "2"]
+    predict_run(ctx, 2, ["1f1b", "--pp", "2", "--micro", "8"], model, PREDICTION_FACTOR_PP2)
 
 
 # ---- faults: every other rank exits non-zero, naming the failing rank and step -------------

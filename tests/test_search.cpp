@@ -1,0 +1,213 @@
+// The schedule search (sim/search/): the list scheduler, the evaluator, the lower bounds, the
+// local search, and the Zero Bubble targets of schedule_search.md §4-§6.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "checkers/checks.hpp"
+#include "model/comm_insertion.hpp"
+#include "model/generators/generator.hpp"
+#include "sim/engine.hpp"
+#include "sim/search/list_scheduler.hpp"
+#include "sim/search/problem.hpp"
+#include "sim/search/tune.hpp"
+
+using namespace ppsched;
+using namespace ppsched::search;
+
+namespace {
+
+// One row of schedule_search.md §4 (the ZB heuristic's measured output, and the §5 bounds).
+struct ZbCase {
+  int P, M;
+  double c;
+  int mem;  // cap in units of P activations
+  double zb_span, zb_global, lb_span, lb_global;
+};
+
+const std::vector<ZbCase>& uniform_grid() {
+  static const std::vector<ZbCase> rows = {
+      {4, 4, 0, 1, 15, 15, 15, 15},          {4, 4, 0, 2, 15, 15, 15, 15},
+      {4, 8, 0, 1, 27, 27, 27, 27},          {4, 8, 0, 2, 24, 27, 24, 27},
+      {4, 16, 0, 1, 51, 51, 51, 51},         {4, 16, 0, 2, 48, 51, 48, 51},
+      {8, 8, 0, 1, 31, 31, 31, 31},          {8, 8, 0, 2, 31, 31, 31, 31},
+      {8, 16, 0, 1, 55, 55, 55, 55},         {8, 16, 0, 2, 48, 55, 48, 55},
+      {8, 32, 0, 1, 103, 103, 103, 103},     {8, 32, 0, 2, 96, 103, 96, 103},
+      {4, 4, 0.1, 1, 15.6, 15.6, 15.6, 15.6}, {4, 4, 0.1, 2, 15.6, 15.6, 15.6, 15.6},
+      {4, 8, 0.1, 1, 28.2, 28.2, 27.6, 27.6}, {4, 8, 0.1, 2, 24.6, 27.3, 24.0, 27.3},
+      {4, 16, 0.1, 1, 52.2, 52.2, 51.6, 51.6}, {4, 16, 0.1, 2, 48.6, 51.3, 48.0, 51.3},
+      {8, 8, 0.1, 1, 32.4, 32.4, 32.4, 32.4}, {8, 8, 0.1, 2, 32.4, 32.4, 32.4, 32.4},
+      {8, 16, 0.1, 1, 57.8, 57.8, 56.4, 56.4}, {8, 16, 0.1, 2, 48.8, 55.7, 48.4, 55.7},
+      {8, 32, 0.1, 1, 105.8, 105.8, 104.4, 104.4}, {8, 32, 0.1, 2, 96.8, 103.7, 96.4, 103.7},
+  };
+  return rows;
+}
+
+constexpr double kEps = 1e-6;
+
+SearchOutcome run_search(const Problem& p, Objective obj, long iterations = 3000, uint64_t seed = 1) {
+  SearchSettings st;
+  st.objective = obj;
+  st.iterations = iterations;
+  st.threads = 2;
+  st.seed = seed;
+  return ppsched::search::search(p, {}, st);
+}
+
+}  // namespace
+
+TEST_CASE("the §5 lower bounds reproduce schedule_search.md's LB span and LB global on ZB's uniform grid") {
+  for (const auto& z : uniform_grid()) {
+    INFO("P=" << z.P << " M=" << z.M << " c=" << z.c << " mem=" << z.mem << "P");
+    const LowerBound lb = lower_bound(zb_problem(z.P, z.M, {1.0}, {1.0}, {1.0}, z.c, z.mem * z.P));
+    CHECK(lb.span == Approx(z.lb_span).margin(kEps));
+    CHECK(lb.makespan == Approx(z.lb_global).margin(kEps));
+  }
+}
+
+TEST_CASE("on ZB's uniform grid the search is at most the ZB heuristic's span and global makespan, "
+          "and equal to the bound wherever ZB reaches it") {
+  int optimal_span = 0, zb_optimal = 0;
+  for (const auto& z : uniform_grid()) {
+    INFO("P=" << z.P << " M=" << z.M << " c=" << z.c << " mem=" << z.mem << "P");
+    const Problem p = zb_problem(z.P, z.M, {1.0}, {1.0}, {1.0}, z.c, z.mem * z.P);
+    const SearchOutcome by_span = run_search(p, Objective::Span);
+    const SearchOutcome by_global = run_search(p, Objective::Makespan);
+    REQUIRE(by_span.best.eval.ok);
+    REQUIRE(by_global.best.eval.ok);
+    CHECK(by_span.best.eval.span <= z.zb_span + kEps);
+    CHECK(by_global.best.eval.makespan <= z.zb_global + kEps);
+    for (double peak : by_span.best.eval.peak) CHECK(peak <= z.mem * z.P + kEps);
+    if (std::abs(z.zb_span - z.lb_span) < kEps) {
+      ++zb_optimal;
+      CHECK(by_span.best.eval.span == Approx(z.lb_span).margin(kEps));
+    }
+    if (std::abs(z.zb_global - z.lb_global) < kEps) CHECK(by_global.best.eval.makespan == Approx(z.lb_global).margin(kEps));
+    if (std::abs(by_span.best.eval.span - z.lb_span) < kEps) ++optimal_span;
+  }
+  CHECK(zb_optimal == 16);  // the uniform part of ZB's 20 of 28 (the other 4 are heterogeneous)
+  CHECK(optimal_span >= zb_optimal);
+}
+
+TEST_CASE("P=4 M=8 c=0.1 memory 2P: the search finds the ILP optimum 24.2 (the ZB heuristic: 24.6)") {
+  const Problem p = zb_problem(4, 8, {1.0}, {1.0}, {1.0}, 0.1, 8);
+  const SearchOutcome so = run_search(p, Objective::Span, 20000);
+  CHECK(so.best.eval.span == Approx(24.2).margin(kEps));
+  CHECK(so.best.eval.makespan <= 27.3 + kEps);
+}
+
+TEST_CASE("heterogeneous P=4 M=16 (f = 1.25, 1, 1, 1.6; b = 2f; w = f): at most ZB's span and global, "
+          "equal to the bound where ZB is") {
+  struct Row {
+    double c;
+    int mem;
+    double zb_span, zb_global;
+  };
+  const std::vector<double> f = {1.25, 1, 1, 1.6};
+  std::vector<double> b, w;
+  for (double x : f) b.push_back(2 * x), w.push_back(x);
+  for (const Row& z : std::vector<Row>{{0, 1, 107.0, 107.0}, {0, 2, 102.4, 105.65}, {0.1, 1, 107.6, 107.6}, {0.1, 2, 102.4, 105.95}}) {
+    INFO("c=" << z.c << " mem=" << z.mem << "P");
+    const Problem p = zb_problem(4, 16, f, b, w, z.c, z.mem * 4);
+    const LowerBound lb = lower_bound(p);
+    CHECK(lb.span == Approx(z.zb_span).margin(kEps));  // ZB is optimal in all four (§4)
+    const SearchOutcome by_span = run_search(p, Objective::Span);
+    const SearchOutcome by_global = run_search(p, Objective::Makespan);
+    CHECK(by_span.best.eval.span == Approx(lb.span).margin(kEps));
+    CHECK(by_global.best.eval.makespan <= z.zb_global + kEps);
+    CHECK(by_global.best.eval.makespan >= lb.makespan - kEps);
+  }
+}
+
+namespace {
+
+// A cost model with ZB's unit costs: f = b = w = 1 ms, one latency c on every link, no bandwidth.
+CostModel unit_costs(double c) {
+  CostModel m = default_cost_model(4);
+  m.fwd = StageValue::scalar(1);
+  m.bwd_input = StageValue::scalar(1);
+  m.bwd_weight = StageValue::scalar(1);
+  m.bwd = StageValue::scalar(2);
+  m.intra_node = m.inter_node = Link{c, std::nullopt};
+  m.pairs.clear();
+  m.activation_bytes = m.gradient_bytes = StageValue::scalar(1024);
+  m.capacity_bytes.reset();
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("a searched order becomes an ordinary schedule: its compute order kept, P2P inserted, verified, "
+          "and the DES (overlapped receives) times it as the evaluator does") {
+  for (double c : {0.0, 0.1}) {
+    CostModel costs = unit_costs(c);
+    costs.kept_activation_bytes = StageValue::scalar(1);  // memory in activations
+    const Problem p = problem_from_costs(costs, 4, 1, 8, PlacementKind::Loop, true, MemoryRule::ZeroBubble, 8.0);
+    const SearchOutcome so = run_search(p, Objective::Makespan);
+    const Schedule s = to_schedule(p, so.best.order, "found");
+    auto back = order_of(s, p);
+    REQUIRE(back);
+    CHECK(*back == so.best.order);
+    CHECK(verify(s).ok());
+    SimOptions o;
+    o.check.overlap_p2p = true;
+    const SimResult r = simulate(s, costs, o);
+    REQUIRE(r.completed);
+    CHECK(r.makespan_ms == Approx(so.best.eval.makespan).margin(1e-9));
+    // ZB's model has no shape meta; ppsched's first forward per stage pays one more latency.
+    const SearchOutcome zb = run_search(zb_problem(4, 8, {1.0}, {1.0}, {1.0}, c, 8), Objective::Makespan);
+    CHECK(so.best.eval.makespan <= zb.best.eval.makespan + 3 * c + kEps);
+  }
+}
+
+TEST_CASE("the list scheduler keeps every rank under its cap and every stage's tasks in micro order") {
+  const Problem p = zb_problem(8, 16, {1.0}, {1.0}, {1.0}, 0.1, 8);
+  int ran = 0;
+  for (const ListParams& q : list_parameter_space(p)) {
+    auto order = list_schedule(p, q);
+    if (!order) continue;
+    ++ran;
+    const Evaluation e = evaluate(p, *order);
+    INFO(q.describe());
+    REQUIRE(e.ok);
+    for (double peak : e.peak) CHECK(peak <= 8 + kEps);
+    for (const auto& ro : *order) {
+      std::vector<int> next(3 * 8, 0);
+      for (const Task& t : ro) {
+        int& n = next[static_cast<size_t>(3 * t.stage + static_cast<int>(t.kind == Kind::F ? 0 : t.kind == Kind::W ? 2 : 1))];
+        CHECK(t.micro == n);
+        ++n;
+      }
+    }
+  }
+  CHECK(ran > 10);
+}
+
+TEST_CASE("evaluate refuses an order with a cycle and one over the cap") {
+  const Problem p = zb_problem(2, 2, {1.0}, {1.0}, {1.0}, 0, 2);
+  Order ok = {{{Kind::F, 0, 0}, {Kind::F, 0, 1}, {Kind::I, 0, 0}, {Kind::W, 0, 0}, {Kind::I, 0, 1}, {Kind::W, 0, 1}},
+              {{Kind::F, 1, 0}, {Kind::I, 1, 0}, {Kind::W, 1, 0}, {Kind::F, 1, 1}, {Kind::I, 1, 1}, {Kind::W, 1, 1}}};
+  CHECK(evaluate(p, ok).ok);
+  Order cycle = ok;
+  std::swap(cycle[1][0], cycle[1][1]);  // I before its own F
+  CHECK_FALSE(evaluate(p, cycle).ok);
+  CHECK_FALSE(evaluate(p, cycle).over_cap);
+  const Problem tight = zb_problem(2, 2, {1.0}, {1.0}, {1.0}, 0, 1);
+  const Evaluation e = evaluate(tight, ok);
+  CHECK_FALSE(e.ok);
+  CHECK(e.over_cap);
+}
+
+TEST_CASE("the search is deterministic for a seed, whatever the thread count") {
+  const Problem p = zb_problem(4, 8, {1.0}, {1.0}, {1.0}, 0.1, 8);
+  SearchSettings a;
+  a.objective = Objective::Span;
+  a.iterations = 5000;
+  a.seed = 7;
+  a.threads = 1;
+  SearchSettings b = a;
+  b.threads = 3;
+  const SearchOutcome x = ppsched::search::search(p, {}, a), y = ppsched::search::search(p, {}, b);
+  CHECK(x.best.order == y.best.order);
+  CHECK(x.best.eval.span == y.best.eval.span);
+}

@@ -10,6 +10,7 @@ std::string ListParams::describe() const {
   std::string s = "inflight " + std::to_string(inflight_scale) + "x(P-r)" +
                   (inflight_extra >= 0 ? "+" : "") + std::to_string(inflight_extra) + ", " +
                   (forward_first ? "F-first" : "B-first") + ", W " + w[static_cast<int>(w_policy)];
+  if (reserve) s += ", reserve";
   if (forward_fit) s += f_slack > 0 ? ", F fit+1" : ", F fit";
   if (w_policy == WPolicy::FitFill && w_slack > 0) s += " slack " + std::to_string(w_slack).substr(0, 4);
   return s;
@@ -36,7 +37,9 @@ std::optional<Order> list_schedule(const Problem& p, const ListParams& q) {
   const size_t n = static_cast<size_t>(S) * static_cast<size_t>(M);
   std::vector<double> end_f(n, kUnknown), end_b(n, kUnknown);
   std::vector<int> nf(static_cast<size_t>(S), 0), nb(static_cast<size_t>(S), 0), nw(static_cast<size_t>(S), 0);
-  std::vector<double> free_at(static_cast<size_t>(R), 0.0), mem(static_cast<size_t>(R), 0.0);
+  std::vector<double> free_at(static_cast<size_t>(R), 0.0), mem(static_cast<size_t>(R), 0.0),
+      reserved(static_cast<size_t>(R), 0.0), admit(static_cast<size_t>(R), 0.0);
+  for (int s = 0; s < S; ++s) admit[static_cast<size_t>(p.rank_of(s))] += std::max(0.0, p.mem_f[static_cast<size_t>(s)]);
   std::vector<int> inflight(static_cast<size_t>(R), 0), left_fb(static_cast<size_t>(R), 0), left(static_cast<size_t>(R), 0);
   std::vector<int> limit(static_cast<size_t>(R), 1);
   for (int r = 0; r < R; ++r) {
@@ -99,6 +102,11 @@ std::optional<Order> list_schedule(const Problem& p, const ListParams& q) {
     --remaining;
     switch (task.kind) {
       case Kind::F:
+        if (q.reserve) {
+          const bool first_local = task.stage == stages_of[ru].front();
+          if (first_local) reserved[ru] += admit[ru];
+          reserved[ru] -= std::max(0.0, p.mem_f[static_cast<size_t>(task.stage)]);
+        }
         end_f[i] = end;
         ++nf[static_cast<size_t>(task.stage)];
         ++inflight[ru];
@@ -138,7 +146,11 @@ std::optional<Order> list_schedule(const Problem& p, const ListParams& q) {
       const int s = q.deep_forward ? mine[mine.size() - 1 - k] : mine[k];
       const double fr = f_ready(s);
       if (fr < 0) continue;
-      const bool fits = mem[ru] + p.mem_f[static_cast<size_t>(s)] <= p.cap[ru] * (1 + 1e-12) + 1e-9;
+      const bool admits = s == mine.front();
+      const double need = !q.reserve ? mem[ru] + p.mem_f[static_cast<size_t>(s)]
+                          : admits  ? mem[ru] + reserved[ru] + admit[ru]
+                                    : mem[ru] + reserved[ru];  // already reserved
+      const bool fits = need <= p.cap[ru] * (1 + 1e-12) + 1e-9;
       const bool allowed = inflight[ru] < limit[ru];
       if (!allowed) continue;
       if (!fits) {
@@ -219,9 +231,11 @@ std::vector<ListParams> list_parameter_space(const Problem& p) {
           for (double slack : {0.0, 0.5}) {
             if (slack > 0 && wp != WPolicy::FitFill) continue;
             for (int deep = 0; deep < (several ? 4 : 1); ++deep)
-              for (int fit = 0; fit < 3; ++fit) {
+              for (int fit = 0; fit < 3; ++fit)
+              for (int reserve = 0; reserve < (several ? 2 : 1); ++reserve) {
               if (fit > 0 && scale * (R - 1) + extra <= R - 1) continue;  // no forwards beyond P - r
               ListParams q;
+              q.reserve = reserve == 1;
               q.forward_fit = fit > 0;
               q.f_slack = fit == 2 ? 1.0 : 0.0;
               q.inflight_scale = scale;

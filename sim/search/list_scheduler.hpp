@@ -33,6 +33,10 @@ struct ListParams {
   // warm-up rule, schedule_search.md §3 step 1).
   bool forward_fit = false;
   double f_slack = 0;
+  // Several stages per rank: a forward on the rank's first stage admits a micro only if the cap
+  // also leaves room for its forwards on the rank's later stages (reserved until they run), so
+  // an admitted micro can always go on (ZB-V's rule, model/generators/zero_bubble.cpp).
+  bool reserve = false;
   WPolicy w_policy = WPolicy::Fill;
   double w_slack = 0;           // FitFill: a W may overshoot the next arrival by this many W's
   std::string describe() const;

@@ -126,6 +126,19 @@ Problem zb_problem(int stages, int micros, const std::vector<double>& f, const s
   return p;
 }
 
+Problem zbv_problem(int ranks, int micros, double f, double b, double w, double c, double cap_chunk_activations) {
+  Problem p = zb_problem(2 * ranks, micros, {f}, {b}, {w}, c, cap_chunk_activations);
+  p.ranks = ranks;
+  p.placement = Placement::v(ranks, 2 * ranks);
+  for (int s = 0; s < p.stages; ++s)
+    for (int m = 0; m < micros; ++m) {
+      if (s + 1 < p.stages && p.rank_of(s) == p.rank_of(s + 1)) p.comm_fwd[p.at(s, m)] = 0;
+      if (s > 0 && p.rank_of(s) == p.rank_of(s - 1)) p.comm_bwd[p.at(s, m)] = 0;
+    }
+  p.cap.assign(static_cast<size_t>(ranks), cap_chunk_activations);
+  return p;
+}
+
 bool evaluate(const Problem& p, const Order& order, Workspace& ws, Evaluation& out) {
   const size_t n = static_cast<size_t>(p.stages) * static_cast<size_t>(p.micros);
   const size_t R = static_cast<size_t>(p.ranks);

@@ -79,6 +79,9 @@ Problem problem_from_costs(const CostModel& costs, int ranks, int vpp, int micro
 // cross-stage edge, memory in activations (F +1, I 0, W -1), a cap of `cap_activations`.
 Problem zb_problem(int stages, int micros, const std::vector<double>& f, const std::vector<double>& b,
                    const std::vector<double>& w, double c, double cap_activations);
+// ZB-V's inputs (schedule_search.md §6): P ranks, two chunks each in V placement, scalar chunk
+// costs, c on every hop between ranks (none at the turn), memory in chunk activations per rank.
+Problem zbv_problem(int ranks, int micros, double f, double b, double w, double c, double cap_chunk_activations);
 
 struct Evaluation {
   bool ok = false;          // every task ran (no cycle) and every rank stayed under its cap

@@ -301,34 +301,62 @@ std::vector<FamilyVariant> family_variants(int pp, int vpp, int micro) {
 
 }  // namespace
 
+std::vector<Found> family_seeds(const Problem& p) {
+  std::vector<Found> out;
+  const int vpp = p.ranks > 0 ? p.stages / p.ranks : 1;
+  for (const auto& fv : family_variants(p.ranks, vpp, p.micros)) {
+    try {
+      auto o = order_of(generate(fv.family, fv.options), p);
+      if (o) out.push_back(Found{std::move(*o), {}, "family " + fv.label});
+    } catch (const std::exception&) {
+      // does not fit this shape
+    }
+  }
+  return out;
+}
+
 TuneResult tune(const TuneRequest& rq) {
   TuneResult res;
   const auto t0 = Clock::now();
   if (rq.pp < 1 || rq.micro < 1) throw InputError({}, "tune: --pp and --micro must be >= 1");
   if (rq.vpp_min < 1 || rq.vpp_max < rq.vpp_min) throw InputError({}, "tune: --vpp must be >= 1");
-  const std::optional<double> cap = rq.budget ? rq.budget : rq.costs.capacity_bytes;
   struct Shape {
     int vpp;
     PlacementKind placement;
   };
   std::vector<Shape> shapes;
+  std::vector<CostModel> models(static_cast<size_t>(rq.vpp_max + 1));
+  std::vector<bool> fits(static_cast<size_t>(rq.vpp_max + 1), false);
+  std::string why;
   for (int v = rq.vpp_min; v <= rq.vpp_max; ++v) {
+    try {
+      models[static_cast<size_t>(v)] = rq.costs(rq.pp * v);
+      models[static_cast<size_t>(v)].check_fits(rq.pp * v, rq.micro);
+      fits[static_cast<size_t>(v)] = true;
+    } catch (const InputError& e) {
+      why = e.what();
+      continue;  // this V is not described by the cost file
+    }
     if (v == 1) {
       shapes.push_back({1, PlacementKind::Loop});
       continue;
     }
     for (PlacementKind k : rq.placements) shapes.push_back({v, k});
   }
+  if (shapes.empty()) throw InputError({}, "tune: the cost model fits no V in the range: " + why);
+  auto model_for = [&](int stages) -> const CostModel& { return models[static_cast<size_t>(stages / rq.pp)]; };
+  auto cap_for = [&](int stages) { return rq.budget ? rq.budget : model_for(stages).capacity_bytes; };
   auto sim_for = [&](int stages) {
     SimOptions o = rq.sim;
-    o.check.memory = rq.costs.memory_model(stages);
-    if (cap) o.check.memory_budget = static_cast<int64_t>(*cap);
+    o.check.memory = model_for(stages).memory_model(stages);
+    if (auto cap = cap_for(stages)) o.check.memory_budget = static_cast<int64_t>(*cap);
     return o;
   };
   // Families: each one fitting a shape is measured once and seeds the search of that shape.
   std::vector<std::pair<Schedule, std::string>> family_schedules;
   std::vector<int> family_vpp;
   for (int v = rq.vpp_min; v <= rq.vpp_max && rq.families; ++v)
+    if (fits[static_cast<size_t>(v)])
     for (const auto& fv : family_variants(rq.pp, v, rq.micro)) {
       Schedule s;
       try {
@@ -344,18 +372,20 @@ TuneResult tune(const TuneRequest& rq) {
     }
   std::vector<Entry> entries;
   for (const auto& [s, label] : family_schedules) {
-    rq.costs.check_fits(s.stages, s.micro_batches);
-    Entry e = measure(s, rq.costs, sim_for(s.stages));
+    Entry e = measure(s, model_for(s.stages), sim_for(s.stages));
     e.origin = "family";
     entries.push_back(std::move(e));
   }
   // The search, per shape and backward kind; the time limit is shared out evenly.
   const double deadline_share = rq.settings.seconds > 0 ? rq.settings.seconds / static_cast<double>(shapes.size() * 2) : 0;
   std::vector<std::pair<Schedule, std::string>> found;
+  double global_best = -1;
   std::vector<LowerBound> bounds;
   for (const Shape& sh : shapes)
     for (bool split : {true, false}) {
-      Problem p = problem_from_costs(rq.costs, rq.pp, sh.vpp, rq.micro, sh.placement, split, MemoryRule::Ppsched, cap);
+      const int stages = rq.pp * sh.vpp;
+      Problem p = problem_from_costs(model_for(stages), rq.pp, sh.vpp, rq.micro, sh.placement, split, MemoryRule::Ppsched,
+                                     cap_for(stages));
       std::vector<Found> seeds;
       for (const auto& [s, label] : family_schedules) {
         auto o = order_of(s, p);
@@ -363,19 +393,24 @@ TuneResult tune(const TuneRequest& rq) {
       }
       SearchSettings st = rq.settings;
       st.seconds = deadline_share;
+      if (rq.settings.progress)  // one line for the whole tune: the best over every shape so far
+        st.progress = [&](double best, double) {
+          if (global_best < 0 || best < global_best) global_best = best;
+          rq.settings.progress(global_best, std::chrono::duration<double>(Clock::now() - t0).count());
+        };
       SearchOutcome so = search(p, seeds, st);
       res.evaluations += so.evaluations;
       res.stopped_by_time = res.stopped_by_time || so.stopped_by_time;
       // The DES decides between the evaluator's best few.
       int kept = 0;
       for (const Found& f : so.finalists) {
-        if (kept >= 3) break;
+        if (kept >= 5) break;
         ++kept;
         std::string name = "found V=" + std::to_string(sh.vpp) +
                            (sh.vpp > 1 ? (sh.placement == PlacementKind::V ? " v" : " loop") : "") +
                            (split ? " F/I/W" : " F/B");
         Schedule s = to_schedule(p, f.order, name);
-        Entry e = measure(s, rq.costs, sim_for(s.stages));
+        Entry e = measure(s, model_for(s.stages), sim_for(s.stages));
         e.origin = f.origin;
         entries.push_back(e);
         found.emplace_back(std::move(s), name);
@@ -405,7 +440,7 @@ TuneResult tune(const TuneRequest& rq) {
     bool done = false;
     for (auto& [s, label] : found)
       if (!done && s.name == b.name) {
-        Entry again = measure(s, rq.costs, sim_for(s.stages), &res.best_sim);
+        Entry again = measure(s, model_for(s.stages), sim_for(s.stages), &res.best_sim);
         if (std::abs(again.makespan_ms - b.makespan_ms) <= 1e-9 * std::max(1.0, b.makespan_ms)) {
           res.best_schedule = s;
           done = true;
@@ -413,7 +448,7 @@ TuneResult tune(const TuneRequest& rq) {
       }
     for (auto& [s, label] : family_schedules)
       if (!done && s.name == b.name) {
-        measure(s, rq.costs, sim_for(s.stages), &res.best_sim);
+        measure(s, model_for(s.stages), sim_for(s.stages), &res.best_sim);
         res.best_schedule = s;
         done = true;
       }

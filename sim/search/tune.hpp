@@ -80,14 +80,21 @@ Found improve(const Problem& p, const Found& start, Objective obj, long iteratio
 // search from the best distinct ones.
 SearchOutcome search(const Problem& p, const std::vector<Found>& seeds, const SearchSettings& settings);
 
+// The compute orders of every built-in family (and option) that fits the problem's shape, as
+// search starts ("family <name>"); families with other steps (OVERLAP composites, MPipe) are
+// left out.
+std::vector<Found> family_seeds(const Problem& p);
+
 // ---- the whole tune command --------------------------------------------------------------
 
 struct TuneRequest {
   int pp = 0, micro = 0;
   int vpp_min = 1, vpp_max = 1;
   std::vector<PlacementKind> placements = {PlacementKind::Loop};  // for V > 1
-  CostModel costs;
-  std::optional<double> budget;  // bytes per rank (else costs.capacity_bytes)
+  // The cost model for a stage count (the embedded default splits its layers over the stages;
+  // a file fits only the stage counts it describes: check_fits decides, others are skipped).
+  std::function<CostModel(int stages)> costs;
+  std::optional<double> budget;  // bytes per rank (else the model's capacity_bytes)
   SimOptions sim;                // comm semantics of the DES (memory filled in by tune)
   SearchSettings settings;
   bool families = true;

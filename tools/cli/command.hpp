@@ -27,6 +27,7 @@ Action add_simulate(CLI::App& app);
 Action add_compare(CLI::App& app);
 Action add_fuzz(CLI::App& app);
 Action add_calibrate(CLI::App& app);
+Action add_tune(CLI::App& app);
 
 // Generator options shared by `generate` and `check --generate`.
 struct GeneratorFlags {

@@ -8,7 +8,9 @@
 #include "model/comm_insertion.hpp"
 #include "model/generators/generator.hpp"
 #include "sim/engine.hpp"
+#include "model/formats/schedule_io.hpp"
 #include "sim/search/list_scheduler.hpp"
+#include "sim/search/repair.hpp"
 #include "sim/search/problem.hpp"
 #include "sim/search/tune.hpp"
 
@@ -234,4 +236,101 @@ TEST_CASE("ZB-V's inputs (§6, V placement, chunk f = b = w = 0.5, 1F1B's memory
     if (z.zbv_span == z.zbv_global || z.c > 0) CHECK(s.best.eval.span <= z.zbv_span + kEps);
     // At P=4 M=8 c=0 ZB-V's span is 24.0 (zero bubble); this search stops at 25.5 (not met).
   }
+}
+
+namespace {
+
+std::string bad(const std::string& name) {
+  const char* d = std::getenv("PPSCHED_TEST_DATA");
+  return std::string(d ? d : "tests/data") + "/bad/" + name;
+}
+
+}  // namespace
+
+TEST_CASE("check --suggest: every deadlock, mismatch and dependency case of tests/data/bad has a fix of at most "
+          "2 moves, except the ones that need steps added, removed or regrouped") {
+  struct Case {
+    const char* file;
+    int moves;  // 0: no fix by moves
+    const char* why;
+  };
+  const std::vector<Case> cases = {
+      {"both_send_first.json", 1, ""},
+      {"fwd_before_recv.json", 1, ""},
+      {"grad_order_mismatch.json", 1, ""},
+      {"mpipe_micro_major.json", 1, ""},
+      {"recv_hoisted_before_send.json", 1, ""},
+      {"short_micro_bwd_before_recv.json", 1, ""},
+      {"w_before_i.json", 1, ""},
+      // rank 0 groups two transfers in one BATCH_SEND_RECV, rank 1 issues them as two steps:
+      // the ends differ in grouping, which no reordering changes.
+      {"batch_vs_singles.json", 0, "grouping"},
+      // rank 1 has one FWD_RECV too many: a move keeps every step.
+      {"duplicated_recv.json", 0, "extra step"},
+      // each of the 8 feature-gradient sends sits inline after its stage-0 BWD; all of them
+      // (more than 2) must move to the suffix.
+      {"owner_backward_inline.json", 0, "more than 2 moves"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.file);
+    const Schedule s = read_schedule_file(bad(c.file));
+    const CheckReport before = verify(s);
+    REQUIRE_FALSE(before.ok());
+    const Repair r = suggest_repair(s, CheckOptions{});
+    CHECK(r.seconds < 1.0);
+    if (c.moves == 0) {
+      CHECK_FALSE(r.found);
+      continue;
+    }
+    REQUIRE(r.found);
+    CHECK(static_cast<int>(r.moves.size()) == c.moves);
+    CHECK(verify(r.fixed).ok());
+    // The fix moves steps: the same multiset of steps on every rank.
+    for (size_t k = 0; k < s.programs.size(); ++k) CHECK(s.programs[k].size() == r.fixed.programs[k].size());
+  }
+}
+
+TEST_CASE("check --suggest leaves collective and missing-step cases alone with a reason") {
+  const Repair r = suggest_repair(read_schedule_file(bad("collective_subset.json")), CheckOptions{});
+  CHECK_FALSE(r.found);
+  CHECK(r.why_not.find("collective_mismatch") != std::string::npos);
+}
+
+TEST_CASE("check --suggest repairs a 1,000-step schedule with a forward hoisted above its receive, "
+          "and one with a receive hoisted into a deadlock, within 1 s") {
+  GenerateOptions g;
+  g.pp = 4;
+  g.micro = 50;
+  const Schedule good = generate("1f1b", g);
+  REQUIRE(good.step_count() >= 1000);
+  REQUIRE(verify(good).ok());
+  auto& prog = good.programs[2];
+  int fwd = -1;
+  for (size_t i = 1; i < prog.size(); ++i)
+    if (prog[i] && prog[i]->op == Op::FWD && prog[i]->micro == 30 && prog[i - 1] && prog[i - 1]->op == Op::FWD_RECV)
+      fwd = static_cast<int>(i);
+  REQUIRE(fwd > 0);
+  const Schedule broken = apply_move(good, Move{2, fwd, fwd - 1});
+  REQUIRE_FALSE(verify(broken).ok());
+  const Repair r = suggest_repair(broken, CheckOptions{});
+  REQUIRE(r.found);
+  CHECK(r.moves.size() == 1);
+  CHECK(r.seconds < 1.0);
+  CHECK(verify(r.fixed).ok());
+  // A forward receive hoisted above the gradient send before it on rank 1 (steady state): both
+  // ends of the pair receive first, a wait-for cycle (hyper-parallel 3.5 item 1).
+  int recv = -1;
+  const auto& p1 = good.programs[1];
+  for (size_t i = 1; i < p1.size() && recv < 0; ++i)
+    if (p1[i] && p1[i]->op == Op::FWD_RECV && p1[i]->micro >= 20 && p1[i - 1] && p1[i - 1]->op == Op::BWD_SEND)
+      recv = static_cast<int>(i);
+  REQUIRE(recv > 0);
+  const Schedule stuck = apply_move(good, Move{1, recv, recv - 1});
+  const CheckReport why = verify(stuck);
+  REQUIRE_FALSE(why.ok());
+  const Repair d = suggest_repair(stuck, CheckOptions{});
+  CHECK(d.seconds < 1.0);
+  REQUIRE(d.found);
+  CHECK(d.moves.size() <= 2);
+  CHECK(verify(d.fixed).ok());
 }

@@ -52,6 +52,7 @@ struct SearchSettings {
   uint64_t seed = 1;
   int threads = 1;           // 0 = hardware concurrency
   double seconds = 0;        // 0 = no time limit
+  long des_iterations = 300;  // tune: hill-climbing moves timed by the DES after the search
   // Called from one thread at a time with the best score so far and the elapsed seconds.
   std::function<void(double best, double elapsed)> progress;
 };
@@ -60,6 +61,7 @@ struct Found {
   Order order;
   Evaluation eval;
   std::string origin;  // "list: <params>", "search from <seed origin>", "family <name>"
+  double found_at = 0; // seconds into search() when this order was reached
 };
 
 struct SearchOutcome {

@@ -456,7 +456,7 @@ TuneResult tune(const TuneRequest& rq) {
         if (o) seeds.push_back(Found{std::move(*o), {}, "family " + label});
       }
       SearchSettings st = rq.settings;
-      st.seconds = deadline_share;
+      st.seconds = deadline_share * 2 / 3;  // the last third for the DES hill climb
       if (rq.settings.progress)  // one line for the whole tune: the best over every shape so far
         st.progress = [&](double best, double) {
           if (global_best < 0 || best < global_best) global_best = best;
@@ -474,7 +474,7 @@ TuneResult tune(const TuneRequest& rq) {
                                (sh.vpp > 1 ? (sh.placement == PlacementKind::V ? " v" : " loop") : "") +
                                (split ? " F/I/W" : " F/B");
       Found refined = des_refine(p, starts, model_for(stages), sim_for(stages), rq.settings.des_iterations,
-                                 deadline_share > 0 ? deadline_share / 2 : 0, rq.settings.seed, &res.evaluations);
+                                 deadline_share > 0 ? deadline_share / 3 : 0, rq.settings.seed, &res.evaluations);
       if (!refined.order.empty()) {
         Schedule s = to_schedule(p, refined.order, name);
         Entry e = measure(s, model_for(s.stages), sim_for(s.stages));

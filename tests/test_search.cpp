@@ -334,3 +334,43 @@ TEST_CASE("check --suggest repairs a 1,000-step schedule with a forward hoisted 
   CHECK(d.moves.size() <= 2);
   CHECK(verify(d.fixed).ok());
 }
+
+TEST_CASE("tune: the best is verified, never slower than any family that fits the budget, and simulate "
+          "reproduces its makespan") {
+  TuneRequest rq;
+  rq.pp = 4;
+  rq.micro = 8;
+  rq.vpp_min = 1;
+  rq.vpp_max = 2;
+  rq.placements = {PlacementKind::Loop, PlacementKind::V};
+  rq.costs = [](int stages) { return default_cost_model(stages); };
+  rq.budget = 24.0 * (1LL << 30);
+  rq.settings.iterations = 2000;
+  rq.settings.threads = 2;
+  rq.settings.des_iterations = 50;
+  const TuneResult r = tune(rq);
+  REQUIRE(r.best == 0);
+  const Entry& best = r.leaderboard[0];
+  CHECK(best.verified);
+  bool saw_family = false, saw_found = false;
+  for (const Entry& e : r.leaderboard) {
+    if (e.origin == "family") saw_family = true;
+    else saw_found = true;
+    if (e.verified) CHECK(best.makespan_ms <= e.makespan_ms + 1e-9);
+    if (!e.verified) CHECK_FALSE(e.verdict.empty());
+  }
+  CHECK(saw_family);
+  CHECK(saw_found);
+  CHECK(verify(r.best_schedule, [&] {
+          CheckOptions o;
+          o.memory = default_cost_model(r.best_schedule.stages).memory_model(r.best_schedule.stages);
+          o.memory_budget = static_cast<int64_t>(*rq.budget);
+          return o;
+        }()).ok());
+  SimOptions o;
+  o.check.memory = default_cost_model(r.best_schedule.stages).memory_model(r.best_schedule.stages);
+  const SimResult again = simulate(r.best_schedule, default_cost_model(r.best_schedule.stages), o);
+  CHECK(again.makespan_ms == Approx(best.makespan_ms).epsilon(1e-12));
+  CHECK(r.bound.makespan > 0);
+  CHECK_FALSE(r.bound.formula.empty());
+}

@@ -44,14 +44,15 @@ Action add_tune(CLI::App& app) {
   auto st = std::make_shared<State>();
   cmd->add_option("--pp", st->pp, "pipeline ranks P")->required();
   cmd->add_option("--micro", st->micro, "micro-batches M")->required();
-  auto* vpp = cmd->add_option("--vpp", st->vpp, "stages per rank V (default 1)");
-  cmd->add_option("--vpp-max", st->vpp_max, "search every V from 1 to this")->excludes(vpp);
+  auto* vpp = cmd->add_option("--vpp", st->vpp, "stages per rank V (default 1)")->check(CLI::Range(1, 64));
+  cmd->add_option("--vpp-max", st->vpp_max, "search every V from 1 to this")->excludes(vpp)->check(CLI::Range(1, 64));
   cmd->add_option("--costs", st->costs, "cost file (default: the embedded 7B model)");
   cmd->add_option("--memory-budget", st->budget, "per-rank memory cap (e.g. 60GiB); default: the cost model's capacity_bytes");
-  cmd->add_option("--seconds", st->seconds, "time limit of the search (the result is deterministic when it finishes first)");
-  cmd->add_option("--iterations", st->iterations, "local-search moves per job (default 20000)");
+  cmd->add_option("--seconds", st->seconds, "time limit of the search (the result is deterministic when it finishes first)")
+      ->check(CLI::Range(0.0, 86400.0));
+  cmd->add_option("--iterations", st->iterations, "local-search moves per job (default 20000)")->check(CLI::Range(0L, 1000000000L));
   cmd->add_option("--seed", st->seed, "random seed of the local search");
-  cmd->add_option("--threads", st->threads, "worker threads (default: every core)");
+  cmd->add_option("--threads", st->threads, "worker threads (default: every core)")->check(CLI::Range(0, 1024));
   cmd->add_option("--placement", st->placement, "stage placement for V > 1: loop, v or any")->check(CLI::IsMember({"loop", "v", "any"}));
   cmd->add_option("--objective", st->objective, "makespan (default) or span (ZB's longest rank span)")
       ->check(CLI::IsMember({"makespan", "span"}));
@@ -74,9 +75,9 @@ Action add_tune(CLI::App& app) {
       rq.vpp_min = rq.vpp_max = st->vpp > 0 ? st->vpp : 1;
     }
     if (rq.vpp_min < 1) throw InputError({}, "tune: --vpp must be >= 1");
-    if (static_cast<long>(rq.pp) * rq.vpp_max * rq.micro > 4'000'000)
+    if (static_cast<long>(rq.pp) * rq.vpp_max * rq.micro > 1'000'000)
       throw InputError({}, "tune: P x V x M = " + std::to_string(static_cast<long>(rq.pp) * rq.vpp_max * rq.micro) +
-                               " tasks per kind is more than this search handles (4,000,000)");
+                               " tasks per kind is more than this search handles (1,000,000)");
     if (st->placement == "loop") rq.placements = {PlacementKind::Loop};
     else if (st->placement == "v") rq.placements = {PlacementKind::V};
     else rq.placements = {PlacementKind::Loop, PlacementKind::V};
@@ -99,7 +100,11 @@ Action add_tune(CLI::App& app) {
       };
     search::TuneResult r = search::tune(rq);
     if (!st->quiet) std::fprintf(stderr, "\n");
-    if (r.best < 0) throw InputError({}, "tune: no candidate verified under the memory budget");
+    if (r.best < 0) {
+      std::cerr << "tune: no candidate verifies under the memory budget (" << r.leaderboard.size()
+                << " tried; the first: " << (r.leaderboard.empty() ? "none" : r.leaderboard.front().verdict) << ")\n";
+      return kFound;
+    }
     const auto& best = r.leaderboard[static_cast<size_t>(r.best)];
     if (!st->out.empty()) write_output(st->out, write_schedule(r.best_schedule, FileFormat::Json));
     if (!st->trace.empty()) write_output(st->trace, chrome_trace_json(r.best_schedule, r.best_sim, TraceOptions{-1, "simulated"}));

@@ -222,6 +222,18 @@ def run_ppsched(ctx, args, expect_rc=0):
     return p.stdout
 
 
+# ---- a schedule found by `ppsched tune` is an ordinary schedule (issue 14) --------------------
+for _pp in (2, 4):
+    def _tuned(ctx, pp=_pp):
+        # --no-families: the written schedule is the search's own (families only seed it).
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "tuned.json")
+            run_ppsched(ctx, ["tune", "--pp", str(pp), "--micro", str(2 * pp), "--vpp-max", "2", "--no-families",
+                              "--iterations", "2000", "--threads", "1", "-q", "-o", path])
+            parity_run(ctx, pp, ["--schedule", path] + GPT, iterations=1)
+    case(f"parity_tuned_pp{_pp}")(_tuned)
+
+
 @case("trace_calibrate_predict_mpipe_pp4")
 def _(ctx):
     # The acceptance run: mpipe-transpose P=4 M=8 from a file, GPT, under Gloo; two iterations

@@ -39,7 +39,7 @@ Action add_tune(CLI::App& app) {
     std::string costs, budget, placement = "any", out, trace, svg, comm = "rendezvous", objective = "makespan";
     double seconds = 20;
     uint64_t seed = 1;
-    bool json = false, overlap_p2p = false, quiet = false;
+    bool json = false, overlap_p2p = false, quiet = false, no_families = false;
   };
   auto st = std::make_shared<State>();
   cmd->add_option("--pp", st->pp, "pipeline ranks P")->required();
@@ -61,6 +61,7 @@ Action add_tune(CLI::App& app) {
   cmd->add_option("-o,--output", st->out, "write the best schedule (JSON, P2P inserted) here");
   cmd->add_option("--trace", st->trace, "write a Chrome/Perfetto trace of the best schedule");
   cmd->add_option("--svg", st->svg, "write an SVG timeline of the best schedule");
+  cmd->add_flag("--no-families", st->no_families, "leave the built-in families out (neither candidates nor seeds)");
   cmd->add_flag("--json", st->json, "machine-readable result");
   cmd->add_flag("-q,--quiet", st->quiet, "no progress line on stderr");
   return [st]() {
@@ -88,6 +89,7 @@ Action add_tune(CLI::App& app) {
     if (!st->budget.empty()) rq.budget = static_cast<double>(parse_bytes(st->budget, "--memory-budget"));
     rq.sim.check.comm = st->comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
     rq.sim.check.overlap_p2p = st->overlap_p2p;
+    rq.families = !st->no_families;
     rq.settings.objective = st->objective == "span" ? search::Objective::Span : search::Objective::Makespan;
     rq.settings.iterations = st->iterations;
     rq.settings.seed = st->seed;

@@ -374,3 +374,38 @@ TEST_CASE("tune: the best is verified, never slower than any family that fits th
   CHECK(r.bound.makespan > 0);
   CHECK_FALSE(r.bound.formula.empty());
 }
+
+TEST_CASE("an F paired with the next backward becomes one OVERLAP_F_B step: verified, and the DES prices it "
+          "as the evaluator does (max + (1 - efficiency) x min)") {
+  CostModel costs = unit_costs(0.1);
+  costs.kept_activation_bytes = StageValue::scalar(1);
+  costs.overlap_efficiency = 0.5;
+  const Problem p = problem_from_costs(costs, 4, 1, 8, PlacementKind::Loop, true, MemoryRule::Ppsched, std::nullopt);
+  ListParams q;  // 1F1B-like: B-first, P - r in flight
+  auto order = list_schedule(p, q);
+  REQUIRE(order);
+  const double plain = evaluate(p, *order).makespan;
+  int paired = 0;
+  for (auto& ro : *order)
+    for (size_t k = 0; k + 1 < ro.size(); ++k)
+      if (ro[k].kind == Kind::F && ro[k + 1].kind == Kind::I && ro[k + 1].micro != ro[k].micro) {
+        ro[k].overlap_next = true;
+        if (!evaluate(p, *order).ok) ro[k].overlap_next = false;
+        else ++paired;
+        ++k;
+      }
+  REQUIRE(paired > 0);
+  const Evaluation e = evaluate(p, *order);
+  REQUIRE(e.ok);
+  CHECK(e.makespan != Approx(plain));  // the pairs changed the timing (not always for the better)
+  const Schedule s = to_schedule(p, *order, "paired");
+  CHECK(verify(s).ok());
+  auto back = order_of(s, p);
+  REQUIRE(back);
+  CHECK(*back == *order);
+  SimOptions o;
+  o.check.overlap_p2p = true;
+  const SimResult r = simulate(s, costs, o);
+  REQUIRE(r.completed);
+  CHECK(r.makespan_ms == Approx(e.makespan).margin(1e-9));
+}

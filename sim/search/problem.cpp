@@ -87,6 +87,7 @@ Problem problem_from_costs(const CostModel& costs, int ranks, int vpp, int micro
       if (s > 0 && p.rank_of(s) != p.rank_of(s - 1))
         p.comm_bwd[i] = costs.link(p.rank_of(s), p.rank_of(s - 1)).transfer_ms(costs.payload_bytes(Op::BWD_SEND, s, m));
     }
+  p.overlap_efficiency = costs.overlap_efficiency;
   const MemoryModel mm = costs.memory_model(p.stages);
   std::vector<double> act;
   for (int s = 0; s < p.stages; ++s) act.push_back(static_cast<double>(mm.activation(s)));
@@ -155,6 +156,42 @@ bool evaluate(const Problem& p, const Order& order, Workspace& ws, Evaluation& o
   bool over = false;
   size_t total = 0, done = 0;
   for (const auto& ro : order) total += ro.size();
+  // When a task may start (its inputs' end plus hand-over); false while an input has not run.
+  auto ready_of = [&](const Task& t, double& ready) -> bool {
+    const size_t i = p.at(t.stage, t.micro);
+    ready = 0;
+    switch (t.kind) {
+      case Kind::F:
+        if (t.stage > 0) {
+          const size_t j = i - static_cast<size_t>(p.micros);
+          if (ws.end_f[j] < 0) return false;
+          ready = ws.end_f[j] + p.comm_fwd[j];
+        }
+        return true;
+      case Kind::B:
+      case Kind::I:
+        if (ws.end_f[i] < 0) return false;
+        if (t.stage < last) {
+          const size_t j = i + static_cast<size_t>(p.micros);
+          if (ws.end_b[j] < 0) return false;
+          ready = std::max(ws.end_f[i], ws.end_b[j] + p.comm_bwd[j]);
+        } else {
+          ready = ws.end_f[i];
+        }
+        return true;
+      case Kind::W:
+        if (ws.end_b[i] < 0) return false;
+        ready = ws.end_b[i];
+        return true;
+    }
+    return false;
+  };
+  auto fail = [&]() {
+    out.ok = false;
+    out.over_cap = false;
+    out.makespan = out.span = 0;
+    return false;
+  };
   // Round-robin: each rank runs as far as its inputs are known; a round without progress is a
   // cycle (or a task whose input never runs).
   for (bool progress = true; progress && done < total;) {
@@ -164,47 +201,37 @@ bool evaluate(const Problem& p, const Order& order, Workspace& ws, Evaluation& o
       size_t& k = ws.pos[r];
       while (k < ro.size()) {
         const Task& t = ro[k];
-        const size_t i = p.at(t.stage, t.micro);
         double ready = 0;
-        switch (t.kind) {
-          case Kind::F:
-            if (t.stage > 0) {
-              const size_t j = i - static_cast<size_t>(p.micros);
-              if (ws.end_f[j] < 0) goto blocked;
-              ready = ws.end_f[j] + p.comm_fwd[j];
-            }
-            break;
-          case Kind::B:
-          case Kind::I:
-            if (ws.end_f[i] < 0) goto blocked;
-            if (t.stage < last) {
-              const size_t j = i + static_cast<size_t>(p.micros);
-              if (ws.end_b[j] < 0) goto blocked;
-              ready = std::max(ws.end_f[i], ws.end_b[j] + p.comm_bwd[j]);
-            } else {
-              ready = ws.end_f[i];
-            }
-            break;
-          case Kind::W:
-            if (ws.end_b[i] < 0) goto blocked;
-            ready = ws.end_b[i];
-            break;
+        if (!ready_of(t, ready)) break;
+        const Task* pair = nullptr;
+        double dur = p.cost(t);
+        if (t.overlap_next) {
+          // One OVERLAP_F_B step: the F and the rank's next task, a backward of another micro.
+          if (k + 1 >= ro.size()) return fail();
+          pair = &ro[k + 1];
+          if ((pair->kind != Kind::B && pair->kind != Kind::I) || pair->micro == t.micro || t.kind != Kind::F) return fail();
+          double r2 = 0;
+          if (!ready_of(*pair, r2)) break;
+          ready = std::max(ready, r2);
+          const double a = dur, b = p.cost(*pair);
+          dur = std::max(a, b) + (1.0 - p.overlap_efficiency) * std::min(a, b);
         }
-        {
-          const double start = std::max(ws.free_at[r], ready);
-          const double end = start + p.cost(t);
-          (t.kind == Kind::F ? ws.end_f : t.kind == Kind::W ? ws.end_w : ws.end_b)[i] = end;
-          if (ws.first_start[r] < 0) ws.first_start[r] = start;
-          ws.free_at[r] = end;
-          ws.mem[r] += p.mem_delta(t);
+        const double start = std::max(ws.free_at[r], ready);
+        const double end = start + dur;
+        if (ws.first_start[r] < 0) ws.first_start[r] = start;
+        ws.free_at[r] = end;
+        for (const Task* x : {&t, pair}) {
+          if (!x) continue;
+          const size_t i = p.at(x->stage, x->micro);
+          (x->kind == Kind::F ? ws.end_f : x->kind == Kind::W ? ws.end_w : ws.end_b)[i] = end;
+          ws.mem[r] += p.mem_delta(*x);
           ws.peak[r] = std::max(ws.peak[r], ws.mem[r]);
           if (ws.mem[r] > p.cap[r] * (1 + 1e-12) + 1e-9) over = true;
           ++k;
           ++done;
-          progress = true;
         }
+        progress = true;
       }
-    blocked:;
     }
   }
   out.peak.assign(ws.peak.begin(), ws.peak.end());
@@ -367,9 +394,18 @@ Schedule to_schedule(const Problem& p, const Order& order, const std::string& na
   for (size_t r = 0; r < order.size() && r < s.programs.size(); ++r) {
     auto& prog = s.programs[r];
     prog.reserve(order[r].size());
-    for (const Task& t : order[r]) {
+    auto step_of = [](const Task& t) {
       const Op op = t.kind == Kind::F ? Op::FWD : t.kind == Kind::B ? Op::BWD : t.kind == Kind::I ? Op::BWD_INPUT : Op::BWD_WEIGHT;
-      prog.emplace_back(make_step(op, t.micro, t.stage));
+      return make_step(op, t.micro, t.stage);
+    };
+    for (size_t k = 0; k < order[r].size(); ++k) {
+      const Task& t = order[r][k];
+      if (t.overlap_next && k + 1 < order[r].size()) {
+        prog.emplace_back(make_composite(Op::OVERLAP_F_B, {step_of(t), step_of(order[r][k + 1])}));
+        ++k;
+      } else {
+        prog.emplace_back(step_of(t));
+      }
     }
   }
   return insert_p2p(std::move(s), Alignment::Auto);
@@ -385,6 +421,12 @@ std::optional<Order> order_of(const Schedule& s, const Problem& p) {
       if (!slot) continue;
       const Step& st = *slot;
       if (is_p2p(st.op) || st.op == Op::BATCH_SEND_RECV) continue;
+      if (st.op == Op::OVERLAP_F_B && st.sub_steps.size() == 2 && st.sub_steps[0].op == Op::FWD &&
+          (st.sub_steps[1].op == (p.split ? Op::BWD_INPUT : Op::BWD)) && p.overlap_efficiency > 0) {
+        o[r].push_back(Task{Kind::F, st.sub_steps[0].stage, st.sub_steps[0].micro, true});
+        o[r].push_back(Task{p.split ? Kind::I : Kind::B, st.sub_steps[1].stage, st.sub_steps[1].micro});
+        continue;
+      }
       Kind k;
       switch (st.op) {
         case Op::FWD: k = Kind::F; break;

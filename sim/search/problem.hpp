@@ -29,7 +29,12 @@ struct Task {
   Kind kind = Kind::F;
   int32_t stage = 0;
   int32_t micro = 0;
-  bool operator==(const Task& o) const { return kind == o.kind && stage == o.stage && micro == o.micro; }
+  // An F that runs together with the next task of its rank (a B or I of another micro) as one
+  // OVERLAP_F_B step: both start when both inputs are there and take max + (1 - efficiency) x min.
+  bool overlap_next = false;
+  bool operator==(const Task& o) const {
+    return kind == o.kind && stage == o.stage && micro == o.micro && overlap_next == o.overlap_next;
+  }
   bool operator!=(const Task& o) const { return !(*this == o); }
 };
 
@@ -60,6 +65,9 @@ struct Problem {
   std::vector<double> cap;          // per rank (kNoCap: none)
   MemoryRule memory_rule = MemoryRule::Ppsched;
   std::string memory_unit = "bytes";
+  // The cost model's overlap_efficiency: > 0 lets the search pair an F with a backward
+  // (OVERLAP_F_B); 0 (ZB's model, or a model without overlap) never pairs.
+  double overlap_efficiency = 0;
 
   size_t at(int stage, int micro) const { return static_cast<size_t>(stage) * static_cast<size_t>(micros) + static_cast<size_t>(micro); }
   int rank_of(int stage) const { return placement.stage_to_rank[static_cast<size_t>(stage)]; }

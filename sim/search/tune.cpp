@@ -109,7 +109,12 @@ Found improve(const Problem& p, const Found& start, Objective obj, long iteratio
     if (j == static_cast<long>(i)) continue;
     const bool swap = ((u >> 41) & 3) == 0;
     const size_t a = i, b = static_cast<size_t>(j);
-    if (swap) {
+    // With compute overlap in the cost model, now and then pair an F with the task after it
+    // (or undo a pair) instead of moving.
+    const bool toggle = p.overlap_efficiency > 0 && ((u >> 44) & 7) == 0 && ro[a].kind == Kind::F;
+    if (toggle) {
+      ro[a].overlap_next = !ro[a].overlap_next;
+    } else if (swap) {
       std::swap(ro[a], ro[b]);
     } else if (a < b) {
       std::rotate(ro.begin() + static_cast<long>(a), ro.begin() + static_cast<long>(a) + 1, ro.begin() + static_cast<long>(b) + 1);
@@ -133,7 +138,9 @@ Found improve(const Problem& p, const Found& start, Objective obj, long iteratio
       }
     }
     if (!accepted) {  // undo
-      if (swap) {
+      if (toggle) {
+        ro[a].overlap_next = !ro[a].overlap_next;
+      } else if (swap) {
         std::swap(ro[a], ro[b]);
       } else if (a < b) {
         std::rotate(ro.begin() + static_cast<long>(a), ro.begin() + static_cast<long>(b), ro.begin() + static_cast<long>(b) + 1);
@@ -346,9 +353,13 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
     if (j == static_cast<long>(i)) continue;
     Order trial = cur;
     auto& tr = trial[r];
-    const Task t = tr[i];
-    tr.erase(tr.begin() + static_cast<long>(i));
-    tr.insert(tr.begin() + j, t);
+    if (p.overlap_efficiency > 0 && ((u >> 12) & 3) == 0 && tr[i].kind == Kind::F) {
+      tr[i].overlap_next = !tr[i].overlap_next;
+    } else {
+      const Task t = tr[i];
+      tr.erase(tr.begin() + static_cast<long>(i));
+      tr.insert(tr.begin() + j, t);
+    }
     if (!evaluate(p, trial, ws, e)) continue;  // a cycle or over the cap: no DES needed
     const double ms = time_of(trial);
     if (ms >= 0 && ms <= best_ms + 1e-12) {

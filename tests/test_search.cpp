@@ -267,8 +267,9 @@ TEST_CASE("check --suggest: every deadlock, mismatch and dependency case of test
       {"batch_vs_singles.json", 0, "grouping"},
       // rank 1 has one FWD_RECV too many: a move keeps every step.
       {"duplicated_recv.json", 0, "extra step"},
-      // each of the 8 feature-gradient sends sits inline after its stage-0 BWD; all of them
-      // (more than 2) must move to the suffix.
+      // each of the 8 feature-gradient sends sits inline after its stage-0 BWD; the catalogue's
+      // repair moves all of them to the suffix, and no edit of at most 2 moves of the located
+      // steps (and their neighbours) verifies.
       {"owner_backward_inline.json", 0, "more than 2 moves"},
   };
   for (const Case& c : cases) {

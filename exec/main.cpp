@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   cli::add_generator_flags(app, gen, /*family_required=*/false);
   auto* tower_opt = app.get_option("--tower");
   app.add_option("--model", model_kind, "built-in model: gpt|mlp")->check(CLI::IsMember({"gpt", "mlp"}));
-  app.add_option("--layers", cfg.model.layers, "blocks, split over the virtual stages")->check(CLI::PositiveNumber);
+  app.add_option("--layers", cfg.model.layers, "blocks, split over the virtual stages (default: 4, or one per stage when there are more)")->check(CLI::PositiveNumber);
   app.add_option("--hidden", cfg.model.hidden, "hidden size")->check(CLI::PositiveNumber);
   app.add_option("--heads", cfg.model.heads, "gpt: attention heads")->check(CLI::PositiveNumber);
   app.add_option("--seq", cfg.model.seq, "gpt: tokens per sample")->check(CLI::PositiveNumber);

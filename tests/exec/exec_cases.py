@@ -244,6 +244,18 @@ def run_ppsched(ctx, args, expect_rc=0):
     return p.stdout
 
 
+# ---- a schedule found by `ppsched tune` is an ordinary schedule (issue 14) --------------------
+for _pp in (2, 4):
+    def _tuned(ctx, pp=_pp):
+        # --no-families: the written schedule is the search's own (families only seed it).
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "tuned.json")
+            run_ppsched(ctx, ["tune", "--pp", str(pp), "--micro", str(2 * pp), "--vpp-max", "2", "--no-families",
+                              "--iterations", "2000", "--threads", "1", "-q", "-o", path])
+            parity_run(ctx, pp, ["--schedule", path] + GPT, iterations=1)
+    case(f"parity_tuned_pp{_pp}")(_tuned)
+
+
 def predict_run(ctx, ranks, generate, model, factor):
     """Runs a generated schedule from a file under Gloo (two iterations, so the traced last one
     is warm), calibrates the trace, predicts the run and holds the prediction to `factor`."""

@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "checkers/checks.hpp"
-#include "checkers/effects.hpp"
+#include "lowering/effects.hpp"
 #include "model/flat_map.hpp"
 
 namespace ppsched {

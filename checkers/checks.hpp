@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "checkers/comm_model.hpp"
-#include "checkers/diagnostics.hpp"
-#include "checkers/options.hpp"
+#include "lowering/comm_model.hpp"
+#include "lowering/diagnostics.hpp"
+#include "lowering/options.hpp"
 #include "model/schedule.hpp"
 
 namespace ppsched {

@@ -1,6 +1,6 @@
 // Body point-to-point, data and tied-parameter handlers.
 //
-// Meta messages follow the step table's Meta column, as checkers/comm_model.cpp lowers them:
+// Meta messages follow the step table's Meta column, as lowering/comm_model.cpp lowers them:
 //  - FWD_SEND / FWD_RECV (Meta::FirstPerStage): shape, dtype and requires_grad go once per
 //    stage object and direction, per process (RunContext::meta_done is never reset between
 //    iterations, like hyper-parallel's _meta_been_send/_meta_been_recv); later receives reuse

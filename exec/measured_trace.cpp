@@ -5,7 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "checkers/comm_model.hpp"
+#include "lowering/comm_model.hpp"
 
 namespace ppsched::exec {
 

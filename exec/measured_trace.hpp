@@ -13,7 +13,7 @@
 //    receive that computes (MPIPE_GRAD_RECV_WITH_BACKWARD) also gets a compute slice;
 //  - collectives: one slice on the collective lane, bytes = the tensors reduced or broadcast.
 // Flows pair each payload or meta slice with its partner's through the comm model's FIFO
-// matching (checkers/comm_model.hpp), never by re-deriving it here.
+// matching (lowering/comm_model.hpp), never by re-deriving it here.
 #pragma once
 
 #include <cstdint>

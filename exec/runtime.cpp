@@ -6,7 +6,7 @@
 #include <csignal>
 #include <thread>
 
-#include "checkers/comm_model.hpp"
+#include "lowering/comm_model.hpp"
 
 namespace ppsched::exec {
 namespace {

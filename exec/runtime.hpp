@@ -1,7 +1,7 @@
 // The executor of one rank: runs the rank's program step by step, dispatching every step
 // through a table indexed by Op (handlers_*.cpp register one handler per step type), keeping
 // the per-micro caches of the step table, and exchanging exactly the messages and
-// collectives the comm model (checkers/comm_model.cpp, default CheckOptions) lowers the
+// collectives the comm model (lowering/comm_model.cpp, default CheckOptions) lowers the
 // program to: blocking P2P at its step, metas where Meta:: says, batches as one group.
 #pragma once
 

@@ -2,7 +2,7 @@
 // ProcessGroupGloo) and NCCL (CUDA tensors, the NCCL API directly). Both are bootstrapped
 // through the same TCPStore and give every blocking operation the run's timeout.
 //
-// Semantics the comm model (checkers/comm_model.hpp) assumes and these keep:
+// Semantics the comm model (lowering/comm_model.hpp) assumes and these keep:
 //  - send/recv block until the message is delivered (rendezvous: the partner must be posted);
 //  - per ordered rank pair, messages are matched in FIFO order (one tag, one channel);
 //  - group() posts every operation before waiting for any, so the group completes when all of

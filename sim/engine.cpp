@@ -1,6 +1,6 @@
 // The discrete-event engine.
 //
-// Each rank has a host that issues its lowered actions (checkers/comm_model.hpp) in order,
+// Each rank has a host that issues its lowered actions (lowering/comm_model.hpp) in order,
 // a compute stream, and communication. Compute is launched asynchronously: it starts when
 // the stream is free and the host has reached it. A send's payload is ready when the compute
 // launched before it has finished. Blocking actions (phases, waits, collectives) hold the
@@ -21,7 +21,7 @@
 #include <unordered_map>
 
 #include "checkers/checks.hpp"
-#include "checkers/effects.hpp"
+#include "lowering/effects.hpp"
 #include "model/flat_map.hpp"
 
 namespace ppsched {

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "checkers/diagnostics.hpp"
-#include "checkers/options.hpp"
+#include "lowering/diagnostics.hpp"
+#include "lowering/options.hpp"
 #include "model/schedule.hpp"
 
 namespace ppsched {

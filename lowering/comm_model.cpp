@@ -1,4 +1,4 @@
-#include "checkers/comm_model.hpp"
+#include "lowering/comm_model.hpp"
 
 #include <algorithm>
 #include <map>

@@ -44,7 +44,7 @@ const HandlerTable& handler_table() {
 
 bool has_handler(Op op) {
   // Composites are run by the runtime itself (their leaves go through the table).
-  if (op == Op::OVERLAP_F_B || op == Op::OVERLAP_B_F || op == Op::BATCH_SEND_RECV) return true;
+  if (is_composite(op)) return true;
   const Handler& h = handler_table()[static_cast<size_t>(op)];
   return h.run || (h.begin && h.finish);
 }
@@ -202,18 +202,18 @@ int Runtime::peer_at(int index) const {
   const auto& prog = ctx_.schedule.programs[static_cast<size_t>(ctx_.rank)];
   if (index < 0 || index >= static_cast<int>(prog.size()) || !prog[static_cast<size_t>(index)]) return -1;
   const Step& st = *prog[static_cast<size_t>(index)];
-  const Step& leaf = st.op == Op::BATCH_SEND_RECV && !st.sub_steps.empty() ? st.sub_steps.front() : st;
+  const Step& leaf = is_batch(st.op) && !st.sub_steps.empty() ? st.sub_steps.front() : st;
   return is_p2p(leaf.op) ? peer_of(ctx_.schedule, ctx_.rank, leaf) : -1;
 }
 
 void Runtime::dispatch(const Step& step, int index, int sub) {
-  if (step.op == Op::OVERLAP_F_B || step.op == Op::OVERLAP_B_F) {
+  if (is_overlap(step.op)) {
     // Sub-steps run one after the other, in their listed order: hyper-parallel's behaviour
     // without an overlap callback. Correct, but no compute/compute overlap.
     for (size_t k = 0; k < step.sub_steps.size(); ++k) dispatch(step.sub_steps[k], index, static_cast<int>(k));
     return;
   }
-  if (step.op == Op::BATCH_SEND_RECV) {
+  if (is_batch(step.op)) {
     run_batch(step, index);
     return;
   }

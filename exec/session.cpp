@@ -74,7 +74,7 @@ std::vector<std::vector<int>> reduce_groups(const Schedule& s) {
     for (const auto& slot : prog) {
       if (!slot) continue;
       auto visit = [&](const Step& st) {
-        if (st.op != Op::ALL_REDUCE) return;
+        if (info(st.op).collective != CollectiveScope::ExplicitGroup) return;
         std::vector<int> g(st.group.begin(), st.group.end());
         std::sort(g.begin(), g.end());
         g.erase(std::unique(g.begin(), g.end()), g.end());

@@ -121,7 +121,7 @@ std::string Watchdog::wait_chain(int peer) const {
     int next = -1;
     if (s.step >= 0 && s.step < static_cast<int>(prog.size()) && prog[static_cast<size_t>(s.step)]) {
       const Step& st = *prog[static_cast<size_t>(s.step)];
-      const Step& leaf = st.op == Op::BATCH_SEND_RECV && !st.sub_steps.empty() ? st.sub_steps.front() : st;
+      const Step& leaf = is_batch(st.op) && !st.sub_steps.empty() ? st.sub_steps.front() : st;
       if (is_p2p(leaf.op)) next = peer_of(schedule_, r, leaf);
     }
     visited[static_cast<size_t>(r)] = true;

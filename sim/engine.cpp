@@ -205,7 +205,7 @@ class Engine {
 
   // ---- compute ------------------------------------------------------------------------------
   double duration(const Step& st) {
-    if (st.op == Op::OVERLAP_F_B || st.op == Op::OVERLAP_B_F) {
+    if (is_overlap(st.op)) {
       double a = st.sub_steps.size() > 0 ? duration(st.sub_steps[0]) : 0.0;
       double b = st.sub_steps.size() > 1 ? duration(st.sub_steps[1]) : 0.0;
       // Both run together: the shorter one is hidden by `overlap_efficiency` (1 = fully).
@@ -505,7 +505,12 @@ class Engine {
   }
 
   double collective_bytes(Op op) const {
-    return op == Op::ALL_REDUCE ? c_.tied_param_bytes : c_.tower_param_bytes;
+    switch (info(op).collective_bytes) {
+      case CollectiveBytes::TiedParams: return c_.tied_param_bytes;
+      case CollectiveBytes::TowerParams: return c_.tower_param_bytes;
+      case CollectiveBytes::None: break;
+    }
+    return 0;
   }
 
   // Ring formulas over the group's slowest link: all-reduce 2(n-1)/n * B/bw + 2(n-1) * lat;
@@ -520,7 +525,7 @@ class Engine {
       if (l.bandwidth_GBps && *l.bandwidth_GBps > 0) inv_bw = std::max(inv_bw, 1e3 / (*l.bandwidth_GBps * 1e9));
     }
     const double B = collective_bytes(op);
-    const bool reduce = op == Op::ALL_REDUCE || op == Op::MPIPE_GRAD_REDUCE;
+    const bool reduce = info(op).collective_kind == CollectiveKind::AllReduce;
     const double dn = static_cast<double>(n);
     if (c_.collective_algorithm == CollectiveAlgorithm::Tree) {
       double rounds = std::ceil(std::log2(dn)) * (reduce ? 2.0 : 1.0);

@@ -389,6 +389,15 @@ StepRef step_ref(const Schedule& s, int rank, int index, int sub) {
   return ref;
 }
 
+std::string_view to_string(DeadlockCause c) {
+  switch (c) {
+    case DeadlockCause::None: return "none";
+    case DeadlockCause::WaitForCycle: return "wait_for_cycle";
+    case DeadlockCause::WaitsOnFinished: return "waits_on_finished";
+  }
+  return "?";
+}
+
 std::string_view to_string(ViolationKind k) {
   switch (k) {
     case ViolationKind::Deadlock: return "deadlock";

@@ -1,5 +1,6 @@
 // The life of one ppsched-exec process after its checks passed: rendezvous, watchdog,
-// transport, iterations, an all-or-nothing commit, results on rank 0, orderly exit.
+// transport, iterations, an all-or-nothing commit, results gathered on rank 0, orderly exit.
+// What happened is returned (ExecOutcome); tools/exec_main.cpp prints it.
 #include "exec/session.hpp"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -10,7 +11,6 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
-#include <iostream>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -47,19 +47,6 @@ std::string digest_of(const ExecConfig& cfg, const Schedule& s) {
   return std::to_string(std::hash<std::string>{}(o.str()));
 }
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if (ch == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += ch;
-  }
-  return out;
-}
-
 std::string num(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", v);
@@ -85,21 +72,6 @@ std::vector<std::vector<int>> reduce_groups(const Schedule& s) {
     }
   return {groups.begin(), groups.end()};
 }
-
-struct Outcome {
-  std::vector<double> losses;       // per iteration (meaningful on the last stage's rank)
-  std::vector<double> seconds;      // per iteration, this rank's wall clock
-};
-
-// What rank 0 says about the trace it wrote.
-struct TraceWritten {
-  std::string path;
-  size_t slices = 0, flows = 0;
-  double makespan_ms = 0;
-  bool cuda = false;
-  bool shared_clock = false;
-  std::vector<std::string> notes;
-};
 
 // Rank 0: every rank's records from the store, one SimResult, one Chrome trace file.
 TraceWritten write_measured_trace(const compat::StorePtr& store, const Schedule& s, int world, const std::string& path,
@@ -130,66 +102,28 @@ void wait_count(const compat::StorePtr& store, const std::string& key, int count
   }
 }
 
-void print_report(const ExecConfig& cfg, const Schedule& s, const std::string& transport, const Outcome& o,
-                  const std::vector<double>& losses, const ParityResult* parity, const TraceWritten* trace) {
-  double mean_s = 0;
-  for (double t : o.seconds) mean_s += t / static_cast<double>(o.seconds.size());
-  const char* model = cfg.model.kind == ModelKind::Gpt ? "gpt" : cfg.model.kind == ModelKind::Mlp ? "mlp" : "stage-module";
-  if (cfg.run.json) {
-    std::ostringstream j;
-    j << "{\"ok\": " << (parity && !parity->ok ? "false" : "true") << ", \"schedule\": \"" << json_escape(s.name)
-      << "\", \"ranks\": " << s.ranks << ", \"stages\": " << s.stages << ", \"micro_batches\": " << s.micro_batches
-      << ", \"transport\": \"" << transport << "\", \"model\": \"" << model << "\", \"iterations\": " << o.seconds.size()
-      << ", \"loss\": " << num(losses.empty() ? 0 : losses.back()) << ", \"losses\": [";
-    for (size_t k = 0; k < losses.size(); ++k) j << (k ? ", " : "") << num(losses[k]);
-    j << "], \"iteration_time_s\": " << num(mean_s) << ", \"iteration_times_s\": [";
-    for (size_t k = 0; k < o.seconds.size(); ++k) j << (k ? ", " : "") << num(o.seconds[k]);
-    j << "]";
-    if (parity) {
-      j << ", \"parity\": {\"ok\": " << (parity->ok ? "true" : "false") << ", \"max_rel_error\": " << num(parity->max_rel_error)
-        << ", \"loss_rel_error\": " << num(parity->loss_rel_error) << ", \"tolerance\": " << num(parity->tolerance)
-        << ", \"tensors\": " << parity->tensors << ", \"worst\": \"" << json_escape(parity->worst) << "\", \"problems\": [";
-      for (size_t k = 0; k < parity->problems.size(); ++k) j << (k ? ", " : "") << '"' << json_escape(parity->problems[k]) << '"';
-      j << "]}";
-    }
-    if (trace) {
-      j << ", \"trace\": {\"path\": \"" << json_escape(trace->path) << "\", \"iteration\": " << o.seconds.size() - 1
-        << ", \"clock\": \"" << (trace->cuda ? "cuda events" : "host") << "\", \"aligned\": \""
-        << (trace->shared_clock ? "shared host clock" : "barrier") << "\", \"slices\": " << trace->slices
-        << ", \"flows\": " << trace->flows << ", \"makespan_ms\": " << num(trace->makespan_ms) << ", \"notes\": [";
-      for (size_t k = 0; k < trace->notes.size(); ++k) j << (k ? ", " : "") << '"' << json_escape(trace->notes[k]) << '"';
-      j << "]}";
-    }
-    j << "}";
-    std::cout << j.str() << std::endl;
-    return;
-  }
-  std::cout << "ppsched-exec: " << s.name << " on " << s.ranks << " ranks (" << transport << "), " << model << ", "
-            << s.stages << " stages, " << s.micro_batches << " micro-batches\n";
-  for (size_t k = 0; k < o.seconds.size(); ++k)
-    std::cout << "  iteration " << k << ": loss " << num(k < losses.size() ? losses[k] : 0) << ", "
-              << num(o.seconds[k]) << " s\n";
-  if (parity) {
-    std::cout << "  parity: " << (parity->ok ? "ok" : "FAILED") << " (max relative error " << num(parity->max_rel_error)
-              << " over " << parity->tensors << " gradients, loss " << num(parity->loss_rel_error) << ", tolerance "
-              << num(parity->tolerance) << ")\n";
-    for (const auto& p : parity->problems) std::cout << "    " << p << "\n";
-  }
-  if (trace) {
-    std::cout << "  trace: " << trace->path << " (iteration " << o.seconds.size() - 1 << ", "
-              << (trace->cuda ? "CUDA events" : "host clock") << ", aligned "
-              << (trace->shared_clock ? "on the shared host clock" : "at the barrier") << "): " << trace->slices << " slices, " << trace->flows
-              << " flows, makespan " << num(trace->makespan_ms) << " ms\n";
-    for (const auto& n : trace->notes) std::cout << "    " << n << "\n";
-  }
-  std::cout.flush();
-}
-
 }  // namespace
 
 bool executor_has_handler(Op op) { return has_handler(op); }
 
-int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout) {
+bool claim_final_error() { return Watchdog::claim_final(); }
+
+namespace {
+ExecOutcome refused(std::vector<std::string> errors) {
+  ExecOutcome o;
+  o.status = ExecOutcome::Status::Refused;
+  o.errors = std::move(errors);
+  return o;
+}
+ExecOutcome failed(std::string message) {
+  ExecOutcome o;
+  o.status = ExecOutcome::Status::Failed;
+  o.errors = {std::move(message)};
+  return o;
+}
+}  // namespace
+
+ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout) {
   std::signal(SIGPIPE, SIG_IGN);  // a peer that died must surface as an error, not kill us
   const int rank = cfg.env.rank, world = cfg.env.world_size;
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.run.timeout_s * 1000));
@@ -199,13 +133,10 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
   TransportKind kind = cfg.run.transport;
   const bool nccl_ok = nccl_transport_built() && compat::cuda_available();
   if (kind == TransportKind::Auto) kind = nccl_ok ? TransportKind::Nccl : TransportKind::Gloo;
-  if (kind == TransportKind::Nccl && !nccl_ok) {
-    std::cerr << "error: --transport nccl: "
-              << (nccl_transport_built() ? "this libtorch (" + compat::torch_version() + ") has no CUDA"
-                                         : std::string("this ppsched-exec was built without the NCCL transport (-Dcuda)"))
-              << "\n";
-    return 2;
-  }
+  if (kind == TransportKind::Nccl && !nccl_ok)
+    return refused({"--transport nccl: " +
+                    (nccl_transport_built() ? "this libtorch (" + compat::torch_version() + ") has no CUDA"
+                                            : std::string("this ppsched-exec was built without the NCCL transport (-Dcuda)"))});
   const at::Device device = kind == TransportKind::Gloo
                                 ? at::Device(at::kCPU)
                                 : at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cfg.env.local_rank % compat::cuda_device_count()));
@@ -219,10 +150,11 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
       problems.push_back(message_of(e));
     }
     if (!problems.empty()) {
-      for (const auto& p : problems) std::cerr << "error: rank " << rank << ": " << p << "\n";
-      std::cerr << "error: rank " << rank << ": the stage modules in " << cfg.model.stage_modules->dir
-                << " do not fit together; nothing was run\n";
-      return 2;
+      std::vector<std::string> errors;
+      for (const auto& p : problems) errors.push_back("rank " + std::to_string(rank) + ": " + p);
+      errors.push_back("rank " + std::to_string(rank) + ": the stage modules in " + cfg.model.stage_modules->dir +
+                       " do not fit together; nothing was run");
+      return refused(std::move(errors));
     }
   }
   RankModel model = build_rank_model(cfg.model, layout, s.stages_of(rank), !layout.tower_units.empty(), device);
@@ -238,20 +170,18 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
     const std::string mine = digest_of(cfg, s);
     for (int q = 0; q < world; ++q) {
       if (text(store->get("digest/" + std::to_string(q))) == mine) continue;
-      std::cerr << "error: rank " << q << " was started with a different schedule, model or run options than rank " << rank
-                << "; every rank must get the same arguments\n";
-      return 2;
+      return refused({"rank " + std::to_string(q) + " was started with a different schedule, model or run options than rank " +
+                      std::to_string(rank) + "; every rank must get the same arguments"});
     }
   } catch (const std::exception& e) {
-    std::cerr << "error: cannot meet the other ranks through the store at " << cfg.env.master_addr << ":"
-              << cfg.env.master_port << " within " << cfg.run.timeout_s << " s: " << e.what() << "\n";
-    return 1;
+    return failed("cannot meet the other ranks through the store at " + cfg.env.master_addr + ":" +
+                  std::to_string(cfg.env.master_port) + " within " + num(cfg.run.timeout_s) + " s: " + e.what());
   }
 
   Progress progress;
   std::atomic<Transport*> live_transport{nullptr};
   std::unique_ptr<Transport> transport;
-  Outcome outcome;
+  ExecOutcome outcome;
   auto leave = [&](bool failed) {
     if (watchdog) watchdog->stop();
     // Rank 0 hosts the store: it stays until every other rank has left (or gave up on it).
@@ -301,6 +231,7 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
     const bool tracing = !cfg.run.trace.empty();
     StepClock clock(device.is_cuda(), device.is_cuda() ? device.index() : -1);
     RankTrace traced;
+    std::vector<double> local_losses;  // per iteration (meaningful on the last stage's rank)
     for (int it = 0; it < cfg.run.iterations; ++it) {
       const bool trace_this = tracing && it == cfg.run.iterations - 1;
       if (trace_this) {
@@ -323,7 +254,7 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
         traced.messages = ctx.messages;
       }
       outcome.seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-      outcome.losses.push_back(ctx.loss);
+      local_losses.push_back(ctx.loss);
       if (it == 0) {
         // The promise: the messages the verifier modelled are the messages that ran. Metas
         // of the first run only (body FWD metas are exchanged once per process).
@@ -343,7 +274,7 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
     // ---- results to rank 0 (through the store, outside the schedule's channels) ---------
     if (rank == s.rank_of(s.stages - 1)) {
       std::ostringstream l;
-      for (double v : outcome.losses) l << num(v) << ' ';
+      for (double v : local_losses) l << num(v) << ' ';
       store->set("losses", bytes(l.str()));
     }
     if (cfg.run.check_parity) store->set("grads/" + std::to_string(rank), pack_grads(model));
@@ -352,26 +283,26 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
       std::vector<double> losses;
       std::istringstream in(text(store->get("losses")));
       for (double v; in >> v;) losses.push_back(v);
-      std::optional<ParityResult> parity;
       if (cfg.run.check_parity) {
         std::vector<std::vector<GradRecord>> grads;
         for (int q = 0; q < world; ++q) grads.push_back(unpack_grads(store->get("grads/" + std::to_string(q))));
-        parity = check_parity(cfg.model, layout, s, cfg.run.iterations, grads, losses);
+        outcome.parity = check_parity(cfg.model, layout, s, cfg.run.iterations, grads, losses);
       }
-      std::optional<TraceWritten> trace;
-      if (tracing) trace = write_measured_trace(store, s, world, cfg.run.trace, clock.cuda(), transport->name());
-      print_report(cfg, s, transport->name(), outcome, losses, parity ? &*parity : nullptr, trace ? &*trace : nullptr);
+      if (tracing) outcome.trace = write_measured_trace(store, s, world, cfg.run.trace, clock.cuda(), transport->name());
+      outcome.reporter = true;
+      outcome.transport = transport->name();
+      outcome.losses = std::move(losses);
+      if (outcome.parity && !outcome.parity->ok) outcome.status = ExecOutcome::Status::Failed;
       leave(false);
-      return parity && !parity->ok ? 1 : 0;
+      return outcome;
     }
     leave(false);
-    return 0;
+    return outcome;
   } catch (const StepFailure& f) {
-    std::string msg = watchdog ? watchdog->settle_failure(f) : f.what();
-    Watchdog::print_final(msg);
+    outcome = failed(watchdog ? watchdog->settle_failure(f) : f.what());
   } catch (const PeerFailure& f) {
-    Watchdog::print_final(std::string(f.what()) + "; this rank stopped at " +
-                          watchdog->describe_progress(progress.iteration.load(), progress.step.load(), rank));
+    outcome = failed(std::string(f.what()) + "; this rank stopped at " +
+                     watchdog->describe_progress(progress.iteration.load(), progress.step.load(), rank));
   } catch (const std::exception& e) {
     std::string msg = "rank " + std::to_string(rank) + " failed " +
                       (progress.iteration < 0 ? std::string("while connecting") : std::string("after its steps")) + ": " +
@@ -380,11 +311,11 @@ int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& la
       if (auto f = watchdog->fault()) msg = *f + "; rank " + std::to_string(rank) + " then failed: " + message_of(e);
       watchdog->publish(msg);
     }
-    Watchdog::print_final(msg);
+    outcome = failed(msg);
   }
   live_transport = nullptr;
   leave(true);
-  return 1;
+  return outcome;
 }
 
 }  // namespace ppsched::exec

@@ -20,12 +20,7 @@ std::atomic<bool> g_printed{false};
 
 }  // namespace
 
-bool Watchdog::print_final(const std::string& t) {
-  if (g_printed.exchange(true)) return false;
-  std::fprintf(stderr, "error: %s\n", t.c_str());
-  std::fflush(stderr);
-  return true;
-}
+bool Watchdog::claim_final() { return !g_printed.exchange(true); }
 
 Watchdog::Watchdog(compat::StorePtr store, int rank, int world_size, const Schedule& schedule, Progress& progress,
                    std::chrono::milliseconds heartbeat_timeout, std::function<void()> abort_transport)
@@ -225,8 +220,14 @@ void Watchdog::loop() {
   for (int k = 0; k < 60 && !stop_; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   if (stop_) return;
   std::string report = *fault();
-  print_final("stopping: " + report + "; this rank was at " +
-              describe_progress(progress_.iteration.load(), progress_.step.load(), rank_));
+  // This thread ends the process (the main thread may be stuck in a collective): the one
+  // place the library prints, so that the launcher's log says why the rank stopped.
+  if (claim_final()) {
+    const std::string line = "stopping: " + report + "; this rank was at " +
+                             describe_progress(progress_.iteration.load(), progress_.step.load(), rank_);
+    std::fprintf(stderr, "error: %s\n", line.c_str());
+    std::fflush(stderr);
+  }
   try {
     store_->add("left", 1);  // rank 0 lingers until every rank has left or the grace ran out
   } catch (...) {

@@ -1,4 +1,6 @@
 // ppsched-exec: runs a pipeline schedule on real hardware, one process per pipeline rank.
+// The command line of the exec/ library: it parses, refuses, prints and picks the exit code;
+// exec/ runs and returns what happened (exec/outcome.hpp).
 //
 //   tools/launch-local 4 -- ppsched-exec --generate mpipe-transpose --pp 4 --micro 8
 //       --model gpt --layers 8 --tower-layers 2 --check-parity --json
@@ -9,11 +11,14 @@
 // model/schedule agreement. A refusal prints the same errors on every rank and exits 2.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <iostream>
+#include <sstream>
 
 #include "checkers/checks.hpp"
 #include "exec/agreement.hpp"
 #include "exec/launch_env.hpp"
+#include "exec/outcome.hpp"
 #include "exec/session.hpp"
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
@@ -53,6 +58,103 @@ FaultInjection parse_fault(const std::string& spec) {
     throw InputError({}, "--fail-at wants RANK:STEP[:throw|kill|hang|corrupt[:ITERATION]], got '" + spec + "'");
   }
   return f;
+}
+
+std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (ch == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += ch;
+  }
+  return out;
+}
+
+// Rank 0's report of a completed run: one JSON line (--json) or a few lines of text.
+void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o) {
+  const std::string& transport = o.transport;
+  const std::vector<double>& losses = o.losses;
+  const ParityResult* parity = o.parity ? &*o.parity : nullptr;
+  const TraceWritten* trace = o.trace ? &*o.trace : nullptr;
+  double mean_s = 0;
+  for (double t : o.seconds) mean_s += t / static_cast<double>(o.seconds.size());
+  const char* model = cfg.model.kind == ModelKind::Gpt ? "gpt" : cfg.model.kind == ModelKind::Mlp ? "mlp" : "stage-module";
+  if (cfg.run.json) {
+    std::ostringstream j;
+    j << "{\"ok\": " << (parity && !parity->ok ? "false" : "true") << ", \"schedule\": \"" << json_escape(s.name)
+      << "\", \"ranks\": " << s.ranks << ", \"stages\": " << s.stages << ", \"micro_batches\": " << s.micro_batches
+      << ", \"transport\": \"" << transport << "\", \"model\": \"" << model << "\", \"iterations\": " << o.seconds.size()
+      << ", \"loss\": " << num(losses.empty() ? 0 : losses.back()) << ", \"losses\": [";
+    for (size_t k = 0; k < losses.size(); ++k) j << (k ? ", " : "") << num(losses[k]);
+    j << "], \"iteration_time_s\": " << num(mean_s) << ", \"iteration_times_s\": [";
+    for (size_t k = 0; k < o.seconds.size(); ++k) j << (k ? ", " : "") << num(o.seconds[k]);
+    j << "]";
+    if (parity) {
+      j << ", \"parity\": {\"ok\": " << (parity->ok ? "true" : "false") << ", \"max_rel_error\": " << num(parity->max_rel_error)
+        << ", \"loss_rel_error\": " << num(parity->loss_rel_error) << ", \"tolerance\": " << num(parity->tolerance)
+        << ", \"tensors\": " << parity->tensors << ", \"worst\": \"" << json_escape(parity->worst) << "\", \"problems\": [";
+      for (size_t k = 0; k < parity->problems.size(); ++k) j << (k ? ", " : "") << '"' << json_escape(parity->problems[k]) << '"';
+      j << "]}";
+    }
+    if (trace) {
+      j << ", \"trace\": {\"path\": \"" << json_escape(trace->path) << "\", \"iteration\": " << o.seconds.size() - 1
+        << ", \"clock\": \"" << (trace->cuda ? "cuda events" : "host") << "\", \"aligned\": \""
+        << (trace->shared_clock ? "shared host clock" : "barrier") << "\", \"slices\": " << trace->slices
+        << ", \"flows\": " << trace->flows << ", \"makespan_ms\": " << num(trace->makespan_ms) << ", \"notes\": [";
+      for (size_t k = 0; k < trace->notes.size(); ++k) j << (k ? ", " : "") << '"' << json_escape(trace->notes[k]) << '"';
+      j << "]}";
+    }
+    j << "}";
+    std::cout << j.str() << std::endl;
+    return;
+  }
+  std::cout << "ppsched-exec: " << s.name << " on " << s.ranks << " ranks (" << transport << "), " << model << ", "
+            << s.stages << " stages, " << s.micro_batches << " micro-batches\n";
+  for (size_t k = 0; k < o.seconds.size(); ++k)
+    std::cout << "  iteration " << k << ": loss " << num(k < losses.size() ? losses[k] : 0) << ", "
+              << num(o.seconds[k]) << " s\n";
+  if (parity) {
+    std::cout << "  parity: " << (parity->ok ? "ok" : "FAILED") << " (max relative error " << num(parity->max_rel_error)
+              << " over " << parity->tensors << " gradients, loss " << num(parity->loss_rel_error) << ", tolerance "
+              << num(parity->tolerance) << ")\n";
+    for (const auto& p : parity->problems) std::cout << "    " << p << "\n";
+  }
+  if (trace) {
+    std::cout << "  trace: " << trace->path << " (iteration " << o.seconds.size() - 1 << ", "
+              << (trace->cuda ? "CUDA events" : "host clock") << ", aligned "
+              << (trace->shared_clock ? "on the shared host clock" : "at the barrier") << "): " << trace->slices << " slices, " << trace->flows
+              << " flows, makespan " << num(trace->makespan_ms) << " ms\n";
+    for (const auto& n : trace->notes) std::cout << "    " << n << "\n";
+  }
+  std::cout.flush();
+}
+
+// 0: the run succeeded; 1: it failed (a step, a peer, the parity check); 2: refused.
+int report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o) {
+  if (o.reporter) print_report(cfg, s, o);
+  switch (o.status) {
+    case ExecOutcome::Status::Ok: return cli::kOk;
+    case ExecOutcome::Status::Refused:
+      for (const auto& e : o.errors) std::cerr << "error: " << e << "\n";
+      return cli::kBadInput;
+    case ExecOutcome::Status::Failed:
+      // One final error per process: the watchdog thread may have printed its own already.
+      if (!o.errors.empty() && claim_final_error()) {
+        for (const auto& e : o.errors) std::cerr << "error: " << e << "\n";
+        std::cerr.flush();
+      }
+      return cli::kFound;
+  }
+  return cli::kFound;
 }
 
 }  // namespace
@@ -159,5 +261,5 @@ int main(int argc, char** argv) {
     std::cerr << "error: rank " << rank << ": the model does not fit the schedule; nothing was run\n";
     return cli::kBadInput;
   }
-  return run_executor(cfg, s, a.layout);
+  return report(cfg, s, run_executor(cfg, s, a.layout));
 }

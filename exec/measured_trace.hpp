@@ -76,6 +76,6 @@ struct MeasuredRun {
 // A message the comm model has but the rank did not exchange is skipped only when it is a
 // meta (body FWD metas go once per process, so later iterations have none); any other
 // difference stops pairing that rank's messages and is reported in `notes`.
-MeasuredRun assemble_measured_run(const Schedule& s, const std::vector<RankTrace>& ranks);
+MeasuredRun assemble_measured_run(const Schedule& s, const std::vector<RankTrace>& ranks, const CheckOptions& mode = {});
 
 }  // namespace ppsched::exec

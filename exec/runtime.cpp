@@ -297,9 +297,9 @@ void Runtime::run_batch(const Step& batch, int index) {
 
 // ---- conformance with the comm model ---------------------------------------------------
 
-std::string compare_with_comm_model(const Schedule& s, int rank, const std::vector<LoggedMessage>& got,
+std::string compare_with_comm_model(const Schedule& s, const CheckOptions& mode, int rank, const std::vector<LoggedMessage>& got,
                                     const std::vector<LoggedCollective>& got_coll) {
-  CommModel m = build_comm_model(s, CheckOptions{});
+  CommModel m = build_comm_model(s, mode);
   std::vector<LoggedMessage> want;
   for (const Action& a : m.actions[static_cast<size_t>(rank)]) {
     if (a.kind != ActionKind::Phase && a.kind != ActionKind::Post) continue;

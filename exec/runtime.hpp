@@ -109,7 +109,11 @@ struct RunContext {
   void send_meta(const StepAt& at, int peer, const TensorMeta& m, int tensor);
   TensorMeta recv_meta_from(const StepAt& at, int peer, int tensor);
   // Whether a body FWD P2P step exchanges its meta now (once per stage object and direction).
-  bool first_meta(const StepAt& at) { return meta_done.insert({static_cast<int>(at.step.op), at.step.stage}).second; }
+  // With --dyn-shape at every step (the lowering's Meta::FirstPerStage under dyn_shape).
+  bool first_meta(const StepAt& at) {
+    return meta_done.insert({static_cast<int>(at.step.op), at.step.stage}).second || dyn_shape;
+  }
+  bool dyn_shape = false;
   void collective(const StepAt& at, const std::vector<int>& members);  // logs one collective call
   // Runs f, timing it as `iv` when this iteration is traced.
   template <class F>
@@ -185,8 +189,9 @@ class Runtime {
 };
 
 // Compares this rank's logged traffic and collectives of one run with the comm model's
-// lowering (default CheckOptions); returns "" when they agree, else the first difference.
-std::string compare_with_comm_model(const Schedule& s, int rank, const std::vector<LoggedMessage>& messages,
+// lowering under `mode`; returns "" when they agree, else the first difference.
+std::string compare_with_comm_model(const Schedule& s, const CheckOptions& mode, int rank,
+                                    const std::vector<LoggedMessage>& messages,
                                     const std::vector<LoggedCollective>& collectives);
 
 }  // namespace ppsched::exec

@@ -42,7 +42,8 @@ std::string digest_of(const ExecConfig& cfg, const Schedule& s) {
     << m.heads << ' ' << m.seq << ' ' << m.vocab << ' ' << m.micro_batch_size << ' ' << m.seed << ' ' << m.tie_embeddings
     << ' ' << m.tower_layers << ' ' << static_cast<int>(m.tower.value_or(Tower::None)) << '|' << cfg.run.iterations << ' '
     << cfg.run.check_parity << ' ' << cfg.run.lr << ' ' << static_cast<int>(cfg.run.transport) << ' '
-    << !cfg.run.trace.empty();
+    << !cfg.run.trace.empty() << ' ' << static_cast<int>(cfg.run.mode.comm) << cfg.run.mode.overlap_p2p
+    << cfg.run.mode.mpipe_batched_recv << cfg.run.mode.dyn_shape;
   if (m.stage_modules) o << '|' << m.stage_modules->dir << ' ' << m.stage_modules->stages;
   return std::to_string(std::hash<std::string>{}(o.str()));
 }
@@ -74,11 +75,11 @@ std::vector<std::vector<int>> reduce_groups(const Schedule& s) {
 }
 
 // Rank 0: every rank's records from the store, one SimResult, one Chrome trace file.
-TraceWritten write_measured_trace(const compat::StorePtr& store, const Schedule& s, int world, const std::string& path,
-                                  bool cuda, const std::string& transport) {
+TraceWritten write_measured_trace(const compat::StorePtr& store, const Schedule& s, const CheckOptions& mode, int world,
+                                  const std::string& path, bool cuda, const std::string& transport) {
   std::vector<RankTrace> ranks;
   for (int q = 0; q < world; ++q) ranks.push_back(parse_rank_trace(text(store->get("trace/" + std::to_string(q)))));
-  MeasuredRun run = assemble_measured_run(s, ranks);
+  MeasuredRun run = assemble_measured_run(s, ranks, mode);
   TraceOptions o;
   // The transport in the label: ppsched calibrate prices Gloo's rendezvous sends accordingly.
   o.label = "measured (" + transport + ")";
@@ -227,6 +228,7 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
       if (std::count(g.begin(), g.end(), rank)) transport->prepare_group(g);
 
     RunContext ctx{s, rank, cfg.model, model, data, *transport, device};
+    ctx.dyn_shape = cfg.run.mode.dyn_shape;
     Runtime runtime(ctx, progress, [&] { watchdog->poll(); }, cfg.run.fault);
     const bool tracing = !cfg.run.trace.empty();
     StepClock clock(device.is_cuda(), device.is_cuda() ? device.index() : -1);
@@ -258,7 +260,7 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
       if (it == 0) {
         // The promise: the messages the verifier modelled are the messages that ran. Metas
         // of the first run only (body FWD metas are exchanged once per process).
-        std::string diff = compare_with_comm_model(s, rank, ctx.messages, ctx.collectives);
+        std::string diff = compare_with_comm_model(s, cfg.run.mode, rank, ctx.messages, ctx.collectives);
         if (!diff.empty()) throw std::runtime_error("the executor diverged from the comm model: " + diff);
       }
     }
@@ -288,7 +290,7 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
         for (int q = 0; q < world; ++q) grads.push_back(unpack_grads(store->get("grads/" + std::to_string(q))));
         outcome.parity = check_parity(cfg.model, layout, s, cfg.run.iterations, grads, losses);
       }
-      if (tracing) outcome.trace = write_measured_trace(store, s, world, cfg.run.trace, clock.cuda(), transport->name());
+      if (tracing) outcome.trace = write_measured_trace(store, s, cfg.run.mode, world, cfg.run.trace, clock.cuda(), transport->name());
       outcome.reporter = true;
       outcome.transport = transport->name();
       outcome.losses = std::move(losses);

@@ -202,6 +202,15 @@ int main(int argc, char** argv) {
                  "clock on CPU, CUDA events on GPU, the format of ppsched simulate --trace (ppsched calibrate reads it); "
                  "the first iteration includes warm-up costs, so trace with --iterations 2 or more");
   app.add_option("--fail-at", fail_at, "testing: RANK:STEP[:throw|kill|hang|corrupt[:ITERATION]] injects a fault");
+  // The runtime mode, with ppsched check's flags: verified under it, refused when the
+  // executor cannot run it (exec/agreement.hpp unsupported_modes).
+  std::string comm = "rendezvous";
+  app.add_option("--comm", comm, "P2P semantics the schedule is verified under: rendezvous (default) or eager")
+      ->check(CLI::IsMember({"rendezvous", "eager"}));
+  app.add_flag("--overlap-p2p", cfg.run.mode.overlap_p2p, "receives waited by their consumer, sends drained at the end");
+  app.add_flag("--mpipe-batched-recv", cfg.run.mode.mpipe_batched_recv,
+               "MPipe executor's batched feature receive (HYPER_PARALLEL_MPIPE_RECV_BATCH=1)");
+  app.add_flag("--dyn-shape", cfg.run.mode.dyn_shape, "body FWD P2P exchanges shape/dtype meta at every step");
 
   try {
     app.parse(argc, argv);
@@ -234,6 +243,7 @@ int main(int argc, char** argv) {
     if (global_batch > 0) cfg.model.global_batch_size = global_batch;
     cfg.run.transport = transport == "gloo" ? TransportKind::Gloo : transport == "nccl" ? TransportKind::Nccl : TransportKind::Auto;
     cfg.run.verify = !no_verify;
+    cfg.run.mode.comm = comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
     if (!fail_at.empty()) cfg.run.fault = parse_fault(fail_at);
   } catch (const InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
@@ -242,7 +252,7 @@ int main(int argc, char** argv) {
 
   const int rank = cfg.env.rank;
   if (cfg.run.verify) {
-    CheckReport report = verify(s);
+    CheckReport report = verify(s, cfg.run.mode);
     if (!report.ok()) {
       for (const auto& v : report.violations)
         std::cerr << "error: rank " << rank << ": schedule violation (" << to_string(v.kind) << "): " << v.message << "\n";
@@ -253,6 +263,22 @@ int main(int argc, char** argv) {
   } else {
     std::cerr << "warning: rank " << rank << ": --no-verify: running '" << s.name
               << "' unverified; a schedule with violations may hang until --timeout or fail mid-run\n";
+  }
+
+  {
+    // Every rank decides the same, before any communication.
+    bool rendezvous_ok = true;
+    if (cfg.run.mode.comm == CommMode::Eager) {
+      CheckOptions strict = cfg.run.mode;
+      strict.comm = CommMode::Rendezvous;
+      rendezvous_ok = verify(s, strict).completes;
+    }
+    const std::vector<std::string> modes = unsupported_modes(cfg.run.mode, rendezvous_ok);
+    if (!modes.empty()) {
+      for (const auto& m : modes) std::cerr << "error: rank " << rank << ": " << m << "\n";
+      std::cerr << "error: rank " << rank << ": refusing to run '" << s.name << "' in this mode; nothing was run\n";
+      return cli::kBadInput;
+    }
   }
 
   Agreement a = check_agreement(s, cfg.env.world_size, cfg.model, executor_has_handler);

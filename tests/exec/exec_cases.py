@@ -106,6 +106,15 @@ for _name, _gen in (("interleaved", ["--generate", "interleaved-1f1b", "--vpp", 
     case(f"parity_{_name}_batched_pp2")(_batched)
 
 
+for _name, _ranks, _gen in (("1f1b", 4, ["--generate", "1f1b", "--pp", "4", "--micro", "8"]),
+                            ("interleaved", 2, ["--generate", "interleaved-1f1b", "--vpp", "2", "--pp", "2", "--micro", "4"])):
+    def _dyn(ctx, ranks=_ranks, gen=_gen):
+        # --dyn-shape: every body FWD P2P exchanges its meta (two iterations: the metas of the
+        # second are where the lowering puts them too, or the traffic check fails).
+        parity_run(ctx, ranks, gen + ["--dyn-shape"] + GPT, iterations=2)
+    case(f"parity_{_name}_dyn_shape_pp{_ranks}")(_dyn)
+
+
 @case("parity_tied_embeddings_allreduce_pp2")
 def _(ctx):
     parity_run(ctx, 2, ["--schedule", os.path.join(ctx.data, "exec", "1f1b_p2_m4_tied.json"), "--tie-embeddings"] + GPT,
@@ -352,6 +361,24 @@ def _(ctx):
             raise Failure(f"rank {r} did not refuse:\n{err}")
     # --no-verify overrides with a warning (the schedule then deadlocks under rendezvous
     # semantics; not run here).
+
+
+@case("refuses_modes_the_transport_cannot_honour")
+def _(ctx):
+    one = ["--generate", "1f1b", "--pp", "2", "--micro", "4"] + MLP
+    expect_refusal(ctx, one + ["--overlap-p2p"], "--overlap-p2p (receives waited by their consumer")
+    expect_refusal(ctx, ["--generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--mpipe-batched-recv"] + GPT,
+                   "--mpipe-batched-recv (stage 0's feature receives")
+    # both_send_first completes with buffered sends only: verified under eager, refused to run.
+    bad = ["--schedule", os.path.join(ctx.data, "bad", "both_send_first.json")] + GPT
+    expect_refusal(ctx, bad + ["--comm", "eager"], "--comm eager: the schedule completes only with buffered sends")
+    # Every rank refuses, naming the mode, before any communication.
+    rc, out, err, dt = launch(ctx, 2, one + ["--overlap-p2p"], expect_rc=2)
+    for r in (0, 1):
+        if f"[rank {r}] error: rank {r}: --overlap-p2p" not in err:
+            raise Failure(f"rank {r} did not refuse the mode:\n{err}")
+    # --comm eager on a schedule that also completes under rendezvous runs.
+    parity_run(ctx, 2, one + ["--comm", "eager"], iterations=1)
 
 
 @case("no_verify_runs_it_and_the_deadlock_is_named_as_a_wait_cycle")

@@ -149,13 +149,6 @@ Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& m,
 
 std::vector<std::string> unsupported_modes(const CheckOptions& mode, bool completes_under_rendezvous) {
   std::vector<std::string> out;
-  const char* why_posts = " needs receives and sends posted without blocking at their step, which this executor's "
-                          "transports do not offer yet (every P2P operation blocks at its step); verify or simulate it with "
-                          "ppsched check / simulate";
-  if (mode.overlap_p2p)
-    out.push_back(std::string("--overlap-p2p (receives waited by their consumer, sends at the end)") + why_posts);
-  if (mode.mpipe_batched_recv)
-    out.push_back(std::string("--mpipe-batched-recv (stage 0's feature receives posted at once, waited once)") + why_posts);
   if (mode.comm == CommMode::Eager && !completes_under_rendezvous)
     out.push_back("--comm eager: the schedule completes only with buffered sends, and the Gloo and NCCL transports "
                   "block a send until its receive is posted (rendezvous): it would hang");

@@ -29,10 +29,10 @@ Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& model,
 
 // The runtime modes (ppsched check's flags) this executor cannot run, one sentence each naming
 // the flag; empty when it runs `mode`. Its transports block a send until the receive is posted
-// (rendezvous) and post every P2P operation at its step: --dyn-shape runs (metas at every
-// step); --overlap-p2p and --mpipe-batched-recv need non-blocking posts it does not have yet;
-// --comm eager runs only a schedule that also completes under rendezvous
-// (`completes_under_rendezvous`, the verifier's replay).
+// (rendezvous): --comm eager runs only a schedule that also completes under rendezvous
+// (`completes_under_rendezvous`, the verifier's replay). --dyn-shape, --overlap-p2p and
+// --mpipe-batched-recv run (the last two need a transport with non-blocking P2P: Gloo; the run
+// refuses them with one without, before any communication).
 std::vector<std::string> unsupported_modes(const CheckOptions& mode, bool completes_under_rendezvous);
 
 }  // namespace ppsched::exec

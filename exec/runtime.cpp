@@ -200,6 +200,8 @@ void Runtime::run_iteration(int iteration) {
   try {
     reset();
     in_flight_.clear();
+    post_of_.clear();
+    posts_.clear();
     for (size_t k = 0; k < actions.size(); ++k) {
       const Action& a = actions[k];
       index = a.step_index;
@@ -225,15 +227,14 @@ void Runtime::run_iteration(int iteration) {
           break;
         }
         case ActionKind::Phase: run_phase(a); break;
-        case ActionKind::Post:
-        case ActionKind::Wait:
-          // ppsched-exec refuses the modes that lower to them (exec/agreement.hpp unsupported_modes).
-          throw std::logic_error("the executor's transports have no non-blocking posts (--overlap-p2p, --mpipe-batched-recv)");
+        case ActionKind::Post: run_post(a); break;
+        case ActionKind::Wait: run_wait(a); break;
       }
       if (last) corrupt_after(index);
     }
     label = "after the last step";
     // The transport saw every message the actions listed: no P2P step is left half done.
+    if (!posts_.empty()) throw std::logic_error("the run ended with posted messages nobody waited for");
     if (!in_flight_.empty())
       throw std::logic_error("the run ended with " + in_flight_.begin()->second.at.label() + " not completed");
     auto left = ctx_.caches.leftovers();
@@ -314,6 +315,70 @@ void Runtime::payload_done(InFlight& f, int32_t key) {
   in_flight_.erase(key);
 }
 
+// The payload operations of `msgs` (logged in order), beginning the receives' buffers now
+// that their metas arrived.
+std::vector<P2POp> Runtime::payload_ops(const std::vector<const Message*>& msgs, std::vector<InFlight*>& owners,
+                                        bool& sends, double& bytes) {
+  std::vector<P2POp> ops;
+  for (const Message* m : msgs) {
+    if (m->meta) throw std::logic_error("an action mixes metas and payloads");
+    InFlight& f = in_flight(*m);
+    if (!m->send && f.ops.empty()) begin_payloads(f);
+    P2POp op = f.ops.at(static_cast<size_t>(m->tensor));
+    if (op.send) op.tensor = op.tensor.detach();  // the transport reads the values only
+    const Channel& ch = lowering_.channels[static_cast<size_t>(m->channel)];
+    if (op.peer != (m->send ? ch.dst : ch.src))
+      throw std::logic_error(f.at.label() + " talks to another rank than its lowering");
+    ctx_.messages.push_back({op.peer, op.send, false, f.at.index, f.at.sub, m->tensor});
+    ops.push_back(op);
+    owners.push_back(&f);
+    sends = sends || op.send;
+    bytes += static_cast<double>(op.tensor.nbytes());
+  }
+  return ops;
+}
+
+void Runtime::run_post(const Action& a) {
+  if (!ctx_.transport.non_blocking())
+    throw std::logic_error("the " + ctx_.transport.name() + " transport has no non-blocking P2P for this mode");
+  std::vector<const Message*> msgs;
+  std::vector<int32_t> ids;
+  for (int k = 0; k < a.count; ++k) {
+    ids.push_back(lowering_.action_messages[static_cast<size_t>(a.first + k)]);
+    msgs.push_back(&lowering_.messages[static_cast<size_t>(ids.back())]);
+  }
+  if (msgs.empty()) return;
+  std::vector<InFlight*> owners;
+  bool sends = false;
+  double bytes = 0;
+  const int first = static_cast<int>(ctx_.messages.size());
+  std::vector<P2POp> ops = payload_ops(msgs, owners, sends, bytes);
+  const Step& top = *ctx_.schedule.programs[static_cast<size_t>(ctx_.rank)][static_cast<size_t>(a.step_index)];
+  const StepAt at = msgs.size() == 1 ? owners[0]->at : StepAt{top, a.step_index, -1, 0};
+  int handle = -1;
+  ctx_.timed(interval_of(at, sends ? Lane::Send : Lane::Recv, bytes, false, first, static_cast<int>(ops.size())),
+             [&] { handle = ctx_.transport.post(ops); });
+  for (int32_t id : ids) post_of_[id] = handle;
+  posts_[handle] = ids;
+}
+
+void Runtime::run_wait(const Action& a) {
+  for (int k = 0; k < a.count; ++k) {
+    const int32_t id = lowering_.action_messages[static_cast<size_t>(a.first + k)];
+    auto p = post_of_.find(id);
+    if (p == post_of_.end()) throw std::logic_error("a wait on a message that was never posted");
+    auto h = posts_.find(p->second);
+    if (h == posts_.end()) continue;  // its post was waited already (a batch serves several consumers)
+    const std::vector<int32_t> done = std::move(h->second);
+    posts_.erase(h);
+    ctx_.transport.wait(p->second);
+    for (int32_t m : done) {
+      const int32_t key = key_of(lowering_.messages[static_cast<size_t>(m)]);
+      payload_done(in_flight_.at(key), key);
+    }
+  }
+}
+
 // A phase: its messages posted, blocking until all matched. A meta alone; a single payload;
 // or a batch's payloads as one group (NCCL group semantics, reference §3.3).
 void Runtime::run_phase(const Action& a) {
@@ -337,23 +402,10 @@ void Runtime::run_phase(const Action& a) {
     return;
   }
   std::vector<InFlight*> owners;
-  std::vector<P2POp> ops;
-  const int first = static_cast<int>(ctx_.messages.size());
   bool sends = false;
   double bytes = 0;
-  for (const Message* m : msgs) {
-    if (m->meta) throw std::logic_error("a phase mixes metas and payloads");
-    InFlight& f = in_flight(*m);
-    if (!m->send && f.ops.empty()) begin_payloads(f);
-    P2POp op = f.ops.at(static_cast<size_t>(m->tensor));
-    if (op.send) op.tensor = op.tensor.detach();  // the transport reads the values only
-    if (op.peer != peer_of_msg(*m)) throw std::logic_error(f.at.label() + " talks to another rank than its lowering");
-    ctx_.messages.push_back({op.peer, op.send, false, f.at.index, f.at.sub, m->tensor});
-    ops.push_back(op);
-    owners.push_back(&f);
-    sends = sends || op.send;
-    bytes += static_cast<double>(op.tensor.nbytes());
-  }
+  const int first = static_cast<int>(ctx_.messages.size());
+  std::vector<P2POp> ops = payload_ops(msgs, owners, sends, bytes);
   if (msgs.size() == 1 && msgs[0]->batch < 0) {
     P2POp& op = ops[0];
     ctx_.timed(interval_of(owners[0]->at, op.send ? Lane::Send : Lane::Recv, bytes, false, first, 1), [&] {

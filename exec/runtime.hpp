@@ -188,6 +188,12 @@ class Runtime {
   };
   void run_step(const Step& step, int index, int sub);  // a local or collective (sub-)step
   void run_phase(const Action& a);
+  // Post: the payloads start (one transport post); Wait: their posts complete, then the steps
+  // they finish store what arrived (--overlap-p2p, --mpipe-batched-recv).
+  std::vector<P2POp> payload_ops(const std::vector<const Message*>& msgs, std::vector<InFlight*>& owners, bool& sends,
+                                 double& bytes);
+  void run_post(const Action& a);
+  void run_wait(const Action& a);
   InFlight& in_flight(const Message& msg);
   void begin_payloads(InFlight& f);
   void payload_done(InFlight& f, int32_t key);
@@ -199,6 +205,8 @@ class Runtime {
   CommModel lowering_;               // the schedule under the run's mode; this rank's actions
   std::vector<int32_t> payload_count_;  // per (step index, sub + 1) of this rank: payload messages
   std::map<int32_t, InFlight> in_flight_;  // keyed like payload_count_
+  std::map<int32_t, int> post_of_;           // posted message id -> transport handle (this run)
+  std::map<int, std::vector<int32_t>> posts_;  // handle -> its message ids, until waited
   Progress& progress_;
   std::function<void()> poll_peers_;  // throws when another rank reported a failure
   std::optional<FaultInjection> fault_;

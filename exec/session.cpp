@@ -138,6 +138,9 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
     return refused({"--transport nccl: " +
                     (nccl_transport_built() ? "this libtorch (" + compat::torch_version() + ") has no CUDA"
                                             : std::string("this ppsched-exec was built without the NCCL transport (-Dcuda)"))});
+  if (kind == TransportKind::Nccl && (cfg.run.mode.overlap_p2p || cfg.run.mode.mpipe_batched_recv))
+    return refused({std::string(cfg.run.mode.overlap_p2p ? "--overlap-p2p" : "--mpipe-batched-recv") +
+                    ": the NCCL transport has no non-blocking P2P yet (post now, wait later); run it with --transport gloo"});
   const at::Device device = kind == TransportKind::Gloo
                                 ? at::Device(at::kCPU)
                                 : at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cfg.env.local_rank % compat::cuda_device_count()));

@@ -44,6 +44,15 @@ class Transport {
   virtual void recv(at::Tensor& t, int peer) = 0;
   virtual void group(std::vector<P2POp>& ops) = 0;
 
+  // Non-blocking P2P, for the lowering's Post and Wait actions (--overlap-p2p,
+  // --mpipe-batched-recv): post() starts every operation of `ops` (one group) and returns a
+  // handle; wait() blocks until all of them completed. A received tensor is filled in place by
+  // then. A transport without them says so in non_blocking(), and the run refuses those modes
+  // on every rank before any communication.
+  virtual bool non_blocking() const { return false; }
+  virtual int post(std::vector<P2POp>&) { throw std::logic_error(name() + " has no non-blocking P2P"); }
+  virtual void wait(int) { throw std::logic_error(name() + " has no non-blocking P2P"); }
+
   // Collectives over `members` (ascending world ranks; empty = every rank). A group other than
   // the world must be prepared first, by its members, in the same order on each of them
   // (creating overlapping groups in different orders deadlocks: reference §3.5 item 17).

@@ -325,6 +325,21 @@ def _(ctx):
               expect=["rank 1 was last seen at iteration 0, step 4 ("], limit=40)
 
 
+for _flag, _gen in (("overlap_p2p", ["--generate", "1f1b", "--pp", "4", "--micro", "8", "--overlap-p2p"]),
+                    ("mpipe_batched_recv", ["--generate", "mpipe-transpose", "--pp", "4", "--micro", "8", "--vpp", "1",
+                                            "--tower", "trainable", "--tower-layers", "2", "--mpipe-batched-recv"])):
+    def _fault_throw(ctx, gen=_gen):
+        # A step throws while receives are posted and not waited: every rank still names it.
+        fault_run(ctx, 4, gen + ["--timeout", "30", "--heartbeat-timeout", "3", "--fail-at", "2:6:throw"] + GPT,
+                  failing=2, killed=False, expect=["rank 2 failed at iteration 0, step 6 (", "injected fault"], limit=25)
+    case(f"fault_step_throws_{_flag}")(_fault_throw)
+
+    def _fault_kill(ctx, gen=_gen):
+        fault_run(ctx, 4, gen + ["--timeout", "30", "--heartbeat-timeout", "3", "--fail-at", "1:6:kill"] + GPT,
+                  failing=1, killed=True, expect=["rank 1 died or froze", "step 6 ("], limit=25)
+    case(f"fault_rank_killed_{_flag}")(_fault_kill)
+
+
 # ---- refusals before any communication ----------------------------------------------------
 
 def free_port():
@@ -366,19 +381,42 @@ def _(ctx):
 @case("refuses_modes_the_transport_cannot_honour")
 def _(ctx):
     one = ["--generate", "1f1b", "--pp", "2", "--micro", "4"] + MLP
-    expect_refusal(ctx, one + ["--overlap-p2p"], "--overlap-p2p (receives waited by their consumer")
-    expect_refusal(ctx, ["--generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--mpipe-batched-recv"] + GPT,
-                   "--mpipe-batched-recv (stage 0's feature receives")
-    # both_send_first completes with buffered sends only: verified under eager, refused to run.
+    # both_send_first completes with buffered sends only: verified under eager, refused to run
+    # (the transports block a send until its receive is posted).
     bad = ["--schedule", os.path.join(ctx.data, "bad", "both_send_first.json")] + GPT
     expect_refusal(ctx, bad + ["--comm", "eager"], "--comm eager: the schedule completes only with buffered sends")
     # Every rank refuses, naming the mode, before any communication.
-    rc, out, err, dt = launch(ctx, 2, one + ["--overlap-p2p"], expect_rc=2)
+    rc, out, err, dt = launch(ctx, 2, bad + ["--comm", "eager"], expect_rc=2)
     for r in (0, 1):
-        if f"[rank {r}] error: rank {r}: --overlap-p2p" not in err:
+        if f"[rank {r}] error: rank {r}: --comm eager" not in err:
             raise Failure(f"rank {r} did not refuse the mode:\n{err}")
     # --comm eager on a schedule that also completes under rendezvous runs.
     parity_run(ctx, 2, one + ["--comm", "eager"], iterations=1)
+
+
+# ---- the non-blocking modes: the lowering's posts and waits on the Gloo transport -----------
+
+MODE_CASES = {
+    # name: (ranks, generate args, mode flags, model)
+    "1f1b_overlap_p2p_pp2": (2, ["--generate", "1f1b", "--pp", "2", "--micro", "4"], ["--overlap-p2p"], MLP),
+    "interleaved_overlap_p2p_pp4": (4, ["--generate", "interleaved-1f1b", "--vpp", "2", "--pp", "4", "--micro", "8"],
+                                    ["--overlap-p2p"], GPT),
+    "zbv_overlap_p2p_pp2": (2, ["--generate", "zbv", "--vpp", "2", "--pp", "2", "--micro", "4"], ["--overlap-p2p"], GPT),
+    "dualpipev_overlap_p2p_pp2": (2, ["--generate", "dualpipev", "--vpp", "2", "--pp", "2", "--micro", "4"],
+                                  ["--overlap-p2p"], GPT),
+    "interleaved_batched_overlap_p2p_pp2": (2, ["--generate", "interleaved-1f1b", "--vpp", "2", "--pp", "2", "--micro",
+                                                "4", "--batch"], ["--overlap-p2p"], GPT),
+    "mpipe_full_trainable_batched_recv_pp2": (2, ["--generate", "mpipe-transpose", "--pp", "2", "--overflow", "full",
+                                                  "--vpp", "2", "--micro", "4"], ["--mpipe-batched-recv"],
+                                              MODES["trainable"] + GPT),
+    "mpipe_min_ownerbwd_batched_recv_pp4": (4, ["--generate", "mpipe-transpose", "--pp", "4", "--overflow", "min",
+                                                "--vpp", "1", "--micro", "8"], ["--mpipe-batched-recv"],
+                                            MODES["ownerbwd"] + GPT),
+}
+for _name, (_ranks, _gen, _mode, _model) in MODE_CASES.items():
+    def _mode_case(ctx, ranks=_ranks, gen=_gen, mode=_mode, model=_model):
+        parity_run(ctx, ranks, gen + mode + model, iterations=2)
+    case(f"parity_{_name}")(_mode_case)
 
 
 @case("no_verify_runs_it_and_the_deadlock_is_named_as_a_wait_cycle")

@@ -26,6 +26,36 @@ std::string list_micros(const std::vector<int>& micros) {
   return out;
 }
 
+// The rank that must run a step, or kNone when any rank may: the rank of its stage for body
+// steps, the MPipe owner rule for MPipe steps (whose stage field is only a tag, so
+// hyper-parallel's stage 0 on the MPIPE_GRAD_* steps and on its older prefix is no placement).
+int required_rank(const Schedule& s, const Step& st) {
+  switch (info(st.op).runs_on) {
+    case RunsOn::StageRank:
+      return st.stage >= 0 && st.stage < s.stages ? s.rank_of(st.stage) : kNone;
+    case RunsOn::Owner:
+      return s.mpipe && st.micro >= 0 && st.micro < s.micro_batches ? s.owner_of(st.micro) : kNone;
+    case RunsOn::Rank0:
+      return s.mpipe ? 0 : kNone;
+    case RunsOn::EveryRank:
+      return kNone;
+  }
+  return kNone;
+}
+
+std::string misplaced_message(const Schedule& s, const Step& st, int r, int want) {
+  const std::string head = short_label(st) + " runs on rank " + std::to_string(r) + ", but ";
+  if (info(st.op).runs_on == RunsOn::StageRank)
+    return head + "stage " + std::to_string(st.stage) + " is placed on rank " + std::to_string(want) +
+           " (placement " + std::string(to_string(s.placement.kind)) +
+           "): only the rank that holds a stage can run its steps.";
+  if (info(st.op).runs_on == RunsOn::Rank0)
+    return head + std::string(op_name(st.op)) + " runs on rank 0 (the MPipe owner rule; its stage field is only a tag).";
+  return head + "micro-batch " + std::to_string(st.micro) + " is owned by rank " + std::to_string(want) +
+         " (MPipe overflow " + std::string(to_string(s.mpipe->overflow)) + "), and " + std::string(op_name(st.op)) +
+         " runs on the owner (the MPipe owner rule; its stage field is only a tag).";
+}
+
 // The common case, fast: every leaf on the rank of its stage and every (stage, micro) with
 // exactly one FWD and one full backward. One byte per kind and key (saturating), no places.
 bool coverage_clean(const Schedule& s) {
@@ -36,7 +66,8 @@ bool coverage_clean(const Schedule& s) {
   std::vector<std::array<uint8_t, 4>> n(static_cast<size_t>(s.stages) * M, std::array<uint8_t, 4>{0, 0, 0, 0});
   bool misplaced = false;
   auto visit = [&](const Step& st, int r) {
-    if (st.stage >= 0 && st.stage < s.stages && s.rank_of(st.stage) != r) misplaced = true;
+    const int want = required_rank(s, st);
+    if (want != kNone && want != r) misplaced = true;
     int k = coverage_slot(st.op);
     if (k < 0 || st.stage < 0 || st.stage >= s.stages || st.micro < 0 || st.micro >= s.micro_batches) return;
     uint8_t& c = n[static_cast<size_t>(st.stage) * M + static_cast<size_t>(st.micro)][static_cast<size_t>(k)];
@@ -80,15 +111,13 @@ void check_coverage(const Schedule& s, std::vector<Violation>& out) {
       if (!prog[static_cast<size_t>(i)]) continue;
       const Step& top = *prog[static_cast<size_t>(i)];
       auto visit = [&](const Step& st, int sub) {
-        if (st.stage >= 0 && st.stage < s.stages && s.rank_of(st.stage) != r) {
+        const int want = required_rank(s, st);
+        if (want != kNone && want != r) {
           Violation v;
           v.kind = ViolationKind::Dependency;
-          v.ranks = {r, s.rank_of(st.stage)};
+          v.ranks = {r, want};
           v.steps = {step_ref(s, r, i, sub)};
-          v.message = short_label(st) + " runs on rank " + std::to_string(r) + ", but stage " + std::to_string(st.stage) +
-                      " is placed on rank " + std::to_string(s.rank_of(st.stage)) +
-                      " (placement " + std::string(to_string(s.placement.kind)) +
-                      "): only the rank that holds a stage can run its steps.";
+          v.message = misplaced_message(s, st, r, want);
           out.push_back(std::move(v));
           return;
         }

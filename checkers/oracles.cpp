@@ -126,6 +126,7 @@ std::string rendezvous_replay(const Schedule& s) {
   auto matches = [&](int r, const Step& a, int q, const Step& b) {
     if (peer_of(s, r, a) != q || peer_of(s, q, b) != r) return false;
     if (info(a.op).partner != b.op || a.micro != b.micro) return false;
+    if (!stage_places(a.op)) return true;  // MPipe: the stage is a tag, the owner rule routes
     int want = a.stage < 0 ? a.stage : a.stage + info(a.op).partner_stage_delta;
     return b.stage == want || (a.stage < 0 && b.stage < 0);
   };

@@ -38,7 +38,8 @@ std::string disagreement(const Step& send, const Message& ms, const Step& recv, 
   if (send.micro != recv.micro)
     return "micro-batch " + std::to_string(send.micro) + " is sent where micro-batch " + std::to_string(recv.micro) +
            " is expected";
-  if (send.stage >= 0 || recv.stage >= 0) {
+  // An MPipe step's stage is a tag (the owner rule routes it), so only body steps compare stages.
+  if (stage_places(send.op) && (send.stage >= 0 || recv.stage >= 0)) {
     int want = send.stage >= 0 ? send.stage + info(send.op).partner_stage_delta : -1;
     if (recv.stage != want && send.peer == kNone && recv.peer == kNone)
       return "the sender's stage " + std::to_string(send.stage) + " feeds stage " + std::to_string(want) +

@@ -113,7 +113,7 @@ Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& m,
                        " MPipe tower, which cannot be cut out of TorchScript stages; generate mpipe-transpose with "
                        "--tower none (data only)");
   }
-  if (m.hidden < 1 || m.layers < 1) errors.push_back("--hidden and --layers must be >= 1");
+  if (m.hidden < 1 || m.layers < 0) errors.push_back("--hidden and --layers must be >= 1");
   if (m.kind == ModelKind::Gpt) {
     if (m.heads < 1 || m.hidden % m.heads != 0)
       errors.push_back("--hidden " + std::to_string(m.hidden) + " is not divisible by --heads " + std::to_string(m.heads));
@@ -139,6 +139,10 @@ Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& m,
   check_tower(s, m, errors);
   check_tied(s, m, errors);
   if (m.kind == ModelKind::StageModules && m.stage_modules->stages != s.stages) return a;  // nothing to cut
+  // Without --layers: one block per virtual stage (at least 4), resolved here so that the
+  // ranks, the layout and the parity reference all build the same model.
+  if (m.layers == 0 && m.kind != ModelKind::StageModules)
+    m.layers = default_layers(m.kind, s.stages, std::max(0, m.tower_layers));
   try {
     a.layout = make_layout(m, s.stages, std::max(0, m.tower_layers));
   } catch (const InputError& e) {

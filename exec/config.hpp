@@ -29,7 +29,8 @@ enum class ModelKind { Mlp, Gpt, StageModules };
 
 struct ModelConfig {
   ModelKind kind = ModelKind::Gpt;
-  int layers = 4;            // MLP blocks / decoder blocks, split over the virtual stages
+  int layers = 0;            // MLP blocks / decoder blocks, split over the virtual stages;
+                             // 0: default_layers() (one per stage, at least 4)
   int hidden = 32;
   int heads = 2;             // gpt
   int seq = 8;               // gpt: tokens per sample

@@ -135,7 +135,12 @@ MeasuredRun assemble_measured_run(const Schedule& s, const std::vector<RankTrace
     if (m.k >= static_cast<int32_t>(ch.recvs.size())) continue;
     const int32_t partner = ch.recvs[static_cast<size_t>(m.k)];
     if (slice_of_message[static_cast<size_t>(partner)] < 0) continue;
-    r.flows.push_back({static_cast<int32_t>(r.flows.size()), slice_of_message[id], slice_of_message[static_cast<size_t>(partner)]});
+    SimFlow flow{static_cast<int32_t>(r.flows.size()), slice_of_message[id], slice_of_message[static_cast<size_t>(partner)]};
+    // The executor times the blocking calls, not the wire: the payload left no earlier than
+    // its send began and had arrived when its receive returned.
+    flow.leave_ms = r.slices[static_cast<size_t>(flow.send_slice)].start_ms;
+    flow.arrive_ms = r.slices[static_cast<size_t>(flow.recv_slice)].end_ms;
+    r.flows.push_back(flow);
     const size_t k = static_cast<size_t>(ch.src * s.ranks + ch.dst);
     // A batch's group slice carries several messages: each gets an equal share of its bytes.
     const auto sl = static_cast<size_t>(slice_of_message[id]);

@@ -1,11 +1,24 @@
 #include "exec/model_layout.hpp"
 
+#include <algorithm>
+
 #include "model/errors.hpp"
 
 namespace ppsched::exec {
 
-ModelLayout make_layout(const ModelConfig& m, int stages, int tower_layers) {
+int default_layers(ModelKind kind, int stages, int tower_layers) {
+  int layers = std::max(4, stages);
+  // Stage 0 holds ceil(L / S) blocks (+ the embedding for gpt); the tower takes its first T
+  // units and must leave one: ceil(L / S) >= T + 1 - embedding, i.e. L >= (T - embedding) S + 1.
+  const int embedding = kind == ModelKind::Gpt ? 1 : 0;
+  if (tower_layers > embedding) layers = std::max(layers, (tower_layers - embedding) * stages + 1);
+  return layers;
+}
+
+ModelLayout make_layout(const ModelConfig& given, int stages, int tower_layers) {
   if (stages < 1) throw InputError({}, "the model needs at least one stage");
+  ModelConfig m = given;
+  if (m.layers == 0 && m.kind != ModelKind::StageModules) m.layers = default_layers(m.kind, stages, std::max(0, tower_layers));
   if (m.kind == ModelKind::StageModules) {
     // One unit per stage: the stage's TorchScript module; no tower (agreement refuses one).
     if (tower_layers != 0)

@@ -27,7 +27,11 @@ struct ModelLayout {
   int head_unit = -1;                          // gpt: L + 1
 };
 
-// Throws InputError when the model cannot be cut this way (fewer blocks than stages, a tower
+// The blocks a built-in model gets without --layers: 4, or one per virtual stage when the
+// schedule has more, plus what an MPipe tower of T units needs so that stage 0 keeps one.
+int default_layers(ModelKind kind, int stages, int tower_layers);
+
+// m.layers = 0 takes default_layers(). Throws InputError when the model cannot be cut this way (fewer blocks than stages, a tower
 // that would leave stage 0 empty).
 ModelLayout make_layout(const ModelConfig& m, int stages, int tower_layers);
 

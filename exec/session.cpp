@@ -17,6 +17,7 @@
 
 #include <unistd.h>
 
+
 #include "exec/measured_trace.hpp"
 #include "exec/parity.hpp"
 #include "exec/runtime.hpp"

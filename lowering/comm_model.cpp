@@ -153,7 +153,7 @@ class Builder {
       usable = false;
       std::string why = peer == rank ? "its peer is its own rank " + std::to_string(rank)
                                      : "no peer can be derived (" +
-                                           std::string(st.stage >= 0 ? "no neighbouring stage" : "no MPipe owner") + ")";
+                                           std::string(st.stage >= 0 && stage_places(st.op) ? "no neighbouring stage" : "no MPipe owner") + ")";
       problem(ViolationKind::P2PMismatch, rank, index, sub,
               short_label(st) + " cannot be matched: " + why + ". Give an explicit \"peer\" or fix the stage.");
       return;

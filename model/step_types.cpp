@@ -40,6 +40,7 @@ StepTypeInfo row(Op op, std::string_view name, std::string_view short_name,
   i.kind = kind;
   i.micro = micro;
   i.stage = stage;
+  i.runs_on = RunsOn::StageRank;
   i.peer = PeerRule::None;
   i.partner = op;
   i.partner_stage_delta = 0;
@@ -214,10 +215,12 @@ std::array<StepTypeInfo, kOpCount> make_table() {
   bcast.collective_kind = CollectiveKind::Broadcast;
   bcast.collective_bytes = CollectiveBytes::TowerParams;
   bcast.payload = Payload::None;
+  bcast.runs_on = RunsOn::EveryRank;
 
   auto& tf = add(row(Op::MPIPE_TRANSPOSE_FWD, "MPIPE_TRANSPOSE_FWD", "TF", "", K::Compute, F::Required,
                      F::Optional, "run the tower on a micro-batch this rank owns"));
   tf.compute = ComputeKind::TowerForward;
+  tf.runs_on = RunsOn::Owner;
   tf.effects = {{C::data_batch, E::Read},
                 {C::tower_features, E::Produce, OnRank0 | TowerPresent},
                 {C::inputs_for_explicit_forward, E::Produce, Stage0Backward},
@@ -230,23 +233,27 @@ std::array<StepTypeInfo, kOpCount> make_table() {
   p2p(mfs, PeerRule::OwnerToRank0, Op::MPIPE_FWD_RECV, 0, Payload::Features, Meta::EveryStep);
   mfs.posting = Posting::MPipeBatched;
   mfs.effects = {{C::outputs_for_stage0, E::Consume}};
+  mfs.runs_on = RunsOn::Owner;
 
   auto& mfr = add(row(Op::MPIPE_FWD_RECV, "MPIPE_FWD_RECV", "MFR", "", K::P2PRecv, F::Required, F::Optional,
                       "rank 0 receives tower features from the owner"));
   p2p(mfr, PeerRule::Rank0ToOwner, Op::MPIPE_FWD_SEND, 0, Payload::Features, Meta::EveryStep);
   mfr.posting = Posting::MPipeBatched;
   mfr.effects = {{C::tower_features, E::Produce}, {C::keep_grad, E::Produce, TowerTrainable}};
+  mfr.runs_on = RunsOn::Rank0;
 
   auto& gs = add(row(Op::MPIPE_GRAPH_SEND, "MPIPE_GRAPH_SEND", "GS", "", K::P2PSend, F::Required,
                      F::Optional, "owner ships the tower input for rank 0's recompute"));
   p2p(gs, PeerRule::OwnerToRank0, Op::MPIPE_GRAPH_RECV, 0, Payload::TowerInputs, Meta::EveryStep);
   gs.posting = Posting::MPipeBatched;
   gs.effects = {{C::inputs_for_explicit_forward, E::Consume}};
+  gs.runs_on = RunsOn::Owner;
 
   auto& gr = add(row(Op::MPIPE_GRAPH_RECV, "MPIPE_GRAPH_RECV", "GR", "", K::P2PRecv, F::Required,
                      F::Optional, "rank 0 receives the tower input of a micro it does not own"));
   p2p(gr, PeerRule::Rank0ToOwner, Op::MPIPE_GRAPH_SEND, 0, Payload::TowerInputs, Meta::EveryStep);
   gr.effects = {{C::inputs_for_explicit_forward, E::Produce}};
+  gr.runs_on = RunsOn::Rank0;
 
   auto& tb = add(row(Op::MPIPE_TRANSPOSE_BWD, "MPIPE_TRANSPOSE_BWD", "TB", "", K::Compute, F::Required,
                      F::Optional, "rank 0 recomputes the tower and backprops the feature gradients"));
@@ -254,6 +261,7 @@ std::array<StepTypeInfo, kOpCount> make_table() {
   tb.effects = {{C::inputs_for_explicit_forward, E::Consume},
                 {C::keep_grad, E::Consume},
                 {C::feature_grads, E::Consume}};
+  tb.runs_on = RunsOn::Rank0;
 
   auto& grads = add(row(Op::MPIPE_GRAD_SEND, "MPIPE_GRAD_SEND", "GRADS", "", K::P2PSend, F::Required,
                         F::Optional, "rank 0 ships feature gradients back to the owner (owner_backward)"));
@@ -261,6 +269,7 @@ std::array<StepTypeInfo, kOpCount> make_table() {
       Meta::EveryStep);
   grads.posting = Posting::MPipeBatched;
   grads.effects = {{C::keep_grad, E::Consume}, {C::feature_grads, E::Consume}};
+  grads.runs_on = RunsOn::Rank0;
 
   auto& gradr = add(row(Op::MPIPE_GRAD_RECV_WITH_BACKWARD, "MPIPE_GRAD_RECV_WITH_BACKWARD", "GRADR+B", "",
                         K::P2PRecv, F::Required, F::Optional,
@@ -268,10 +277,12 @@ std::array<StepTypeInfo, kOpCount> make_table() {
   p2p(gradr, PeerRule::OwnerToRank0, Op::MPIPE_GRAD_SEND, 0, Payload::FeatureGrads, Meta::EveryStep);
   gradr.compute = ComputeKind::TowerGradBackward;
   gradr.effects = {{C::outputs_for_bwd, E::Consume}};
+  gradr.runs_on = RunsOn::Owner;
 
   auto& greduce = add(row(Op::MPIPE_GRAD_REDUCE, "MPIPE_GRAD_REDUCE", "GREDUCE", "", K::Collective,
                           F::None, F::Optional, "SUM all-reduce of this run's tower-gradient delta"));
   greduce.collective = CollectiveScope::AllPipelineRanks;
+  greduce.runs_on = RunsOn::EveryRank;
   greduce.collective_kind = CollectiveKind::AllReduce;
   greduce.collective_bytes = CollectiveBytes::TowerParams;
 

@@ -50,6 +50,17 @@ enum class PeerRule : uint8_t {
   Rank0ToOwner,  // ... or runs on rank 0 and talks to owner(m)
 };
 
+// Which rank runs a step. For body steps it is the rank its stage is placed on; MPipe steps
+// follow the owner rule instead (reference hyper_parallel.md §1.3): their stage field is only
+// a tag (canonical: -1 on the prefix; hyper-parallel writes 0 on the MPIPE_GRAD_* steps, and
+// its older MPipe version 0 on the whole prefix), never a placement.
+enum class RunsOn : uint8_t {
+  StageRank,  // the rank of its stage (a step without a stage: any rank)
+  Owner,      // owner(micro)
+  Rank0,      // rank 0
+  EveryRank,  // every pipeline rank (MPipe collectives)
+};
+
 // Which ranks a collective synchronises.
 enum class CollectiveScope : uint8_t {
   None,
@@ -168,6 +179,7 @@ struct StepTypeInfo {
   StepKind kind;
   Field micro;
   Field stage;
+  RunsOn runs_on;           // StageRank, or the MPipe owner rule (then `stage` is a tag)
   PeerRule peer;
   Op partner;               // P2P: the op at the other end of the message
   int partner_stage_delta;  // P2P body steps: partner's stage = stage + delta
@@ -216,6 +228,8 @@ inline bool is_compute(Op op) { return info(op).kind == StepKind::Compute; }
 inline bool is_batch(Op op) { return info(op).composite == CompositeKind::Batch; }
 inline bool is_overlap(Op op) { return info(op).composite == CompositeKind::Overlap; }
 inline bool is_forward(Op op) { return info(op).compute == ComputeKind::Forward; }
+// Whether a step's stage field places it (false: the MPipe owner rule does; the stage is a tag).
+inline bool stage_places(Op op) { return info(op).runs_on == RunsOn::StageRank; }
 // A compute step of the body: FWD, BWD, BWD_INPUT, BWD_WEIGHT (not the tower).
 bool is_body_compute(Op op);
 // A "full backward" contribution: BWD, or the BWD_INPUT half of a split backward.

@@ -592,7 +592,15 @@ class Engine {
       for (auto& [sid, rid] : pending_flows_) {
         const MsgState& a = msgs_[static_cast<size_t>(sid)];
         const MsgState& b = msgs_[static_cast<size_t>(rid)];
-        if (a.slice >= 0 && b.slice >= 0) res.flows.push_back({id++, a.slice, b.slice});
+        if (a.slice < 0 || b.slice < 0) continue;
+        SimFlow f{id++, a.slice, b.slice};
+        // As settle() timed it: an eager payload leaves when ready, a rendezvous one once the
+        // receive is posted too; it arrives when the sender's transfer completes.
+        if (a.end != kUnknown) {
+          f.leave_ms = eager(msg_bytes_[static_cast<size_t>(sid)]) ? a.ready : std::max(a.ready, b.post);
+          f.arrive_ms = a.end;
+        }
+        res.flows.push_back(f);
       }
       res.memory = std::move(memory_samples_);
     }

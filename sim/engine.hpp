@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -26,10 +27,15 @@ struct SimSlice {
   bool meta = false;       // a shape/dtype meta message
 };
 
-// A matched message: from the sender's slice to the receiver's slice.
+// A matched message: from the sender's slice to the receiver's slice. leave_ms is when the
+// payload left (inside the send slice), arrive_ms when it arrived (at most the receive slice's
+// end); NaN when not known (a measured run records only the slices), and a trace then takes
+// the send slice's start and the receive slice's end.
 struct SimFlow {
   int32_t id = 0;
   int32_t send_slice = -1, recv_slice = -1;
+  double leave_ms = std::numeric_limits<double>::quiet_NaN();
+  double arrive_ms = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct MemorySample {

@@ -12,6 +12,7 @@
 #include "model/formats/pytorch_csv.hpp"
 #include "model/formats/schedule_io.hpp"
 #include "model/generators/generator.hpp"
+#include "sim/engine.hpp"
 #include "tests/support/explorer.hpp"
 
 using namespace ppsched;
@@ -460,4 +461,103 @@ TEST_CASE("the cache walk's fast clean-case proof agrees with the explaining wal
                RC_ASSERT(vf[k].message == ve[k].message);
              }
            });
+}
+
+// ---- hyper-parallel's own stage conventions on MPipe steps -----------------------------------
+
+namespace {
+
+// The canonical form of an MPipe schedule: every MPipe step without a stage (the owner rule,
+// not a placement, says where it runs).
+Schedule without_mpipe_stages(Schedule s) {
+  for (Program& p : s.programs)
+    for (Slot& slot : p)
+      if (slot && !stage_places(slot->op)) slot->stage = kNone;
+  return s;
+}
+
+int mpipe_steps_at_stage0(const Schedule& s) {
+  int n = 0;
+  for (const Program& p : s.programs)
+    for (const Slot& slot : p)
+      if (slot && !stage_places(slot->op) && slot->stage == 0) ++n;
+  return n;
+}
+
+Schedule mpipe_p3(bool owner_backward) {
+  GenerateOptions g;
+  g.pp = 3;
+  g.micro = 3;
+  g.tower = Tower::Trainable;
+  g.owner_backward = owner_backward;
+  return generate("mpipe-transpose", g);
+}
+
+// Verifies both and simulates both with the default costs: the same verdict, makespan and
+// per-rank peak memory.
+void expect_same_as_canonical(const Schedule& hp, const Schedule& canonical) {
+  const CheckReport a = verify(hp), b = verify(canonical);
+  INFO(dump(a));
+  CHECK(a.ok());
+  CHECK(b.ok());
+  CHECK(a.violations.size() == b.violations.size());
+  CHECK(a.notes == b.notes);
+  const CostModel c = default_cost_model(hp.stages);
+  const SimResult x = simulate(hp, c), y = simulate(canonical, c);
+  CHECK(x.completed);
+  CHECK(x.makespan_ms == y.makespan_ms);
+  REQUIRE(x.ranks.size() == y.ranks.size());
+  for (size_t r = 0; r < x.ranks.size(); ++r) CHECK(x.ranks[r].peak_memory_bytes == y.ranks[r].peak_memory_bytes);
+}
+
+}  // namespace
+
+TEST_CASE("hyper-parallel's stage 0 on the MPIPE_GRAD_* steps verifies and simulates as the canonical form",
+          "[checkers][mpipe]") {
+  const Schedule hp = read_schedule_file(data("schedules/hyper_parallel_grad_stage0.json"));
+  // The file is written hyper-parallel's way: GRAD_SEND, GRAD_RECV_WITH_BACKWARD (on owners 1
+  // and 2) and GRAD_REDUCE (on every rank) tagged with stage 0.
+  CHECK(mpipe_steps_at_stage0(hp) == 2 + 2 + 3);
+  const Schedule canonical = mpipe_p3(true);
+  CHECK(without_mpipe_stages(hp).programs == canonical.programs);
+  expect_same_as_canonical(hp, canonical);
+}
+
+TEST_CASE("hyper-parallel's older MPipe prefix (stage 0, no micro on the broadcast) verifies as the canonical form",
+          "[checkers][mpipe]") {
+  const Schedule hp = read_schedule_file(data("schedules/hyper_parallel_old_prefix.json"));
+  CHECK(mpipe_steps_at_stage0(hp) > 10);
+  const Schedule canonical = mpipe_p3(false);
+  CHECK(without_mpipe_stages(hp).programs == canonical.programs);
+  expect_same_as_canonical(hp, canonical);
+}
+
+TEST_CASE("an MPipe step on a rank the owner rule does not name is a dependency violation, stage tag or not",
+          "[checkers][mpipe]") {
+  // Owners swapped for micros 1 and 2: rank 1 now runs micro 1's owner steps without owning it.
+  Schedule hp = read_schedule_file(data("schedules/hyper_parallel_grad_stage0.json"));
+  hp.mpipe->owners = {0, 2, 1};
+  const CheckReport r = verify(hp);
+  bool named = false;
+  for (const auto& v : r.violations)
+    if (v.kind == ViolationKind::Dependency &&
+        v.message.find("micro-batch 1 is owned by rank 2") != std::string::npos &&
+        v.message.find("MPipe owner rule") != std::string::npos)
+      named = true;
+  INFO(dump(r));
+  CHECK(named);
+  // A body step still follows its stage's placement.
+  Schedule body = mpipe_p3(true);
+  for (Slot& slot : body.programs[1])
+    if (slot && slot->op == Op::FWD) {
+      slot->stage = 2;
+      break;
+    }
+  const CheckReport rb = verify(body);
+  bool placed = false;
+  for (const auto& v : rb.violations)
+    if (v.kind == ViolationKind::Dependency && v.message.find("stage 2 is placed on rank 2") != std::string::npos)
+      placed = true;
+  INFO(dump(rb));
+  CHECK(placed);
 }

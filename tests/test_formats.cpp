@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <rapidcheck/catch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -635,15 +636,19 @@ TEST_CASE("JSON written loosely reads back to the same schedule and canonical te
 }
 
 TEST_CASE("CSV round trips over generated schedules", "[formats][csv][property]") {
-  rc::prop("IR -> CSV (compute_comms) -> IR is identity", [] {
+  rc::prop("IR -> CSV (compute_comms) -> IR keeps every step, idle slots aside", [] {
     const Params p = gen_params();
     Schedule s = build_schedule(p);
     s.placement = inferred(s);
     s.name = "prop";
     validate_structure(s);
     const Schedule back = read_pytorch_csv(write_pytorch_csv(s, CsvKind::ComputeComms), "dir/prop.csv");
-    if (!(back == s)) RC_LOG() << write_schedule_json(s) << write_schedule_json(back);
-    RC_ASSERT(back == s);
+    // Every step comes back in order; idle slots are not written (PyTorch's compute_comms
+    // loader refuses blank cells).
+    Schedule want = s;
+    for (Program& prog : want.programs) prog.erase(std::remove(prog.begin(), prog.end(), Slot{}), prog.end());
+    if (!(back == want)) RC_LOG() << write_schedule_json(want) << write_schedule_json(back);
+    RC_ASSERT(back == want);
   });
 }
 

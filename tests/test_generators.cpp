@@ -302,9 +302,42 @@ TEST_CASE("looped-bfs runs every forward of each local stage, then the backwards
   Schedule s = generate("looped-bfs", opts(2, 2, 2));
   CHECK(s.name == "looped-bfs");
   CHECK(s.stages == 4);
-  CHECK(compute_projection(s.programs[0]) == "F0s0 F1s0 F0s2 F1s2 B0s2 B1s2 B0s0 B1s0");
-  CHECK(compute_projection(s.programs[1]) == "F0s1 F1s1 F0s3 F1s3 B0s3 B1s3 B0s1 B1s1");
+  // Backwards: the later local stage first, and within a stage micro-batch M-1 first, as
+  // PyTorch's ScheduleLoopedBFS (reversed stages, reversed micro-batches).
+  CHECK(compute_projection(s.programs[0]) == "F0s0 F1s0 F0s2 F1s2 B1s2 B0s2 B1s0 B0s0");
+  CHECK(compute_projection(s.programs[1]) == "F0s1 F1s1 F0s3 F1s3 B1s3 B0s3 B1s1 B0s1");
   CHECK(problems(s) == "");
+}
+
+TEST_CASE("looped-bfs's per-rank compute order equals PyTorch's ScheduleLoopedBFS for P 2..8, V 1..3, M 1..4P",
+          "[generators][looped-bfs]") {
+  // The reference's rule, restated: rank r's stages are r, r+P, ..., r+(V-1)P; every forward
+  // of each stage ascending (micro-batches ascending), then for each stage descending every
+  // backward with the micro-batches descending.
+  int cases = 0, identical = 0;
+  for (int P = 2; P <= 8; ++P)
+    for (int V = 1; V <= 3; ++V)
+      for (int M = 1; M <= 4 * P; ++M) {
+        INFO("P=" << P << " V=" << V << " M=" << M);
+        const Schedule s = generate("looped-bfs", opts(P, V, M));
+        bool same = true;
+        for (int r = 0; r < P; ++r) {
+          std::vector<int> stages;
+          for (int st = r; st < P * V; st += P) stages.push_back(st);
+          std::string want;
+          auto add = [&](const std::string& a) { want += (want.empty() ? "" : " ") + a; };
+          for (int st : stages)
+            for (int m = 0; m < M; ++m) add("F" + std::to_string(m) + "s" + std::to_string(st));
+          for (auto it = stages.rbegin(); it != stages.rend(); ++it)
+            for (int m = M - 1; m >= 0; --m) add("B" + std::to_string(m) + "s" + std::to_string(*it));
+          CHECK(compute_projection(s.programs[static_cast<size_t>(r)]) == want);
+          same = same && compute_projection(s.programs[static_cast<size_t>(r)]) == want;
+        }
+        ++cases;
+        identical += same ? 1 : 0;
+      }
+  CHECK(cases == 3 * 140);
+  CHECK(identical == cases);
 }
 
 // ---- the sweep ------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include "model/formats/schedule_io.hpp"
 #include "model/generators/generator.hpp"
 #include "sim/engine.hpp"
+#include "sim/tower_on_stage0.hpp"
 
 using namespace ppsched;
 
@@ -274,4 +275,74 @@ TEST_CASE("a multi-tensor transfer releases and delivers its buffers once", "[si
     last[static_cast<size_t>(m.rank)] = m.bytes;
   }
   for (int rank = 0; rank < s.ranks; ++rank) CHECK(last[static_cast<size_t>(rank)] == 0);
+}
+
+// ---- one network for every schedule: the MPipe tower on stage 0 -------------------------------
+
+TEST_CASE("with the MPipe tower on stage 0, stage 0's steps also pay the tower's forward and backward",
+          "[simulator][tower]") {
+  CostModel c = uniform(1.0, 2.0);
+  c.tower_fwd = StageValue::scalar(0.5);
+  c.tower_grad_bwd = StageValue::scalar(1.0);
+  c.tower_bwd = StageValue::scalar(99.0);  // the stage-0 recompute of MPipe: never used here
+  // One stage: each micro costs (F + tower F) + (B + tower backward) = 1.5 + 3.
+  CHECK(run(gen("gpipe", 1, 3), with_tower_on_stage0(c, 1, Tower::Trainable)).makespan_ms == Approx(3 * 4.5));
+  // Two stages, one micro: F0s0 1.5 -> F0s1 1 -> B0s1 2 -> B0s0 3.
+  CHECK(run(gen("1f1b", 2, 1), with_tower_on_stage0(c, 2, Tower::Trainable)).makespan_ms == Approx(7.5));
+  CHECK(run(gen("1f1b", 2, 1), c).makespan_ms == Approx(6.0));
+  // Split backward: the tower's backward goes half with BWD_INPUT, half with BWD_WEIGHT.
+  const CostModel split = with_tower_on_stage0(c, 1, Tower::Trainable);
+  CHECK(split.bwd_input.at(0, 0) == Approx(1.5));
+  CHECK(split.bwd_weight.at(0, 0) == Approx(1.5));
+  CHECK(run(gen("zb-h1", 1, 1), split).makespan_ms == Approx(4.5));
+  // Only stage 0 changes.
+  const CostModel four = with_tower_on_stage0(c, 4, Tower::Trainable);
+  for (int s = 1; s < 4; ++s) {
+    CHECK(four.fwd.at(s, 0) == 1.0);
+    CHECK(four.bwd.at(s, 0) == 2.0);
+  }
+  // A frozen tower runs forward only; no tower leaves the model as it was.
+  const CostModel frozen = with_tower_on_stage0(c, 2, Tower::Frozen);
+  CHECK(frozen.fwd.at(0, 0) == Approx(1.5));
+  CHECK(frozen.bwd.at(0, 0) == Approx(2.0));
+  CHECK(run(gen("1f1b", 2, 1), with_tower_on_stage0(c, 2, Tower::None)).makespan_ms == Approx(6.0));
+}
+
+TEST_CASE("the network tower of a comparison is the most any compared MPipe layer runs", "[simulator][tower]") {
+  GenerateOptions g;
+  g.pp = 2;
+  g.micro = 4;
+  const Schedule plain = generate("1f1b", g);
+  g.tower = Tower::Frozen;
+  const Schedule frozen = generate("mpipe-transpose", g);
+  g.tower = Tower::Trainable;
+  const Schedule trainable = generate("mpipe-transpose", g);
+  CHECK(network_tower({&plain}) == Tower::None);
+  CHECK(network_tower({&plain, &frozen}) == Tower::Frozen);
+  CHECK(network_tower({&frozen, &plain, &trainable}) == Tower::Trainable);
+}
+
+TEST_CASE("on one network (default costs, P=4 V=2 M=8) owner-backward MPipe beats interleaved 1F1B with the tower on stage 0",
+          "[simulator][tower]") {
+  GenerateOptions g;
+  g.pp = 4;
+  g.vpp = 2;
+  g.micro = 8;
+  const Schedule interleaved = generate("interleaved-1f1b", g);
+  g.tower = Tower::Trainable;
+  g.owner_backward = true;
+  const Schedule mpipe = generate("mpipe-transpose", g);
+  const CostModel c = default_cost_model(8);
+  const SimResult body_only = run(interleaved, c);
+  const SimResult same_network = run(interleaved, with_tower_on_stage0(c, 8, Tower::Trainable));
+  const SimResult m = run(mpipe, c);
+  REQUIRE(body_only.completed);
+  REQUIRE(same_network.completed);
+  REQUIRE(m.completed);
+  // The tower costs the baseline time (its stage 0 is the slowest stage) ...
+  CHECK(same_network.makespan_ms > body_only.makespan_ms);
+  // ... and on the same network MPipe's round-robin tower wins.
+  CHECK(m.makespan_ms < same_network.makespan_ms);
+  WARN("interleaved-1f1b " << body_only.makespan_ms << " ms body only, " << same_network.makespan_ms
+                           << " ms with the tower on stage 0; mpipe-transpose --owner-backward " << m.makespan_ms << " ms");
 }

@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -23,6 +24,8 @@
 #include "sim/engine.hpp"
 #include "traces/chrome_trace.hpp"
 #include "traces/svg_timeline.hpp"
+#include "traces/text_grid.hpp"
+#include "tests/support/trace_validator.hpp"
 
 using namespace ppsched;
 using nlohmann::json;
@@ -789,6 +792,9 @@ TEST_CASE("simulated schedules give traces whose flows bind and whose threads ne
     }
     ParsedTrace t = parse_trace(chrome_trace_json(s, r));
     CHECK(check_trace(t, r) == "");
+    const ppsched::testing::TraceCheck strict = ppsched::testing::validate_trace(chrome_trace_json(s, r));
+    INFO(strict.summary());
+    CHECK(strict.problem_count() == 0);
     CHECK(t.of("X").size() == r.slices.size());
     CHECK(t.of("s").size() == r.flows.size());
     CHECK(t.of("f").size() == r.flows.size());
@@ -828,4 +834,318 @@ TEST_CASE("simulated schedules give traces whose flows bind and whose threads ne
     CHECK(chrome_trace_json(s, r) == chrome_trace_json(s, again));
     CHECK(svg == svg_timeline(s, again));
   }
+}
+
+// ---- the strict validator (tests/support/trace_validator.hpp) ------------------------------------
+
+namespace {
+
+using ppsched::testing::TraceCheck;
+using ppsched::testing::validate_trace;
+
+// The schedules the quick start (tools/quickstart) generates, traces and shows: P=4, M=8.
+std::vector<std::pair<std::string, GenerateOptions>> quickstart_schedules() {
+  auto opts = [](int vpp) {
+    GenerateOptions g;
+    g.pp = 4;
+    g.micro = 8;
+    g.vpp = vpp;
+    return g;
+  };
+  std::vector<std::pair<std::string, GenerateOptions>> v = {
+      {"gpipe", opts(1)},         {"1f1b", opts(1)}, {"interleaved-1f1b", opts(2)}, {"looped-bfs", opts(2)},
+      {"zb-h1", opts(1)},         {"zbv", opts(2)},  {"dualpipev", opts(2)},
+  };
+  GenerateOptions full = opts(2), min = opts(2), owner = opts(2);
+  min.overflow = Overflow::Min;
+  owner.owner_backward = true;
+  v.push_back({"mpipe-transpose", full});
+  v.push_back({"mpipe-transpose", min});
+  v.push_back({"mpipe-transpose", owner});
+  return v;
+}
+
+std::string problems_of(const TraceCheck& c) {
+  std::string s = c.summary();
+  for (const auto& p : c.problems) s += "\n  " + p;
+  return s;
+}
+
+// A minimal trace around the given events: one process with a named thread 0 and 1.
+std::string wrap_events(const std::string& events) {
+  return std::string("{\"traceEvents\":[") +
+         "{\"name\":\"process_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"p\"}}," +
+         "{\"name\":\"thread_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"a\"}}," +
+         "{\"name\":\"thread_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":0,\"tid\":1,\"args\":{\"name\":\"b\"}}" +
+         (events.empty() ? "" : ",") + events + "]}";
+}
+const char* kSliceA = R"({"name":"a","cat":"c","ph":"X","pid":0,"tid":0,"ts":10,"dur":10})";
+const char* kSliceB = R"({"name":"b","cat":"c","ph":"X","pid":0,"tid":1,"ts":0,"dur":30})";
+
+}  // namespace
+
+TEST_CASE("the trace validator accepts a clean trace and counts each kind of problem it is built to find") {
+  const std::string flow_ok = std::string(kSliceA) + "," + kSliceB +
+                              R"(,{"name":"m","cat":"p2p","ph":"s","id":1,"pid":0,"tid":0,"ts":11})"
+                              R"(,{"name":"m","cat":"p2p","ph":"f","bp":"e","id":1,"pid":0,"tid":1,"ts":29})";
+  TraceCheck clean = validate_trace(wrap_events(flow_ok));
+  INFO(problems_of(clean));
+  CHECK(clean.parsed);
+  CHECK(clean.problem_count() == 0);
+  CHECK(clean.slices == 2);
+  CHECK(clean.flows == 1);
+
+  auto one = [](const std::string& events, size_t TraceCheck::*kind) {
+    TraceCheck c = validate_trace(wrap_events(events));
+    INFO(events << "\n" << problems_of(c));
+    CHECK(c.*kind == 1);
+    CHECK(c.problem_count() == 1);
+  };
+  // An end read before its start: Perfetto drops it.
+  one(std::string(kSliceA) + "," + kSliceB +
+          R"(,{"name":"m","cat":"p2p","ph":"s","id":1,"pid":0,"tid":0,"ts":19})"
+          R"(,{"name":"m","cat":"p2p","ph":"f","bp":"e","id":1,"pid":0,"tid":1,"ts":5})",
+      &TraceCheck::flows_backwards);
+  // A flow end on a slice boundary (which slice?) and one outside every slice.
+  one(std::string(kSliceA) + "," + kSliceB +
+          R"(,{"name":"m","cat":"p2p","ph":"s","id":1,"pid":0,"tid":0,"ts":10})"
+          R"(,{"name":"m","cat":"p2p","ph":"f","bp":"e","id":1,"pid":0,"tid":1,"ts":29})",
+      &TraceCheck::flows_unbound);
+  one(std::string(kSliceA) + "," + kSliceB +
+          R"(,{"name":"m","cat":"p2p","ph":"s","id":1,"pid":0,"tid":0,"ts":11})"
+          R"(,{"name":"m","cat":"p2p","ph":"f","bp":"e","id":1,"pid":0,"tid":1,"ts":31})",
+      &TraceCheck::flows_unbound);
+  // A start without an end; an end that would bind to the next slice.
+  one(std::string(kSliceA) + R"(,{"name":"m","cat":"p2p","ph":"s","id":1,"pid":0,"tid":0,"ts":11})",
+      &TraceCheck::flows_unpaired);
+  one(std::string(kSliceA) + "," + kSliceB +
+          R"(,{"name":"m","cat":"p2p","ph":"s","id":1,"pid":0,"tid":0,"ts":11})"
+          R"(,{"name":"m","cat":"p2p","ph":"f","id":1,"pid":0,"tid":1,"ts":29})",
+      &TraceCheck::flows_unpaired);
+  // Partly overlapping slices of one thread; nesting is fine, touching is fine.
+  one(std::string(kSliceA) + R"(,{"name":"o","cat":"c","ph":"X","pid":0,"tid":0,"ts":15,"dur":10})",
+      &TraceCheck::slice_overlaps);
+  CHECK(validate_trace(wrap_events(std::string(kSliceA) + R"(,{"name":"n","cat":"c","ph":"X","pid":0,"tid":0,"ts":12,"dur":3})"
+                                                             R"(,{"name":"t","cat":"c","ph":"X","pid":0,"tid":0,"ts":20,"dur":1})"))
+            .problem_count() == 0);
+  // The double artefact of ts + dur, and a time below a nanosecond.
+  one(R"({"name":"x","cat":"c","ph":"X","pid":0,"tid":0,"ts":624013.1780000001,"dur":1})", &TraceCheck::inexact_times);
+  one(R"({"name":"x","cat":"c","ph":"X","pid":0,"tid":0,"ts":1e3,"dur":1})", &TraceCheck::inexact_times);
+  CHECK(validate_trace(wrap_events(R"({"name":"x","cat":"c","ph":"X","pid":0,"tid":0,"ts":624013.178,"dur":0.5})")).problem_count() == 0);
+  // No cat (a counter, as ppsched wrote them), no pid, no metadata for a thread.
+  one(R"({"name":"memory","ph":"C","pid":0,"tid":0,"ts":1,"args":{"bytes":5}})", &TraceCheck::missing_cat);
+  one(R"({"name":"x","cat":"c","ph":"X","tid":0,"ts":1,"dur":1})", &TraceCheck::missing_fields);
+  one(R"({"name":"x","cat":"c","ph":"X","pid":0,"tid":7,"ts":1,"dur":1})", &TraceCheck::missing_metadata);
+  CHECK_FALSE(validate_trace("{\"traceEvents\": [").parsed);
+}
+
+TEST_CASE("every trace the quick start writes passes the strict validator, one file and per rank") {
+  for (const auto& [family, g] : quickstart_schedules()) {
+    INFO(family << " V=" << g.vpp << " overflow=" << to_string(g.overflow) << " owner_backward=" << g.owner_backward);
+    Schedule s = generate(family, g);
+    SimOptions so;
+    so.record_trace = true;
+    SimResult r = simulate(s, default_cost_model(s.stages), so);
+    REQUIRE_FALSE(r.flows.empty());
+    TraceCheck c = validate_trace(chrome_trace_json(s, r, TraceOptions{-1, "simulated"}));
+    INFO(problems_of(c));
+    CHECK(c.problem_count() == 0);
+    CHECK(c.slices == r.slices.size());
+    CHECK(c.flows == r.flows.size());  // none left out
+    for (int rank = 0; rank < s.ranks; ++rank) {
+      TraceOptions o;
+      o.only_rank = rank;
+      TraceCheck one = validate_trace(chrome_trace_json(s, r, o));
+      INFO("rank " << rank << ": " << problems_of(one));
+      CHECK(one.problem_count() == 0);
+    }
+  }
+}
+
+TEST_CASE("a flow starts where its payload leaves the send and ends where it arrives at the receive") {
+  for (const auto& [family, g] : quickstart_schedules()) {
+    INFO(family);
+    Schedule s = generate(family, g);
+    SimOptions so;
+    so.record_trace = true;
+    SimResult r = simulate(s, default_cost_model(s.stages), so);
+    ParsedTrace t = parse_trace(chrome_trace_json(s, r));
+    CHECK(check_trace(t, r) == "");
+    std::map<int64_t, const json*> start, end;
+    for (const json* e : t.of("s")) start[(*e)["id"].get<int64_t>()] = e;
+    for (const json* e : t.of("f")) end[(*e)["id"].get<int64_t>()] = e;
+    REQUIRE(start.size() == r.flows.size());
+    for (size_t k = 0; k < r.flows.size(); ++k) {
+      const SimFlow& f = r.flows[k];
+      REQUIRE(std::isfinite(f.leave_ms));
+      REQUIRE(std::isfinite(f.arrive_ms));
+      const SimSlice& a = r.slices[static_cast<size_t>(f.send_slice)];
+      const SimSlice& b = r.slices[static_cast<size_t>(f.recv_slice)];
+      // The engine's times: the payload leaves within its send slice and arrives no later than
+      // its receive returns, never before it left.
+      CHECK(f.leave_ms >= a.start_ms - 1e-9);
+      CHECK(f.leave_ms <= a.end_ms + 1e-9);
+      CHECK(f.arrive_ms >= f.leave_ms);
+      CHECK(f.arrive_ms <= b.end_ms + 1e-9);
+      // The trace's ends: at those instants, moved at most 1 ns to lie strictly inside the
+      // slices (or to the receive's start, when the payload arrived before it was posted).
+      const int64_t s_ts = ns((*start.at(static_cast<int64_t>(k) + 1))["ts"]);
+      const int64_t f_ts = ns((*end.at(static_cast<int64_t>(k) + 1))["ts"]);
+      const int64_t leave = std::llround(f.leave_ms * 1e6), arrive = std::llround(f.arrive_ms * 1e6);
+      const int64_t recv_start = std::llround(b.start_ms * 1e6);
+      CHECK(s_ts <= f_ts);
+      CHECK(std::llabs(s_ts - leave) <= 1);
+      CHECK((std::llabs(f_ts - arrive) <= 1 || (arrive <= recv_start && f_ts == recv_start + 1)));
+    }
+  }
+}
+
+TEST_CASE("an early-posted receive no longer makes its flow end before it starts") {
+  // The issue's shape: a long receive posted early (midpoint 5.5 ms) for a short send late in
+  // it (midpoint 10.5 ms). Without the engine's times the trace takes the send's start and the
+  // receive's end.
+  Schedule s;
+  s.name = "early-recv";
+  s.ranks = 2;
+  s.stages = 2;
+  s.micro_batches = 2;
+  s.placement = Placement::loop(2, 2);
+  s.programs = {{make_step(Op::FWD_SEND, 0, 0), make_step(Op::FWD_SEND, 1, 0)},
+                {make_step(Op::FWD_RECV, 0, 1), make_step(Op::FWD_RECV, 1, 1)}};
+  SimResult r;
+  auto slice = [&](int rank, int index, Lane lane, double a, double b) {
+    SimSlice sl;
+    sl.rank = rank;
+    sl.step_index = index;
+    sl.lane = lane;
+    sl.start_ms = a;
+    sl.end_ms = b;
+    r.slices.push_back(sl);
+    return static_cast<int32_t>(r.slices.size() - 1);
+  };
+  const int32_t s0 = slice(0, 0, Lane::Send, 10, 11), r0 = slice(1, 0, Lane::Recv, 0, 11);
+  // A second pair whose receive (say, clocks of two hosts) ended before its send began.
+  const int32_t s1 = slice(0, 1, Lane::Send, 20, 21), r1 = slice(1, 1, Lane::Recv, 12, 19);
+  r.flows = {{0, s0, r0}, {1, s1, r1}};
+  r.makespan_ms = 21;
+  const std::string text = chrome_trace_json(s, r);
+  ParsedTrace t = parse_trace(text);
+  REQUIRE(t.of("s").size() == 1);
+  CHECK(ns((*t.of("s")[0])["ts"]) == 10000001);  // 1 ns into the send
+  CHECK(ns((*t.of("f")[0])["ts"]) == 10999999);  // 1 ns before the receive returns
+  CHECK(t.doc["otherData"]["flows_left_out"] == 1);
+  TraceCheck c = validate_trace(text);
+  INFO(problems_of(c));
+  CHECK(c.problem_count() == 0);
+}
+
+TEST_CASE("times are whole nanoseconds in fixed point, so abutting slices touch and never overlap") {
+  Schedule s;
+  s.name = "abutting";
+  s.ranks = 1;
+  s.stages = 1;
+  s.micro_batches = 3;
+  s.placement = Placement::loop(1, 1);
+  SimResult r;
+  // Times whose doubles are not exact: 624.013178 ms, then slices that abut at sums of
+  // tenths (0.1 + 0.2 != 0.3 in binary).
+  const double marks[] = {624.013178 - 0.0001, 624.013178, 624.013178 + 0.1 + 0.2, 624.013178 + 0.3 + 0.1};
+  for (int k = 0; k < 3; ++k) {
+    s.programs.resize(1);
+    s.programs[0].push_back(make_step(Op::FWD, k, 0));
+    SimSlice sl;
+    sl.rank = 0;
+    sl.step_index = k;
+    sl.start_ms = marks[k];
+    sl.end_ms = marks[k + 1];
+    r.slices.push_back(sl);
+  }
+  const std::string text = chrome_trace_json(s, r);
+  CHECK(text.find("\"ts\":624013.178,") != std::string::npos);
+  CHECK(text.find("0000001") == std::string::npos);
+  CHECK(text.find("9999999") == std::string::npos);
+  TraceCheck c = validate_trace(text);
+  INFO(problems_of(c));
+  CHECK(c.problem_count() == 0);
+  ParsedTrace t = parse_trace(text);
+  const auto& v = t.slices.at({0, 0});
+  REQUIRE(v.size() == 3);
+  CHECK(v[0].end == v[1].ts);
+  CHECK(v[1].end == v[2].ts);
+}
+
+TEST_CASE("every event carries a cat, metadata and counters included") {
+  Fabricated f = fabricate(3, 4);
+  ParsedTrace t = parse_trace(chrome_trace_json(f.s, f.r));
+  for (const auto& e : t.doc["traceEvents"]) {
+    INFO(e.dump());
+    REQUIRE(e.contains("cat"));
+    CHECK(e["cat"].is_string());
+    CHECK_FALSE(e["cat"].get<std::string>().empty());
+  }
+  CHECK((*t.of("M").front())["cat"] == "__metadata");
+  CHECK((*t.of("C").front())["cat"] == "memory");
+}
+
+// ---- the text grid of `ppsched show` -------------------------------------------------------------
+
+TEST_CASE("the grid wraps every line to the width it is given, header and legend included") {
+  GenerateOptions g;
+  g.pp = 4;
+  g.vpp = 2;
+  g.micro = 8;
+  Schedule s = generate("mpipe-transpose", g);  // long labels, a long header and legend
+  for (int width : {40, 60, 80, 130}) {
+    GridOptions o;
+    o.width = width;
+    const std::string text = render_grid(s, o);
+    INFO("width " << width << "\n" << text);
+    size_t lines = 0, longest = 0, widest_label = 0;
+    for (size_t a = 0, b; a < text.size(); a = b + 1) {
+      b = text.find('\n', a);
+      longest = std::max(longest, b - a);
+      ++lines;
+    }
+    for (const auto& p : s.programs)
+      for (const auto& slot : p)
+        if (slot) widest_label = std::max(widest_label, short_label(*slot).size());
+    REQUIRE(widest_label + 5 <= static_cast<size_t>(width));  // so every line can fit
+    CHECK(longest <= static_cast<size_t>(width));
+    // Wrapping loses nothing: rank 0's rows, read in order, are its program.
+    std::vector<std::string> want, got;
+    for (const auto& slot : s.programs[0]) want.push_back(slot ? short_label(*slot) : ".");
+    for (size_t a = 0, b; a < text.size(); a = b + 1) {
+      b = text.find('\n', a);
+      const std::string line = text.substr(a, b - a);
+      if (line.rfind("r0 | ", 0) != 0) continue;
+      std::istringstream cells(line.substr(5));
+      for (std::string c; cells >> c;) got.push_back(c);
+    }
+    CHECK(got == want);
+    if (width == 40) CHECK(lines > 20);
+  }
+}
+
+TEST_CASE("a zero-time transfer that no flow can draw forward is left out, counted, and the trace stays valid") {
+  // Links priced at zero: a receive posted early ends exactly where its send begins, and the
+  // next receive on its thread starts there too, so no end inside the receive can follow a
+  // start inside the send. Those flows go, counted; the rest bind and run forward.
+  GenerateOptions g;
+  g.pp = 4;
+  g.vpp = 2;
+  g.micro = 8;
+  Schedule s = generate("interleaved-1f1b", g);
+  CostModel c = default_cost_model(s.stages);
+  c.intra_node = Link{};
+  c.inter_node = Link{};
+  SimOptions so;
+  so.record_trace = true;
+  SimResult r = simulate(s, c, so);
+  const std::string text = chrome_trace_json(s, r);
+  TraceCheck check = validate_trace(text);
+  INFO(problems_of(check));
+  CHECK(check.problem_count() == 0);
+  const int64_t left_out = json::parse(text)["otherData"]["flows_left_out"].get<int64_t>();
+  CHECK(left_out > 0);  // this schedule has such transfers (6 when written)
+  CHECK(check.flows + static_cast<size_t>(left_out) == r.flows.size());
 }

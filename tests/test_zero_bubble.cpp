@@ -1,4 +1,4 @@
-// Tests for the zero-bubble families (zb-h1, zbv) and DualPipeV.
+// Tests for the zero-bubble families (zb-h1, zbv, zbv-greedy) and DualPipeV.
 //
 // Timing note: the generators hand their compute order to insert_p2p with Auto alignment,
 // which puts every compute unit at the earliest column its inputs allow (an OVERLAP
@@ -198,13 +198,137 @@ TEST_CASE("zb-h1 refuses more than one stage per rank", "[zero_bubble][zb-h1]") 
 
 // -------------------------------------------------------------------------------- zbv ---
 
-TEST_CASE("zbv covers every micro-batch once on V placement and replays without deadlock, P 1..8, M 1..3P",
+namespace {
+
+// PyTorch's ScheduleZBVZeroBubble (torch/distributed/pipelining/schedules.py,
+// _calculate_single_rank_operations), restated from its rules as an oracle: counters f0, f1
+// (forwards), b0, b1 (input backwards), w0, w1 (weight backwards) per chunk, over
+// n = max(2P-1, M) micro-batches, and at the end every action of a micro-batch >= M removed.
+// The generator states the same schedule in closed form (phase by phase); this follows the
+// reference's loops.
+std::vector<std::string> pytorch_zbv_order(int P, int M) {
+  std::vector<std::string> ranks;
+  const int n = std::max(2 * P - 1, M);
+  for (int r = 0; r < P; ++r) {
+    const int s0 = r, s1 = 2 * P - 1 - r;
+    std::vector<std::pair<std::string, int>> ops;  // (label, micro)
+    auto act = [&](const char* kind, int micro, int stage) {
+      ops.emplace_back(std::string(kind) + std::to_string(micro) + "s" + std::to_string(stage), micro);
+    };
+    int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+    for (int k = 0; k < 2 * (P - r) - 1; ++k) act("F", f0++, s0);
+    for (int k = 0; k < r; ++k) {
+      act("F", f1++, s1);
+      act("F", f0++, s0);
+    }
+    for (int k = 0; k < P - r; ++k) {
+      act("F", f1++, s1);
+      act("Bi", b1, s1);
+      act("Bw", b1++, s1);
+    }
+    while (f1 < f0 || f0 < n) {
+      if (f0 < n) act("F", f0++, s0);
+      act("Bi", b0, s0);
+      act("Bw", b0++, s0);
+      act("F", f1++, s1);
+      act("Bi", b1, s1);
+      act("Bw", b1++, s1);
+    }
+    int w0 = b0, w1 = b1;
+    for (int k = 0; k < r; ++k) {
+      act("Bi", b0++, s0);
+      act("Bi", b1++, s1);
+    }
+    for (int k = 0; k < P - r; ++k) {
+      act("Bi", b0++, s0);
+      act("Bw", w0++, s0);
+    }
+    while (w1 < b1) act("Bw", w1++, s1);
+    while (w0 < b0) act("Bw", w0++, s0);
+    REQUIRE(w0 == n);  // the reference asserts w == b == f per chunk
+    REQUIRE(w1 == n);
+    std::string line;
+    for (const auto& [label, micro] : ops)
+      if (micro < M) line += (line.empty() ? "" : " ") + label;
+    ranks.push_back(line);
+  }
+  return ranks;
+}
+
+}  // namespace
+
+TEST_CASE("zbv P=2 M=4 is PyTorch's ScheduleZBVZeroBubble order, derived by hand", "[zero_bubble][zbv]") {
+  // n = max(2P-1, M) = 4. Rank 0 (stages 0 and 3): 2P-1 = 3 chunk-0 forwards, then P = 2
+  // triples F1 I1 W1 on stage 3, then steady rounds [F0] I0 W0 F1 I1 W1 (the second without
+  // F0: all 4 are out), then P = 2 pairs I0 W0. Rank 1 (stages 1 and 2): 1 chunk-0 forward,
+  // one pair F1 F0, one triple F1 I1 W1, two steady rounds, then one pair I0 I1, one pair
+  // I0 W0, and the remaining W of each chunk.
+  Schedule s = gen("zbv", 2, 2, 4);
+  CHECK(compute_order(s, 0) ==
+        "F0s0 F1s0 F2s0 F0s3 Bi0s3 Bw0s3 F1s3 Bi1s3 Bw1s3 F3s0 Bi0s0 Bw0s0 F2s3 Bi2s3 Bw2s3 "
+        "Bi1s0 Bw1s0 F3s3 Bi3s3 Bw3s3 Bi2s0 Bw2s0 Bi3s0 Bw3s0");
+  CHECK(compute_order(s, 1) ==
+        "F0s1 F0s2 F1s1 F1s2 Bi0s2 Bw0s2 F2s1 Bi0s1 Bw0s1 F2s2 Bi1s2 Bw1s2 F3s1 Bi1s1 Bw1s1 "
+        "F3s2 Bi2s2 Bw2s2 Bi2s1 Bi3s2 Bi3s1 Bw2s1 Bw3s2 Bw3s1");
+}
+
+TEST_CASE("zbv's per-rank compute order equals PyTorch's ScheduleZBVZeroBubble for P 2..8, M 1..4P",
+          "[zero_bubble][zbv]") {
+  int identical = 0, cases = 0;
+  for (int P = 2; P <= 8; ++P) {
+    for (int M = 1; M <= 4 * P; ++M) {
+      INFO("P=" << P << " M=" << M);
+      const Schedule s = gen("zbv", P, 2, M);
+      const std::vector<std::string> want = pytorch_zbv_order(P, M);
+      bool same = true;
+      for (int r = 0; r < P; ++r) {
+        INFO("rank " << r);
+        CHECK(compute_order(s, r) == want[static_cast<size_t>(r)]);
+        same = same && compute_order(s, r) == want[static_cast<size_t>(r)];
+      }
+      ++cases;
+      identical += same ? 1 : 0;
+    }
+  }
+  CHECK(cases == 140);  // 4P cases for each P = 2..8: 4 * 35
+  CHECK(identical == cases);
+}
+
+TEST_CASE("zbv covers every micro-batch once on V placement and replays without deadlock, P 1..8, M 1..4P",
           "[zero_bubble][zbv]") {
   for (int P = 1; P <= 8; ++P) {
-    for (int M = 1; M <= 3 * P; ++M) {
+    for (int M = 1; M <= 4 * P; ++M) {
       INFO("P=" << P << " M=" << M);
       Schedule s = gen("zbv", P, 2, M);
       CHECK(s.name == "zbv");
+      CHECK(s.ranks == P);
+      CHECK(s.stages == 2 * P);
+      CHECK(s.placement == Placement::v(P, 2 * P));
+      CHECK(structural_problems(s) == "");
+      for (const auto& p : s.programs) CHECK(count_op(p, Op::BWD) == 0);
+      // The published ZB-V's memory: at most 2P live micro-batch-chunks per rank.
+      for (const auto& p : s.programs) CHECK(peak_live(p) <= 2 * P);
+    }
+  }
+}
+
+TEST_CASE("zbv refuses anything but two stages per rank", "[zero_bubble][zbv]") {
+  for (int v : {1, 3}) {
+    CHECK_THROWS_WITH(gen("zbv", 4, v, 8),
+                      Catch::Contains("zbv: needs exactly two stages per rank (--vpp 2") &&
+                          Catch::Contains("got --vpp " + std::to_string(v)));
+  }
+}
+
+// ------------------------------------------------------------------------- zbv-greedy ---
+
+TEST_CASE("zbv-greedy covers every micro-batch once on V placement and replays without deadlock, P 1..8, M 1..3P",
+          "[zero_bubble][zbv-greedy]") {
+  for (int P = 1; P <= 8; ++P) {
+    for (int M = 1; M <= 3 * P; ++M) {
+      INFO("P=" << P << " M=" << M);
+      Schedule s = gen("zbv-greedy", P, 2, M);
+      CHECK(s.name == "zbv-greedy");
       CHECK(s.ranks == P);
       CHECK(s.stages == 2 * P);
       CHECK(s.placement == Placement::v(P, 2 * P));
@@ -215,33 +339,33 @@ TEST_CASE("zbv covers every micro-batch once on V placement and replays without 
   }
 }
 
-TEST_CASE("zbv keeps at most 2P live micro-batch-chunks per rank", "[zero_bubble][zbv]") {
+TEST_CASE("zbv-greedy keeps at most 2P live micro-batch-chunks per rank", "[zero_bubble][zbv-greedy]") {
   for (int P = 1; P <= 8; ++P) {
     for (int M = 1; M <= 3 * P; ++M) {
       INFO("P=" << P << " M=" << M);
-      Schedule s = gen("zbv", P, 2, M);
+      Schedule s = gen("zbv-greedy", P, 2, M);
       for (const auto& p : s.programs) CHECK(peak_live(p) <= 2 * P);
     }
   }
 }
 
-TEST_CASE("zbv's unit-cost bubble stays within P slots of the P-1 start-up lower bound when M >= 2P",
-          "[zero_bubble][zbv]") {
+TEST_CASE("zbv-greedy's unit-cost bubble stays within P slots of the P-1 start-up lower bound when M >= 2P",
+          "[zero_bubble][zbv-greedy]") {
   // Lower bound: rank P-1 cannot start before time P-1 and has 6M units of work.
   for (int P = 1; P <= 8; ++P) {
     for (int M = 2 * P; M <= 3 * P; ++M) {
       INFO("P=" << P << " M=" << M);
-      Schedule s = gen("zbv", P, 2, M);
+      Schedule s = gen("zbv-greedy", P, 2, M);
       CHECK(makespan(s) >= 6 * M + P - 1);
       CHECK(makespan(s) <= 6 * M + P - 1 + P);
     }
   }
   // P=4 M=8 reaches the bound: no bubble beyond the unavoidable start-up.
-  CHECK(makespan(gen("zbv", 4, 2, 8)) == 6 * 8 + 3);
+  CHECK(makespan(gen("zbv-greedy", 4, 2, 8)) == 6 * 8 + 3);
 }
 
-TEST_CASE("zbv P=2 M=4 emits the greedy order pinned here", "[zero_bubble][zbv]") {
-  Schedule s = gen("zbv", 2, 2, 4);
+TEST_CASE("zbv-greedy P=2 M=4 emits the greedy order pinned here", "[zero_bubble][zbv-greedy]") {
+  Schedule s = gen("zbv-greedy", 2, 2, 4);
   // Rank 0 holds stages 0 and 3, rank 1 stages 1 and 2 (the turn). I's run as soon as their
   // gradient is there, W's fill the gaps, and a new micro-batch enters only when 2P = 4
   // micro-batch-chunks leave room for both of its chunks.
@@ -253,10 +377,10 @@ TEST_CASE("zbv P=2 M=4 emits the greedy order pinned here", "[zero_bubble][zbv]"
         "F3s1 F3s2 Bw2s2 Bw2s1 Bi3s2 Bi3s1 Bw3s2 Bw3s1");
 }
 
-TEST_CASE("zbv refuses anything but two stages per rank", "[zero_bubble][zbv]") {
+TEST_CASE("zbv-greedy refuses anything but two stages per rank", "[zero_bubble][zbv-greedy]") {
   for (int v : {1, 3}) {
-    CHECK_THROWS_WITH(gen("zbv", 4, v, 8),
-                      Catch::Contains("zbv: needs exactly two stages per rank (--vpp 2") &&
+    CHECK_THROWS_WITH(gen("zbv-greedy", 4, v, 8),
+                      Catch::Contains("zbv-greedy: needs exactly two stages per rank (--vpp 2") &&
                           Catch::Contains("got --vpp " + std::to_string(v)));
   }
 }
@@ -340,14 +464,16 @@ TEST_CASE("dualpipev refuses anything but two stages per rank, and fewer than 2P
 
 // ------------------------------------------------------------------- random sizes ---
 
-TEST_CASE("all three families pass the structural oracles at random sizes", "[zero_bubble][property]") {
-  rc::prop("zb-h1, zbv and dualpipev are covered, ordered and deadlock-free", [] {
+TEST_CASE("all four families pass the structural oracles at random sizes", "[zero_bubble][property]") {
+  rc::prop("zb-h1, zbv, zbv-greedy and dualpipev are covered, ordered and deadlock-free", [] {
     const int P = *rc::gen::inRange(1, 13);
     const int M = *rc::gen::inRange(1, 41);
     RC_ASSERT(structural_problems(gen("zb-h1", P, 1, M)) == "");
-    const Schedule v = gen("zbv", P, 2, M);
-    RC_ASSERT(structural_problems(v) == "");
-    for (const auto& p : v.programs) RC_ASSERT(peak_live(p) <= 2 * P);
+    for (const char* v_family : {"zbv", "zbv-greedy"}) {
+      const Schedule v = gen(v_family, P, 2, M);
+      RC_ASSERT(structural_problems(v) == "");
+      for (const auto& p : v.programs) RC_ASSERT(peak_live(p) <= 2 * P);
+    }
     RC_ASSERT(structural_problems(gen("dualpipev", P, 2, 2 * P + M)) == "");
   });
 }

@@ -10,6 +10,7 @@
 // the verifier (a schedule with violations is refused unless --no-verify), and the
 // model/schedule agreement. A refusal prints the same errors on every rank and exits 2.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <iostream>
@@ -66,19 +67,6 @@ std::string num(double v) {
   return buf;
 }
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if (ch == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += ch;
-  }
-  return out;
-}
-
 // Rank 0's report of a completed run: one JSON line (--json) or a few lines of text.
 void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o) {
   const std::string& transport = o.transport;
@@ -89,32 +77,35 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o
   for (double t : o.seconds) mean_s += t / static_cast<double>(o.seconds.size());
   const char* model = cfg.model.kind == ModelKind::Gpt ? "gpt" : cfg.model.kind == ModelKind::Mlp ? "mlp" : "stage-module";
   if (cfg.run.json) {
-    std::ostringstream j;
-    j << "{\"ok\": " << (parity && !parity->ok ? "false" : "true") << ", \"schedule\": \"" << json_escape(s.name)
-      << "\", \"ranks\": " << s.ranks << ", \"stages\": " << s.stages << ", \"micro_batches\": " << s.micro_batches
-      << ", \"transport\": \"" << transport << "\", \"model\": \"" << model << "\", \"iterations\": " << o.seconds.size()
-      << ", \"loss\": " << num(losses.empty() ? 0 : losses.back()) << ", \"losses\": [";
-    for (size_t k = 0; k < losses.size(); ++k) j << (k ? ", " : "") << num(losses[k]);
-    j << "], \"iteration_time_s\": " << num(mean_s) << ", \"iteration_times_s\": [";
-    for (size_t k = 0; k < o.seconds.size(); ++k) j << (k ? ", " : "") << num(o.seconds[k]);
-    j << "]";
-    if (parity) {
-      j << ", \"parity\": {\"ok\": " << (parity->ok ? "true" : "false") << ", \"max_rel_error\": " << num(parity->max_rel_error)
-        << ", \"loss_rel_error\": " << num(parity->loss_rel_error) << ", \"tolerance\": " << num(parity->tolerance)
-        << ", \"tensors\": " << parity->tensors << ", \"worst\": \"" << json_escape(parity->worst) << "\", \"problems\": [";
-      for (size_t k = 0; k < parity->problems.size(); ++k) j << (k ? ", " : "") << '"' << json_escape(parity->problems[k]) << '"';
-      j << "]}";
-    }
-    if (trace) {
-      j << ", \"trace\": {\"path\": \"" << json_escape(trace->path) << "\", \"iteration\": " << o.seconds.size() - 1
-        << ", \"clock\": \"" << (trace->cuda ? "cuda events" : "host") << "\", \"aligned\": \""
-        << (trace->shared_clock ? "shared host clock" : "barrier") << "\", \"slices\": " << trace->slices
-        << ", \"flows\": " << trace->flows << ", \"makespan_ms\": " << num(trace->makespan_ms) << ", \"notes\": [";
-      for (size_t k = 0; k < trace->notes.size(); ++k) j << (k ? ", " : "") << '"' << json_escape(trace->notes[k]) << '"';
-      j << "]}";
-    }
-    j << "}";
-    std::cout << j.str() << std::endl;
+    // nlohmann: every string escaped, a non-finite number (a diverged loss) written as null.
+    using nlohmann::json;
+    json j = {{"ok", !(parity && !parity->ok)},
+              {"schedule", s.name},
+              {"ranks", s.ranks},
+              {"stages", s.stages},
+              {"micro_batches", s.micro_batches},
+              {"transport", transport},
+              {"model", model},
+              {"iterations", o.seconds.size()},
+              {"loss", losses.empty() ? 0.0 : losses.back()},
+              {"losses", losses},
+              {"iteration_time_s", mean_s},
+              {"iteration_times_s", o.seconds}};
+    if (parity)
+      j["parity"] = {{"ok", parity->ok},           {"max_rel_error", parity->max_rel_error},
+                     {"loss_rel_error", parity->loss_rel_error}, {"tolerance", parity->tolerance},
+                     {"tensors", parity->tensors}, {"worst", parity->worst},
+                     {"problems", parity->problems}};
+    if (trace)
+      j["trace"] = {{"path", trace->path},
+                    {"iteration", o.seconds.size() - 1},
+                    {"clock", trace->cuda ? "cuda events" : "host"},
+                    {"aligned", trace->shared_clock ? "shared host clock" : "barrier"},
+                    {"slices", trace->slices},
+                    {"flows", trace->flows},
+                    {"makespan_ms", trace->makespan_ms},
+                    {"notes", trace->notes}};
+    std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
     return;
   }
   std::cout << "ppsched-exec: " << s.name << " on " << s.ranks << " ranks (" << transport << "), " << model << ", "
@@ -172,7 +163,7 @@ int main(int argc, char** argv) {
   cli::add_generator_flags(app, gen, /*family_required=*/false);
   auto* tower_opt = app.get_option("--tower");
   app.add_option("--model", model_kind, "built-in model: gpt|mlp")->check(CLI::IsMember({"gpt", "mlp"}));
-  app.add_option("--layers", cfg.model.layers, "blocks, split over the virtual stages")->check(CLI::PositiveNumber);
+  app.add_option("--layers", cfg.model.layers, "blocks, split over the virtual stages (default: 4, or one per stage when there are more)")->check(CLI::PositiveNumber);
   app.add_option("--hidden", cfg.model.hidden, "hidden size")->check(CLI::PositiveNumber);
   app.add_option("--heads", cfg.model.heads, "gpt: attention heads")->check(CLI::PositiveNumber);
   app.add_option("--seq", cfg.model.seq, "gpt: tokens per sample")->check(CLI::PositiveNumber);

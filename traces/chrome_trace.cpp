@@ -236,9 +236,26 @@ int rank_count(const Schedule& s, const SimResult& r) {
   return n;
 }
 
-// A timestamp strictly inside a slice that the viewer binds a flow end to: its midpoint (the
-// ends may be shared with the neighbouring slices of the same thread).
-int64_t inside(const Span& sp) { return sp.ts + sp.dur / 2; }
+// Where a flow's two ends go. A viewer binds a flow end to the slice of its thread that
+// encloses its timestamp (Perfetto: the slice open on the track when the event is read, in
+// timestamp order), and drops an end it reads before the flow's start. So each end lies
+// strictly inside its slice (the slice's own ends may touch its neighbours'), the start as
+// near as that allows to the instant the payload left, the end to the instant it arrived, and
+// the start never after the end. Returns false when the two slices admit no such pair (a
+// receive that ended before the send began: clocks of a measured run that disagree).
+bool flow_ends(const SimFlow& f, const Span& send, const Span& recv, int64_t& start, int64_t& end) {
+  const int64_t lo_s = send.ts + 1, hi_s = send.ts + send.dur - 1;  // dur >= kMinDisplayNs = 2
+  const int64_t lo_r = recv.ts + 1, hi_r = recv.ts + recv.dur - 1;
+  const int64_t leave = std::isfinite(f.leave_ms) ? to_ns(f.leave_ms) : send.ts;
+  const int64_t arrive = std::isfinite(f.arrive_ms) ? to_ns(f.arrive_ms) : recv.ts + recv.dur;
+  start = std::clamp(leave, lo_s, hi_s);
+  end = std::clamp(arrive, lo_r, hi_r);
+  if (end < start) {  // rounding or disagreeing clocks: meet where both slices allow
+    start = std::max(lo_s, std::min(start, hi_r));
+    end = std::clamp(start, lo_r, hi_r);
+  }
+  return start <= end;
+}
 
 }  // namespace
 
@@ -376,15 +393,15 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
   // ---- metadata: one process per rank, one thread per lane -------------------------------
   for (int rank = 0; rank < nranks; ++rank) {
     if (!wanted(rank)) continue;
-    ev.next().raw("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":").integer(rank)
+    ev.next().raw("{\"name\":\"process_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":").integer(rank)
         .raw(",\"tid\":0,\"args\":{\"name\":").str(process_name(s, rank)).raw("}}");
-    ev.next().raw("{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":").integer(rank)
+    ev.next().raw("{\"name\":\"process_sort_index\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":").integer(rank)
         .raw(",\"tid\":0,\"args\":{\"sort_index\":").integer(rank).raw("}}");
     for (int t : threads[static_cast<size_t>(rank)]) {
-      ev.next().raw("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":").integer(rank).raw(",\"tid\":").integer(t)
+      ev.next().raw("{\"name\":\"thread_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":").integer(rank).raw(",\"tid\":").integer(t)
           .raw(",\"args\":{\"name\":").str(thread_name(t)).raw("}}");
       // Lanes first (compute, send, recv, collective), each lane's extra threads after it.
-      ev.next().raw("{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":").integer(rank).raw(",\"tid\":")
+      ev.next().raw("{\"name\":\"thread_sort_index\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":").integer(rank).raw(",\"tid\":")
           .integer(t).raw(",\"args\":{\"sort_index\":").integer((t % kTraceLanes) * 1000 + t / kTraceLanes)
           .raw("}}");
     }
@@ -415,6 +432,7 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
   // Ids are numeric (Perfetto parses string ids as hex) and numbered 1.. in flow order. The
   // per-rank variant keeps only flows with both ends on its rank (a file with one end would
   // hold a dangling flow).
+  int64_t flows_left_out = 0;
   for (size_t k = 0; k < r.flows.size(); ++k) {
     const SimFlow& f = r.flows[k];
     if (f.send_slice < 0 || f.recv_slice < 0 || static_cast<size_t>(f.send_slice) >= r.slices.size() ||
@@ -425,13 +443,18 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
     if (a.rank < 0 || b.rank < 0 || !wanted(a.rank) || !wanted(b.rank)) continue;
     const Step* sent = slice_step(s, a);
     std::string_view name = a.meta ? std::string_view("meta") : payload_name(sent ? info(sent->op).payload : Payload::None);
+    int64_t start = 0, end = 0;
+    if (!flow_ends(f, spans[static_cast<size_t>(f.send_slice)], spans[static_cast<size_t>(f.recv_slice)], start, end)) {
+      ++flows_left_out;  // a viewer would drop it: leave it out and say so in otherData
+      continue;
+    }
     const int64_t id = static_cast<int64_t>(k) + 1;
     ev.next().raw("{\"name\":\"").raw(name).raw("\",\"cat\":\"p2p\",\"ph\":\"s\",\"id\":").integer(id)
         .raw(",\"pid\":").integer(a.rank).raw(",\"tid\":").integer(tid[static_cast<size_t>(f.send_slice)])
-        .raw(",\"ts\":").micros(inside(spans[static_cast<size_t>(f.send_slice)])).raw("}");
+        .raw(",\"ts\":").micros(start).raw("}");
     ev.next().raw("{\"name\":\"").raw(name).raw("\",\"cat\":\"p2p\",\"ph\":\"f\",\"bp\":\"e\",\"id\":").integer(id)
         .raw(",\"pid\":").integer(b.rank).raw(",\"tid\":").integer(tid[static_cast<size_t>(f.recv_slice)])
-        .raw(",\"ts\":").micros(inside(spans[static_cast<size_t>(f.recv_slice)])).raw("}");
+        .raw(",\"ts\":").micros(end).raw("}");
   }
 
   // ---- memory counters, per rank in time order -------------------------------------------
@@ -453,7 +476,7 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
         of_rank[static_cast<size_t>(m.rank)].push_back({to_ns(m.time_ms), static_cast<uint32_t>(i), m.bytes});
     }
     auto counter = [&](int rank, int64_t ts, int64_t bytes) {
-      ev.next().raw("{\"name\":\"memory\",\"ph\":\"C\",\"pid\":").integer(rank).raw(",\"tid\":0,\"ts\":")
+      ev.next().raw("{\"name\":\"memory\",\"cat\":\"memory\",\"ph\":\"C\",\"pid\":").integer(rank).raw(",\"tid\":0,\"ts\":")
           .micros(ts).raw(",\"args\":{\"bytes\":").integer(bytes).raw("}}");
     };
     // A counter is a step function: of the samples at one timestamp only the highest (when it
@@ -524,6 +547,7 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
       .raw(",\"micro_batches\":").integer(s.micro_batches).raw(",\"makespan_ms\":").number(r.makespan_ms)
       .raw(",\"completed\":").boolean(r.completed).raw(",\"steps\":").integer(static_cast<int64_t>(r.steps))
       .raw(",\"violations\":").integer(static_cast<int64_t>(r.check.violations.size()))
+      .raw(",\"flows_left_out\":").integer(flows_left_out)
       .raw(",\"time_unit\":\"ts and dur in microseconds; simulated times are milliseconds\"}}\n");
   return out.take();
 }

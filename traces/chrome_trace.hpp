@@ -19,15 +19,24 @@ struct TraceOptions {
 };
 
 // {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}} (plus "distributedInfo"
-// in the per-rank variant), written in this order: metadata (process_name "rank r (stages
-// a, b)", process_sort_index, thread_name and thread_sort_index per thread used), X slices in
-// r.slices order (name "F3 s1", cat = step kind, args {micro, stage, step_index, [sub], bytes,
-// meta, op, [critical]}), flows (v1 "s" on the send slice, "f" with "bp":"e" on the receive
-// slice, cat "p2p", name = payload kind, numeric id = index in r.flows + 1; the per-rank
-// variant keeps only flows with both ends on its rank), memory counters ("C" named "memory",
-// args {"bytes"}, per rank in time order, redundant samples folded), and instants ("i") at
-// each violation's steps (scope thread) or, for a violation without steps, on its ranks
-// (scope process). Same inputs, same bytes.
+// in the per-rank variant), written in this order: metadata (cat "__metadata": process_name
+// "rank r (stages a, b)", process_sort_index, thread_name and thread_sort_index per thread
+// used), X slices in r.slices order (name "F3 s1", cat = step kind, args {micro, stage,
+// step_index, [sub], bytes, meta, op, [critical]}), flows (v1 "s" on the send slice, "f" with
+// "bp":"e" on the receive slice, cat "p2p", name = payload kind, numeric id = index in
+// r.flows + 1; the per-rank variant keeps only flows with both ends on its rank), memory
+// counters ("C" named "memory", cat "memory", args {"bytes"}, per rank in time order,
+// redundant samples folded), and instants ("i", cat "violation") at each violation's steps
+// (scope thread) or, for a violation without steps, on its ranks (scope process). Same
+// inputs, same bytes.
+//
+// A flow's start lies strictly inside its send slice, at the flow's leave_ms (else the
+// slice's start) moved inside by at most 1 ns; its end strictly inside the receive slice, at
+// arrive_ms (else the slice's end) likewise, or just after the receive's start when the
+// payload arrived before the receive was posted. The start is never after the end (Perfetto
+// drops an end it reads before the start); a flow whose slices allow no such pair (a receive
+// that ended before its send began or as it began: disagreeing clocks, a zero-time transfer)
+// is left out and counted in otherData.flows_left_out.
 std::string chrome_trace_json(const Schedule& s, const SimResult& r, const TraceOptions& options = {});
 
 // Layout of the trace (shared with the SVG timeline and the tests):
@@ -35,9 +44,9 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
 //   overlap in time (a batch's concurrent transfers, receives posted ahead under overlap_p2p)
 //   go on extra threads tid = lane + kTraceLanes * k (k = 1, 2, ...), named "send #2", ..., so
 //   no two slices of one (pid, tid) ever overlap and Perfetto never needs an overflow track.
-//   ts/dur are microseconds with nanosecond resolution; a zero-length slice is written 2 ns
-//   long, so that each flow end (placed at its slice's midpoint) lies strictly inside exactly
-//   one slice of its thread.
+//   ts/dur are whole nanoseconds written as fixed-point microseconds ("624013.178"), so a
+//   slice's ts + dur equals the next one's ts exactly when they abut; a zero-length slice is
+//   written 2 ns long, so that a flow end can lie strictly inside it.
 inline constexpr int kTraceLanes = 4;
 std::string_view lane_name(Lane lane);
 

@@ -19,6 +19,25 @@ std::vector<std::string> row_labels(const Program& p, const GridOptions& o) {
   return out;
 }
 
+// Items joined by `sep` into lines of at most `width` characters (an item longer than a line
+// gets one of its own); continuation lines start with two spaces.
+std::string wrap_items(const std::vector<std::string>& items, const std::string& sep, size_t width) {
+  std::string out, line;
+  for (size_t k = 0; k < items.size(); ++k) {
+    const std::string piece = items[k] + (k + 1 < items.size() ? sep : "");
+    std::string trimmed = piece;
+    while (!trimmed.empty() && trimmed.back() == ' ') trimmed.pop_back();
+    if (!line.empty() && line.size() + trimmed.size() > width) {
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      out += line + "\n";
+      line = "  ";
+    }
+    line += piece;
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return out + line + "\n";
+}
+
 void collect_ops(const Step& st, std::set<Op>& ops) {
   ops.insert(st.op);
   for (const auto& sub : st.sub_steps) collect_ops(sub, ops);
@@ -27,14 +46,15 @@ void collect_ops(const Step& st, std::set<Op>& ops) {
 }  // namespace
 
 std::string render_grid(const Schedule& s, const GridOptions& o) {
-  std::string out;
-  out += s.name.empty() ? "schedule" : s.name;
-  out += ": " + std::to_string(s.ranks) + " ranks, " + std::to_string(s.stages) + " stages (" +
-         std::string(to_string(s.placement.kind)) + "), " + std::to_string(s.micro_batches) + " micro-batches";
+  const size_t width = static_cast<size_t>(std::max(o.width, 20));
+  std::vector<std::string> header = {
+      (s.name.empty() ? std::string("schedule") : s.name) + ": " + std::to_string(s.ranks) + " ranks",
+      std::to_string(s.stages) + " stages (" + std::string(to_string(s.placement.kind)) + ")",
+      std::to_string(s.micro_batches) + " micro-batches"};
   if (s.mpipe)
-    out += ", mpipe " + std::string(to_string(s.mpipe->overflow)) + "/" + std::string(to_string(s.mpipe->tower)) +
-           (s.mpipe->owner_backward ? "/owner-backward" : "");
-  out += "\n";
+    header.push_back("mpipe " + std::string(to_string(s.mpipe->overflow)) + "/" + std::string(to_string(s.mpipe->tower)) +
+                     (s.mpipe->owner_backward ? "/owner-backward" : ""));
+  std::string out = wrap_items(header, ", ", width);
   std::vector<std::vector<std::string>> rows;
   size_t cell = 1, longest = 0;
   for (const auto& p : s.programs) {
@@ -44,7 +64,9 @@ std::string render_grid(const Schedule& s, const GridOptions& o) {
   }
   const std::string rank_w = "r" + std::to_string(std::max(0, s.ranks - 1));
   const size_t prefix = rank_w.size() + 3;
-  const size_t per_block = std::max<size_t>(1, (static_cast<size_t>(std::max(o.width, 20)) - prefix) / (cell + 1));
+  // Columns of cell + 1 characters; the last column's padding is trimmed, so a block of n
+  // columns takes prefix + n (cell + 1) - 1 characters.
+  const size_t per_block = width > prefix + cell ? std::max<size_t>(1, (width - prefix + 1) / (cell + 1)) : 1;
   for (size_t start = 0; start < longest; start += per_block) {
     size_t end = std::min(longest, start + per_block);
     out += pad("", prefix) + "step " + std::to_string(start) + (end - start > 1 ? ".." + std::to_string(end - 1) : "") + "\n";
@@ -72,9 +94,11 @@ std::string render_grid(const Schedule& s, const GridOptions& o) {
     for (const auto& p : s.programs)
       for (const auto& slot : p)
         if (slot) collect_ops(*slot, ops);
-    out += "legend: <short><micro>s<stage>";
-    for (Op op : ops) out += "; " + std::string(info(op).short_name) + "=" + std::string(info(op).name);
-    out += "; [a|b]=composite; .=idle\n";
+    std::vector<std::string> legend = {"legend: <short><micro>s<stage>"};
+    for (Op op : ops) legend.push_back(std::string(info(op).short_name) + "=" + std::string(info(op).name));
+    legend.push_back("[a|b]=composite");
+    legend.push_back(".=idle");
+    out += wrap_items(legend, "; ", width);
   }
   return out;
 }

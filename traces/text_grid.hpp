@@ -10,7 +10,9 @@
 namespace ppsched {
 
 struct GridOptions {
-  int width = 120;          // terminal width; rows wrap into blocks of aligned columns
+  int width = 120;          // columns (at least 20): rows wrap into blocks of aligned columns, the
+                            // header and legend at item boundaries; only a single step label
+                            // wider than a line can exceed it
   bool keep_idle = true;    // draw idle slots as "."
   int max_steps = -1;       // per rank; -1 = all
   bool legend = true;

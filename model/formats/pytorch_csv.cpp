@@ -147,7 +147,7 @@ class CsvReader {
                               std::to_string(kMaxCount) + " micro-batches");
       max_stage_ = std::max(max_stage_, st.stage);
       max_micro_ = std::max(max_micro_, st.micro);
-      if (!is_compute(st.op) || st.stage < 0) return;
+      if (!is_compute(st.op) || !stage_places(st.op) || st.stage < 0) return;
       if (static_cast<size_t>(st.stage) >= stage_row_.size())
         stage_row_.resize(static_cast<size_t>(st.stage) + 1, -1);
       int& row = stage_row_[static_cast<size_t>(st.stage)];
@@ -251,6 +251,14 @@ std::string inexpressible(const Step& st) {
   return why;
 }
 
+// Whether a step belongs in a compute_only file: PyTorch's loader takes only compute actions
+// there (_Action.is_compute_op: F, I, W, B, OVERLAP_F_B), so P2P, batches and the FSDP steps
+// (which its lowering adds back) are left out.
+bool compute_only_action(const Step& st) {
+  if (has_p2p(st)) return false;
+  return info(st.op).kind != StepKind::Collective;
+}
+
 }  // namespace
 
 Schedule read_pytorch_csv(std::string_view text, const std::string& file_name, const CsvReadOptions& options) {
@@ -268,7 +276,9 @@ std::string write_pytorch_csv(const Schedule& s, CsvKind kind) {
     bool first = true;
     for (size_t i = 0; i < prog.size(); ++i) {
       const Slot& slot = prog[i];
-      if (slot && kind == CsvKind::ComputeOnly && has_p2p(*slot)) continue;
+      // A compute_comms loader refuses blank cells; an idle slot is display only, so it goes.
+      if (!slot && kind == CsvKind::ComputeComms) continue;
+      if (slot && kind == CsvKind::ComputeOnly && !compute_only_action(*slot)) continue;
       if (!first) out += ',';
       first = false;
       if (!slot) continue;

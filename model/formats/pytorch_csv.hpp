@@ -18,6 +18,11 @@ enum class CsvKind { ComputeOnly, ComputeComms };
 // Reads either kind; a compute-only file gets its P2P steps from insert_p2p (Auto).
 Schedule read_pytorch_csv(std::string_view text, const std::string& file_name,
                           const CsvReadOptions& options = {});
+// Writes the kind PyTorch's loaders take (torch/distributed/pipelining/schedules.py,
+// _PipelineScheduleRuntime._load_csv): ComputeComms writes no idle slots (its loader refuses a
+// blank cell: "Expected action to be not None"); ComputeOnly writes only compute actions (F, B,
+// I, W and composites of them; its loader refuses communication actions, and re-derives the
+// sends, receives and FSDP steps itself) and keeps idle slots as blank cells, which it allows.
 std::string write_pytorch_csv(const Schedule& s, CsvKind kind);
 
 }  // namespace ppsched

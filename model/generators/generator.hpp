@@ -46,6 +46,7 @@ Schedule generate_interleaved_1f1b(const GenerateOptions&);
 Schedule generate_looped_bfs(const GenerateOptions&);
 Schedule generate_zb_h1(const GenerateOptions&);
 Schedule generate_zbv(const GenerateOptions&);
+Schedule generate_zbv_greedy(const GenerateOptions&);
 Schedule generate_dualpipev(const GenerateOptions&);
 Schedule generate_mpipe_transpose(const GenerateOptions&);
 

@@ -18,14 +18,17 @@ const std::vector<GeneratorInfo>& generators() {
        "P >= 1, V >= 1, M >= 1", generate_looped_bfs},
       {"zb-h1", "zero bubble H1: split backward, weight gradients delayed into the bubbles (V=1)",
        "P >= 1, M >= 1", generate_zb_h1},
-      {"zbv", "zero bubble V: V placement, two stages per rank, split backward", "P >= 1, V = 2, M >= 1",
-       generate_zbv},
+      {"zbv", "zero bubble V (the published ZB-V, PyTorch's ScheduleZBVZeroBubble order): V placement, two stages per rank",
+       "P >= 1, V = 2, M >= 1", generate_zbv},
       {"dualpipev", "DualPipeV: V placement, two stages per rank, OVERLAP_F_B in the steady state",
        "P >= 1, V = 2, M >= 2P", generate_dualpipev},
       {"mpipe-transpose",
        "interleaved-1F1B body with the MPipe Transpose tower layer; --overflow full|min, "
        "--tower trainable|frozen|none, --owner-backward",
        "P >= 1, V >= 1, M >= 1", generate_mpipe_transpose},
+      {"zbv-greedy",
+       "ZB-V placement built by ppsched's greedy list scheduler under a 2P memory cap (not the published order)",
+       "P >= 1, V = 2, M >= 1", generate_zbv_greedy},
   };
   return all;
 }

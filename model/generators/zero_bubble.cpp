@@ -1,4 +1,5 @@
-// Zero-bubble families: zb-h1 (ZB-H1) and zbv (ZB-V).
+// Zero-bubble families: zb-h1 (ZB-H1), zbv (the published ZB-V) and zbv-greedy (our own
+// memory-capped list scheduler on the same V placement).
 //
 // Both come from Qi et al., "Zero Bubble Pipeline Parallelism" (ICLR'24; reference
 // pytorch_and_peers.md §5). The idea: split a stage's backward into BWD_INPUT (I, the input
@@ -35,7 +36,7 @@ Schedule empty_schedule(const char* name, int ranks, int stages, int micro, Plac
 }
 
 // ---------------------------------------------------------------------------------------
-// ZB-V greedy list scheduler.
+// zbv-greedy: a list scheduler on ZB-V's placement (not the published ZB-V; see zbv below).
 //
 // Rank r holds chunk 0 = stage r and chunk 1 = stage 2P-1-r (V placement), so a micro-batch
 // goes down the ranks on chunk 0 and back up on chunk 1; its backward runs the reverse way.
@@ -152,7 +153,7 @@ ZbvResult simulate_zbv(int P, int M, const std::array<int, 4>& priority) {
     }
     // With unit costs everything started before t has finished by t, so a step in which no
     // rank can start anything would repeat forever. The reservation rule rules this out.
-    if (!any) throw std::logic_error("zbv: greedy scheduler made no progress (bug)");
+    if (!any) throw std::logic_error("zbv-greedy: scheduler made no progress (bug)");
     ++t;
   }
   out.makespan = t;
@@ -214,12 +215,88 @@ Schedule generate_zb_h1(const GenerateOptions& o) {
   return insert_p2p(std::move(s), Alignment::Auto);
 }
 
-// ZB-V: V placement with exactly two stages per rank, built by the greedy list scheduler
-// above (the paper's ZB-V; reference §1.2 ScheduleZBVZeroBubble, §5 zbv.py).
-Schedule generate_zbv(const GenerateOptions& o) {
+namespace {
+
+void refuse_unless_two_stages_per_rank(const char* family, const GenerateOptions& o) {
   if (o.vpp != 2)
-    refuse("zbv", "needs exactly two stages per rank (--vpp 2, V placement: stage r and stage 2P-1-r "
-                  "on rank r), got --vpp " + std::to_string(o.vpp));
+    refuse(family, "needs exactly two stages per rank (--vpp 2, V placement: stage r and stage 2P-1-r "
+                   "on rank r), got --vpp " + std::to_string(o.vpp));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// ZB-V, the handcrafted schedule of Qi et al. (ICLR'24, section 6), in the order PyTorch's
+// ScheduleZBVZeroBubble emits it (reference pytorch_and_peers.md §1.2; PyTorch's
+// torch/distributed/pipelining/schedules.py, _calculate_single_rank_operations).
+//
+// Rank r holds chunk 0 = stage r and chunk 1 = stage 2P-1-r. The reference builds the order
+// for N = max(2P-1, M) micro-batches (enough to fill the V) and then drops every action of a
+// micro-batch >= M; dropping whole micro-batches keeps the order valid. Its counters give
+// these phases (F0/I0/W0 = forward, input and weight backward on chunk 0; k = micro):
+//
+//   warm-up   F0(0 .. 2(P-r)-2); then r pairs F1(j) F0(2(P-r)-1+j); then P-r triples
+//             F1(r+j) I1(j) W1(j): the first gradient comes back on rank r's own chunk 1;
+//   steady    N-P rounds i: F0(2P-r-1+i) while chunk-0 forwards are left, I0(i) W0(i),
+//             F1(P+i), I1(P-r+i) W1(P-r+i): every W right after its I;
+//   cool-down r pairs I0(N-P+j) I1(N-r+j); P-r pairs I0(N-P+r+j) W0(N-P+j); then the r
+//             remaining chunk-1 W's, then the r remaining chunk-0 W's.
+//
+// With F = I = W = 1 this is the zero-bubble V: rank r idles r slots before its first step
+// and the steady state is bubble-free; rank r's peak is 2P live micro-batch-chunks (2P-1
+// chunk-0 forwards in flight plus one chunk-1 forward), half a stage each: 1F1B's peak.
+// PyTorch accepts every M >= 1 here (no check on the micro-batch count), and so does zbv.
+// ---------------------------------------------------------------------------------------
+Schedule generate_zbv(const GenerateOptions& o) {
+  refuse_unless_two_stages_per_rank("zbv", o);
+  const int P = o.pp, M = o.micro;
+  const int N = std::max(2 * P - 1, M);
+  Schedule s = empty_schedule("zbv", P, 2 * P, M, Placement::v(P, 2 * P));
+  for (int r = 0; r < P; ++r) {
+    Program& prog = s.programs[static_cast<size_t>(r)];
+    const int chunk0 = r, chunk1 = 2 * P - 1 - r;
+    auto emit = [&](Op op, int micro, int stage) {
+      if (micro < M) prog.push_back(make_step(op, micro, stage));
+    };
+    auto backward = [&](int micro, int stage) {  // I then W of the same micro-batch and stage
+      emit(Op::BWD_INPUT, micro, stage);
+      emit(Op::BWD_WEIGHT, micro, stage);
+    };
+    // warm-up
+    for (int k = 0; k < 2 * (P - r) - 1; ++k) emit(Op::FWD, k, chunk0);
+    for (int j = 0; j < r; ++j) {
+      emit(Op::FWD, j, chunk1);
+      emit(Op::FWD, 2 * (P - r) - 1 + j, chunk0);
+    }
+    for (int j = 0; j < P - r; ++j) {
+      emit(Op::FWD, r + j, chunk1);
+      backward(j, chunk1);
+    }
+    // steady
+    for (int i = 0; i < N - P; ++i) {
+      if (2 * P - r - 1 + i < N) emit(Op::FWD, 2 * P - r - 1 + i, chunk0);
+      backward(i, chunk0);
+      emit(Op::FWD, P + i, chunk1);
+      backward(P - r + i, chunk1);
+    }
+    // cool-down
+    for (int j = 0; j < r; ++j) {
+      emit(Op::BWD_INPUT, N - P + j, chunk0);
+      emit(Op::BWD_INPUT, N - r + j, chunk1);
+    }
+    for (int j = 0; j < P - r; ++j) {
+      emit(Op::BWD_INPUT, N - P + r + j, chunk0);
+      emit(Op::BWD_WEIGHT, N - P + j, chunk0);
+    }
+    for (int j = 0; j < r; ++j) emit(Op::BWD_WEIGHT, N - r + j, chunk1);
+    for (int j = 0; j < r; ++j) emit(Op::BWD_WEIGHT, N - r + j, chunk0);
+  }
+  return insert_p2p(std::move(s), Alignment::Auto);
+}
+
+// zbv-greedy: ZB-V's placement, built by the greedy list scheduler above.
+Schedule generate_zbv_greedy(const GenerateOptions& o) {
+  refuse_unless_two_stages_per_rank("zbv-greedy", o);
   const int P = o.pp, M = o.micro;
   std::array<int, 4> priority = {kI1, kI0, kF1, kF0};  // sorted: next_permutation visits all 24
   ZbvResult best;
@@ -228,7 +305,7 @@ Schedule generate_zbv(const GenerateOptions& o) {
     if (candidate.makespan < best.makespan) best = std::move(candidate);
   } while (std::next_permutation(priority.begin(), priority.end()));
 
-  Schedule s = empty_schedule("zbv", P, 2 * P, M, Placement::v(P, 2 * P));
+  Schedule s = empty_schedule("zbv-greedy", P, 2 * P, M, Placement::v(P, 2 * P));
   for (int r = 0; r < P; ++r) {
     Program& prog = s.programs[static_cast<size_t>(r)];
     for (Step& st : best.order[static_cast<size_t>(r)]) prog.push_back(std::move(st));

@@ -49,11 +49,18 @@ def launch(ctx, ranks, args, expect_rc=0, grace=20, limit=120):
     return p.returncode, p.stdout, p.stderr, dt
 
 
+def strict_json(text):
+    """JSON as RFC 8259 has it: NaN, Infinity and -Infinity are refused (Python accepts them)."""
+    def refuse(name):
+        raise Failure(f"the JSON summary holds {name}, which is not JSON: {text}")
+    return json.loads(text, parse_constant=refuse)
+
+
 def summary(stdout):
     for line in stdout.splitlines():
         m = re.match(r"\[rank 0\] (\{.*\})$", line)
         if m:
-            return json.loads(m.group(1))
+            return strict_json(m.group(1))
     raise Failure("rank 0 printed no JSON summary:\n" + stdout)
 
 
@@ -221,7 +228,17 @@ def check_measured_trace(path, sched):
         inside = [e for e in slices if e["pid"] == fe["pid"] and e["tid"] == fe["tid"] and e["ts"] <= fe["ts"] <= e["ts"] + e["dur"]]
         if len(inside) != 1:
             raise Failure(f"flow end {fe} lies in {len(inside)} slices")
+    if other.get("flows_left_out"):
+        raise Failure(f"{other['flows_left_out']} flows left out: their receive ended before their send began")
     return t, len(slices), len(starts)
+
+
+def validate_trace(ctx, path):
+    """The strict validator (exact times, nesting, flow binding and order, cat and metadata)."""
+    p = subprocess.run([ctx.validate_trace, path], capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        raise Failure(f"the trace validator rejects {path}:\n{p.stdout}{p.stderr}")
+    print(p.stdout.strip())
 
 
 def run_ppsched(ctx, args, expect_rc=0):
@@ -250,6 +267,7 @@ def _(ctx):
         if s["trace"]["notes"]:
             raise Failure("the executor's records did not pair with the comm model: " + json.dumps(s["trace"]))
         _, nslices, nflows = check_measured_trace(trace, sched)
+        validate_trace(ctx, trace)
         cal = json.loads(run_ppsched(ctx, ["calibrate", trace, "-o", costs, "--schedule", sched_path, "--json"]))
         sim = json.loads(run_ppsched(ctx, ["simulate", "--costs", costs, sched_path, "--json"]))
         p = cal["prediction"]
@@ -451,6 +469,29 @@ def _(ctx):
                          "--layers", "4"], "cannot be split over 8 virtual stages")
 
 
+@case("default_layers_one_block_per_stage_json_escaped_pp2")
+def _(ctx):
+    # Eight virtual stages without --layers: one block per stage (the default 4 would not
+    # split), gradient parity against the reference of the same model. The schedule's name
+    # has quotes, a backslash and control characters: the --json line must escape them.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "odd.json")
+        run_ppsched(ctx, ["generate", "interleaved-1f1b", "--pp", "2", "--vpp", "4", "--micro", "4", "-o", path])
+        with open(path) as f:
+            doc = json.load(f)
+        doc["name"] = 'odd "name" \\ with\ttab and \u0001'
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        rc, out, err, dt = launch(ctx, 2, ["--schedule", path, "--model", "mlp", "--hidden", "16", "--micro-batch-size", "2",
+                                           "--check-parity", "--json"])
+        s = summary(out)
+        if s["schedule"] != doc["name"]:
+            raise Failure(f"schedule name {s['schedule']!r}, expected {doc['name']!r}")
+        if s["stages"] != 8 or not s["ok"] or not s["parity"]["ok"]:
+            raise Failure("run failed: " + json.dumps(s))
+        print(f"8 stages without --layers: parity ok over {s['parity']['tensors']} gradients; name {s['schedule']!r}")
+
+
 # ---- --stage-module: the user's TorchScript stages ------------------------------------------
 
 def stage_dir(ctx, stages, *flags):
@@ -549,6 +590,7 @@ def main():
     ap.add_argument("--launcher")
     ap.add_argument("--data")
     ap.add_argument("--make-stage-modules", help="tests/exec/make_stage_modules (the --stage-module cases)")
+    ap.add_argument("--validate-trace", help="tests/validate_trace, the strict trace validator (traced cases)")
     ap.add_argument("case", nargs="?")
     ctx = ap.parse_args()
     if ctx.list:

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "exec/agreement.hpp"
@@ -17,6 +18,8 @@
 #include "exec/stage_manifest.hpp"
 #include "model/errors.hpp"
 #include "model/generators/generator.hpp"
+#include "tests/support/trace_validator.hpp"
+#include "traces/chrome_trace.hpp"
 
 // After the exec headers: c10's logging header (through ATen) defines and undefines CHECK.
 #undef CHECK
@@ -95,6 +98,44 @@ TEST_CASE("gpt blocks are split evenly over the stages and the tower is the firs
   CHECK(t.stage_units[0] == std::vector<int>{2});
   CHECK_THROWS_WITH(make_layout(m, 4, 3), Catch::Contains("stage 0 must keep at least one"));
   CHECK_THROWS_WITH(make_layout(m, 7, 0), Catch::Contains("cannot be split over 7"));
+}
+
+TEST_CASE("without --layers a built-in model gets one block per stage (at least 4), and room for its tower", "[exec]") {
+  CHECK(default_layers(ModelKind::Mlp, 2, 0) == 4);
+  CHECK(default_layers(ModelKind::Gpt, 4, 1) == 4);  // the tower is the embedding
+  CHECK(default_layers(ModelKind::Mlp, 8, 0) == 8);
+  CHECK(default_layers(ModelKind::Gpt, 16, 0) == 16);
+  CHECK(default_layers(ModelKind::Gpt, 8, 2) == 9);   // stage 0: embedding + 2 blocks
+  CHECK(default_layers(ModelKind::Mlp, 6, 1) == 7);   // stage 0: 2 blocks
+  for (ModelKind kind : {ModelKind::Mlp, ModelKind::Gpt})
+    for (int stages : {1, 3, 4, 5, 8, 12, 32})
+      for (int tower : {0, 1, 2, 3}) {
+        INFO("kind " << static_cast<int>(kind) << " stages " << stages << " tower " << tower);
+        ModelConfig m;
+        m.kind = kind;
+        m.layers = 0;
+        ModelLayout l = make_layout(m, stages, tower);
+        REQUIRE(static_cast<int>(l.stage_units.size()) == stages);
+        for (const auto& units : l.stage_units) CHECK_FALSE(units.empty());
+        CHECK(static_cast<int>(l.tower_units.size()) == tower);
+        if (tower == 0 || (kind == ModelKind::Gpt && tower == 1)) {
+          // exactly one block per stage beyond the default 4 (gpt adds embedding and head)
+          CHECK(l.units == std::max(4, stages) + (kind == ModelKind::Gpt ? 2 : 0));
+        }
+      }
+  // check_agreement resolves it, so every rank and the parity reference build the same model.
+  GenerateOptions g;
+  g.pp = 2;
+  g.vpp = 4;
+  g.micro = 4;
+  const Schedule s = generate("interleaved-1f1b", g);
+  ModelConfig m;
+  m.kind = ModelKind::Mlp;
+  m.layers = 0;
+  Agreement a = check_agreement(s, 2, m, [](Op) { return true; });
+  CHECK(a.errors.empty());
+  CHECK(m.layers == 8);
+  CHECK(a.layout.stage_units.size() == 8);
 }
 
 TEST_CASE("agreement reports every model/schedule mismatch at once", "[exec]") {
@@ -246,8 +287,26 @@ TEST_CASE("measured records of a later iteration pair with the comm model: one f
       CHECK(a.lane == Lane::Send);
       CHECK(b.lane == Lane::Recv);
       CHECK(a.meta == b.meta);
+      // The executor times calls, not the wire: the payload leaves when the send begins and
+      // has arrived when the receive returns.
+      CHECK(f.leave_ms == a.start_ms);
+      CHECK(f.arrive_ms == b.end_ms);
     }
     CHECK(run.result.ranks.size() == static_cast<size_t>(s.ranks));
+    // These made-up clocks disagree between ranks: a flow whose receive returned before its
+    // send began is left out (and counted); every other one binds and runs forward.
+    const std::string text = chrome_trace_json(s, run.result, TraceOptions{-1, "measured (gloo)"});
+    const ppsched::testing::TraceCheck c = ppsched::testing::validate_trace(text);
+    INFO(c.summary());
+    CHECK(c.problem_count() == 0);
+    size_t impossible = 0;
+    for (const auto& f : run.result.flows)
+      impossible += run.result.slices[static_cast<size_t>(f.recv_slice)].end_ms * 1e6 -
+                                run.result.slices[static_cast<size_t>(f.send_slice)].start_ms * 1e6 < 2
+                        ? 1
+                        : 0;
+    CHECK(c.flows + impossible == run.result.flows.size());
+    CHECK(nlohmann::json::parse(text)["otherData"]["flows_left_out"] == impossible);
   }
 }
 

@@ -1,5 +1,6 @@
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <set>
 
@@ -7,6 +8,7 @@
 #include "model/formats/schedule_io.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
+#include "sim/tower_on_stage0.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/cli/render.hpp"
 #include "traces/chrome_trace.hpp"
@@ -179,6 +181,12 @@ Action add_simulate(CLI::App& app) {
       // Labelled, so a simulated and a measured trace (ppsched-exec --trace) tell themselves apart.
       if (!st->trace.empty()) write_output(st->trace, chrome_trace_json(s, r, TraceOptions{-1, "simulated"}));
       if (!st->trace_dir.empty()) {
+        // The folder (and its parents) is made when missing, like `mkdir -p`.
+        std::error_code ec;
+        std::filesystem::create_directories(st->trace_dir, ec);
+        if (ec || !std::filesystem::is_directory(st->trace_dir))
+          throw InputError({}, "--trace-per-rank: cannot create the folder '" + st->trace_dir + "'" +
+                                   (ec ? ": " + ec.message() : ": a file of that name exists"));
         for (int rank = 0; rank < s.ranks; ++rank) {
           TraceOptions to;
           to.only_rank = rank;
@@ -205,26 +213,45 @@ Action add_compare(CLI::App& app) {
   struct State {
     std::vector<std::string> files;
     SimFlags sim;
-    bool json = false;
+    bool json = false, body_only = false;
   };
   auto st = std::make_shared<State>();
   cmd->add_option("files", st->files, "schedule files (.json or .csv)")->required();
   add_sim_flags(*cmd, st->sim);
+  cmd->add_flag("--body-only", st->body_only,
+                "price each schedule as written: a schedule without an MPipe layer runs no tower (by default it "
+                "runs the MPipe tower on stage 0, so that every schedule trains the same network)");
   cmd->add_flag("--json", st->json, "machine-readable table");
   return [st]() {
+    std::vector<Schedule> schedules;
+    for (const auto& f : st->files) schedules.push_back(read_schedule_file(f));
+    // One network for all: when a compared schedule has an MPipe tower, the others run it
+    // on stage 0 (sim/tower_on_stage0.hpp), priced from the same cost model.
+    std::vector<const Schedule*> all;
+    for (const auto& s : schedules) all.push_back(&s);
+    const Tower tower = st->body_only ? Tower::None : network_tower(all);
     nlohmann::json rows = nlohmann::json::array();
-    std::string table = "schedule                                   makespan ms   bubble   peak memory   messages   steps  verdict\n";
+    std::string table;
+    if (tower != Tower::None)
+      table += "network: the body plus the MPipe tower (" + std::string(to_string(tower)) +
+               "); a schedule without an MPipe layer runs the tower on stage 0 (TOWER_FWD with each stage-0 FWD" +
+               (tower == Tower::Trainable ? std::string(", TOWER_GRAD_BWD with its backward") : std::string()) +
+               "), marked *; --body-only prices each schedule as written\n";
+    table += "schedule                                   makespan ms   bubble   peak memory   messages   steps  verdict\n";
     bool ok = true;
-    for (const auto& f : st->files) {
-      Schedule s = read_schedule_file(f);
+    for (size_t k = 0; k < schedules.size(); ++k) {
+      const std::string& f = st->files[k];
+      const Schedule& s = schedules[k];
       CostModel c = load_costs(st->sim, s.stages);
       c.check_fits(s.stages, s.micro_batches);
+      const bool tower_on_stage0 = tower != Tower::None && !s.mpipe;
+      if (tower_on_stage0) c = with_tower_on_stage0(c, s.stages, tower);
       SimResult r = simulate(s, c, sim_options(st->sim, c, s.stages, false));
       int messages = 0;
       for (const auto& l : r.links) messages += l.messages;
       bool good = r.check.ok() && r.completed;
       ok = ok && good;
-      std::string name = f.substr(f.find_last_of('/') + 1);
+      std::string name = f.substr(f.find_last_of('/') + 1) + (tower_on_stage0 ? " *" : "");
       char line[256];
       std::snprintf(line, sizeof line, "%-42s %11.3f  %6.1f%%  %12s  %9d  %6zu  %s\n", name.substr(0, 42).c_str(), r.makespan_ms,
                     100 * mean_bubble(r), human_bytes(max_peak(r)).c_str(), messages, r.steps,
@@ -237,6 +264,8 @@ Action add_compare(CLI::App& app) {
                       {"peak_memory_bytes", max_peak(r)},
                       {"messages", messages},
                       {"steps", r.steps},
+                      {"tower_on_stage0", tower_on_stage0},
+                      {"costs", c.source},
                       {"ok", good}});
     }
     if (st->json) std::cout << rows.dump(2) << "\n";

@@ -22,8 +22,7 @@ size_t pick(size_t n, int x) { return static_cast<size_t>(x < 0 ? -static_cast<l
 bool consumes(const Step& compute, const Step& recv) {
   auto matches = [&](const Step& c) {
     if (c.micro != recv.micro || c.stage != recv.stage) return false;
-    if (recv.op == Op::FWD_RECV) return c.op == Op::FWD;
-    return c.op == Op::BWD || c.op == Op::BWD_INPUT;
+    return info(c.op).input_recv == recv.op;
   };
   if (is_composite(compute.op)) return std::any_of(compute.sub_steps.begin(), compute.sub_steps.end(), matches);
   return matches(compute);
@@ -68,7 +67,7 @@ MutationOutcome apply_mutation(Schedule& s, const Mutation& m) {
       break;
     }
     case MutationKind::RecvAfterConsumer: {
-      auto recvs = where(p, [](const Step& st) { return st.op == Op::FWD_RECV || st.op == Op::BWD_RECV; });
+      auto recvs = where(p, [](const Step& st) { return is_recv(st.op) && is_body_p2p(st.op); });
       if (recvs.empty()) return out;
       size_t i = recvs[pick(recvs.size(), m.position)];
       size_t j = i + 1;
@@ -139,7 +138,7 @@ MutationOutcome apply_mutation(Schedule& s, const Mutation& m) {
       break;
     }
     case MutationKind::SplitBatch: {
-      auto batches = where(p, [](const Step& st) { return st.op == Op::BATCH_SEND_RECV; });
+      auto batches = where(p, [](const Step& st) { return is_batch(st.op); });
       if (batches.empty()) return out;
       size_t i = batches[pick(batches.size(), m.position)];
       std::vector<Step> subs = p[i]->sub_steps;

@@ -113,6 +113,15 @@ for _name, _gen in (("interleaved", ["--generate", "interleaved-1f1b", "--vpp", 
     case(f"parity_{_name}_batched_pp2")(_batched)
 
 
+for _name, _ranks, _gen in (("1f1b", 4, ["--generate", "1f1b", "--pp", "4", "--micro", "8"]),
+                            ("interleaved", 2, ["--generate", "interleaved-1f1b", "--vpp", "2", "--pp", "2", "--micro", "4"])):
+    def _dyn(ctx, ranks=_ranks, gen=_gen):
+        # --dyn-shape: every body FWD P2P exchanges its meta (two iterations: the metas of the
+        # second are where the lowering puts them too, or the traffic check fails).
+        parity_run(ctx, ranks, gen + ["--dyn-shape"] + GPT, iterations=2)
+    case(f"parity_{_name}_dyn_shape_pp{_ranks}")(_dyn)
+
+
 @case("parity_tied_embeddings_allreduce_pp2")
 def _(ctx):
     parity_run(ctx, 2, ["--schedule", os.path.join(ctx.data, "exec", "1f1b_p2_m4_tied.json"), "--tie-embeddings"] + GPT,
@@ -364,6 +373,21 @@ def _(ctx):
               expect=["rank 1 was last seen at iteration 0, step 4 ("], limit=40)
 
 
+for _flag, _gen in (("overlap_p2p", ["--generate", "1f1b", "--pp", "4", "--micro", "8", "--overlap-p2p"]),
+                    ("mpipe_batched_recv", ["--generate", "mpipe-transpose", "--pp", "4", "--micro", "8", "--vpp", "1",
+                                            "--tower", "trainable", "--tower-layers", "2", "--mpipe-batched-recv"])):
+    def _fault_throw(ctx, gen=_gen):
+        # A step throws while receives are posted and not waited: every rank still names it.
+        fault_run(ctx, 4, gen + ["--timeout", "30", "--heartbeat-timeout", "3", "--fail-at", "2:6:throw"] + GPT,
+                  failing=2, killed=False, expect=["rank 2 failed at iteration 0, step 6 (", "injected fault"], limit=25)
+    case(f"fault_step_throws_{_flag}")(_fault_throw)
+
+    def _fault_kill(ctx, gen=_gen):
+        fault_run(ctx, 4, gen + ["--timeout", "30", "--heartbeat-timeout", "3", "--fail-at", "1:6:kill"] + GPT,
+                  failing=1, killed=True, expect=["rank 1 died or froze", "step 6 ("], limit=25)
+    case(f"fault_rank_killed_{_flag}")(_fault_kill)
+
+
 # ---- refusals before any communication ----------------------------------------------------
 
 def free_port():
@@ -400,6 +424,47 @@ def _(ctx):
             raise Failure(f"rank {r} did not refuse:\n{err}")
     # --no-verify overrides with a warning (the schedule then deadlocks under rendezvous
     # semantics; not run here).
+
+
+@case("refuses_modes_the_transport_cannot_honour")
+def _(ctx):
+    one = ["--generate", "1f1b", "--pp", "2", "--micro", "4"] + MLP
+    # both_send_first completes with buffered sends only: verified under eager, refused to run
+    # (the transports block a send until its receive is posted).
+    bad = ["--schedule", os.path.join(ctx.data, "bad", "both_send_first.json")] + GPT
+    expect_refusal(ctx, bad + ["--comm", "eager"], "--comm eager: the schedule completes only with buffered sends")
+    # Every rank refuses, naming the mode, before any communication.
+    rc, out, err, dt = launch(ctx, 2, bad + ["--comm", "eager"], expect_rc=2)
+    for r in (0, 1):
+        if f"[rank {r}] error: rank {r}: --comm eager" not in err:
+            raise Failure(f"rank {r} did not refuse the mode:\n{err}")
+    # --comm eager on a schedule that also completes under rendezvous runs.
+    parity_run(ctx, 2, one + ["--comm", "eager"], iterations=1)
+
+
+# ---- the non-blocking modes: the lowering's posts and waits on the Gloo transport -----------
+
+MODE_CASES = {
+    # name: (ranks, generate args, mode flags, model)
+    "1f1b_overlap_p2p_pp2": (2, ["--generate", "1f1b", "--pp", "2", "--micro", "4"], ["--overlap-p2p"], MLP),
+    "interleaved_overlap_p2p_pp4": (4, ["--generate", "interleaved-1f1b", "--vpp", "2", "--pp", "4", "--micro", "8"],
+                                    ["--overlap-p2p"], GPT),
+    "zbv_overlap_p2p_pp2": (2, ["--generate", "zbv", "--vpp", "2", "--pp", "2", "--micro", "4"], ["--overlap-p2p"], GPT),
+    "dualpipev_overlap_p2p_pp2": (2, ["--generate", "dualpipev", "--vpp", "2", "--pp", "2", "--micro", "4"],
+                                  ["--overlap-p2p"], GPT),
+    "interleaved_batched_overlap_p2p_pp2": (2, ["--generate", "interleaved-1f1b", "--vpp", "2", "--pp", "2", "--micro",
+                                                "4", "--batch"], ["--overlap-p2p"], GPT),
+    "mpipe_full_trainable_batched_recv_pp2": (2, ["--generate", "mpipe-transpose", "--pp", "2", "--overflow", "full",
+                                                  "--vpp", "2", "--micro", "4"], ["--mpipe-batched-recv"],
+                                              MODES["trainable"] + GPT),
+    "mpipe_min_ownerbwd_batched_recv_pp4": (4, ["--generate", "mpipe-transpose", "--pp", "4", "--overflow", "min",
+                                                "--vpp", "1", "--micro", "8"], ["--mpipe-batched-recv"],
+                                            MODES["ownerbwd"] + GPT),
+}
+for _name, (_ranks, _gen, _mode, _model) in MODE_CASES.items():
+    def _mode_case(ctx, ranks=_ranks, gen=_gen, mode=_mode, model=_model):
+        parity_run(ctx, ranks, gen + mode + model, iterations=2)
+    case(f"parity_{_name}")(_mode_case)
 
 
 @case("no_verify_runs_it_and_the_deadlock_is_named_as_a_wait_cycle")

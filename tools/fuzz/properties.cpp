@@ -114,7 +114,7 @@ std::string kinds(const CheckReport& r) {
 bool has_batches(const Schedule& s) {
   for (const auto& p : s.programs)
     for (const auto& slot : p)
-      if (slot && slot->op == Op::BATCH_SEND_RECV) return true;
+      if (slot && is_batch(slot->op)) return true;
   return false;
 }
 

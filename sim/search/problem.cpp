@@ -420,19 +420,23 @@ std::optional<Order> order_of(const Schedule& s, const Problem& p) {
     for (const Slot& slot : s.programs[r]) {
       if (!slot) continue;
       const Step& st = *slot;
-      if (is_p2p(st.op) || st.op == Op::BATCH_SEND_RECV) continue;
-      if (st.op == Op::OVERLAP_F_B && st.sub_steps.size() == 2 && st.sub_steps[0].op == Op::FWD &&
-          (st.sub_steps[1].op == (p.split ? Op::BWD_INPUT : Op::BWD)) && p.overlap_efficiency > 0) {
+      const StepTypeInfo& inf = info(st.op);
+      if (is_p2p(st.op) || inf.composite == CompositeKind::Batch) continue;
+      // An overlap composite of a forward and then a backward of another micro (OVERLAP_F_B).
+      if (inf.composite == CompositeKind::Overlap && st.sub_steps.size() == 2 &&
+          info(st.sub_steps[0].op).compute == ComputeKind::Forward &&
+          info(st.sub_steps[1].op).compute == (p.split ? ComputeKind::BackwardInput : ComputeKind::Backward) &&
+          p.overlap_efficiency > 0) {
         o[r].push_back(Task{Kind::F, st.sub_steps[0].stage, st.sub_steps[0].micro, true});
         o[r].push_back(Task{p.split ? Kind::I : Kind::B, st.sub_steps[1].stage, st.sub_steps[1].micro});
         continue;
       }
       Kind k;
-      switch (st.op) {
-        case Op::FWD: k = Kind::F; break;
-        case Op::BWD: k = Kind::B; break;
-        case Op::BWD_INPUT: k = Kind::I; break;
-        case Op::BWD_WEIGHT: k = Kind::W; break;
+      switch (inf.compute) {
+        case ComputeKind::Forward: k = Kind::F; break;
+        case ComputeKind::Backward: k = Kind::B; break;
+        case ComputeKind::BackwardInput: k = Kind::I; break;
+        case ComputeKind::BackwardWeight: k = Kind::W; break;
         default: return std::nullopt;
       }
       if ((k == Kind::B) == p.split) return std::nullopt;

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "model/generators/generator.hpp"
-#include "checkers/options.hpp"
+#include "lowering/options.hpp"
 #include "model/validate.hpp"
 #include "model/schedule.hpp"
 #include <nlohmann/json.hpp>

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "checkers/comm_model.hpp"
-#include "checkers/options.hpp"
+#include "lowering/comm_model.hpp"
+#include "lowering/options.hpp"
 #include "model/schedule.hpp"
 
 namespace ppsched::oracle {

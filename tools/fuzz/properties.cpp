@@ -24,7 +24,7 @@ namespace {
 enum class Role { Transfer, Collective, Compute, Inert };
 Role role(const Step& st) {
   const auto& i = info(st.op);
-  if (is_p2p(st.op) || st.op == Op::BATCH_SEND_RECV) return Role::Transfer;
+  if (is_p2p(st.op) || i.composite == CompositeKind::Batch) return Role::Transfer;
   if (i.kind == StepKind::Collective) return i.collective == CollectiveScope::DataParallel ? Role::Inert : Role::Collective;
   if (i.kind == StepKind::Compute || i.kind == StepKind::Composite) return Role::Compute;
   return i.effects.empty() ? Role::Inert : Role::Compute;

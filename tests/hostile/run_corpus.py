@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the hostile corpus (make_corpus.py) against ppsched and asserts that input cannot hurt.
 
-    run_corpus.py PPSCHED MAKE_CORPUS_PY WORK_DIR [--jobs N] [--only SUBSTRING]
+    run_corpus.py PPSCHED MAKE_CORPUS_PY WORK_DIR [--jobs N] [--only SUBSTRING] [--sanitized]
 
 Each case runs with its address space limited to 1 GiB and a 30 s timeout, and must: exit
 0, 1 or 2 (and the case's expected code where it names one); print no abort text
@@ -10,6 +10,12 @@ and no wrapped one (a negative number of 12 or more digits); keep stderr short (
 is quoted at most ~200 characters); and honour the case's own checks (a file left
 unchanged, the result printed before a failed write). A case's "before" command (a trace to
 calibrate) runs first, unchecked.
+
+--sanitized (a build under AddressSanitizer, tools/test-sanitized): ASan reserves terabytes of
+address space for its shadow memory, so no address-space limit can be set; instead any single
+allocation over 1 GiB fails as it would under the limit (ASan's max_allocation_size_mb with
+allocator_may_return_null, so `new` throws std::bad_alloc), and the timeout is tripled (ASan
+and UBSan make the program 2-3x slower). The 1 GiB total is held by the main build's run.
 """
 import concurrent.futures
 import hashlib
@@ -30,8 +36,12 @@ NONFINITE = re.compile(r"(?<![A-Za-z_'])[-+]?(inf|infinity|nan)(?![A-Za-z_'])", 
 WRAPPED = re.compile(r"(?<![\w.])-\d{12,}")
 
 
+SANITIZED = False
+
+
 def limit():
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+    if not SANITIZED:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
@@ -96,6 +106,14 @@ def main():
         k = args.index("--only")
         only = args[k + 1]
         del args[k:k + 2]
+    global SANITIZED, TIMEOUT
+    if "--sanitized" in args:
+        args.remove("--sanitized")
+        SANITIZED = True
+        TIMEOUT *= 3
+        os.environ["ASAN_OPTIONS"] = ":".join(
+            o for o in (os.environ.get("ASAN_OPTIONS", ""), "allocator_may_return_null=1",
+                        "max_allocation_size_mb=%d" % (MEMORY >> 20)) if o)
     exe, maker, work = args
     subprocess.run([sys.executable, maker, work], check=True)
     with open(os.path.join(work, "cases.json")) as f:

@@ -32,6 +32,17 @@ namespace json_lexer_detail {
 
 inline bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
+// A byte that stands for itself in a string: printable ASCII other than '"' and '\\'.
+inline bool plain(char ch) {
+  static constexpr struct Table {
+    bool v[256];
+    constexpr Table() : v() {
+      for (int c = 0x20; c < 0x80; ++c) v[c] = c != '"' && c != '\\';
+    }
+  } table;
+  return table.v[static_cast<unsigned char>(ch)];
+}
+
 inline int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -235,11 +246,7 @@ class JsonSaxParser {
     for (;;) {
       // The plain run: printable ASCII other than '"' and '\'.
       const char* run = q;
-      while (q != end_) {
-        const unsigned char c = static_cast<unsigned char>(*q);
-        if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') break;
-        ++q;
-      }
+      while (q != end_ && json_lexer_detail::plain(*q)) ++q;
       buf_.append(run, static_cast<size_t>(q - run));
       if (q == end_) return string_error(nullptr, "missing closing quote");
       const unsigned char c = static_cast<unsigned char>(*q);

@@ -141,7 +141,8 @@ class Reader {
     bool object;
     std::string label;  // this container's place in its parent: a key, or "" with index >= 0
     long index = -1;
-    std::string key;         // objects: the key whose value comes next
+    std::string_view known_key;  // objects: the key whose value comes next, when in the frame's key list
+    std::string key_store;       // objects: the key whose value comes next, when not
     int key_id = -1;         // its position in the frame's key list (kTopKeys, ...), -1 if none
     long count = 0;          // arrays: elements begun so far
     uint32_t seen = 0;       // objects: known keys seen (bit per key in the frame's key list)
@@ -150,24 +151,27 @@ class Reader {
     Step* step = nullptr;    // Step frames (and the owner of SubSteps/Tensors/Group frames)
     TensorDesc* tensor = nullptr;
     std::unique_ptr<std::unordered_set<std::string>> others;  // annotation / unknown-context keys seen
+    // (Not a view into key_store: frames move when the stack grows.)
+    std::string_view key() const { return key_id >= 0 ? known_key : std::string_view(key_store); }
   };
 
   // ---- locations ----
   // The path of the value about to be read (the pending key or element of the innermost frame).
   std::string path() const {
     std::string out;
-    auto add = [&](const std::string& key, long index) {
+    auto add = [&](std::string_view key, long index) {
       if (index >= 0) {
         out += "[" + std::to_string(index) + "]";
       } else if (!key.empty()) {
-        out += out.empty() ? key : "." + key;
+        if (!out.empty()) out += '.';
+        out += key;
       }
     };
     for (const Frame& f : stack_) add(f.label, f.index);
     if (!stack_.empty()) {
       const Frame& f = stack_.back();
       if (f.object) {
-        add(f.key, -1);
+        add(f.key(), -1);
       } else {
         add({}, f.count);
       }
@@ -246,11 +250,33 @@ class Reader {
     return std::move(*step);
   }
 
+  // The op of a step-table name; a short scan beats hashing for names of a few bytes.
+  static std::optional<Op> op_named(std::string_view name) {
+    static const std::vector<std::pair<std::string_view, Op>> names = [] {
+      std::vector<std::pair<std::string_view, Op>> v;
+      for (const auto& row : step_table()) v.emplace_back(row.name, row.op);
+      return v;
+    }();
+    for (const auto& [n, op] : names) {
+      if (n.size() != name.size() || n.empty() || n[0] != name[0]) continue;
+      size_t i = 1;
+      while (i < n.size() && n[i] == name[i]) ++i;
+      if (i == n.size()) return op;
+    }
+    return std::nullopt;
+  }
+
   // ---- keys ----
   // The position of `key` in `known`, or -1.
   static int key_index(const Keys& known, std::string_view key) {
-    for (size_t k = 0; k < known.size(); ++k)
-      if (known[k] == key) return static_cast<int>(k);
+    // Length and first byte first: the keys are short and a call to memcmp costs more.
+    for (size_t k = 0; k < known.size(); ++k) {
+      const std::string_view c = known[k];
+      if (c.size() != key.size() || c.empty() || c[0] != key[0]) continue;
+      size_t i = 1;
+      while (i < c.size() && c[i] == key[i]) ++i;
+      if (i == c.size()) return static_cast<int>(k);
+    }
     return -1;
   }
   [[noreturn]] void duplicate(const std::string& k) const {
@@ -275,7 +301,7 @@ class Reader {
   // ---- containers ----
   Frame& push(Ctx ctx, bool object) {
     const Frame* parent = stack_.empty() ? nullptr : &stack_.back();
-    std::string label = parent && parent->object ? parent->key : std::string();
+    std::string label = parent && parent->object ? std::string(parent->key()) : std::string();
     const long index = parent && !parent->object ? parent->count : -1;
     Frame& f = stack_.emplace_back();
     f.ctx = ctx;
@@ -337,7 +363,11 @@ bool Reader::key(string_t& k) {
   }
   f.annotation = at < 0;
   f.key_id = at;
-  f.key = k;
+  if (at >= 0) {
+    f.known_key = (*known)[static_cast<size_t>(at)];
+  } else {
+    f.key_store = k;
+  }
   return true;
 }
 
@@ -448,7 +478,7 @@ void Reader::step_value(Frame& f, const Value* v, Kind kind) {
   if (k == kStepOp) {
     if (!v) wrong_type("a string", kind);
     const std::string& name = text(*v);
-    const auto op = op_from_name(name);
+    const auto op = op_named(name);
     if (!op) {
       std::string msg = "unknown op '" + clip(name) + "'";
       if (auto torch = op_from_torch_token(name))
@@ -494,7 +524,7 @@ bool Reader::scalar(const Value& v) {
   }
   switch (f.ctx) {
     case Ctx::Top: {
-      const std::string& k = f.key;
+      const std::string k(f.key());
       const int id = f.key_id;
       if (id == kTopFormat) {
         format_ = clip(text(v));

@@ -6,7 +6,7 @@
 // against nlohmann as an oracle) and calls the handler the same way: null(), boolean(b),
 // number_integer(int64) for negative integers, number_unsigned(uint64) for the others, and
 // number_float(double, text) for numbers with a fraction or an exponent and for integers
-// beyond 64 bits; string(s), key(s), start_object(-1)/end_object(), start_array(-1)/end_array().
+// beyond 64 bits; string(s), key(s) with a std::string_view valid until the next event, start_object(-1)/end_object(), start_array(-1)/end_array().
 // A handler returning false stops the parse. On malformed input it calls
 // parse_error(position, message) once, with position the number of bytes read (1-based index
 // of the offending byte) and a message in nlohmann's words; it returns what that returns.
@@ -109,7 +109,7 @@ class JsonSaxParser {
           continue;
         case '"':
           if (!read_string("value")) return false;
-          if (!h_.string(buf_)) return false;
+          if (!h_.string(str_)) return false;
           break;
         case 't':
           if (!literal("true")) return false;
@@ -183,10 +183,7 @@ class JsonSaxParser {
     if (c == '"') {
       // Lex the string only to name it (and to report a bad one as such).
       const char* save = p_;
-      std::string keep;
-      keep.swap(buf_);
       if (!read_string(context)) return false;
-      buf_.swap(keep);
       token_end = p_;
       p_ = save;
       what = "unexpected string literal";
@@ -220,7 +217,7 @@ class JsonSaxParser {
     if (p_ == end_) return eof_error("object separator", "':'");
     if (*p_ != ':') return unexpected("object separator", "':'");
     ++p_;
-    return h_.key(buf_);
+    return h_.key(str_);
   }
 
   bool literal(const char* word) {
@@ -237,12 +234,22 @@ class JsonSaxParser {
     return error_at(at, std::string("syntax error while parsing value - invalid string: ") + what);
   }
 
-  // p_ at the opening quote; on success buf_ holds the decoded string and p_ is past the
-  // closing quote.
+  // p_ at the opening quote; on success str_ is the decoded string (a view of the text, or of
+  // buf_ when it had escapes or multi-byte characters) and p_ is past the closing quote.
   bool read_string(const char*) {
     namespace d = json_lexer_detail;
-    buf_.clear();
     const char* q = p_ + 1;
+    // Most strings are plain ASCII: their view is the text itself.
+    {
+      const char* run = q;
+      while (q != end_ && d::plain(*q)) ++q;
+      if (q != end_ && *q == '"') {
+        str_ = std::string_view(run, static_cast<size_t>(q - run));
+        p_ = q + 1;
+        return true;
+      }
+      buf_.assign(run, static_cast<size_t>(q - run));
+    }
     for (;;) {
       // The plain run: printable ASCII other than '"' and '\'.
       const char* run = q;
@@ -251,6 +258,7 @@ class JsonSaxParser {
       if (q == end_) return string_error(nullptr, "missing closing quote");
       const unsigned char c = static_cast<unsigned char>(*q);
       if (c == '"') {
+        str_ = buf_;
         p_ = q + 1;
         return true;
       }
@@ -381,14 +389,15 @@ class JsonSaxParser {
     char* stop = nullptr;
     const double d = std::strtod(text_.c_str(), &stop);
     if (!std::isfinite(d)) return error_at(q, "number overflow parsing '" + text_ + "'");
-    return h_.number_float(d, text_);
+    return h_.number_float(d, std::string_view(text_));
   }
 
   const char* p_;
   const char* begin_;
   const char* end_;
   Handler& h_;
-  std::string buf_;   // the string or key being read
+  std::string buf_;       // a string or key with escapes or multi-byte characters, decoded
+  std::string_view str_;  // the string or key just read
   std::string text_;  // a float's text
 };
 

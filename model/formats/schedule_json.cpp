@@ -60,7 +60,6 @@ class Reader {
   using number_integer_t = int64_t;
   using number_unsigned_t = uint64_t;
   using number_float_t = double;
-  using string_t = std::string;
 
   Reader(std::string_view text, const std::string& file) : text_(text), file_(file) {}
 
@@ -93,12 +92,12 @@ class Reader {
     }
     return scalar(x);
   }
-  bool number_float(number_float_t, const string_t& text) {
+  bool number_float(number_float_t, std::string_view text) {
     Value x{Kind::Float};
     x.s = &text;
     return scalar(x);
   }
-  bool string(string_t& v) {
+  bool string(std::string_view v) {
     Value x{Kind::String};
     x.s = &v;
     return scalar(x);
@@ -107,7 +106,7 @@ class Reader {
   bool start_array(std::size_t) { return open(Kind::Array); }
   bool end_object() { return close(); }
   bool end_array() { return close(); }
-  bool key(string_t& k);
+  bool key(std::string_view k);
   bool parse_error(std::size_t position, const std::string& message);
 
  private:
@@ -118,7 +117,7 @@ class Reader {
     bool too_big = false;  // an integer beyond int64 (u holds it)
     int64_t i = 0;
     uint64_t u = 0;
-    const std::string* s = nullptr;  // strings; a float's text as written
+    const std::string_view* s = nullptr;  // strings; a float's text as written
   };
   static const char* type_name(Kind k) {
     switch (k) {
@@ -224,7 +223,7 @@ class Reader {
                 const char* what = "an integer") const {
     return static_cast<int32_t>(integer(v, lo, std::numeric_limits<int32_t>::max(), what));
   }
-  const std::string& text(const Value& v) const {
+  std::string_view text(const Value& v) const {
     if (v.kind != Kind::String) wrong_type("a string", v.kind);
     return *v.s;
   }
@@ -235,7 +234,7 @@ class Reader {
   // One of a fixed set of names; the error lists them.
   template <class E>
   E pick(const Value& v, std::string_view what, std::initializer_list<std::pair<std::string_view, E>> names) const {
-    const std::string& name = text(v);
+    const std::string_view name = text(v);
     std::string known;
     for (const auto& [n, value] : names) {
       if (name == n) return value;
@@ -279,14 +278,15 @@ class Reader {
     }
     return -1;
   }
-  [[noreturn]] void duplicate(const std::string& k) const {
+  [[noreturn]] void duplicate(std::string_view key) const {
+    const std::string k(key);
     const std::string where = container_path();
     fail_at(where.empty() ? k : where + "." + k,
             "duplicate key '" + clip(k) + "'" + (where.empty() ? "" : " in " + where) + ": each key may appear once");
   }
-  void note_other(Frame& f, const std::string& k) {
+  void note_other(Frame& f, std::string_view k) {
     if (!f.others) f.others = std::make_unique<std::unordered_set<std::string>>();
-    if (!f.others->insert(k).second) duplicate(k);
+    if (!f.others->insert(std::string(k)).second) duplicate(k);
   }
   static const Keys* keys_of(Ctx c) {
     switch (c) {
@@ -344,7 +344,7 @@ class Reader {
   std::optional<std::vector<int32_t>> placement_map_;
 };
 
-bool Reader::key(string_t& k) {
+bool Reader::key(std::string_view k) {
   Frame& f = stack_.back();
   const Keys* known = keys_of(f.ctx);
   const int at = known ? key_index(*known, k) : -1;
@@ -356,7 +356,7 @@ bool Reader::key(string_t& k) {
     if (known && !is_annotation(k)) {
       const std::string where = container_path();
       const char* what = f.ctx == Ctx::Step ? "step " : f.ctx == Ctx::Tensor ? "tensor " : "";
-      fail_at(where.empty() ? k : where + "." + k,
+      fail_at(where.empty() ? std::string(k) : where + "." + std::string(k),
               "unknown key '" + clip(k) + "' in " + (where.empty() ? "the top level" : what + where) +
                   ": expected one of " + join(*known) + " (keys starting with x- and \"comment\" are ignored)");
     }
@@ -477,7 +477,7 @@ void Reader::step_value(Frame& f, const Value* v, Kind kind) {
   const int k = f.key_id;
   if (k == kStepOp) {
     if (!v) wrong_type("a string", kind);
-    const std::string& name = text(*v);
+    const std::string_view name = text(*v);
     const auto op = op_named(name);
     if (!op) {
       std::string msg = "unknown op '" + clip(name) + "'";
@@ -537,7 +537,7 @@ bool Reader::scalar(const Value& v) {
           fail("unsupported version " + std::to_string(version) + ": this build reads version " +
                std::to_string(kVersion) + " only");
       } else if (id == kTopName) {
-        s_.name = text(v);
+        s_.name = std::string(text(v));
       } else if (id == kTopRanks || id == kTopStages || id == kTopMicro) {
         const int32_t count = int32(v);
         // Checked here, before anything is sized by the count.
@@ -558,7 +558,7 @@ bool Reader::scalar(const Value& v) {
         if (*v.s != "loop" && *v.s != "v")
           fail("unknown placement \"" + clip(*v.s) +
                "\": expected \"loop\", \"v\" or an array with the rank of each stage");
-        placement_name_ = *v.s;
+        placement_name_ = std::string(*v.s);
         placement_map_.reset();
       } else if (id == kTopMPipe) {
         wrong_type("an object", v.kind);
@@ -601,7 +601,7 @@ bool Reader::scalar(const Value& v) {
     case Ctx::Tensors: wrong_type("a tensor object {\"shape\": [...], \"dtype\": \"...\"}", v.kind);
     case Ctx::Tensor:
       if (f.key_id == kTensorDtype) {
-        f.tensor->dtype = text(v);
+        f.tensor->dtype = std::string(text(v));
       } else {
         wrong_type("an array", v.kind);
       }

@@ -15,7 +15,9 @@
 // well-formed UTF-8 (no overlongs, no encoded surrogates, nothing past U+10FFFF), control
 // characters must be escaped, \u escapes of surrogates must pair; a number too large for a
 // double ("1E432") is an error; nesting is unbounded (no recursion: an explicit stack, one byte
-// per open container); anything but whitespace after the value is an error.
+// per open container); anything but whitespace after the value is an error. One deliberate
+// difference: nlohmann ends its input at a NUL byte outside a string (it accepts "{}\0junk");
+// RFC 8259 allows no NUL there, and this parser refuses it like any other stray byte.
 #pragma once
 
 #include <cctype>

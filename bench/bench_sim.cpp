@@ -22,6 +22,10 @@ void BM_SimulateInterleaved(benchmark::State& state) {
   CostModel c = default_cost_model(s.stages);  // as the CLI builds it
   SimOptions o;
   o.record_trace = false;
+  // As `ppsched simulate` sets them (tools/cli/cmd_simulate.cpp): the cost model's memory
+  // model and its capacity as the budget, so the memory check runs as it does there.
+  o.check.memory = c.memory_model(s.stages);
+  if (c.capacity_bytes) o.check.memory_budget = static_cast<int64_t>(*c.capacity_bytes);
   for (auto _ : state) {
     SimResult r = simulate(s, c, o);
     if (!r.completed || !r.check.ok()) state.SkipWithError("simulation did not complete clean");

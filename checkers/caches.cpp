@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "checkers/checks.hpp"
-#include "checkers/effects.hpp"
+#include "lowering/effects.hpp"
 #include "model/flat_map.hpp"
 
 namespace ppsched {
@@ -204,7 +204,8 @@ class Walk {
   void missing(int r, int i, int sub, const Step& st, const ResolvedEffect& e) {
     int stage = e.stage;
     Violation v;
-    bool input_of_compute = st.op == Op::FWD || st.op == Op::BWD || st.op == Op::BWD_INPUT;
+    // A compute step whose input is missing: its dependency, not a cache slip.
+    bool input_of_compute = is_forward(st.op) || is_backward_input_side(st.op);
     v.kind = input_of_compute ? ViolationKind::Dependency : ViolationKind::CacheViolation;
     v.ranks = {r};
     v.steps = {step_ref(s_, r, i, sub)};
@@ -222,7 +223,7 @@ class Walk {
               "unfilled buffer)";
         break;
       case Cache::fwd_outputs_cache:
-        why = st.op == Op::FWD ? "the previous stage (on this rank) has not run its FWD for this micro-batch"
+        why = is_forward(st.op) ? "the previous stage (on this rank) has not run its FWD for this micro-batch"
                                : "there is nothing to send: the FWD that produces it has not run (KeyError popping "
                                  "fwd_outputs_cache)";
         break;

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <vector>
 
-#include "checkers/comm_model.hpp"
-#include "checkers/diagnostics.hpp"
-#include "checkers/options.hpp"
+#include "lowering/comm_model.hpp"
+#include "lowering/diagnostics.hpp"
+#include "lowering/options.hpp"
 #include "model/schedule.hpp"
 
 namespace ppsched {
@@ -45,6 +47,23 @@ bool static_deadlock_free(const CommModel& m, CommMode mode);
 // only where both ends of every group still mirror each other: throws InputError naming the
 // first violation otherwise. `ppsched generate --batch` and the fuzzing cases share it.
 Schedule coalesce_verified(const Schedule& s, const std::string& family);
+
+// What every verification pass reads: the schedule, its lowering, and the options (runtime
+// mode) it was lowered under.
+struct PassInput {
+  const Schedule& schedule;
+  const CommModel& lowering;
+  const CheckOptions& options;
+};
+// One pass: reads the input, appends located violations, notes and stats to the report (the
+// one diagnostics sink); never prints.
+struct Pass {
+  std::string_view name;
+  void (*run)(const PassInput& in, CheckReport& out);
+};
+// verify()'s passes, in reporting order: coverage, caches, lowering problems, P2P matching,
+// collectives, deadlock (the replay; it skips stuck sets the static passes explain).
+const std::vector<Pass>& verification_passes();
 
 // Runs every pass. The schedule must be structurally valid (readers and generators ensure it).
 CheckReport verify(const Schedule& s, const CheckOptions& options = {});

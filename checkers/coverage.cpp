@@ -8,6 +8,17 @@
 namespace ppsched {
 namespace {
 
+// Which of the four counted compute kinds a step is (FWD, BWD, BWD_INPUT, BWD_WEIGHT), -1 for none.
+int coverage_slot(Op op) {
+  switch (info(op).compute) {
+    case ComputeKind::Forward: return 0;
+    case ComputeKind::Backward: return 1;
+    case ComputeKind::BackwardInput: return 2;
+    case ComputeKind::BackwardWeight: return 3;
+    default: return -1;
+  }
+}
+
 std::string list_micros(const std::vector<int>& micros) {
   std::string out;
   for (size_t i = 0; i < micros.size() && i < 12; ++i) out += (i ? ", " : "") + std::to_string(micros[i]);
@@ -57,7 +68,7 @@ bool coverage_clean(const Schedule& s) {
   auto visit = [&](const Step& st, int r) {
     const int want = required_rank(s, st);
     if (want != kNone && want != r) misplaced = true;
-    int k = st.op == Op::FWD ? 0 : st.op == Op::BWD ? 1 : st.op == Op::BWD_INPUT ? 2 : st.op == Op::BWD_WEIGHT ? 3 : -1;
+    int k = coverage_slot(st.op);
     if (k < 0 || st.stage < 0 || st.stage >= s.stages || st.micro < 0 || st.micro >= s.micro_batches) return;
     uint8_t& c = n[static_cast<size_t>(st.stage) * M + static_cast<size_t>(st.micro)][static_cast<size_t>(k)];
     if (c < 3) ++c;
@@ -110,7 +121,7 @@ void check_coverage(const Schedule& s, std::vector<Violation>& out) {
           out.push_back(std::move(v));
           return;
         }
-        int k = st.op == Op::FWD ? 0 : st.op == Op::BWD ? 1 : st.op == Op::BWD_INPUT ? 2 : st.op == Op::BWD_WEIGHT ? 3 : -1;
+        int k = coverage_slot(st.op);
         if (k < 0 || st.stage < 0 || st.stage >= s.stages || st.micro < 0 || st.micro >= s.micro_batches) return;
         Count& c = counts.at(static_cast<uint64_t>(st.stage) * M + static_cast<uint64_t>(st.micro));
         if (c.n[k] < 2) c.where[k][c.n[k]] = {r, i, sub};

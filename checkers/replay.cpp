@@ -243,6 +243,7 @@ class Replay {
       int start = seen[static_cast<size_t>(v)];
       Violation out;
       out.kind = ViolationKind::Deadlock;
+      out.cause = DeadlockCause::WaitForCycle;
       std::string text = "No rank can make progress: wait-for cycle ";
       for (size_t k = static_cast<size_t>(start); k < cycle.size(); ++k) {
         int q = cycle[k];
@@ -260,6 +261,7 @@ class Replay {
       // Stuck without a cycle: the chain ends at ranks that finished (unmatched operations).
       Violation out;
       out.kind = ViolationKind::Deadlock;
+      out.cause = DeadlockCause::WaitsOnFinished;
       std::string text = "Ranks are blocked forever waiting on ranks that have finished their programs: ";
       bool first = true;
       for (int q = 0; q < R; ++q) {

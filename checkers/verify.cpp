@@ -5,47 +5,75 @@
 #include "model/errors.hpp"
 
 namespace ppsched {
+namespace {
+
+// The passes over one input, in the order their findings are reported. Each reads the input
+// and appends to the report; the deadlock pass reads what the static passes found.
+void coverage_pass(const PassInput& in, CheckReport& out) { check_coverage(in.schedule, out.violations); }
+
+void caches_pass(const PassInput& in, CheckReport& out) {
+  check_caches(in.schedule, in.options, out.violations, out.stats);
+}
+
+// What the lowering itself could not lower (a P2P step without a peer, a bad group).
+void lowering_pass(const PassInput& in, CheckReport& out) {
+  out.violations.insert(out.violations.end(), in.lowering.problems.begin(), in.lowering.problems.end());
+}
+
+void p2p_pass(const PassInput& in, CheckReport& out) {
+  check_p2p_matching(in.schedule, in.lowering, out.violations, out.stats);
+}
+
+void collectives_pass(const PassInput& in, CheckReport& out) {
+  check_collectives(in.schedule, in.lowering, out.violations, out.stats);
+}
+
+void deadlock_pass(const PassInput& in, CheckReport& out) {
+  const CommMode mode = in.options.comm;
+  const bool static_comm_problems = std::any_of(out.violations.begin(), out.violations.end(), [](const Violation& v) {
+    return v.kind == ViolationKind::P2PMismatch || v.kind == ViolationKind::CollectiveMismatch;
+  });
+  ReplayResult run = replay(in.schedule, in.lowering, mode);
+  out.completes = run.completed;
+  if (!run.completed) {
+    // The other semantics tells the author whether the schedule leans on send buffering.
+    const bool eager_completes = mode == CommMode::Rendezvous && replay(in.schedule, in.lowering, CommMode::Eager).completed;
+    for (auto& d : run.deadlocks) {
+      // A stuck set without a cycle is the consequence of an unmatched message or collective
+      // the static passes already located.
+      if (static_comm_problems && d.cause == DeadlockCause::WaitsOnFinished) continue;
+      d.completes_with_eager = eager_completes;
+      if (eager_completes)
+        d.message += " With eager (buffered) sends the schedule would complete: it relies on buffering, which NCCL "
+                     "gives only to small messages, so it hangs once payloads exceed the eager threshold.";
+      out.violations.push_back(std::move(d));
+    }
+  } else if (mode == CommMode::Eager) {
+    if (!replay(in.schedule, in.lowering, CommMode::Rendezvous).completed)
+      out.notes.push_back(
+          "relies on buffering: the schedule completes with eager sends but deadlocks under rendezvous (NCCL's "
+          "behaviour for messages above its eager threshold); run with --comm rendezvous to see the cycle");
+  }
+}
+
+}  // namespace
+
+const std::vector<Pass>& verification_passes() {
+  static const std::vector<Pass> passes = {
+      {"coverage", coverage_pass},       {"caches", caches_pass},          {"lowering", lowering_pass},
+      {"p2p_matching", p2p_pass},        {"collectives", collectives_pass}, {"deadlock", deadlock_pass},
+  };
+  return passes;
+}
 
 CheckReport verify(const Schedule& s, const CheckOptions& options) {
   return verify(s, options, build_comm_model(s, options));
 }
 
 CheckReport verify(const Schedule& s, const CheckOptions& options, const CommModel& model) {
+  const PassInput in{s, model, options};
   CheckReport report;
-  check_coverage(s, report.violations);
-  check_caches(s, options, report.violations, report.stats);
-
-  for (auto& v : model.problems) report.violations.push_back(v);
-  const size_t before_static = report.violations.size();
-  check_p2p_matching(s, model, report.violations, report.stats);
-  check_collectives(s, model, report.violations, report.stats);
-  const bool static_comm_problems =
-      std::any_of(report.violations.begin(), report.violations.end(), [](const Violation& v) {
-        return v.kind == ViolationKind::P2PMismatch || v.kind == ViolationKind::CollectiveMismatch;
-      });
-  (void)before_static;
-
-  ReplayResult run = replay(s, model, options.comm);
-  if (!run.completed) {
-    // The other semantics tells the author whether the schedule leans on send buffering.
-    CommMode other = options.comm == CommMode::Rendezvous ? CommMode::Eager : CommMode::Rendezvous;
-    bool eager_completes = options.comm == CommMode::Rendezvous && replay(s, model, other).completed;
-    for (auto& d : run.deadlocks) {
-      // A stuck set without a cycle is the consequence of an unmatched message or collective
-      // the static passes already located.
-      if (static_comm_problems && d.message.rfind("Ranks are blocked forever", 0) == 0) continue;
-      if (eager_completes)
-        d.message += " With eager (buffered) sends the schedule would complete: it relies on buffering, which NCCL "
-                     "gives only to small messages, so it hangs once payloads exceed the eager threshold.";
-      report.violations.push_back(std::move(d));
-    }
-  } else if (options.comm == CommMode::Eager) {
-    ReplayResult strict = replay(s, model, CommMode::Rendezvous);
-    if (!strict.completed)
-      report.notes.push_back(
-          "relies on buffering: the schedule completes with eager sends but deadlocks under rendezvous (NCCL's "
-          "behaviour for messages above its eager threshold); run with --comm rendezvous to see the cycle");
-  }
+  for (const Pass& p : verification_passes()) p.run(in, report);
   return report;
 }
 

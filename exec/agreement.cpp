@@ -31,7 +31,7 @@ void check_tower(const Schedule& s, ModelConfig& m, std::vector<std::string>& er
   // Which MPipe steps run a tower, and where the first one is (for the message).
   std::string first_tower_step;
   for_each_leaf(s, [&](int r, int i, const Step& st) {
-    if (first_tower_step.empty() && info(st.op).name.rfind("MPIPE_", 0) == 0) first_tower_step = where(r, i, st);
+    if (first_tower_step.empty() && info(st.op).mpipe) first_tower_step = where(r, i, st);
   });
   const Tower sched_tower = s.mpipe ? s.mpipe->tower : Tower::None;
   if (!first_tower_step.empty() && !s.mpipe)
@@ -57,7 +57,7 @@ void check_tied(const Schedule& s, const ModelConfig& m, std::vector<std::string
   std::map<int, std::pair<int, std::vector<int32_t>>> reduce_on_rank;  // rank -> (index, group)
   std::string first_reduce;
   for_each_leaf(s, [&](int r, int i, const Step& st) {
-    if (st.op != Op::ALL_REDUCE) return;
+    if (info(st.op).collective_bytes != CollectiveBytes::TiedParams) return;
     if (first_reduce.empty()) first_reduce = where(r, i, st);
     if (!reduce_on_rank.count(r)) reduce_on_rank[r] = {i, st.group};
   });
@@ -149,6 +149,14 @@ Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& m,
     errors.push_back(e.message());
   }
   return a;
+}
+
+std::vector<std::string> unsupported_modes(const CheckOptions& mode, bool completes_under_rendezvous) {
+  std::vector<std::string> out;
+  if (mode.comm == CommMode::Eager && !completes_under_rendezvous)
+    out.push_back("--comm eager: the schedule completes only with buffered sends, and the Gloo and NCCL transports "
+                  "block a send until its receive is posted (rendezvous): it would hang");
+  return out;
 }
 
 }  // namespace ppsched::exec

@@ -27,4 +27,12 @@ struct Agreement {
 Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& model,
                           const std::function<bool(Op)>& has_handler);
 
+// The runtime modes (ppsched check's flags) this executor cannot run, one sentence each naming
+// the flag; empty when it runs `mode`. Its transports block a send until the receive is posted
+// (rendezvous): --comm eager runs only a schedule that also completes under rendezvous
+// (`completes_under_rendezvous`, the verifier's replay). --dyn-shape, --overlap-p2p and
+// --mpipe-batched-recv run (the last two need a transport with non-blocking P2P: Gloo; the run
+// refuses them with one without, before any communication).
+std::vector<std::string> unsupported_modes(const CheckOptions& mode, bool completes_under_rendezvous);
+
 }  // namespace ppsched::exec

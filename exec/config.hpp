@@ -9,6 +9,7 @@
 #include <string>
 
 #include "exec/stage_manifest.hpp"
+#include "lowering/options.hpp"
 #include "model/schedule.hpp"
 
 namespace ppsched::exec {
@@ -81,6 +82,9 @@ struct RunConfig {
   std::optional<FaultInjection> fault;
   // --trace FILE: rank 0 writes a Chrome trace of the last iteration, every rank's steps.
   std::string trace;
+  // The runtime mode, with ppsched check's flags (--comm, --overlap-p2p, --mpipe-batched-recv,
+  // --dyn-shape): what the schedule is verified under and the lowering the run must match.
+  CheckOptions mode;
 };
 
 struct ExecConfig {

@@ -30,14 +30,11 @@ std::vector<int> all_ranks(const RunContext& c) {
   return v;
 }
 
-// Sends one tensor with its meta (MPipe transfers carry one tensor per step here).
-std::vector<P2POp> send_with_meta(RunContext& c, const StepAt& at, at::Tensor t) {
-  c.send_meta(at, c.peer(at), meta_of(t), 0);
-  return {P2POp{true, c.peer(at), t.detach()}};
-}
-std::vector<P2POp> recv_with_meta(RunContext& c, const StepAt& at) {
-  TensorMeta m = c.recv_meta_from(at, c.peer(at), 0);
-  return {P2POp{false, c.peer(at), empty_like_meta(m, c.device)}};
+// One tensor per transfer (MPipe transfers carry one tensor per step here); the runtime sends
+// and receives its meta first, where the lowering puts it (Meta::EveryStep).
+std::vector<P2POp> send_one(RunContext& c, const StepAt& at, at::Tensor t) { return {P2POp{true, c.peer(at), t.detach()}}; }
+std::vector<P2POp> recv_with_meta(RunContext& c, const StepAt& at, const ArrivedMetas& metas) {
+  return {P2POp{false, c.peer(at), empty_like_meta(arrived_meta(c, at, metas, 0), c.device)}};
 }
 void nothing_to_store(RunContext&, const StepAt&, std::vector<P2POp>&) {}
 
@@ -83,8 +80,8 @@ void run_transpose_fwd(RunContext& c, const StepAt& at) {
     c.caches.put(Cache::outputs_for_stage0, -1, m, {{feats}, {}, {}, false}, who);
 }
 
-std::vector<P2POp> begin_mpipe_fwd_send(RunContext& c, const StepAt& at) {
-  return send_with_meta(c, at, c.caches.take(Cache::outputs_for_stage0, -1, at.step.micro, c.who(at)).tensors.at(0));
+std::vector<P2POp> begin_mpipe_fwd_send(RunContext& c, const StepAt& at, const ArrivedMetas&) {
+  return send_one(c, at, c.caches.take(Cache::outputs_for_stage0, -1, at.step.micro, c.who(at)).tensors.at(0));
 }
 
 void finish_mpipe_fwd_recv(RunContext& c, const StepAt& at, std::vector<P2POp>& ops) {
@@ -97,8 +94,8 @@ void finish_mpipe_fwd_recv(RunContext& c, const StepAt& at, std::vector<P2POp>& 
   c.caches.put(Cache::tower_features, -1, at.step.micro, {{feats}, {}, {}, false}, who);
 }
 
-std::vector<P2POp> begin_graph_send(RunContext& c, const StepAt& at) {
-  return send_with_meta(c, at,
+std::vector<P2POp> begin_graph_send(RunContext& c, const StepAt& at, const ArrivedMetas&) {
+  return send_one(c, at,
                         c.caches.take(Cache::inputs_for_explicit_forward, -1, at.step.micro, c.who(at)).tensors.at(0));
 }
 
@@ -121,12 +118,12 @@ void run_transpose_bwd(RunContext& c, const StepAt& at) {
 }
 
 // MPIPE_GRAD_SEND (rank 0, owner_backward): ship the features' gradient (zeros if none).
-std::vector<P2POp> begin_grad_send(RunContext& c, const StepAt& at) {
+std::vector<P2POp> begin_grad_send(RunContext& c, const StepAt& at, const ArrivedMetas&) {
   const std::string who = c.who(at);
   at::Tensor feats = c.caches.take(Cache::keep_grad, -1, at.step.micro, who).tensors.at(0);
   auto grads = c.caches.take(Cache::feature_grads, -1, at.step.micro, who).tensors;
   at::Tensor g = !grads.empty() && grads[0].defined() ? grads[0] : torch::zeros_like(feats);
-  return send_with_meta(c, at, g);
+  return send_one(c, at, g);
 }
 
 // MPIPE_GRAD_RECV_WITH_BACKWARD (owner): receive the gradient, backprop the kept tower graph.

@@ -1,10 +1,10 @@
 // Body point-to-point, data and tied-parameter handlers.
 //
-// Meta messages follow the step table's Meta column, as checkers/comm_model.cpp lowers them:
-//  - FWD_SEND / FWD_RECV (Meta::FirstPerStage): shape, dtype and requires_grad go once per
-//    stage object and direction, per process (RunContext::meta_done is never reset between
-//    iterations, like hyper-parallel's _meta_been_send/_meta_been_recv); later receives reuse
-//    the cached meta;
+// The handlers only take payloads out of their caches (sends) or size the buffers (receives)
+// and store what arrived; the runtime exchanges every message where the lowering
+// (lowering/comm_model.cpp) puts it, metas included (the step table's Meta column):
+//  - FWD_SEND / FWD_RECV (Meta::FirstPerStage): a receive that got a meta caches it for the
+//    stage; later receives of the stage reuse it (every step has one with --dyn-shape);
 //  - BWD_SEND / BWD_RECV (Meta::None): no meta; the receiver sizes its gradient buffer from
 //    the output meta its FWD_SEND recorded (hyper-parallel reserves the buffers at FWD_SEND);
 //  - DATA_SEND / DATA_RECV (Meta::EveryStep): a meta before every tensor.
@@ -17,18 +17,18 @@
 namespace ppsched::exec {
 namespace {
 
-std::vector<P2POp> begin_fwd_send(RunContext& c, const StepAt& at) {
+std::vector<P2POp> begin_fwd_send(RunContext& c, const StepAt& at, const ArrivedMetas&) {
   const int s = at.step.stage, to = c.peer(at);
   at::Tensor out = c.caches.take(Cache::fwd_outputs_cache, s, at.step.micro, c.who(at)).tensors.at(0);
-  TensorMeta meta = meta_of(out);
-  c.fwd_output_meta[s] = meta;  // reserves the gradient buffers BWD_RECV will fill
-  if (c.first_meta(at)) c.send_meta(at, to, meta, 0);
-  return {P2POp{true, to, out.detach()}};
+  c.fwd_output_meta[s] = meta_of(out);  // reserves the gradient buffers BWD_RECV will fill
+  // Not detached here: its meta tells the receiver whether the input needs a gradient (the
+  // runtime detaches what it hands to the transport).
+  return {P2POp{true, to, out}};
 }
 
-std::vector<P2POp> begin_fwd_recv(RunContext& c, const StepAt& at) {
+std::vector<P2POp> begin_fwd_recv(RunContext& c, const StepAt& at, const ArrivedMetas& metas) {
   const int s = at.step.stage, from = c.peer(at);
-  if (c.first_meta(at)) c.recv_meta[s] = c.recv_meta_from(at, from, 0);
+  if (!metas.empty() && metas[0]) c.recv_meta[s] = *metas[0];
   auto it = c.recv_meta.find(s);
   if (it == c.recv_meta.end()) throw std::logic_error("no cached meta for stage " + std::to_string(s));
   return {P2POp{false, from, empty_like_meta(it->second, c.device)}};
@@ -42,12 +42,12 @@ void finish_fwd_recv(RunContext& c, const StepAt& at, std::vector<P2POp>& ops) {
   c.caches.put(Cache::fwd_recv_buffer, at.step.stage, at.step.micro, {{buf}, {}, {}, false}, c.who(at));
 }
 
-std::vector<P2POp> begin_bwd_send(RunContext& c, const StepAt& at) {
+std::vector<P2POp> begin_bwd_send(RunContext& c, const StepAt& at, const ArrivedMetas&) {
   auto grads = c.caches.take(Cache::bwd_cache, at.step.stage, at.step.micro, c.who(at)).tensors;
   return {P2POp{true, c.peer(at), grads.at(0)}};
 }
 
-std::vector<P2POp> begin_bwd_recv(RunContext& c, const StepAt& at) {
+std::vector<P2POp> begin_bwd_recv(RunContext& c, const StepAt& at, const ArrivedMetas&) {
   auto it = c.fwd_output_meta.find(at.step.stage);
   if (it == c.fwd_output_meta.end())
     throw std::runtime_error(c.who(at) + " receives a gradient before any FWD_SEND of stage " +
@@ -74,16 +74,14 @@ void run_data_load(RunContext& c, const StepAt& at) {
   if (at.cond & MPipe) c.caches.put(Cache::data_batch, -1, at.step.micro, {{d}, {}, {}, false}, c.who(at));
 }
 
-std::vector<P2POp> begin_data_send(RunContext& c, const StepAt& at) {
+std::vector<P2POp> begin_data_send(RunContext& c, const StepAt& at, const ArrivedMetas&) {
   at::Tensor d = routed_by_cache(at) ? c.caches.take(Cache::data_batch, -1, at.step.micro, c.who(at)).tensors.at(0)
                                      : c.data.micro_batch(c.iteration, at.step.micro);
-  c.send_meta(at, c.peer(at), meta_of(d), 0);
   return {P2POp{true, c.peer(at), d}};
 }
 
-std::vector<P2POp> begin_data_recv(RunContext& c, const StepAt& at) {
-  TensorMeta m = c.recv_meta_from(at, c.peer(at), 0);
-  return {P2POp{false, c.peer(at), empty_like_meta(m, c.device)}};
+std::vector<P2POp> begin_data_recv(RunContext& c, const StepAt& at, const ArrivedMetas& metas) {
+  return {P2POp{false, c.peer(at), empty_like_meta(arrived_meta(c, at, metas, 0), c.device)}};
 }
 
 void finish_data_recv(RunContext& c, const StepAt& at, std::vector<P2POp>& ops) {

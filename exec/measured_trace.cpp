@@ -5,7 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "checkers/comm_model.hpp"
+#include "lowering/comm_model.hpp"
 
 namespace ppsched::exec {
 
@@ -60,10 +60,10 @@ RankTrace parse_rank_trace(const std::string& text) {
   return t;
 }
 
-MeasuredRun assemble_measured_run(const Schedule& s, const std::vector<RankTrace>& ranks) {
+MeasuredRun assemble_measured_run(const Schedule& s, const std::vector<RankTrace>& ranks, const CheckOptions& mode) {
   MeasuredRun run;
   SimResult& r = run.result;
-  const CommModel model = build_comm_model(s, CheckOptions{});
+  const CommModel model = build_comm_model(s, mode);
   std::vector<int32_t> slice_of_message(model.messages.size(), -1);
   run.shared_clock = !ranks.empty() && std::all_of(ranks.begin(), ranks.end(), [&](const RankTrace& t) {
     return !t.host.empty() && t.host == ranks.front().host;

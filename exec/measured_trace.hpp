@@ -13,7 +13,7 @@
 //    receive that computes (MPIPE_GRAD_RECV_WITH_BACKWARD) also gets a compute slice;
 //  - collectives: one slice on the collective lane, bytes = the tensors reduced or broadcast.
 // Flows pair each payload or meta slice with its partner's through the comm model's FIFO
-// matching (checkers/comm_model.hpp), never by re-deriving it here.
+// matching (lowering/comm_model.hpp), never by re-deriving it here.
 #pragma once
 
 #include <cstdint>
@@ -76,6 +76,6 @@ struct MeasuredRun {
 // A message the comm model has but the rank did not exchange is skipped only when it is a
 // meta (body FWD metas go once per process, so later iterations have none); any other
 // difference stops pairing that rank's messages and is reported in `notes`.
-MeasuredRun assemble_measured_run(const Schedule& s, const std::vector<RankTrace>& ranks);
+MeasuredRun assemble_measured_run(const Schedule& s, const std::vector<RankTrace>& ranks, const CheckOptions& mode = {});
 
 }  // namespace ppsched::exec

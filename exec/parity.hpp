@@ -16,6 +16,7 @@
 #include "exec/config.hpp"
 #include "exec/model_layout.hpp"
 #include "exec/models.hpp"
+#include "exec/outcome.hpp"
 
 namespace ppsched::exec {
 
@@ -28,17 +29,6 @@ struct GradRecord {
 
 std::vector<uint8_t> pack_grads(const RankModel& model);
 std::vector<GradRecord> unpack_grads(const std::vector<uint8_t>& blob);
-
-struct ParityResult {
-  bool ok = true;
-  double tolerance = 1e-5;
-  double max_rel_error = 0;      // over every compared gradient
-  std::string worst;             // "block3.fc1.weight on rank 2"
-  double loss_rel_error = 0;     // worst over iterations
-  int tensors = 0;               // gradients compared
-  std::vector<double> reference_losses;
-  std::vector<std::string> problems;  // misplaced or missing gradients, errors over tolerance
-};
 
 ParityResult check_parity(const ModelConfig& m, const ModelLayout& l, const Schedule& s, int iterations,
                           const std::vector<std::vector<GradRecord>>& grads_by_rank, const std::vector<double>& losses);

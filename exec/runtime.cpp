@@ -6,8 +6,8 @@
 #include <csignal>
 #include <thread>
 
-#include "checkers/comm_model.hpp"
 #include "exec/error_file.hpp"
+#include "lowering/comm_model.hpp"
 
 namespace ppsched::exec {
 namespace {
@@ -15,6 +15,10 @@ namespace {
 constexpr int64_t kMetaMagic = 0x7070;  // "pp": a meta that does not start with it means channel drift
 constexpr int kMetaSlots = 16;
 constexpr int kMaxDims = kMetaSlots - 4;
+
+// (step index, sub-step) of a message, as one key; sub-steps of a batch are few.
+constexpr int32_t kMaxSubKey = 64;
+int32_t key_of(const Message& m) { return m.step_index * kMaxSubKey + (m.sub + 1); }
 
 std::string join(const std::vector<std::string>& v) {
   std::string out;
@@ -45,7 +49,7 @@ const HandlerTable& handler_table() {
 
 bool has_handler(Op op) {
   // Composites are run by the runtime itself (their leaves go through the table).
-  if (op == Op::OVERLAP_F_B || op == Op::OVERLAP_B_F || op == Op::BATCH_SEND_RECV) return true;
+  if (is_composite(op)) return true;
   const Handler& h = handler_table()[static_cast<size_t>(op)];
   return h.run || (h.begin && h.finish);
 }
@@ -162,6 +166,27 @@ void Runtime::corrupt_after(int index) {
     if (p.grad().defined()) p.mutable_grad().mul_(1.001);
 }
 
+Runtime::Runtime(RunContext& ctx, const CheckOptions& mode, Progress& progress, std::function<void()> poll_peers,
+                 std::optional<FaultInjection> fault)
+    : ctx_(ctx), lowering_(build_comm_model(ctx.schedule, mode)), progress_(progress),
+      poll_peers_(std::move(poll_peers)), fault_(fault) {
+  const auto& prog = ctx_.schedule.programs[static_cast<size_t>(ctx_.rank)];
+  payload_count_.assign((prog.size() + 1) * kMaxSubKey, 0);
+  for (const Message& m : lowering_.messages)
+    if (m.rank == ctx_.rank) {
+      if (m.sub + 1 >= kMaxSubKey)
+        throw std::runtime_error("a batch of more than " + std::to_string(kMaxSubKey - 1) + " sub-steps at step " +
+                                 std::to_string(m.step_index) + " is more than the executor keys");
+      if (!m.meta) ++payload_count_[static_cast<size_t>(key_of(m))];
+    }
+}
+
+const TensorMeta& arrived_meta(const RunContext& c, const StepAt& at, const ArrivedMetas& metas, int t) {
+  if (t >= static_cast<int>(metas.size()) || !metas[static_cast<size_t>(t)])
+    throw std::logic_error(c.who(at) + ": the lowering delivers no shape/dtype meta before tensor " + std::to_string(t));
+  return *metas[static_cast<size_t>(t)];
+}
+
 void Runtime::run_iteration(int iteration) {
   ctx_.iteration = iteration;
   ctx_.loss = 0;
@@ -170,21 +195,49 @@ void Runtime::run_iteration(int iteration) {
   progress_.iteration = iteration;
   progress_.step = -1;
   const auto& prog = ctx_.schedule.programs[static_cast<size_t>(ctx_.rank)];
+  const auto& actions = lowering_.actions[static_cast<size_t>(ctx_.rank)];
   int index = -1;
   std::string label = "before the first step";
   try {
     reset();
-    for (index = 0; index < static_cast<int>(prog.size()); ++index) {
-      const Slot& slot = prog[static_cast<size_t>(index)];
-      if (!slot) continue;  // a bubble: kept for display, skipped when run
-      label = short_label(*slot);
-      progress_.step = index;
-      poll_peers_();
-      inject_fault(index);
-      dispatch(*slot, index, -1);
-      corrupt_after(index);
+    in_flight_.clear();
+    post_of_.clear();
+    posts_.clear();
+    for (size_t k = 0; k < actions.size(); ++k) {
+      const Action& a = actions[k];
+      index = a.step_index;
+      label = prog[static_cast<size_t>(index)] ? short_label(*prog[static_cast<size_t>(index)]) : "the end of the run";
+      const bool first = k == 0 || actions[k - 1].step_index != index;
+      const bool last = k + 1 == actions.size() || actions[k + 1].step_index != index;
+      if (first) {
+        progress_.step = index;
+        poll_peers_();
+        inject_fault(index);
+      }
+      switch (a.kind) {
+        case ActionKind::Local:
+        case ActionKind::Collective: {
+          const Step& st = *prog[static_cast<size_t>(index)];
+          if (is_overlap(st.op)) {
+            // Sub-steps run one after the other, in their listed order: hyper-parallel's
+            // behaviour without an overlap callback. Correct, but no compute/compute overlap.
+            for (size_t j = 0; j < st.sub_steps.size(); ++j) run_step(st.sub_steps[j], index, static_cast<int>(j));
+          } else {
+            run_step(st, index, -1);
+          }
+          break;
+        }
+        case ActionKind::Phase: run_phase(a); break;
+        case ActionKind::Post: run_post(a); break;
+        case ActionKind::Wait: run_wait(a); break;
+      }
+      if (last) corrupt_after(index);
     }
     label = "after the last step";
+    // The transport saw every message the actions listed: no P2P step is left half done.
+    if (!posts_.empty()) throw std::logic_error("the run ended with posted messages nobody waited for");
+    if (!in_flight_.empty())
+      throw std::logic_error("the run ended with " + in_flight_.begin()->second.at.label() + " not completed");
     auto left = ctx_.caches.leftovers();
     if (!left.empty()) throw std::runtime_error("the run ended with cache entries no step consumed: " + join(left));
   } catch (const PeerFailure&) {
@@ -203,140 +256,174 @@ int Runtime::peer_at(int index) const {
   const auto& prog = ctx_.schedule.programs[static_cast<size_t>(ctx_.rank)];
   if (index < 0 || index >= static_cast<int>(prog.size()) || !prog[static_cast<size_t>(index)]) return -1;
   const Step& st = *prog[static_cast<size_t>(index)];
-  const Step& leaf = st.op == Op::BATCH_SEND_RECV && !st.sub_steps.empty() ? st.sub_steps.front() : st;
+  const Step& leaf = is_batch(st.op) && !st.sub_steps.empty() ? st.sub_steps.front() : st;
   return is_p2p(leaf.op) ? peer_of(ctx_.schedule, ctx_.rank, leaf) : -1;
 }
 
-void Runtime::dispatch(const Step& step, int index, int sub) {
-  if (step.op == Op::OVERLAP_F_B || step.op == Op::OVERLAP_B_F) {
-    // Sub-steps run one after the other, in their listed order: hyper-parallel's behaviour
-    // without an overlap callback. Correct, but no compute/compute overlap.
-    for (size_t k = 0; k < step.sub_steps.size(); ++k) dispatch(step.sub_steps[k], index, static_cast<int>(k));
-    return;
-  }
-  if (step.op == Op::BATCH_SEND_RECV) {
-    run_batch(step, index);
-    return;
-  }
+void Runtime::run_step(const Step& step, int index, int sub) {
   const Handler& h = handler_table()[static_cast<size_t>(step.op)];
+  if (!h.run) throw std::logic_error(std::string("no handler for ") + std::string(op_name(step.op)));
   StepAt at{step, index, sub, conditions_of(ctx_.schedule, ctx_.rank, step)};
   audit_before(ctx_.caches, step, at.cond);
-  if (h.run) {
-    const bool collective = info(step.op).kind == StepKind::Collective;
-    ctx_.collective_bytes = 0;
-    if (!ctx_.clock) {
-      h.run(ctx_, at);
-    } else {
-      // The collective's bytes are known once its handler ran.
-      const size_t mark = ctx_.clock->begin();
-      h.run(ctx_, at);
-      ctx_.clock->end(mark, interval_of(at, collective ? Lane::Collective : Lane::Compute, ctx_.collective_bytes));
-    }
-  } else if (h.begin && h.finish) {
-    // A single P2P step: its metas are exchanged inside begin(); each payload then blocks at
-    // the step, in tensor order (comm model: one Phase per payload).
-    std::vector<P2POp> ops = h.begin(ctx_, at);
-    for (size_t t = 0; t < ops.size(); ++t) {
-      auto& op = ops[t];
-      ctx_.messages.push_back({op.peer, op.send, false, index, sub, static_cast<int>(t)});
-      ctx_.timed(interval_of(at, op.send ? Lane::Send : Lane::Recv, static_cast<double>(op.tensor.nbytes()), false,
-                             static_cast<int>(ctx_.messages.size()) - 1, 1),
-                 [&] {
-                   if (op.send)
-                     ctx_.transport.send(op.tensor, op.peer);
-                   else
-                     ctx_.transport.recv(op.tensor, op.peer);
-                 });
-    }
-    // A receive that computes (MPIPE_GRAD_RECV_WITH_BACKWARD) does it in finish(): the
-    // compute lane's slice, as the simulator draws it.
-    if (info(step.op).compute != ComputeKind::None)
-      ctx_.timed(interval_of(at, Lane::Compute), [&] { h.finish(ctx_, at, ops); });
-    else
-      h.finish(ctx_, at, ops);
+  const bool collective = info(step.op).kind == StepKind::Collective;
+  ctx_.collective_bytes = 0;
+  if (!ctx_.clock) {
+    h.run(ctx_, at);
   } else {
-    throw std::logic_error(std::string("no handler for ") + std::string(op_name(step.op)));
+    // The collective's bytes are known once its handler ran.
+    const size_t mark = ctx_.clock->begin();
+    h.run(ctx_, at);
+    ctx_.clock->end(mark, interval_of(at, collective ? Lane::Collective : Lane::Compute, ctx_.collective_bytes));
   }
   audit_after(ctx_.caches, step, at.cond);
 }
 
-void Runtime::run_batch(const Step& batch, int index) {
-  // BATCH_SEND_RECV: the sub-steps' metas go one at a time, in sub-step order, while the
-  // payload operations are built; then every payload is posted as one group (reference §3.3).
-  std::vector<StepAt> ats;
-  std::vector<std::vector<P2POp>> per_sub;
-  std::vector<P2POp> all;
-  for (size_t k = 0; k < batch.sub_steps.size(); ++k) {
-    const Step& leaf = batch.sub_steps[k];
-    const Handler& h = handler_table()[static_cast<size_t>(leaf.op)];
-    if (!h.begin || !h.finish) throw std::logic_error(short_label(leaf) + " is not a P2P step and cannot be batched");
-    ats.push_back(StepAt{leaf, index, static_cast<int>(k), conditions_of(ctx_.schedule, ctx_.rank, leaf)});
-    audit_before(ctx_.caches, leaf, ats.back().cond);
-    per_sub.push_back(h.begin(ctx_, ats.back()));
+// The P2P (sub-)step a message belongs to, begun at its first message: a send takes its
+// payloads out of the caches then (its metas describe them).
+Runtime::InFlight& Runtime::in_flight(const Message& msg) {
+  const int32_t key = key_of(msg);
+  auto it = in_flight_.find(key);
+  if (it != in_flight_.end()) return it->second;
+  const Step& top = *ctx_.schedule.programs[static_cast<size_t>(ctx_.rank)][static_cast<size_t>(msg.step_index)];
+  const Step& leaf = msg.sub >= 0 ? top.sub_steps[static_cast<size_t>(msg.sub)] : top;
+  const Handler& h = handler_table()[static_cast<size_t>(leaf.op)];
+  if (!h.begin || !h.finish) throw std::logic_error(short_label(leaf) + " has no P2P handler");
+  InFlight f{StepAt{leaf, msg.step_index, msg.sub, conditions_of(ctx_.schedule, ctx_.rank, leaf)}, &h, {}, {},
+             payload_count_[static_cast<size_t>(key)]};
+  audit_before(ctx_.caches, leaf, f.at.cond);
+  auto& placed = in_flight_.emplace(key, std::move(f)).first->second;
+  if (msg.send) begin_payloads(placed);
+  return placed;
+}
+
+void Runtime::begin_payloads(InFlight& f) {
+  f.ops = f.handler->begin(ctx_, f.at, f.metas);
+  // Cheap check that the handler ships what the lowering carries.
+  if (static_cast<int>(f.ops.size()) != f.payloads_left)
+    throw std::logic_error(f.at.label() + " has " + std::to_string(f.ops.size()) + " tensors, the lowering carries " +
+                           std::to_string(f.payloads_left));
+}
+
+void Runtime::payload_done(InFlight& f, int32_t key) {
+  if (--f.payloads_left > 0) return;
+  // A receive that computes (MPIPE_GRAD_RECV_WITH_BACKWARD) does it in finish(): the
+  // compute lane's slice, as the simulator draws it.
+  if (info(f.at.step.op).compute != ComputeKind::None)
+    ctx_.timed(interval_of(f.at, Lane::Compute), [&] { f.handler->finish(ctx_, f.at, f.ops); });
+  else
+    f.handler->finish(ctx_, f.at, f.ops);
+  audit_after(ctx_.caches, f.at.step, f.at.cond);
+  in_flight_.erase(key);
+}
+
+// The payload operations of `msgs` (logged in order), beginning the receives' buffers now
+// that their metas arrived.
+std::vector<P2POp> Runtime::payload_ops(const std::vector<const Message*>& msgs, std::vector<InFlight*>& owners,
+                                        bool& sends, double& bytes) {
+  std::vector<P2POp> ops;
+  for (const Message* m : msgs) {
+    if (m->meta) throw std::logic_error("an action mixes metas and payloads");
+    InFlight& f = in_flight(*m);
+    if (!m->send && f.ops.empty()) begin_payloads(f);
+    P2POp op = f.ops.at(static_cast<size_t>(m->tensor));
+    if (op.send) op.tensor = op.tensor.detach();  // the transport reads the values only
+    const Channel& ch = lowering_.channels[static_cast<size_t>(m->channel)];
+    if (op.peer != (m->send ? ch.dst : ch.src))
+      throw std::logic_error(f.at.label() + " talks to another rank than its lowering");
+    ctx_.messages.push_back({op.peer, op.send, false, f.at.index, f.at.sub, m->tensor});
+    ops.push_back(op);
+    owners.push_back(&f);
+    sends = sends || op.send;
+    bytes += static_cast<double>(op.tensor.nbytes());
   }
-  const int first = static_cast<int>(ctx_.messages.size());
+  return ops;
+}
+
+void Runtime::run_post(const Action& a) {
+  if (!ctx_.transport.non_blocking())
+    throw std::logic_error("the " + ctx_.transport.name() + " transport has no non-blocking P2P for this mode");
+  std::vector<const Message*> msgs;
+  std::vector<int32_t> ids;
+  for (int k = 0; k < a.count; ++k) {
+    ids.push_back(lowering_.action_messages[static_cast<size_t>(a.first + k)]);
+    msgs.push_back(&lowering_.messages[static_cast<size_t>(ids.back())]);
+  }
+  if (msgs.empty()) return;
+  std::vector<InFlight*> owners;
   bool sends = false;
   double bytes = 0;
-  for (size_t k = 0; k < per_sub.size(); ++k)
-    for (size_t t = 0; t < per_sub[k].size(); ++t) {
-      const auto& op = per_sub[k][t];
-      ctx_.messages.push_back({op.peer, op.send, false, index, static_cast<int>(k), static_cast<int>(t)});
-      all.push_back(op);
-      sends = sends || op.send;
-      bytes += static_cast<double>(op.tensor.nbytes());
+  const int first = static_cast<int>(ctx_.messages.size());
+  std::vector<P2POp> ops = payload_ops(msgs, owners, sends, bytes);
+  const Step& top = *ctx_.schedule.programs[static_cast<size_t>(ctx_.rank)][static_cast<size_t>(a.step_index)];
+  const StepAt at = msgs.size() == 1 ? owners[0]->at : StepAt{top, a.step_index, -1, 0};
+  int handle = -1;
+  ctx_.timed(interval_of(at, sends ? Lane::Send : Lane::Recv, bytes, false, first, static_cast<int>(ops.size())),
+             [&] { handle = ctx_.transport.post(ops); });
+  for (int32_t id : ids) post_of_[id] = handle;
+  posts_[handle] = ids;
+}
+
+void Runtime::run_wait(const Action& a) {
+  for (int k = 0; k < a.count; ++k) {
+    const int32_t id = lowering_.action_messages[static_cast<size_t>(a.first + k)];
+    auto p = post_of_.find(id);
+    if (p == post_of_.end()) throw std::logic_error("a wait on a message that was never posted");
+    auto h = posts_.find(p->second);
+    if (h == posts_.end()) continue;  // its post was waited already (a batch serves several consumers)
+    const std::vector<int32_t> done = std::move(h->second);
+    posts_.erase(h);
+    ctx_.transport.wait(p->second);
+    for (int32_t m : done) {
+      const int32_t key = key_of(lowering_.messages[static_cast<size_t>(m)]);
+      payload_done(in_flight_.at(key), key);
     }
-  // One slice for the whole group, on the send lane when it sends anything (as the simulator).
-  ctx_.timed(interval_of(StepAt{batch, index, -1, 0}, sends ? Lane::Send : Lane::Recv, bytes, false, first,
-                         static_cast<int>(all.size())),
-             [&] { ctx_.transport.group(all); });
-  // Received tensors were filled in place; `all` holds the same tensors as per_sub.
-  for (size_t k = 0; k < ats.size(); ++k) {
-    handler_table()[static_cast<size_t>(ats[k].step.op)].finish(ctx_, ats[k], per_sub[k]);
-    audit_after(ctx_.caches, ats[k].step, ats[k].cond);
   }
 }
 
-// ---- conformance with the comm model ---------------------------------------------------
-
-std::string compare_with_comm_model(const Schedule& s, int rank, const std::vector<LoggedMessage>& got,
-                                    const std::vector<LoggedCollective>& got_coll) {
-  CommModel m = build_comm_model(s, CheckOptions{});
-  std::vector<LoggedMessage> want;
-  for (const Action& a : m.actions[static_cast<size_t>(rank)]) {
-    if (a.kind != ActionKind::Phase && a.kind != ActionKind::Post) continue;
-    for (int k = 0; k < a.count; ++k) {
-      const Message& msg = m.messages[static_cast<size_t>(m.action_messages[static_cast<size_t>(a.first + k)])];
-      const Channel& ch = m.channels[static_cast<size_t>(msg.channel)];
-      want.push_back({msg.send ? ch.dst : ch.src, msg.send, msg.meta, msg.step_index, msg.sub, msg.tensor});
-    }
-  }
-  auto describe = [&](const LoggedMessage& x) {
-    const Slot& slot = s.programs[static_cast<size_t>(rank)][static_cast<size_t>(x.step_index)];
-    std::string lbl = slot ? short_label(x.sub >= 0 ? slot->sub_steps[static_cast<size_t>(x.sub)] : *slot) : "?";
-    return std::string(x.meta ? "meta " : "payload ") + (x.send ? "send to " : "recv from ") + "rank " +
-           std::to_string(x.peer) + " at step " + std::to_string(x.step_index) + " (" + lbl + ")";
+// A phase: its messages posted, blocking until all matched. A meta alone; a single payload;
+// or a batch's payloads as one group (NCCL group semantics, reference §3.3).
+void Runtime::run_phase(const Action& a) {
+  std::vector<const Message*> msgs;
+  for (int k = 0; k < a.count; ++k)
+    msgs.push_back(&lowering_.messages[static_cast<size_t>(lowering_.action_messages[static_cast<size_t>(a.first + k)])]);
+  if (msgs.empty()) return;
+  auto peer_of_msg = [&](const Message& m) {
+    const Channel& ch = lowering_.channels[static_cast<size_t>(m.channel)];
+    return m.send ? ch.dst : ch.src;
   };
-  for (size_t k = 0; k < std::max(want.size(), got.size()); ++k) {
-    if (k >= got.size()) return "message " + std::to_string(k) + ": the comm model expects " + describe(want[k]) + ", the executor sent nothing more";
-    if (k >= want.size()) return "message " + std::to_string(k) + ": the executor did " + describe(got[k]) + ", which the comm model does not have";
-    const auto &a = got[k], &b = want[k];
-    if (a.peer != b.peer || a.send != b.send || a.meta != b.meta || a.step_index != b.step_index || a.sub != b.sub ||
-        a.tensor != b.tensor)
-      return "message " + std::to_string(k) + ": the executor did " + describe(a) + ", the comm model expects " + describe(b);
+  if (msgs.size() == 1 && msgs[0]->meta) {
+    const Message& m = *msgs[0];
+    InFlight& f = in_flight(m);
+    if (m.send) {
+      ctx_.send_meta(f.at, peer_of_msg(m), meta_of(f.ops.at(static_cast<size_t>(m.tensor)).tensor), m.tensor);
+    } else {
+      if (static_cast<int>(f.metas.size()) <= m.tensor) f.metas.resize(static_cast<size_t>(m.tensor) + 1);
+      f.metas[static_cast<size_t>(m.tensor)] = ctx_.recv_meta_from(f.at, peer_of_msg(m), m.tensor);
+    }
+    return;
   }
-  const auto& calls = m.calls_by_rank[static_cast<size_t>(rank)];
-  if (calls.size() != got_coll.size())
-    return "the executor ran " + std::to_string(got_coll.size()) + " collectives, the comm model " + std::to_string(calls.size());
-  for (size_t k = 0; k < calls.size(); ++k) {
-    const auto& call = m.collective_calls[static_cast<size_t>(calls[k])];
-    const auto& members = m.groups[static_cast<size_t>(call.group)].members;
-    std::vector<int> want_members(members.begin(), members.end());
-    if (call.op != got_coll[k].op || want_members != got_coll[k].members || call.step_index != got_coll[k].step_index)
-      return "collective " + std::to_string(k) + " (" + std::string(op_name(got_coll[k].op)) + " at step " +
-             std::to_string(got_coll[k].step_index) + ") differs from the comm model's " + std::string(op_name(call.op)) +
-             " at step " + std::to_string(call.step_index);
+  std::vector<InFlight*> owners;
+  bool sends = false;
+  double bytes = 0;
+  const int first = static_cast<int>(ctx_.messages.size());
+  std::vector<P2POp> ops = payload_ops(msgs, owners, sends, bytes);
+  if (msgs.size() == 1 && msgs[0]->batch < 0) {
+    P2POp& op = ops[0];
+    ctx_.timed(interval_of(owners[0]->at, op.send ? Lane::Send : Lane::Recv, bytes, false, first, 1), [&] {
+      if (op.send)
+        ctx_.transport.send(op.tensor, op.peer);
+      else
+        ctx_.transport.recv(op.tensor, op.peer);
+    });
+  } else {
+    // One slice for the whole group, on the send lane when it sends anything (as the simulator).
+    const Step& batch = *ctx_.schedule.programs[static_cast<size_t>(ctx_.rank)][static_cast<size_t>(a.step_index)];
+    ctx_.timed(interval_of(StepAt{batch, a.step_index, -1, 0}, sends ? Lane::Send : Lane::Recv, bytes, false, first,
+                           static_cast<int>(ops.size())),
+               [&] { ctx_.transport.group(ops); });
   }
-  return "";
+  // Received tensors were filled in place (ops holds the handlers' tensors).
+  for (size_t k = 0; k < msgs.size(); ++k) payload_done(*owners[k], key_of(*msgs[k]));
 }
 
 }  // namespace ppsched::exec

@@ -1,8 +1,9 @@
-// The executor of one rank: runs the rank's program step by step, dispatching every step
-// through a table indexed by Op (handlers_*.cpp register one handler per step type), keeping
-// the per-micro caches of the step table, and exchanging exactly the messages and
-// collectives the comm model (checkers/comm_model.cpp, default CheckOptions) lowers the
-// program to: blocking P2P at its step, metas where Meta:: says, batches as one group.
+// The executor of one rank: an interpreter of the rank's lowered actions (lowering/
+// comm_model.hpp, under the run's mode), like the simulator. A local or collective action calls
+// its step type's handler (handlers_*.cpp register one per step type, indexed by Op), which
+// only computes and reads/writes the step table's caches; a phase's messages go to the
+// transport exactly as the lowering lists them: metas where it puts them, a single payload
+// blocking at its step, a batch's payloads as one group.
 #pragma once
 
 #include <array>
@@ -21,6 +22,7 @@
 #include "exec/models.hpp"
 #include "exec/step_clock.hpp"
 #include "exec/transport.hpp"
+#include "lowering/comm_model.hpp"
 #include "model/schedule.hpp"
 
 namespace ppsched::exec {
@@ -55,12 +57,17 @@ struct Progress {
 
 struct RunContext;
 
+// Per tensor of a P2P step: the meta the lowering delivered before its payload (none where it
+// sends none: BWD P2P, a body FWD receive after its stage's first).
+using ArrivedMetas = std::vector<std::optional<TensorMeta>>;
+
 struct Handler {
   // Compute, local and collective steps.
   void (*run)(RunContext&, const StepAt&) = nullptr;
-  // P2P steps: `begin` takes what the step sends out of its cache and exchanges the blocking
-  // meta messages, returning the payload operations; `finish` stores what arrived.
-  std::vector<P2POp> (*begin)(RunContext&, const StepAt&) = nullptr;
+  // P2P steps: `begin` takes what a send ships out of its cache, or sizes a receive's buffers
+  // (from `metas`, or what earlier metas told), returning one payload operation per tensor;
+  // `finish` stores what arrived. Neither communicates: the runtime does, per the lowering.
+  std::vector<P2POp> (*begin)(RunContext&, const StepAt&, const ArrivedMetas& metas) = nullptr;
   void (*finish)(RunContext&, const StepAt&, std::vector<P2POp>&) = nullptr;
 };
 using HandlerTable = std::array<Handler, kOpCount>;
@@ -92,7 +99,6 @@ struct RunContext {
   CacheStore caches;
   MPipeState mpipe;
   std::vector<at::Tensor> tied_snapshot;       // tied-parameter grads at the start of the run
-  std::set<std::pair<int, int>> meta_done;     // (op, stage): body FWD metas already exchanged
   std::map<int, TensorMeta> recv_meta;         // stage -> meta received by its first FWD_RECV
   std::map<int, TensorMeta> fwd_output_meta;   // stage -> its output meta (reserves BWD_RECV buffers)
   int iteration = 0;
@@ -108,8 +114,6 @@ struct RunContext {
   int peer(const StepAt& at) const { return peer_of(schedule, rank, at.step); }
   void send_meta(const StepAt& at, int peer, const TensorMeta& m, int tensor);
   TensorMeta recv_meta_from(const StepAt& at, int peer, int tensor);
-  // Whether a body FWD P2P step exchanges its meta now (once per stage object and direction).
-  bool first_meta(const StepAt& at) { return meta_done.insert({static_cast<int>(at.step.op), at.step.stage}).second; }
   void collective(const StepAt& at, const std::vector<int>& members);  // logs one collective call
   // Runs f, timing it as `iv` when this iteration is traced.
   template <class F>
@@ -158,13 +162,15 @@ struct StepFailure : std::runtime_error {
   int peer;   // the step's peer rank, -1 when it has none
 };
 
-// Runs `rank`'s program one iteration at a time. Any error drops every cache entry
+// The meta a receive's tensor `t` arrived with; throws when the lowering delivered none.
+const TensorMeta& arrived_meta(const RunContext& c, const StepAt& at, const ArrivedMetas& metas, int t);
+
+// Runs `rank`'s lowered actions one iteration at a time. Any error drops every cache entry
 // (hyper-parallel's abort()) and surfaces as a StepFailure (located) or a PeerFailure.
 class Runtime {
  public:
-  Runtime(RunContext& ctx, Progress& progress, std::function<void()> poll_peers,
-          std::optional<FaultInjection> fault)
-      : ctx_(ctx), progress_(progress), poll_peers_(std::move(poll_peers)), fault_(fault) {}
+  Runtime(RunContext& ctx, const CheckOptions& mode, Progress& progress, std::function<void()> poll_peers,
+          std::optional<FaultInjection> fault);
   void run_iteration(int iteration);
   // reset(): refuses to start while an entry is left over (names the caches and micros).
   void reset();
@@ -172,21 +178,39 @@ class Runtime {
   void abort() noexcept;
 
  private:
-  void dispatch(const Step& step, int index, int sub);
-  void run_batch(const Step& batch, int index);
+  // A P2P (sub-)step between its first and its last message: its payloads and metas.
+  struct InFlight {
+    StepAt at;
+    const Handler* handler;
+    std::vector<P2POp> ops;  // begun: sends at the first message, receives at the first payload
+    ArrivedMetas metas;
+    int payloads_left;
+  };
+  void run_step(const Step& step, int index, int sub);  // a local or collective (sub-)step
+  void run_phase(const Action& a);
+  // Post: the payloads start (one transport post); Wait: their posts complete, then the steps
+  // they finish store what arrived (--overlap-p2p, --mpipe-batched-recv).
+  std::vector<P2POp> payload_ops(const std::vector<const Message*>& msgs, std::vector<InFlight*>& owners, bool& sends,
+                                 double& bytes);
+  void run_post(const Action& a);
+  void run_wait(const Action& a);
+  InFlight& in_flight(const Message& msg);
+  void begin_payloads(InFlight& f);
+  void payload_done(InFlight& f, int32_t key);
   void inject_fault(int index);
   void corrupt_after(int index);
   int peer_at(int index) const;
 
   RunContext& ctx_;
+  CommModel lowering_;               // the schedule under the run's mode; this rank's actions
+  std::vector<int32_t> payload_count_;  // per (step index, sub + 1) of this rank: payload messages
+  std::map<int32_t, InFlight> in_flight_;  // keyed like payload_count_
+  std::map<int32_t, int> post_of_;           // posted message id -> transport handle (this run)
+  std::map<int, std::vector<int32_t>> posts_;  // handle -> its message ids, until waited
   Progress& progress_;
   std::function<void()> poll_peers_;  // throws when another rank reported a failure
   std::optional<FaultInjection> fault_;
 };
 
-// Compares this rank's logged traffic and collectives of one run with the comm model's
-// lowering (default CheckOptions); returns "" when they agree, else the first difference.
-std::string compare_with_comm_model(const Schedule& s, int rank, const std::vector<LoggedMessage>& messages,
-                                    const std::vector<LoggedCollective>& collectives);
 
 }  // namespace ppsched::exec

@@ -1,5 +1,6 @@
-// One process's whole run, behind a torch-free interface so the command line (main.cpp)
-// compiles without libtorch headers.
+// One process's whole run, behind a torch-free interface so the command line
+// (tools/exec_main.cpp) compiles without libtorch headers. The run never prints its results
+// nor picks an exit code: it returns them (exec/outcome.hpp).
 #pragma once
 
 #include <exception>
@@ -7,15 +8,20 @@
 
 #include "exec/config.hpp"
 #include "exec/model_layout.hpp"
+#include "exec/outcome.hpp"
 #include "model/schedule.hpp"
 
 namespace ppsched::exec {
 
-// Connects to the other ranks, runs the iterations, reports (rank 0), returns the exit code:
-// 0 ok, 1 a run failed (a step, a peer, the parity check), 2 a refusal that needs the
-// libtorch build to notice (--transport nccl without CUDA, ranks started with different
-// arguments).
-int run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout);
+// Connects to the other ranks, runs the iterations and gathers the results on rank 0. A
+// refusal that needs the libtorch build to notice (--transport nccl without CUDA, ranks
+// started with different arguments) is Refused, before any rank talked to another.
+ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout);
+
+// The process prints one final error: the watchdog thread prints its own when it ends a hung
+// or orphaned process; the command line prints a Failed outcome's message only when this
+// returns true (no final error was printed yet).
+bool claim_final_error();
 
 // Whether the executor has a handler for `op` (the dispatch table, runtime.cpp).
 bool executor_has_handler(Op op);

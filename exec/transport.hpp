@@ -2,7 +2,7 @@
 // ProcessGroupGloo) and NCCL (CUDA tensors, the NCCL API directly). Both are bootstrapped
 // through the same TCPStore and give every blocking operation the run's timeout.
 //
-// Semantics the comm model (checkers/comm_model.hpp) assumes and these keep:
+// Semantics the comm model (lowering/comm_model.hpp) assumes and these keep:
 //  - send/recv block until the message is delivered (rendezvous: the partner must be posted);
 //  - per ordered rank pair, messages are matched in FIFO order (one tag, one channel);
 //  - group() posts every operation before waiting for any, so the group completes when all of
@@ -43,6 +43,15 @@ class Transport {
   virtual void send(const at::Tensor& t, int peer) = 0;
   virtual void recv(at::Tensor& t, int peer) = 0;
   virtual void group(std::vector<P2POp>& ops) = 0;
+
+  // Non-blocking P2P, for the lowering's Post and Wait actions (--overlap-p2p,
+  // --mpipe-batched-recv): post() starts every operation of `ops` (one group) and returns a
+  // handle; wait() blocks until all of them completed. A received tensor is filled in place by
+  // then. A transport without them says so in non_blocking(), and the run refuses those modes
+  // on every rank before any communication.
+  virtual bool non_blocking() const { return false; }
+  virtual int post(std::vector<P2POp>&) { throw std::logic_error(name() + " has no non-blocking P2P"); }
+  virtual void wait(int) { throw std::logic_error(name() + " has no non-blocking P2P"); }
 
   // Collectives over `members` (ascending world ranks; empty = every rank). A group other than
   // the world must be prepared first, by its members, in the same order on each of them

@@ -45,6 +45,30 @@ class GlooTransport final : public Transport {
     for (auto& w : works) wait_tracked(w);
   }
 
+  bool non_blocking() const override { return true; }
+  int post(std::vector<P2POp>& ops) override {
+    Posted p;
+    for (auto& op : ops) {
+      if (op.send) {
+        p.keep.push_back(op.tensor.contiguous());  // must outlive the send
+        p.works.push_back(world_.send(p.keep.back(), op.peer, kTag));
+      } else {
+        p.works.push_back(world_.recv(op.tensor, op.peer, kTag));
+      }
+      track(p.works.back());
+    }
+    const int h = next_handle_++;
+    posted_.emplace(h, std::move(p));
+    return h;
+  }
+  void wait(int handle) override {
+    auto it = posted_.find(handle);
+    if (it == posted_.end()) throw std::logic_error("gloo: wait on an unknown or completed post");
+    Posted p = std::move(it->second);
+    posted_.erase(it);
+    for (auto& w : p.works) wait_tracked(w);
+  }
+
   void prepare_group(const std::vector<int>& members) override {
     if (members.empty() || static_cast<int>(members.size()) == setup_.world_size) return;
     if (groups_.count(members)) return;
@@ -144,6 +168,13 @@ class GlooTransport final : public Transport {
     track(w);
     wait_tracked(w);
   }
+
+  struct Posted {
+    std::vector<compat::WorkPtr> works;
+    std::vector<at::Tensor> keep;
+  };
+  std::map<int, Posted> posted_;  // post() handles not waited yet
+  int next_handle_ = 0;
 
   TransportSetup setup_;
   compat::GlooGroup world_;

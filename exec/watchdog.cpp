@@ -22,13 +22,7 @@ std::atomic<bool> g_printed{false};
 
 }  // namespace
 
-bool Watchdog::print_final(const std::string& t) {
-  if (g_printed.exchange(true)) return false;
-  std::fprintf(stderr, "error: %s\n", t.c_str());
-  std::fflush(stderr);
-  note_error_line("error: " + t);  // for the launcher's error file (exec/error_file.hpp)
-  return true;
-}
+bool Watchdog::claim_final() { return !g_printed.exchange(true); }
 
 Watchdog::Watchdog(compat::StorePtr store, int rank, int world_size, const Schedule& schedule, Progress& progress,
                    std::chrono::milliseconds heartbeat_timeout, std::function<void()> abort_transport)
@@ -124,7 +118,7 @@ std::string Watchdog::wait_chain(int peer) const {
     int next = -1;
     if (s.step >= 0 && s.step < static_cast<int>(prog.size()) && prog[static_cast<size_t>(s.step)]) {
       const Step& st = *prog[static_cast<size_t>(s.step)];
-      const Step& leaf = st.op == Op::BATCH_SEND_RECV && !st.sub_steps.empty() ? st.sub_steps.front() : st;
+      const Step& leaf = is_batch(st.op) && !st.sub_steps.empty() ? st.sub_steps.front() : st;
       if (is_p2p(leaf.op)) next = peer_of(schedule_, r, leaf);
     }
     visited[static_cast<size_t>(r)] = true;
@@ -228,8 +222,15 @@ void Watchdog::loop() {
   for (int k = 0; k < 60 && !stop_; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   if (stop_) return;
   std::string report = *fault();
-  print_final("stopping: " + report + "; this rank was at " +
-              describe_progress(progress_.iteration.load(), progress_.step.load(), rank_));
+  // This thread ends the process (the main thread may be stuck in a collective): the one
+  // place the library prints, so that the launcher's log says why the rank stopped.
+  if (claim_final()) {
+    const std::string line = "stopping: " + report + "; this rank was at " +
+                             describe_progress(progress_.iteration.load(), progress_.step.load(), rank_);
+    std::fprintf(stderr, "error: %s\n", line.c_str());
+    std::fflush(stderr);
+    note_error_line("error: " + line);  // for the launcher's error file (exec/error_file.hpp)
+  }
   try {
     store_->add("left", 1);  // rank 0 lingers until every rank has left or the grace ran out
   } catch (...) {

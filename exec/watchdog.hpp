@@ -62,8 +62,8 @@ class Watchdog {
   // "iteration 0, step 7 (F3s1)" for `rank` at (iteration, step).
   std::string describe_progress(int iteration, int step, int rank) const;
 
-  // Prints `text` as this process's final error unless one was printed already.
-  static bool print_final(const std::string& text);
+  // Claims the process's one final error line: true for the first caller only.
+  static bool claim_final();
 
  private:
   void loop();

@@ -91,9 +91,10 @@ class Scan {
         fail(rank, index, short_label(st) + " appears twice (also on rank " + std::to_string(slot.rank) + ")");
       slot = {rank, unit};
     };
-    if (st.op == Op::FWD) put(Produces::Forward);
-    if (st.op == Op::BWD || st.op == Op::BWD_INPUT) put(Produces::BackwardInput);
-    if (st.op == Op::BWD_INPUT) put(Produces::InputHalf);
+    const ComputeKind k = info(st.op).compute;
+    if (k == ComputeKind::Forward) put(Produces::Forward);
+    if (is_backward_input_side(st.op)) put(Produces::BackwardInput);
+    if (k == ComputeKind::BackwardInput) put(Produces::InputHalf);
   }
 
   void collect_units() {
@@ -108,7 +109,7 @@ class Scan {
           continue;
         }
         const Step& st = *slot;
-        if (is_p2p(st.op) || st.op == Op::BATCH_SEND_RECV)
+        if (is_p2p(st.op) || is_batch(st.op))
           fail(r, i, "P2P insertion needs a compute-only order, found " + short_label(st));
         if (is_composite(st.op)) {
           for (size_t k = 0; k < st.sub_steps.size(); ++k) {
@@ -140,16 +141,16 @@ class Scan {
       }
       fn(ref);
     };
-    switch (st.op) {
-      case Op::FWD:
+    switch (info(st.op).compute) {
+      case ComputeKind::Forward:
         if (st.stage > 0) need(Produces::Forward, st.stage - 1, st.micro, "FWD");
         break;
-      case Op::BWD:
-      case Op::BWD_INPUT:
+      case ComputeKind::Backward:
+      case ComputeKind::BackwardInput:
         need(Produces::Forward, st.stage, st.micro, "FWD");
         if (st.stage + 1 < s_.stages) need(Produces::BackwardInput, st.stage + 1, st.micro, "backward");
         break;
-      case Op::BWD_WEIGHT:
+      case ComputeKind::BackwardWeight:
         need(Produces::InputHalf, st.stage, st.micro, "BWD_INPUT");
         break;
       default:
@@ -323,15 +324,10 @@ class Scan {
         if (!u.sub) continue;
         if (!pad && u.sub_pos == 0) sizes[r]++;
         if (pad && u.sub_pos > 0) sizes[r]--;  // a composite's later columns emit nothing
-        const Step& st = *u.sub;
-        if (st.op == Op::FWD && st.stage + 1 < s_.stages && s_.rank_of(st.stage + 1) != static_cast<int>(r)) {
+        const int to = hand_over_rank(*u.sub, static_cast<int>(r));
+        if (to >= 0) {
           sizes[r]++;
-          sizes[static_cast<size_t>(s_.rank_of(st.stage + 1))]++;
-        }
-        if ((st.op == Op::BWD || st.op == Op::BWD_INPUT) && st.stage > 0 &&
-            s_.rank_of(st.stage - 1) != static_cast<int>(r)) {
-          sizes[r]++;
-          sizes[static_cast<size_t>(s_.rank_of(st.stage - 1))]++;
+          sizes[static_cast<size_t>(to)]++;
         }
       }
     }
@@ -372,23 +368,29 @@ class Scan {
           if (!u->sub) continue;
           const size_t r = static_cast<size_t>(u->rank);
           const Step& st = *u->sub;
-          if (st.op == Op::FWD && st.stage + 1 < s_.stages && s_.rank_of(st.stage + 1) != u->rank) {
-            const size_t to = static_cast<size_t>(s_.rank_of(st.stage + 1));
-            out.programs[r].push_back(make_step(Op::FWD_SEND, st.micro, st.stage));
-            pad_to(to, t);
-            out.programs[to].push_back(make_step(Op::FWD_RECV, st.micro, st.stage + 1));
-          }
-          if ((st.op == Op::BWD || st.op == Op::BWD_INPUT) && st.stage > 0 && s_.rank_of(st.stage - 1) != u->rank) {
-            const size_t to = static_cast<size_t>(s_.rank_of(st.stage - 1));
-            out.programs[r].push_back(make_step(Op::BWD_SEND, st.micro, st.stage));
-            pad_to(to, t);
-            out.programs[to].push_back(make_step(Op::BWD_RECV, st.micro, st.stage - 1));
-          }
+          const int to = hand_over_rank(st, u->rank);
+          if (to < 0) continue;
+          const Op send = *info(st.op).hands_over;
+          const auto& send_info = info(send);
+          out.programs[r].push_back(make_step(send, st.micro, st.stage));
+          pad_to(static_cast<size_t>(to), t);
+          out.programs[static_cast<size_t>(to)].push_back(
+              make_step(send_info.partner, st.micro, st.stage + send_info.partner_stage_delta));
         }
       }
     }
     for (size_t r = 0; r < ranks; ++r) pad_to(r, last[r]);
     return out;
+  }
+
+  // The rank a compute step's output is sent to (its step type's hands_over send, to the stage
+  // partner_stage_delta away), or -1 when it has none or that stage lives on rank `r` itself.
+  int hand_over_rank(const Step& st, int r) const {
+    const std::optional<Op> send = info(st.op).hands_over;
+    if (!send) return -1;
+    const int to = st.stage + info(*send).partner_stage_delta;
+    if (to < 0 || to >= s_.stages || s_.rank_of(to) == r) return -1;
+    return s_.rank_of(to);
   }
 
   // One producer per (stage, micro) and kind; keyed like key().
@@ -432,7 +434,7 @@ Schedule strip_p2p(const Schedule& s) {
     Program kept;
     kept.reserve(prog.size());
     for (auto& slot : prog) {
-      if (!slot || is_p2p(slot->op) || slot->op == Op::BATCH_SEND_RECV) continue;
+      if (!slot || is_p2p(slot->op) || is_batch(slot->op)) continue;
       kept.push_back(std::move(slot));
     }
     prog = std::move(kept);

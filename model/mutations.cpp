@@ -22,8 +22,7 @@ size_t pick(size_t n, int x) { return static_cast<size_t>(x < 0 ? -static_cast<l
 bool consumes(const Step& compute, const Step& recv) {
   auto matches = [&](const Step& c) {
     if (c.micro != recv.micro || c.stage != recv.stage) return false;
-    if (recv.op == Op::FWD_RECV) return c.op == Op::FWD;
-    return c.op == Op::BWD || c.op == Op::BWD_INPUT;
+    return info(c.op).input_recv == recv.op;
   };
   if (is_composite(compute.op)) return std::any_of(compute.sub_steps.begin(), compute.sub_steps.end(), matches);
   return matches(compute);
@@ -54,22 +53,27 @@ MutationOutcome apply_mutation(Schedule& s, const Mutation& m) {
   Program& p = s.programs[static_cast<size_t>(r)];
   const std::string at = "rank " + std::to_string(r) + ": ";
   auto any = [](const Step&) { return true; };
+  const Program before = p;
+  const bool annotates = m.kind == MutationKind::ChangePayloadShape;
+  out.rank = r;
   switch (m.kind) {
     case MutationKind::SwapAdjacent: {
       auto steps = where(p, any);
       if (steps.size() < 2) return out;
       size_t k = pick(steps.size() - 1, m.position);
+      out.touched = {*p[steps[k]], *p[steps[k + 1]]};
       std::swap(p[steps[k]], p[steps[k + 1]]);
       out.description = at + "swapped " + label(p[steps[k + 1]]) + " and " + label(p[steps[k]]);
       break;
     }
     case MutationKind::RecvAfterConsumer: {
-      auto recvs = where(p, [](const Step& st) { return st.op == Op::FWD_RECV || st.op == Op::BWD_RECV; });
+      auto recvs = where(p, [](const Step& st) { return is_recv(st.op) && is_body_p2p(st.op); });
       if (recvs.empty()) return out;
       size_t i = recvs[pick(recvs.size(), m.position)];
       size_t j = i + 1;
       while (j < p.size() && !(p[j] && consumes(*p[j], *p[i]))) ++j;
       if (j >= p.size()) return out;
+      out.touched = {*p[i], *p[j]};
       Slot moved = p[i];
       p.erase(p.begin() + static_cast<long>(i));
       p.insert(p.begin() + static_cast<long>(j), moved);  // j shifted by one: lands right after the consumer
@@ -87,6 +91,7 @@ MutationOutcome apply_mutation(Schedule& s, const Mutation& m) {
       }
       if (choices.empty()) return out;
       auto [send, recv] = choices[pick(choices.size(), m.position)];
+      out.touched = {*p[send], *p[recv]};
       std::swap(p[send], p[recv]);
       out.description = at + "hoisted " + label(p[send]) + " above " + label(p[recv]);
       break;
@@ -96,6 +101,7 @@ MutationOutcome apply_mutation(Schedule& s, const Mutation& m) {
       if (steps.empty()) return out;
       size_t i = steps[pick(steps.size(), m.position)];
       out.description = at + "dropped " + label(p[i]) + " (step " + std::to_string(i) + ")";
+      out.touched = {*p[i]};
       p.erase(p.begin() + static_cast<long>(i));
       break;
     }
@@ -103,6 +109,7 @@ MutationOutcome apply_mutation(Schedule& s, const Mutation& m) {
       auto steps = where(p, any);
       if (steps.empty()) return out;
       size_t i = steps[pick(steps.size(), m.position)];
+      out.touched = {*p[i]};
       p.insert(p.begin() + static_cast<long>(i), p[i]);
       out.description = at + "duplicated " + label(p[i]) + " (step " + std::to_string(i) + ")";
       break;
@@ -125,15 +132,17 @@ MutationOutcome apply_mutation(Schedule& s, const Mutation& m) {
       }
       if (runs.empty()) return out;
       auto [b, e] = runs[pick(runs.size(), m.position)];
+      for (size_t k = b; k < e; ++k) out.touched.push_back(*p[k]);
       std::reverse(p.begin() + static_cast<long>(b), p.begin() + static_cast<long>(e));
       out.description = at + "reversed the transfer block at steps " + std::to_string(b) + ".." + std::to_string(e - 1);
       break;
     }
     case MutationKind::SplitBatch: {
-      auto batches = where(p, [](const Step& st) { return st.op == Op::BATCH_SEND_RECV; });
+      auto batches = where(p, [](const Step& st) { return is_batch(st.op); });
       if (batches.empty()) return out;
       size_t i = batches[pick(batches.size(), m.position)];
       std::vector<Step> subs = p[i]->sub_steps;
+      out.touched = {*p[i]};
       out.description = at + "split " + label(p[i]) + " into plain steps";
       p.erase(p.begin() + static_cast<long>(i));
       for (size_t k = 0; k < subs.size(); ++k) p.insert(p.begin() + static_cast<long>(i + k), subs[k]);
@@ -146,6 +155,7 @@ MutationOutcome apply_mutation(Schedule& s, const Mutation& m) {
       if (colls.empty()) return out;
       size_t i = colls[pick(colls.size(), m.position)];
       out.description = at + "removed " + label(p[i]) + " (step " + std::to_string(i) + ")";
+      out.touched = {*p[i]};
       p.erase(p.begin() + static_cast<long>(i));
       break;
     }
@@ -155,6 +165,7 @@ MutationOutcome apply_mutation(Schedule& s, const Mutation& m) {
       if (steps.empty()) return out;
       size_t i = steps[pick(steps.size(), m.position)];
       int old = p[i]->micro;
+      out.touched = {*p[i]};
       int delta = 1 + static_cast<int>(pick(static_cast<size_t>(s.micro_batches - 1), m.arg));
       p[i]->micro = (old + delta) % s.micro_batches;
       out.description = at + "changed the micro of step " + std::to_string(i) + " from " + std::to_string(old) + " to " +
@@ -175,12 +186,14 @@ MutationOutcome apply_mutation(Schedule& s, const Mutation& m) {
           for (auto& sub : slot->sub_steps) annotate(sub);
         }
       size_t i = transfers[pick(transfers.size(), m.position)];
+      out.touched = {*p[i]};
       p[i]->tensors = {{{1, 4096 + 1 + static_cast<int64_t>(pick(64, m.arg))}, "bf16"}};
       out.description = at + "changed the payload shape of " + label(p[i]) + " (step " + std::to_string(i) + ")";
       break;
     }
   }
-  out.applied = true;
+  // An edit that left the schedule as it was (two equal steps swapped) did nothing.
+  out.applied = annotates || !(p == before);
   return out;
 }
 

@@ -34,8 +34,12 @@ struct Mutation {
 };
 
 struct MutationOutcome {
-  bool applied = false;      // false: no valid target (the schedule is unchanged)
+  bool applied = false;      // false: no valid target, or the edit left the schedule as it was
   std::string description;   // "rank 1: moved FR3s1 after F3s1"
+  int rank = -1;             // the rank edited
+  // The steps the edit moved, dropped, duplicated, split or changed, as they were before it,
+  // in program order (a swap: both; a changed micro: the step before the change).
+  std::vector<Step> touched;
 };
 
 MutationOutcome apply_mutation(Schedule& s, const Mutation& m);

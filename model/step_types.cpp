@@ -47,7 +47,15 @@ StepTypeInfo row(Op op, std::string_view name, std::string_view short_name,
   i.payload = Payload::None;
   i.meta = Meta::None;
   i.collective = CollectiveScope::None;
+  i.collective_kind = CollectiveKind::None;
+  i.collective_bytes = CollectiveBytes::None;
   i.compute = ComputeKind::None;
+  i.composite = CompositeKind::None;
+  i.forward_first = false;
+  i.hands_over = std::nullopt;
+  i.input_recv = std::nullopt;
+  i.posting = Posting::Blocking;
+  i.mpipe = false;
   i.summary = summary;
   return i;
 }
@@ -77,6 +85,8 @@ std::array<StepTypeInfo, kOpCount> make_table() {
   auto& fwd = add(row(Op::FWD, "FWD", "F", "F", K::Compute, F::Required, F::Required,
                       "forward of one micro-batch through one stage"));
   fwd.compute = ComputeKind::Forward;
+  fwd.hands_over = Op::FWD_SEND;
+  fwd.input_recv = Op::FWD_RECV;
   fwd.effects = {{C::fwd_recv_buffer, E::Consume, PrevStageRemote},
                  {C::fwd_outputs_cache, E::Consume, PrevStageLocal, -1},
                  {C::data_batch, E::Consume, FirstStage | MPipe},
@@ -95,11 +105,15 @@ std::array<StepTypeInfo, kOpCount> make_table() {
   auto& bwd = add(row(Op::BWD, "BWD", "B", "B", K::Compute, F::Required, F::Required,
                       "full backward (input and weight gradients) of one micro-batch"));
   bwd.compute = ComputeKind::Backward;
+  bwd.hands_over = Op::BWD_SEND;
+  bwd.input_recv = Op::BWD_RECV;
   bwd.effects = backward_inputs;
 
   auto& bwd_in = add(row(Op::BWD_INPUT, "BWD_INPUT", "Bi", "I", K::Compute, F::Required, F::Required,
                          "input-gradient half of a split backward; keeps state for BWD_WEIGHT"));
   bwd_in.compute = ComputeKind::BackwardInput;
+  bwd_in.hands_over = Op::BWD_SEND;
+  bwd_in.input_recv = Op::BWD_RECV;
   bwd_in.effects = backward_inputs;
   bwd_in.effects.push_back({C::dw_cache, E::Produce});
 
@@ -108,34 +122,42 @@ std::array<StepTypeInfo, kOpCount> make_table() {
   bwd_w.compute = ComputeKind::BackwardWeight;
   bwd_w.effects = {{C::dw_cache, E::Consume}};
 
-  add(row(Op::OVERLAP_F_B, "OVERLAP_F_B", "FB", "OVERLAP_F_B", K::Composite, F::None, F::None,
-          "a forward and a backward run together (sub_steps: forward, backward)"));
-  add(row(Op::OVERLAP_B_F, "OVERLAP_B_F", "BF", "OVERLAP_B_F", K::Composite, F::None, F::None,
-          "a backward and a forward run together (sub_steps: backward, forward)"));
+  auto& ofb = add(row(Op::OVERLAP_F_B, "OVERLAP_F_B", "FB", "OVERLAP_F_B", K::Composite, F::None, F::None,
+                      "a forward and a backward run together (sub_steps: forward, backward)"));
+  ofb.composite = CompositeKind::Overlap;
+  ofb.forward_first = true;
+  auto& obf = add(row(Op::OVERLAP_B_F, "OVERLAP_B_F", "BF", "OVERLAP_B_F", K::Composite, F::None, F::None,
+                      "a backward and a forward run together (sub_steps: backward, forward)"));
+  obf.composite = CompositeKind::Overlap;
 
   // ---- body P2P --------------------------------------------------------------------------
   auto& fs = add(row(Op::FWD_SEND, "FWD_SEND", "FS", "SEND_F", K::P2PSend, F::Required, F::Required,
                      "send a stage's output to the next stage"));
   p2p(fs, PeerRule::NextStage, Op::FWD_RECV, +1, Payload::Activation, Meta::FirstPerStage);
+  fs.posting = Posting::OverlapP2P;
   fs.effects = {{C::fwd_outputs_cache, E::Consume}};
 
   auto& fr = add(row(Op::FWD_RECV, "FWD_RECV", "FR", "RECV_F", K::P2PRecv, F::Required, F::Required,
                      "receive a stage's input from the previous stage"));
   p2p(fr, PeerRule::PrevStage, Op::FWD_SEND, -1, Payload::Activation, Meta::FirstPerStage);
+  fr.posting = Posting::OverlapP2P;
   fr.effects = {{C::fwd_recv_buffer, E::Produce}};
 
   auto& bs = add(row(Op::BWD_SEND, "BWD_SEND", "BS", "SEND_B", K::P2PSend, F::Required, F::Required,
                      "send input gradients to the previous stage"));
   p2p(bs, PeerRule::PrevStage, Op::BWD_RECV, -1, Payload::Gradient, Meta::None);
+  bs.posting = Posting::OverlapP2P;
   bs.effects = {{C::bwd_cache, E::Consume}};
 
   auto& br = add(row(Op::BWD_RECV, "BWD_RECV", "BR", "RECV_B", K::P2PRecv, F::Required, F::Required,
                      "receive output gradients from the next stage"));
   p2p(br, PeerRule::NextStage, Op::BWD_SEND, +1, Payload::Gradient, Meta::None);
+  br.posting = Posting::OverlapP2P;
   br.effects = {{C::bwd_recv_buffer, E::Produce}};
 
-  add(row(Op::BATCH_SEND_RECV, "BATCH_SEND_RECV", "BATCH", "BATCH_SEND_RECV", K::Composite, F::None,
-          F::None, "P2P sub-steps issued as one group (batch_isend_irecv / ncclGroupStart..End)"));
+  auto& batch = add(row(Op::BATCH_SEND_RECV, "BATCH_SEND_RECV", "BATCH", "BATCH_SEND_RECV", K::Composite, F::None,
+                        F::None, "P2P sub-steps issued as one group (batch_isend_irecv / ncclGroupStart..End)"));
+  batch.composite = CompositeKind::Batch;
 
   // ---- data ------------------------------------------------------------------------------
   auto& dl = add(row(Op::DATA_LOAD, "DATA_LOAD", "DL", "DATA_LOAD", K::Local, F::Required, F::Optional,
@@ -152,19 +174,23 @@ std::array<StepTypeInfo, kOpCount> make_table() {
   dr.effects = {{C::data_batch, E::Produce, Prefix | MPipe}};
 
   // ---- FSDP / DP -------------------------------------------------------------------------
-  auto dp = [&](Op op, std::string_view name, std::string_view short_name, std::string_view token,
+  // Data-parallel collectives: priced as compute (ComputeKind::Fsdp), no pipeline rank waits.
+  auto dp = [&](Op op, std::string_view name, std::string_view short_name, std::string_view token, CollectiveKind kind,
                 std::string_view summary) {
     auto& i = add(row(op, name, short_name, token, K::Collective, F::None, F::Required, summary));
     i.collective = CollectiveScope::DataParallel;
+    i.collective_kind = kind;
     i.compute = ComputeKind::Fsdp;
   };
-  dp(Op::FSDP_UNSHARD, "FSDP_UNSHARD", "UNSH", "UNSHARD", "all-gather a stage's sharded parameters");
-  dp(Op::FSDP_RESHARD, "FSDP_RESHARD", "RESH", "RESHARD", "free a stage's gathered parameters");
-  dp(Op::FSDP_REDUCE_GRAD, "FSDP_REDUCE_GRAD", "RG", "REDUCE_GRAD",
+  dp(Op::FSDP_UNSHARD, "FSDP_UNSHARD", "UNSH", "UNSHARD", CollectiveKind::AllGather, "all-gather a stage's sharded parameters");
+  dp(Op::FSDP_RESHARD, "FSDP_RESHARD", "RESH", "RESHARD", CollectiveKind::Release, "free a stage's gathered parameters");
+  dp(Op::FSDP_REDUCE_GRAD, "FSDP_REDUCE_GRAD", "RG", "REDUCE_GRAD", CollectiveKind::ReduceScatter,
      "reduce-scatter a stage's gradients after its last backward");
   auto& ar = add(row(Op::ALL_REDUCE, "ALL_REDUCE", "AR", "ALL_REDUCE", K::Collective, F::None, F::Optional,
                      "all-reduce of tied parameters' gradients over an explicit rank group"));
   ar.collective = CollectiveScope::ExplicitGroup;
+  ar.collective_kind = CollectiveKind::AllReduce;
+  ar.collective_bytes = CollectiveBytes::TiedParams;
 
   // ---- swap (lifecycle: LAUNCH_OFFLOAD < WAIT_OFFLOAD < LAUNCH_LOAD < WAIT_LOAD < backward) --
   auto swap = [&](Op op, std::string_view name, std::string_view short_name, Cache in, Cache out,
@@ -186,6 +212,8 @@ std::array<StepTypeInfo, kOpCount> make_table() {
   auto& bcast = add(row(Op::MPIPE_PARAM_BROADCAST, "MPIPE_PARAM_BROADCAST", "BCAST", "", K::Collective,
                         F::None, F::Optional, "broadcast the trainable tower parameters from rank 0"));
   bcast.collective = CollectiveScope::AllPipelineRanks;
+  bcast.collective_kind = CollectiveKind::Broadcast;
+  bcast.collective_bytes = CollectiveBytes::TowerParams;
   bcast.payload = Payload::None;
   bcast.runs_on = RunsOn::EveryRank;
 
@@ -203,18 +231,21 @@ std::array<StepTypeInfo, kOpCount> make_table() {
   auto& mfs = add(row(Op::MPIPE_FWD_SEND, "MPIPE_FWD_SEND", "MFS", "", K::P2PSend, F::Required, F::Optional,
                       "owner ships tower features to rank 0"));
   p2p(mfs, PeerRule::OwnerToRank0, Op::MPIPE_FWD_RECV, 0, Payload::Features, Meta::EveryStep);
+  mfs.posting = Posting::MPipeBatched;
   mfs.effects = {{C::outputs_for_stage0, E::Consume}};
   mfs.runs_on = RunsOn::Owner;
 
   auto& mfr = add(row(Op::MPIPE_FWD_RECV, "MPIPE_FWD_RECV", "MFR", "", K::P2PRecv, F::Required, F::Optional,
                       "rank 0 receives tower features from the owner"));
   p2p(mfr, PeerRule::Rank0ToOwner, Op::MPIPE_FWD_SEND, 0, Payload::Features, Meta::EveryStep);
+  mfr.posting = Posting::MPipeBatched;
   mfr.effects = {{C::tower_features, E::Produce}, {C::keep_grad, E::Produce, TowerTrainable}};
   mfr.runs_on = RunsOn::Rank0;
 
   auto& gs = add(row(Op::MPIPE_GRAPH_SEND, "MPIPE_GRAPH_SEND", "GS", "", K::P2PSend, F::Required,
                      F::Optional, "owner ships the tower input for rank 0's recompute"));
   p2p(gs, PeerRule::OwnerToRank0, Op::MPIPE_GRAPH_RECV, 0, Payload::TowerInputs, Meta::EveryStep);
+  gs.posting = Posting::MPipeBatched;
   gs.effects = {{C::inputs_for_explicit_forward, E::Consume}};
   gs.runs_on = RunsOn::Owner;
 
@@ -236,6 +267,7 @@ std::array<StepTypeInfo, kOpCount> make_table() {
                         F::Optional, "rank 0 ships feature gradients back to the owner (owner_backward)"));
   p2p(grads, PeerRule::Rank0ToOwner, Op::MPIPE_GRAD_RECV_WITH_BACKWARD, 0, Payload::FeatureGrads,
       Meta::EveryStep);
+  grads.posting = Posting::MPipeBatched;
   grads.effects = {{C::keep_grad, E::Consume}, {C::feature_grads, E::Consume}};
   grads.runs_on = RunsOn::Rank0;
 
@@ -251,6 +283,13 @@ std::array<StepTypeInfo, kOpCount> make_table() {
                           F::None, F::Optional, "SUM all-reduce of this run's tower-gradient delta"));
   greduce.collective = CollectiveScope::AllPipelineRanks;
   greduce.runs_on = RunsOn::EveryRank;
+  greduce.collective_kind = CollectiveKind::AllReduce;
+  greduce.collective_bytes = CollectiveBytes::TowerParams;
+
+  for (Op op : {Op::MPIPE_PARAM_BROADCAST, Op::MPIPE_TRANSPOSE_FWD, Op::MPIPE_FWD_SEND, Op::MPIPE_FWD_RECV,
+                Op::MPIPE_GRAPH_SEND, Op::MPIPE_GRAPH_RECV, Op::MPIPE_TRANSPOSE_BWD, Op::MPIPE_GRAD_SEND,
+                Op::MPIPE_GRAD_RECV_WITH_BACKWARD, Op::MPIPE_GRAD_REDUCE})
+    t[static_cast<size_t>(op)].mpipe = true;
 
   return t;
 }
@@ -296,7 +335,13 @@ std::optional<Op> op_from_torch_token(std::string_view token) {
 }
 
 bool is_body_compute(Op op) {
-  return op == Op::FWD || op == Op::BWD || op == Op::BWD_INPUT || op == Op::BWD_WEIGHT;
+  switch (info(op).compute) {
+    case ComputeKind::Forward:
+    case ComputeKind::Backward:
+    case ComputeKind::BackwardInput:
+    case ComputeKind::BackwardWeight: return true;
+    default: return false;
+  }
 }
 
 }  // namespace ppsched

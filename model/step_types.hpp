@@ -75,6 +75,35 @@ enum class ComputeKind : uint8_t {
   DataLoad, TowerGradBackward, Fsdp, Swap,
 };
 
+// How a composite runs its sub-steps.
+enum class CompositeKind : uint8_t {
+  None,
+  Batch,    // P2P sub-steps posted as one group (batch_isend_irecv / ncclGroupStart..End)
+  Overlap,  // a forward and a backward of different micro-batches run together (DualPipe)
+};
+
+// The runtime mode under which a P2P step does not block at its step (reference
+// hyper_parallel.md §3.2; PyTorch's _PipelineScheduleRuntime). In every other mode it blocks.
+enum class Posting : uint8_t {
+  Blocking,
+  // --overlap-p2p: a receive is posted at its step and waited by the compute step that takes
+  // it as input (input_recv); a send is posted at its step and waited at the end of the run.
+  OverlapP2P,
+  // --mpipe-batched-recv (HYPER_PARALLEL_MPIPE_RECV_BATCH=1): the first such receive posts
+  // every outstanding one in ascending micro order and waits them all at once; a send is
+  // posted at its step and waited at the end of the run.
+  MPipeBatched,
+};
+
+// What a collective does to its buffer (the simulator's formula, the executor's call).
+enum class CollectiveKind : uint8_t { None, Broadcast, AllReduce, AllGather, ReduceScatter, Release };
+// Which byte count of the cost model a collective moves.
+enum class CollectiveBytes : uint8_t {
+  None,
+  TiedParams,   // gradients of the tied parameters (cost model "tied_param_bytes")
+  TowerParams,  // the MPipe tower's trainable parameters ("tower_param_bytes")
+};
+
 // What a P2P message carries (the simulator prices it by this).
 enum class Payload : uint8_t { None, Activation, Gradient, Data, Features, TowerInputs, FeatureGrads };
 
@@ -157,7 +186,19 @@ struct StepTypeInfo {
   Payload payload;
   Meta meta;
   CollectiveScope collective;
+  CollectiveKind collective_kind;
+  CollectiveBytes collective_bytes;
   ComputeKind compute;
+  CompositeKind composite;  // Composite steps: how the sub-steps run
+  bool forward_first;       // Overlap: sub-step 0 is the forward (OVERLAP_F_B), else the backward
+  // Body compute: the send that hands this step's output to its neighbouring stage when that
+  // stage lives on another rank (P2P insertion adds it and its partner receive, reference §4) ...
+  std::optional<Op> hands_over;
+  // ... and the receive by which its input arrives from another rank (its consumer's wait
+  // under --overlap-p2p).
+  std::optional<Op> input_recv;
+  Posting posting;          // P2P: the mode under which it does not block at its step
+  bool mpipe;               // belongs to the MPipe layer: the schedule needs an "mpipe" object
   std::vector<CacheEffect> effects;
   std::string_view summary;
 };
@@ -184,11 +225,22 @@ inline bool is_send(Op op) { return info(op).kind == StepKind::P2PSend; }
 inline bool is_recv(Op op) { return info(op).kind == StepKind::P2PRecv; }
 inline bool is_composite(Op op) { return info(op).kind == StepKind::Composite; }
 inline bool is_compute(Op op) { return info(op).kind == StepKind::Compute; }
+inline bool is_batch(Op op) { return info(op).composite == CompositeKind::Batch; }
+inline bool is_overlap(Op op) { return info(op).composite == CompositeKind::Overlap; }
+inline bool is_forward(Op op) { return info(op).compute == ComputeKind::Forward; }
 // Whether a step's stage field places it (false: the MPipe owner rule does; the stage is a tag).
 inline bool stage_places(Op op) { return info(op).runs_on == RunsOn::StageRank; }
 // A compute step of the body: FWD, BWD, BWD_INPUT, BWD_WEIGHT (not the tower).
 bool is_body_compute(Op op);
 // A "full backward" contribution: BWD, or the BWD_INPUT half of a split backward.
-inline bool is_backward_input_side(Op op) { return op == Op::BWD || op == Op::BWD_INPUT; }
+inline bool is_backward_input_side(Op op) {
+  const ComputeKind k = info(op).compute;
+  return k == ComputeKind::Backward || k == ComputeKind::BackwardInput;
+}
+// A P2P step between neighbouring stages of the body (FWD/BWD send and receive).
+inline bool is_body_p2p(Op op) {
+  const PeerRule p = info(op).peer;
+  return is_p2p(op) && (p == PeerRule::NextStage || p == PeerRule::PrevStage);
+}
 
 }  // namespace ppsched

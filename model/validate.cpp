@@ -31,8 +31,6 @@ std::string range_text(int count, const char* what) {
 
 std::string entries(size_t n) { return std::to_string(n) + (n == 1 ? " entry" : " entries"); }
 
-bool is_mpipe_op(Op op) { return op_name(op).substr(0, 6) == "MPIPE_"; }
-
 class Validator {
  public:
   Validator(const Schedule& s, const std::string& file) : s_(s), file_(file) {}
@@ -164,14 +162,14 @@ class Validator {
 
     check_group(st, r, i, sub);
     check_tensors(st, r, i, sub);
-    if (is_mpipe_op(st.op) && !s_.mpipe)
+    if (info(st.op).mpipe && !s_.mpipe)
       fail(r, i, sub, ".op", std::string(name) + " is an MPipe step: the schedule needs an \"mpipe\" object");
     check_sub_steps(st, r, i, sub, inside);
   }
 
   void check_group(const Step& st, int r, int i, int sub) const {
     const std::string field = ".group";
-    if (st.op != Op::ALL_REDUCE) {
+    if (info(st.op).collective != CollectiveScope::ExplicitGroup) {
       if (!st.group.empty())
         fail(r, i, sub, field, "only ALL_REDUCE takes a group, found one on " + std::string(op_name(st.op)));
       return;
@@ -223,7 +221,7 @@ class Validator {
            "composites do not nest: " + std::string(op_name(st.op)) + " inside " +
                std::string(op_name(inside->op)));
     const auto& subs = st.sub_steps;
-    if (st.op == Op::BATCH_SEND_RECV) {
+    if (is_batch(st.op)) {
       if (subs.empty()) fail(r, i, sub, field, "BATCH_SEND_RECV needs at least one P2P sub-step, found none");
       for (size_t k = 0; k < subs.size(); ++k) {
         if (!is_p2p(subs[k].op) && !is_composite(subs[k].op))
@@ -232,7 +230,7 @@ class Validator {
       }
     } else {
       // OVERLAP_F_B = (FWD, backward); OVERLAP_B_F = (backward, FWD).
-      const bool f_first = st.op == Op::OVERLAP_F_B;
+      const bool f_first = info(st.op).forward_first;
       const char* expected = f_first ? "(FWD, BWD or BWD_INPUT)" : "(BWD or BWD_INPUT, FWD)";
       if (subs.size() != 2)
         fail(r, i, sub, field,
@@ -241,7 +239,7 @@ class Validator {
       for (size_t k = 0; k < 2; ++k) {
         const bool want_fwd = (k == 0) == f_first;
         const Op op = subs[k].op;
-        const bool ok = want_fwd ? op == Op::FWD : is_backward_input_side(op);
+        const bool ok = want_fwd ? is_forward(op) : is_backward_input_side(op);
         if (!ok && !is_composite(op))
           fail(r, i, static_cast<int>(k), ".op",
                std::string(op_name(st.op)) + " sub-step " + std::to_string(k) + " must be " +

@@ -379,8 +379,8 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
   std::vector<double> metas, tower_params, tied_params;
   for (const auto& s : slices) {
     if (s.lane == LaneKind::Collective) {
-      if (s.op == Op::MPIPE_PARAM_BROADCAST || s.op == Op::MPIPE_GRAD_REDUCE) tower_params.push_back(s.bytes);
-      if (s.op == Op::ALL_REDUCE) tied_params.push_back(s.bytes);
+      if (info(s.op).collective_bytes == CollectiveBytes::TowerParams) tower_params.push_back(s.bytes);
+      if (info(s.op).collective_bytes == CollectiveBytes::TiedParams) tied_params.push_back(s.bytes);
       continue;
     }
     if (s.lane != LaneKind::Send && s.lane != LaneKind::Recv) continue;
@@ -472,7 +472,7 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
   {
     std::map<std::pair<int, int>, std::vector<const Slice*>> by_op_rank;  // (op, pid) -> slices in time order
     for (const auto& s : slices)
-      if (s.lane == LaneKind::Collective && (s.op == Op::MPIPE_PARAM_BROADCAST || s.op == Op::MPIPE_GRAD_REDUCE))
+      if (s.lane == LaneKind::Collective && info(s.op).collective == CollectiveScope::AllPipelineRanks)
         by_op_rank[{static_cast<int>(s.op), s.pid}].push_back(&s);
     std::map<int, std::vector<std::vector<const Slice*>>> per_op;  // op -> per rank
     for (auto& [key, v] : by_op_rank) {
@@ -488,7 +488,7 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
         double last_start = -1e300, last_end = -1e300;
         for (const auto& v : per_rank) last_start = std::max(last_start, v[k]->ts), last_end = std::max(last_end, v[k]->end());
         const double bytes = per_rank[0][k]->bytes;
-        const bool reduce = static_cast<Op>(op) == Op::MPIPE_GRAD_REDUCE;
+        const bool reduce = info(static_cast<Op>(op)).collective_kind == CollectiveKind::AllReduce;
         as.push_back(reduce ? 2 * (n - 1) : n - 1);
         xs.push_back(reduce ? 2 * (n - 1) / n * bytes : bytes);
         ys.push_back((last_end - last_start) / 1e3);

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "checkers/options.hpp"
+#include "lowering/options.hpp"
 #include "model/step_types.hpp"
 
 namespace ppsched {

@@ -1,5 +1,5 @@
 // The discrete-event simulator: replays the per-rank programs in simulated time, with the
-// same lowering (checkers/comm_model.hpp) and the same verdicts as `ppsched check`.
+// same lowering (lowering/comm_model.hpp) and the same verdicts as `ppsched check`.
 #pragma once
 
 #include <cstdint>
@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "checkers/diagnostics.hpp"
-#include "checkers/options.hpp"
+#include "lowering/diagnostics.hpp"
+#include "lowering/options.hpp"
 #include "model/schedule.hpp"
 #include "sim/cost_model.hpp"
 

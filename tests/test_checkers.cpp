@@ -92,6 +92,52 @@ TEST_CASE("both ranks sending first deadlocks under rendezvous and passes under 
   CHECK_THAT(loose.notes[0], Catch::Contains("relies on buffering"));
 }
 
+TEST_CASE("a deadlock carries its cause: a wait-for cycle that buffered sends would complete", "[checkers]") {
+  Schedule s = read_schedule_file(data("bad/both_send_first.json"));
+  CheckReport r = verify(s);
+  REQUIRE(r.violations.size() == 1);
+  CHECK(!r.completes);
+  CHECK(r.violations[0].cause == DeadlockCause::WaitForCycle);
+  CHECK(r.violations[0].completes_with_eager);
+  CheckOptions eager;
+  eager.comm = CommMode::Eager;
+  CHECK(verify(s, eager).completes);
+}
+
+TEST_CASE("ranks stuck on a collective some members never reach are explained by that pass, not as a deadlock",
+          "[checkers]") {
+  Schedule s = read_schedule_file(data("bad/collective_subset.json"));
+  const CommModel m = build_comm_model(s, CheckOptions{});
+  ReplayResult run = replay(s, m, CommMode::Rendezvous);
+  REQUIRE(!run.completed);
+  // The replay's stuck set says why (structured), so verify() can leave it out ...
+  bool waits_on_finished = false;
+  for (const auto& d : run.deadlocks) waits_on_finished = waits_on_finished || d.cause == DeadlockCause::WaitsOnFinished;
+  CHECK(waits_on_finished);
+  CheckReport r = verify(s, CheckOptions{}, m);
+  CHECK(!r.completes);
+  CHECK(has(r, ViolationKind::CollectiveMismatch, 0, 28));
+  // ... while the collectives pass reports the unmatched collective itself.
+  for (const auto& v : r.violations) CHECK(v.cause != DeadlockCause::WaitsOnFinished);
+}
+
+TEST_CASE("verify() is its list of passes run over one input into one report", "[checkers]") {
+  std::vector<std::string> names;
+  for (const auto& p : verification_passes()) names.emplace_back(p.name);
+  CHECK(names == std::vector<std::string>{"coverage", "caches", "lowering", "p2p_matching", "collectives", "deadlock"});
+  for (const char* file : {"bad/grad_order_mismatch.json", "bad/w_before_i.json", "bad/both_send_first.json"}) {
+    INFO(file);
+    Schedule s = read_schedule_file(data(file));
+    const CheckOptions o;
+    const CommModel m = build_comm_model(s, o);
+    CheckReport by_hand;
+    for (const auto& p : verification_passes()) p.run(PassInput{s, m, o}, by_hand);
+    CheckReport r = verify(s, o, m);
+    CHECK(dump(by_hand) == dump(r));
+    CHECK(!r.ok());
+  }
+}
+
 TEST_CASE("trainable MPipe without TRANSPOSE_BWD names every stranded cache and its micro-batches", "[checkers]") {
   CheckReport r = verify(read_schedule_file(data("bad/trainable_without_transpose_bwd.json")));
   REQUIRE(r.violations.size() == 3);
@@ -111,6 +157,26 @@ TEST_CASE("a receive posted early under overlap_p2p does not deadlock the hoiste
   CheckReport r = verify(s, o);
   INFO(dump(r));
   CHECK(r.ok());
+}
+
+TEST_CASE("the end-of-run drain is attributed to the last step when a program ends with idle slots", "[checkers]") {
+  // Found by the lowering-matches-reference property (a crash under MALLOC_PERTURB_): the
+  // drain of deferred sends named the last slot, and read the step of an idle one.
+  Schedule s = one_stage_per_rank("trailing-idle", 2, 1);
+  s.programs = {{make_step(Op::FWD, 0, 0), make_step(Op::FWD_SEND, 0, 0), make_step(Op::BWD_RECV, 0, 0),
+                 make_step(Op::BWD, 0, 0), std::nullopt, std::nullopt},
+                {make_step(Op::FWD_RECV, 0, 1), make_step(Op::FWD, 0, 1), make_step(Op::BWD, 0, 1),
+                 make_step(Op::BWD_SEND, 0, 1), std::nullopt}};
+  CheckOptions o;
+  o.overlap_p2p = true;
+  CommModel m = build_comm_model(s, o);
+  for (int r = 0; r < 2; ++r) {
+    const Action& drain = m.actions[static_cast<size_t>(r)].back();
+    REQUIRE(drain.kind == ActionKind::Wait);
+    CHECK(drain.step_index == 3);
+    CHECK(drain.op == (r == 0 ? Op::BWD : Op::BWD_SEND));
+  }
+  CHECK(verify(s, o).ok());
 }
 
 TEST_CASE("payload descriptors that disagree on one side are a p2p_mismatch", "[checkers]") {

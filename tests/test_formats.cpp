@@ -4,7 +4,6 @@
 #include <rapidcheck/catch.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -652,29 +651,6 @@ TEST_CASE("CSV round trips over generated schedules", "[formats][csv][property]"
     if (!(back == want)) RC_LOG() << write_schedule_json(want) << write_schedule_json(back);
     RC_ASSERT(back == want);
   });
-}
-
-// ---- size -----------------------------------------------------------------------------------
-
-TEST_CASE("a million steps write and read back in linear time", "[formats][json][.perf]") {
-  Schedule s;
-  s.name = "big";
-  s.ranks = 8;
-  s.stages = 8;
-  s.micro_batches = 125000;
-  s.placement = Placement::loop(8, 8);
-  s.programs.resize(8);
-  for (int r = 0; r < 8; ++r)
-    for (int m = 0; m < 125000; ++m) s.programs[static_cast<size_t>(r)].push_back(make_step(Op::FWD, m, r));
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
-  const std::string text = write_schedule_json(s);
-  const auto t1 = clock::now();
-  const Schedule back = read_schedule_json(text, "big.json");
-  const auto t2 = clock::now();
-  CHECK(back == s);
-  WARN("write " << std::chrono::duration<double>(t1 - t0).count() << " s, read "
-                << std::chrono::duration<double>(t2 - t1).count() << " s, " << text.size() / 1e6 << " MB");
 }
 
 // ---- input that cannot hurt -----------------------------------------------------------------

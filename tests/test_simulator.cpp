@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "checkers/checks.hpp"
 #include "model/formats/schedule_io.hpp"
 #include "model/generators/generator.hpp"
 #include "sim/engine.hpp"
@@ -207,6 +208,21 @@ TEST_CASE("a deadlock stops the simulation with the wait-for cycle", "[simulator
   CHECK(r.check.violations[0].kind == ViolationKind::Deadlock);
   CHECK(r.check.violations[0].ranks == std::vector<int>{0, 1});
   CHECK(!r.slices.empty());  // the trace up to the stop
+}
+
+TEST_CASE("the simulation reports the checks' verdicts on a run that stops, without replaying again", "[simulator]") {
+  // A second receive nobody sends: the timed run stops, the matching pass explains why, and
+  // the stuck set is not reported again as a deadlock (as `ppsched check` reports it).
+  Schedule s = read_schedule_file(data("bad/duplicated_recv.json"));
+  SimResult r = run(s, uniform(1.0, 2.0));
+  CHECK(!r.completed);
+  CHECK(!r.check.completes);
+  const CheckReport alone = verify(s);
+  REQUIRE(r.check.violations.size() == alone.violations.size());
+  for (size_t k = 0; k < alone.violations.size(); ++k) {
+    CHECK(r.check.violations[k].kind == alone.violations[k].kind);
+    CHECK(r.check.violations[k].message == alone.violations[k].message);
+  }
 }
 
 TEST_CASE("the simulation is deterministic", "[simulator]") {

@@ -74,6 +74,44 @@ TEST_CASE("every P2P type names a partner of the opposite direction that names i
   }
 }
 
+TEST_CASE("the columns code reads instead of naming ops are declared for every row", "[step_types]") {
+  for (const auto& i : step_table()) {
+    INFO(i.name);
+    // Composites, and only they, say how their sub-steps run.
+    CHECK((i.kind == StepKind::Composite) == (i.composite != CompositeKind::None));
+    CHECK((i.forward_first) == (i.op == Op::OVERLAP_F_B));
+    // Collectives, and only they, have an operation; the pipeline-wide ones and the explicit
+    // group move a byte count of the cost model.
+    CHECK((i.kind == StepKind::Collective) == (i.collective_kind != CollectiveKind::None));
+    CHECK((i.collective == CollectiveScope::AllPipelineRanks || i.collective == CollectiveScope::ExplicitGroup) ==
+          (i.collective_bytes != CollectiveBytes::None));
+    // Only P2P steps change their posting with the mode; sends and receives of a pair agree.
+    if (i.posting != Posting::Blocking) CHECK(is_p2p(i.op));
+    if (is_send(i.op) && i.posting == Posting::OverlapP2P) CHECK(info(i.partner).posting == Posting::OverlapP2P);
+    // The MPipe layer's steps (named MPIPE_* by hyper-parallel) need an mpipe object.
+    CHECK(i.mpipe == (i.name.substr(0, 6) == "MPIPE_"));
+    // A compute step's hand-over send ends in a receive that the next compute of the chain
+    // waits for: FWD's FWD_SEND lands as FWD_RECV, FWD's own input.
+    if (i.hands_over) {
+      CHECK(is_body_compute(i.op));
+      CHECK(is_send(*i.hands_over));
+      REQUIRE(i.input_recv.has_value());
+      CHECK(info(*i.hands_over).partner == *i.input_recv);
+    }
+    if (i.input_recv) CHECK(info(*i.input_recv).posting == Posting::OverlapP2P);
+  }
+  CHECK(info(Op::BATCH_SEND_RECV).composite == CompositeKind::Batch);
+  CHECK(info(Op::OVERLAP_B_F).composite == CompositeKind::Overlap);
+  CHECK(info(Op::FWD).hands_over == Op::FWD_SEND);
+  CHECK(info(Op::BWD_INPUT).hands_over == Op::BWD_SEND);
+  CHECK(!info(Op::BWD_WEIGHT).hands_over.has_value());
+  CHECK(info(Op::MPIPE_FWD_RECV).posting == Posting::MPipeBatched);
+  CHECK(info(Op::MPIPE_GRAPH_RECV).posting == Posting::Blocking);  // only the features are batched (reference §1.3)
+  CHECK(info(Op::MPIPE_GRAD_REDUCE).collective_kind == CollectiveKind::AllReduce);
+  CHECK(info(Op::MPIPE_PARAM_BROADCAST).collective_kind == CollectiveKind::Broadcast);
+  CHECK(info(Op::ALL_REDUCE).collective_bytes == CollectiveBytes::TiedParams);
+}
+
 TEST_CASE("every cache an effect consumes is produced by some step type", "[step_types]") {
   std::set<Cache> produced, consumed;
   for (const auto& i : step_table())

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   reg(cli::add_costs);
   reg(cli::add_calibrate);
   reg(cli::add_fuzz);
+  reg(cli::add_tune);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

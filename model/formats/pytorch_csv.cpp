@@ -48,7 +48,7 @@ std::string_view unquote(std::string_view cell) {
 }
 
 bool has_p2p(const Step& st) {
-  if (is_p2p(st.op) || st.op == Op::BATCH_SEND_RECV) return true;
+  if (is_p2p(st.op) || is_batch(st.op)) return true;
   return std::any_of(st.sub_steps.begin(), st.sub_steps.end(), has_p2p);
 }
 

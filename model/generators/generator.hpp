@@ -29,6 +29,10 @@ struct GeneratorInfo {
   std::string_view summary;      // one line for `ppsched generate --list` and the README
   std::string_view constraints;  // what parameters it accepts, in words
   Schedule (*build)(const GenerateOptions&);
+  // The virtual stages per rank it accepts (vpp_max 0: any) and the fewest micro-batches per
+  // rank (dualpipev: 2), so that callers (the fuzzer) draw only what the family accepts.
+  int vpp_min = 1, vpp_max = 0;
+  int micro_per_rank_min = 0;
 };
 
 // Every family, in the order `ppsched generate --list` prints them.

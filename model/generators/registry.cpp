@@ -8,9 +8,9 @@ namespace ppsched {
 
 const std::vector<GeneratorInfo>& generators() {
   static const std::vector<GeneratorInfo> all = {
-      {"gpipe", "all forwards, then all backwards (V=1)", "P >= 1, M >= 1", generate_gpipe},
+      {"gpipe", "all forwards, then all backwards (V=1)", "P >= 1, M >= 1", generate_gpipe, 1, 1},
       {"1f1b", "one-forward-one-backward with P-r warmup forwards (V=1)", "P >= 1, M >= 1",
-       generate_1f1b},
+       generate_1f1b, 1, 1},
       {"interleaved-1f1b",
        "interleaved 1F1B over V virtual stages per rank (loop placement); "
        "--less-memory, --overlap-b-f, --dxdw-split",
@@ -18,18 +18,18 @@ const std::vector<GeneratorInfo>& generators() {
       {"looped-bfs", "all forwards of each local stage, then backwards in reverse (loop placement)",
        "P >= 1, V >= 1, M >= 1", generate_looped_bfs},
       {"zb-h1", "zero bubble H1: split backward, weight gradients delayed into the bubbles (V=1)",
-       "P >= 1, M >= 1", generate_zb_h1},
+       "P >= 1, M >= 1", generate_zb_h1, 1, 1},
       {"zbv", "zero bubble V (the published ZB-V, PyTorch's ScheduleZBVZeroBubble order): V placement, two stages per rank",
-       "P >= 1, V = 2, M >= 1", generate_zbv},
+       "P >= 1, V = 2, M >= 1", generate_zbv, 2, 2},
       {"dualpipev", "DualPipeV: V placement, two stages per rank, OVERLAP_F_B in the steady state",
-       "P >= 1, V = 2, M >= 2P", generate_dualpipev},
+       "P >= 1, V = 2, M >= 2P", generate_dualpipev, 2, 2, 2},
       {"mpipe-transpose",
        "interleaved-1F1B body with the MPipe Transpose tower layer; --overflow full|min, "
        "--tower trainable|frozen|none, --owner-backward",
        "P >= 1, V >= 1, M >= 1", generate_mpipe_transpose},
       {"zbv-greedy",
        "ZB-V placement built by ppsched's greedy list scheduler under a 2P memory cap (not the published order)",
-       "P >= 1, V = 2, M >= 1", generate_zbv_greedy},
+       "P >= 1, V = 2, M >= 1", generate_zbv_greedy, 2, 2},
   };
   return all;
 }

@@ -113,6 +113,15 @@ for _name, _gen in (("interleaved", ["--generate", "interleaved-1f1b", "--vpp", 
     case(f"parity_{_name}_batched_pp2")(_batched)
 
 
+for _name, _ranks, _gen in (("1f1b", 4, ["--generate", "1f1b", "--pp", "4", "--micro", "8"]),
+                            ("interleaved", 2, ["--generate", "interleaved-1f1b", "--vpp", "2", "--pp", "2", "--micro", "4"])):
+    def _dyn(ctx, ranks=_ranks, gen=_gen):
+        # --dyn-shape: every body FWD P2P exchanges its meta (two iterations: the metas of the
+        # second are where the lowering puts them too, or the traffic check fails).
+        parity_run(ctx, ranks, gen + ["--dyn-shape"] + GPT, iterations=2)
+    case(f"parity_{_name}_dyn_shape_pp{_ranks}")(_dyn)
+
+
 @case("parity_tied_embeddings_allreduce_pp2")
 def _(ctx):
     parity_run(ctx, 2, ["--schedule", os.path.join(ctx.data, "exec", "1f1b_p2_m4_tied.json"), "--tie-embeddings"] + GPT,
@@ -169,15 +178,20 @@ def _(ctx):
 
 COMPUTE_OPS = {"FWD", "BWD", "BWD_INPUT", "BWD_WEIGHT", "MPIPE_TRANSPOSE_FWD", "MPIPE_TRANSPOSE_BWD", "DATA_LOAD"}
 
-# The prediction bound. The simulator gives every rank its own device; here four ranks share
-# two cores with other jobs (load average ~5 when measured), so ranks that the model runs in
-# parallel take turns, and a rank waiting for a core is time no slice explains. Measured on
-# this machine: predictions 8-18% short of the measured makespan (up to 50% short when the
-# fitted model wrongly priced Gloo's small sends as eager). Two for the cores, two for a busier
-# machine: within a factor of 4 either way. It still fails on a broken fit: a unit error is
-# 1000x, and a wrong protocol or a lost kind of step shows up as a factor 2-3 in the printed
-# error, which is what this case reports for the record.
-PREDICTION_FACTOR = 4.0
+# The prediction bounds, set from what calibration achieves on these cases (ratio predicted /
+# measured makespan, measured on this project's 2-core VM while other builds ran, load
+# average 5-16):
+# - PP=4 (mpipe-transpose, the tiny GPT): the simulator gives every rank its own device; here
+#   four ranks share two cores, so ranks that the model runs in parallel take turns, and a
+#   rank waiting for a core is time no slice explains. 15 runs: -47% .. +29% (ratios 0.53 ..
+#   1.29; median |error| 18%). Bound: a factor 2.5 either way (a third over the worst run).
+# - PP=2 (1f1b, GPT --hidden 128 --seq 32, M=8): two ranks on two cores, no oversubscription.
+#   5 runs: +1.9%, +1.8%, -9.8%, -0.5%, +3.3% (and 6 at --hidden 256 --seq 64: -2.8% .. +4.0%).
+#   Bound: a factor 1.25 either way (2.5x the worst run), so a factor 2 is caught.
+# Both still fail on a broken fit: a unit error is 1000x, and a wrong protocol or a lost kind
+# of step shows up as a factor 2-3, which the tighter PP=2 bound catches.
+PREDICTION_FACTOR = 2.5
+PREDICTION_FACTOR_PP2 = 1.25
 
 
 def check_measured_trace(path, sched):
@@ -239,19 +253,30 @@ def run_ppsched(ctx, args, expect_rc=0):
     return p.stdout
 
 
-@case("trace_calibrate_predict_mpipe_pp4")
-def _(ctx):
-    # The acceptance run: mpipe-transpose P=4 M=8 from a file, GPT, under Gloo; two iterations
-    # so the traced (last) one is warm. Then calibrate the trace and predict the run.
+# ---- a schedule found by `ppsched tune` is an ordinary schedule (issue 14) --------------------
+for _pp in (2, 4):
+    def _tuned(ctx, pp=_pp):
+        # --no-families: the written schedule is the search's own (families only seed it).
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "tuned.json")
+            run_ppsched(ctx, ["tune", "--pp", str(pp), "--micro", str(2 * pp), "--vpp-max", "2", "--no-families",
+                              "--iterations", "2000", "--threads", "1", "-q", "-o", path])
+            parity_run(ctx, pp, ["--schedule", path] + GPT, iterations=1)
+    case(f"parity_tuned_pp{_pp}")(_tuned)
+
+
+def predict_run(ctx, ranks, generate, model, factor):
+    """Runs a generated schedule from a file under Gloo (two iterations, so the traced last one
+    is warm), calibrates the trace, predicts the run and holds the prediction to `factor`."""
     with tempfile.TemporaryDirectory() as tmp:
-        sched_path = os.path.join(tmp, "mpipe.json")
+        sched_path = os.path.join(tmp, "sched.json")
         trace = os.path.join(tmp, "run.trace.json")
         costs = os.path.join(tmp, "costs.json")
-        run_ppsched(ctx, ["generate", "mpipe-transpose", "--pp", "4", "--micro", "8", "-o", sched_path])
+        run_ppsched(ctx, ["generate"] + generate + ["-o", sched_path])
         with open(sched_path) as f:
             sched = json.load(f)
-        rc, out, err, dt = launch(ctx, 4, ["--schedule", sched_path] + GPT +
-                                  ["--tower-layers", "2", "--iterations", "2", "--check-parity", "--json", "--trace", trace])
+        rc, out, err, dt = launch(ctx, ranks, ["--schedule", sched_path] + model +
+                                  ["--iterations", "2", "--check-parity", "--json", "--trace", trace])
         s = summary(out)
         if not s["ok"] or not s["parity"]["ok"] or "trace" not in s:
             raise Failure("run failed or wrote no trace: " + json.dumps(s))
@@ -274,10 +299,24 @@ def _(ctx):
               f"{link['bandwidth_GBps'] if link['bandwidth_GBps'] is None else round(link['bandwidth_GBps'], 4)} GB/s over "
               f"{link['transfers']} transfers (residual rms {link['rms_residual_ms']:.4f} ms)")
         print(f"PREDICTION measured {p['measured_ms']:.3f} ms, predicted {p['predicted_ms']:.3f} ms, "
-              f"relative error {100 * p['relative_error']:+.1f}% (bound: within a factor {PREDICTION_FACTOR:g})")
+              f"relative error {100 * p['relative_error']:+.1f}% (bound: within a factor {factor:g})")
         ratio = p["predicted_ms"] / p["measured_ms"]
-        if not (1 / PREDICTION_FACTOR <= ratio <= PREDICTION_FACTOR) or not p["completed"]:
+        if not (1 / factor <= ratio <= factor) or not p["completed"]:
             raise Failure(f"prediction off by a factor {ratio:.3g}: " + json.dumps(cal, indent=1))
+
+
+@case("trace_calibrate_predict_mpipe_pp4")
+def _(ctx):
+    # The acceptance run: mpipe-transpose P=4 M=8 from a file, the tiny GPT, under Gloo.
+    predict_run(ctx, 4, ["mpipe-transpose", "--pp", "4", "--micro", "8"], GPT + ["--tower-layers", "2"], PREDICTION_FACTOR)
+
+
+@case("trace_calibrate_predict_1f1b_pp2")
+def _(ctx):
+    # Two ranks on two cores: compute large enough to dominate the latency (hidden 128, seq 32).
+    model = ["--model", "gpt", "--layers", "8", "--hidden", "128", "--heads", "2", "--seq", "32", "--vocab", "32",
+             "--micro-batch-size", "2"]
+    predict_run(ctx, 2, ["1f1b", "--pp", "2", "--micro", "8"], model, PREDICTION_FACTOR_PP2)
 
 
 # ---- faults: every other rank exits non-zero, naming the failing rank and step -------------
@@ -334,6 +373,21 @@ def _(ctx):
               expect=["rank 1 was last seen at iteration 0, step 4 ("], limit=40)
 
 
+for _flag, _gen in (("overlap_p2p", ["--generate", "1f1b", "--pp", "4", "--micro", "8", "--overlap-p2p"]),
+                    ("mpipe_batched_recv", ["--generate", "mpipe-transpose", "--pp", "4", "--micro", "8", "--vpp", "1",
+                                            "--tower", "trainable", "--tower-layers", "2", "--mpipe-batched-recv"])):
+    def _fault_throw(ctx, gen=_gen):
+        # A step throws while receives are posted and not waited: every rank still names it.
+        fault_run(ctx, 4, gen + ["--timeout", "30", "--heartbeat-timeout", "3", "--fail-at", "2:6:throw"] + GPT,
+                  failing=2, killed=False, expect=["rank 2 failed at iteration 0, step 6 (", "injected fault"], limit=25)
+    case(f"fault_step_throws_{_flag}")(_fault_throw)
+
+    def _fault_kill(ctx, gen=_gen):
+        fault_run(ctx, 4, gen + ["--timeout", "30", "--heartbeat-timeout", "3", "--fail-at", "1:6:kill"] + GPT,
+                  failing=1, killed=True, expect=["rank 1 died or froze", "step 6 ("], limit=25)
+    case(f"fault_rank_killed_{_flag}")(_fault_kill)
+
+
 # ---- refusals before any communication ----------------------------------------------------
 
 def free_port():
@@ -370,6 +424,47 @@ def _(ctx):
             raise Failure(f"rank {r} did not refuse:\n{err}")
     # --no-verify overrides with a warning (the schedule then deadlocks under rendezvous
     # semantics; not run here).
+
+
+@case("refuses_modes_the_transport_cannot_honour")
+def _(ctx):
+    one = ["--generate", "1f1b", "--pp", "2", "--micro", "4"] + MLP
+    # both_send_first completes with buffered sends only: verified under eager, refused to run
+    # (the transports block a send until its receive is posted).
+    bad = ["--schedule", os.path.join(ctx.data, "bad", "both_send_first.json")] + GPT
+    expect_refusal(ctx, bad + ["--comm", "eager"], "--comm eager: the schedule completes only with buffered sends")
+    # Every rank refuses, naming the mode, before any communication.
+    rc, out, err, dt = launch(ctx, 2, bad + ["--comm", "eager"], expect_rc=2)
+    for r in (0, 1):
+        if f"[rank {r}] error: rank {r}: --comm eager" not in err:
+            raise Failure(f"rank {r} did not refuse the mode:\n{err}")
+    # --comm eager on a schedule that also completes under rendezvous runs.
+    parity_run(ctx, 2, one + ["--comm", "eager"], iterations=1)
+
+
+# ---- the non-blocking modes: the lowering's posts and waits on the Gloo transport -----------
+
+MODE_CASES = {
+    # name: (ranks, generate args, mode flags, model)
+    "1f1b_overlap_p2p_pp2": (2, ["--generate", "1f1b", "--pp", "2", "--micro", "4"], ["--overlap-p2p"], MLP),
+    "interleaved_overlap_p2p_pp4": (4, ["--generate", "interleaved-1f1b", "--vpp", "2", "--pp", "4", "--micro", "8"],
+                                    ["--overlap-p2p"], GPT),
+    "zbv_overlap_p2p_pp2": (2, ["--generate", "zbv", "--vpp", "2", "--pp", "2", "--micro", "4"], ["--overlap-p2p"], GPT),
+    "dualpipev_overlap_p2p_pp2": (2, ["--generate", "dualpipev", "--vpp", "2", "--pp", "2", "--micro", "4"],
+                                  ["--overlap-p2p"], GPT),
+    "interleaved_batched_overlap_p2p_pp2": (2, ["--generate", "interleaved-1f1b", "--vpp", "2", "--pp", "2", "--micro",
+                                                "4", "--batch"], ["--overlap-p2p"], GPT),
+    "mpipe_full_trainable_batched_recv_pp2": (2, ["--generate", "mpipe-transpose", "--pp", "2", "--overflow", "full",
+                                                  "--vpp", "2", "--micro", "4"], ["--mpipe-batched-recv"],
+                                              MODES["trainable"] + GPT),
+    "mpipe_min_ownerbwd_batched_recv_pp4": (4, ["--generate", "mpipe-transpose", "--pp", "4", "--overflow", "min",
+                                                "--vpp", "1", "--micro", "8"], ["--mpipe-batched-recv"],
+                                            MODES["ownerbwd"] + GPT),
+}
+for _name, (_ranks, _gen, _mode, _model) in MODE_CASES.items():
+    def _mode_case(ctx, ranks=_ranks, gen=_gen, mode=_mode, model=_model):
+        parity_run(ctx, ranks, gen + mode + model, iterations=2)
+    case(f"parity_{_name}")(_mode_case)
 
 
 @case("no_verify_runs_it_and_the_deadlock_is_named_as_a_wait_cycle")

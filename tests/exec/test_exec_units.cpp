@@ -12,7 +12,8 @@
 
 #include "exec/agreement.hpp"
 #include "exec/caches.hpp"
-#include "checkers/comm_model.hpp"
+#include "lowering/comm_model.hpp"
+#include "exec/launch_env.hpp"
 #include "exec/measured_trace.hpp"
 #include "exec/model_layout.hpp"
 #include "exec/stage_manifest.hpp"

@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "checkers/comm_model.hpp"
+#include "lowering/comm_model.hpp"
 
 namespace ppsched::testing {
 

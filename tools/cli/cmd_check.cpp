@@ -17,7 +17,8 @@ Action add_check(CLI::App& app) {
     std::string comm = "rendezvous";
     std::string budget, activation_bytes, costs;
     CheckOptions options;
-    bool json = false;
+    bool json = false, suggest = false;
+    std::string fix_out;
   };
   auto st = std::make_shared<State>();
   cmd->add_option("files", st->files, "schedule files (.json or .csv)");
@@ -32,6 +33,8 @@ Action add_check(CLI::App& app) {
   cmd->add_option("--memory-budget", st->budget, "per-rank budget for live activations and buffers (e.g. 80GiB)");
   cmd->add_option("--activation-bytes", st->activation_bytes, "bytes one micro-batch keeps from FWD to BWD per stage (default: from the cost model)");
   cmd->add_flag("--json", st->json, "machine-readable result");
+  cmd->add_flag("--suggest", st->suggest, "for a failing schedule, search the smallest edit (steps moved within their rank) that verifies");
+  cmd->add_option("--fix-out", st->fix_out, "with --suggest: write the fixed schedule here")->needs("--suggest");
   return [st]() {
     CheckOptions o = st->options;
     o.comm = st->comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
@@ -59,9 +62,11 @@ Action add_check(CLI::App& app) {
       if (st->json) {
         auto j = report_json(s, report);
         j["file"] = name;
+        if (st->suggest && !report.ok()) suggest_fix(name, s, o, st->fix_out, &j);
         files.push_back(std::move(j));
       } else {
         std::cout << report_text(name, s, report);
+        if (st->suggest && !report.ok()) suggest_fix(name, s, o, st->fix_out, nullptr);
       }
     }
     if (st->json) std::cout << (files.size() == 1 ? files[0] : nlohmann::json{{"ok", all_ok}, {"files", files}}).dump(2) << "\n";

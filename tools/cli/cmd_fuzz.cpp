@@ -27,9 +27,19 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Stats {
-  size_t cases = 0, discarded = 0;
+  fuzz::Distribution reached;
   double seconds = 0;
 };
+
+nlohmann::json mix_json(const fuzz::Distribution::Mix& m) {
+  return {{"kept", m.kept}, {"discarded", m.discarded}, {"verdicts", m.verdicts}};
+}
+
+std::string mix_text(const std::map<std::string, size_t>& verdicts) {
+  std::string out;
+  for (const auto& [name, n] : verdicts) out += (out.empty() ? "" : ", ") + name + " " + std::to_string(n);
+  return out;
+}
 
 // --mutate: which authoring mistakes would the checks catch in this schedule?
 int mutate_files(const std::vector<std::string>& files, uint64_t seed, size_t per_kind, bool json) {
@@ -89,7 +99,7 @@ Action add_fuzz(CLI::App& app) {
     fuzz::Limits limits;
     std::string out = "fuzz-out", property, one_case;
     std::vector<std::string> mutate;
-    bool json = false, planted = false;
+    bool json = false, planted = false, planted_lowering = false;
   };
   auto st = std::make_shared<State>();
   cmd->add_option("--seconds", st->seconds, "run for N seconds (default: 20 unless --cases; at most a week)")
@@ -98,12 +108,13 @@ Action add_fuzz(CLI::App& app) {
   cmd->add_option("--seed", st->seed, "random seed (printed when not given)")->each([st](const std::string&) { st->seed_given = true; });
   cmd->add_option("--family", st->limits.family, "only this schedule family");
   cmd->add_option("--pp-max", st->limits.pp_max, "largest pipeline size (default 6)")->check(whole_in(1, kMaxFuzzPipeline));
-  cmd->add_option("--property", st->property, "only this property: generated-clean, verdicts-agree, mutations-reported, round-trips");
+  cmd->add_option("--property", st->property, "only this property: generated-clean, verdicts-agree, mutations-reported, round-trips, lowering-matches-reference");
   cmd->add_option("--out", st->out, "where a failing case is written (default fuzz-out)");
   cmd->add_option("--case", st->one_case, "rerun one encoded case (as printed on a failure)");
   cmd->add_option("--mutate", st->mutate, "mutate these schedule files and report which mistakes the checks catch");
   cmd->add_flag("--json", st->json, "machine-readable summary");
   cmd->add_flag("--testing-planted-bug", st->planted, "TEST-ONLY: run the checker with one rule disabled")->group("");
+  cmd->add_flag("--testing-planted-lowering-bug", st->planted_lowering, "TEST-ONLY: the lowering puts a meta after its payload")->group("");
   return [st]() {
     if (!st->seed_given) st->seed = std::random_device{}();
     if (!st->mutate.empty()) return mutate_files(st->mutate, st->seed, st->cases ? st->cases : 50, st->json);
@@ -119,6 +130,7 @@ Action add_fuzz(CLI::App& app) {
     }
     fuzz::Switches sw;
     sw.planted_bug = st->planted;
+    sw.planted_lowering_bug = st->planted_lowering;
     if (!st->one_case.empty()) {
       fuzz::Case c = fuzz::decode(st->one_case);
       int status = kOk;
@@ -144,8 +156,7 @@ Action add_fuzz(CLI::App& app) {
         fuzz::Case c = fuzz::random_case(props[k], rng, st->limits);
         fuzz::Verdict v = fuzz::check(props[k], c, sw);
         stats[k].seconds += std::chrono::duration<double>(Clock::now() - p0).count();
-        stats[k].cases++;
-        if (v.discarded) stats[k].discarded++;
+        stats[k].reached.add(props[k], v);
         if (!v.failure) continue;
         // Shrink, write the minimal schedule and how to reproduce it.
         if (tty) std::cerr << "\n";
@@ -160,7 +171,8 @@ Action add_fuzz(CLI::App& app) {
         if (std::system(mk.c_str()) != 0) throw InputError(in_file(dir), "cannot create the output folder");
         write_output(dir + "/minimal.json", write_schedule_json(s));
         std::string repro = "ppsched fuzz --property " + std::string(fuzz::to_string(props[k])) + " --case '" + fuzz::encode(small) + "'" +
-                            (st->planted ? " --testing-planted-bug" : "");
+                            (st->planted ? " --testing-planted-bug" : "") +
+                            (st->planted_lowering ? " --testing-planted-lowering-bug" : "");
         write_output(dir + "/reproduce.sh", "#!/bin/sh\n# " + sv.failure.value_or("") + "\n" + repro + "\nppsched check " + dir + "/minimal.json\n");
         if (st->json) {
           nlohmann::json j{{"ok", false},
@@ -188,7 +200,7 @@ Action add_fuzz(CLI::App& app) {
       if (!st->json && std::chrono::duration<double>(now - last_report).count() >= (tty ? 0.2 : 5.0)) {
         last_report = now;
         size_t total = 0;
-        for (auto& x : stats) total += x.cases;
+        for (auto& x : stats) total += x.reached.cases;
         double t = elapsed();
         if (tty) {
           int width = 30, done = st->cases ? int(width * double(round) / double(st->cases)) : int(width * std::min(1.0, t / budget));
@@ -203,17 +215,34 @@ Action add_fuzz(CLI::App& app) {
     nlohmann::json summary = nlohmann::json::array();
     for (size_t k = 0; k < props.size(); ++k) {
       const auto& x = stats[k];
-      summary.push_back({{"property", std::string(fuzz::to_string(props[k]))},
-                         {"cases", x.cases},
-                         {"discarded", x.discarded},
+      const auto& d = x.reached;
+      const double rate = x.seconds > 0 ? double(d.cases) / x.seconds : 0.0;
+      nlohmann::json by_mutation = nlohmann::json::object();
+      for (const auto& [name, mix] : d.by_mutation) by_mutation[name] = mix_json(mix);
+      nlohmann::json row{{"property", std::string(fuzz::to_string(props[k]))},
+                         {"cases", d.cases},
+                         {"kept", d.kept()},
+                         {"discarded", d.discarded},
+                         {"discard_rate", d.discard_rate()},
+                         {"multi_rank_share", d.share(d.multi_rank)},
+                         {"deadlock_share", d.share(d.deadlocks)},
+                         {"verdicts", d.all.verdicts},
                          {"seconds", x.seconds},
-                         {"cases_per_second", x.seconds > 0 ? double(x.cases) / x.seconds : 0.0}});
+                         {"cases_per_second", rate}};
+      if (!d.by_mutation.empty()) row["by_mutation"] = by_mutation;
+      summary.push_back(row);
       if (!st->json) {
-        char line[200];
-        std::snprintf(line, sizeof line, "  %-20s %7zu cases (%zu not applicable)  %8.0f cases/s\n",
-                      std::string(fuzz::to_string(props[k])).c_str(), x.cases, x.discarded,
-                      x.seconds > 0 ? double(x.cases) / x.seconds : 0.0);
+        char line[320];
+        std::snprintf(line, sizeof line,
+                      "  %-27s %7zu cases (%.1f%% not applicable)  %6.0f cases/s  multi-rank %.1f%%  deadlock %.1f%%  [%s]\n",
+                      std::string(fuzz::to_string(props[k])).c_str(), d.cases, 100 * d.discard_rate(), rate,
+                      100 * d.share(d.multi_rank), 100 * d.share(d.deadlocks), mix_text(d.all.verdicts).c_str());
         std::cout << line;
+        for (const auto& [name, mix] : d.by_mutation) {
+          std::snprintf(line, sizeof line, "      %-24s kept %6zu  discarded %5zu  [%s]\n", name.c_str(), mix.kept,
+                        mix.discarded, mix_text(mix.verdicts).c_str());
+          std::cout << line;
+        }
       }
     }
     if (st->json) std::cout << nlohmann::json{{"ok", true}, {"seed", st->seed}, {"seconds", elapsed()}, {"properties", summary}}.dump(2) << "\n";

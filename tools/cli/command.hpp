@@ -12,8 +12,10 @@
 #include <string>
 
 #include "model/generators/generator.hpp"
+#include "lowering/options.hpp"
 #include "model/validate.hpp"
 #include "model/schedule.hpp"
+#include <nlohmann/json.hpp>
 
 namespace ppsched::cli {
 
@@ -73,6 +75,12 @@ Action add_simulate(CLI::App& app);
 Action add_compare(CLI::App& app);
 Action add_fuzz(CLI::App& app);
 Action add_calibrate(CLI::App& app);
+Action add_tune(CLI::App& app);
+
+// `check --suggest`: searches and prints (or adds to `json`) the smallest move edit that makes
+// `s` verify, writing the fixed schedule to fix_out when given (tools/cli/check_suggest.cpp).
+void suggest_fix(const std::string& name, const Schedule& s, const CheckOptions& o, const std::string& fix_out,
+                 nlohmann::json* json);
 
 // Generator options shared by `generate` and `check --generate`.
 struct GeneratorFlags {

@@ -43,6 +43,10 @@ nlohmann::json report_json(const Schedule& s, const CheckReport& r) {
       jv["steps"].push_back(js);
     }
     jv["message"] = v.message;
+    if (v.cause != DeadlockCause::None) {
+      jv["cause"] = std::string(to_string(v.cause));
+      jv["completes_with_eager"] = v.completes_with_eager;
+    }
     j["violations"].push_back(jv);
   }
   j["notes"] = r.notes;

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "checkers/diagnostics.hpp"
+#include "lowering/diagnostics.hpp"
 #include "model/schedule.hpp"
 
 namespace ppsched::cli {

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <sstream>
 
 #include "checkers/checks.hpp"
 #include "checkers/oracles.hpp"
+#include "tools/fuzz/comm_oracle.hpp"
 #include "model/errors.hpp"
 #include "model/formats/pytorch_csv.hpp"
 #include "model/formats/schedule_json.hpp"
@@ -16,18 +18,32 @@
 namespace ppsched::fuzz {
 namespace {
 
-const std::vector<std::string>& families() {
-  static const std::vector<std::string> f = [] {
-    std::vector<std::string> out;
-    for (const auto& g : generators()) out.emplace_back(g.name);
-    return out;
-  }();
-  return f;
+// What a step is to the checks: a transfer (P2P or batch), a pipeline collective, a step with
+// cache effects (compute, local, composite compute), or inert (data-parallel collectives,
+// which no pipeline rank waits on and no cache tracks).
+enum class Role { Transfer, Collective, Compute, Inert };
+Role role(const Step& st) {
+  const auto& i = info(st.op);
+  if (is_p2p(st.op) || i.composite == CompositeKind::Batch) return Role::Transfer;
+  if (i.kind == StepKind::Collective) return i.collective == CollectiveScope::DataParallel ? Role::Inert : Role::Collective;
+  if (i.kind == StepKind::Compute || i.kind == StepKind::Composite) return Role::Compute;
+  return i.effects.empty() ? Role::Inert : Role::Compute;
 }
 
-// The violation kinds a mutation class implies when it breaks the schedule.
-std::set<ViolationKind> implied(MutationKind k) {
+// The violation kinds one concrete edit implies when it breaks the schedule: what the steps it
+// touched were decides (a dropped send: an unmatched message or a deadlock; a dropped forward:
+// a missing FWD or a cache entry never produced; ...).
+std::set<ViolationKind> implied(MutationKind k, const MutationOutcome& o) {
   using V = ViolationKind;
+  auto by_role = [](Role r) -> std::set<ViolationKind> {
+    switch (r) {
+      case Role::Transfer: return {V::P2PMismatch, V::Deadlock};
+      case Role::Collective: return {V::CollectiveMismatch, V::Deadlock};
+      case Role::Compute: return {V::Dependency, V::CacheViolation};
+      case Role::Inert: return {};
+    }
+    return {};
+  };
   switch (k) {
     case MutationKind::RecvAfterConsumer: return {V::Dependency};
     case MutationKind::RecvBeforeSend: return {V::Deadlock};
@@ -35,11 +51,27 @@ std::set<ViolationKind> implied(MutationKind k) {
     case MutationKind::SplitBatch: return {V::P2PMismatch};
     case MutationKind::RemoveCollective: return {V::CollectiveMismatch, V::Deadlock};
     case MutationKind::ChangePayloadShape: return {V::P2PMismatch};
-    case MutationKind::ChangeMicro: return {V::P2PMismatch, V::Dependency, V::CacheViolation, V::Deadlock};
-    case MutationKind::SwapAdjacent:
+    case MutationKind::ChangeMicro: {
+      // A transfer now names another micro-batch: the channel disagrees, or the consumer of
+      // the old micro misses its input; a compute step: coverage and caches.
+      if (o.touched.empty()) return {};
+      auto out = by_role(role(o.touched[0]));
+      if (role(o.touched[0]) == Role::Transfer) return {V::P2PMismatch, V::Dependency, V::CacheViolation};
+      return out;
+    }
     case MutationKind::DropStep:
     case MutationKind::DuplicateStep:
-      return {V::Deadlock, V::P2PMismatch, V::Dependency, V::CacheViolation, V::CollectiveMismatch};
+      return o.touched.empty() ? std::set<ViolationKind>{} : by_role(role(o.touched[0]));
+    case MutationKind::SwapAdjacent: {
+      // Two steps changed order. With a compute step involved, one may now run before its
+      // input or a send before its producer; between two communication steps, the ranks'
+      // posting order changed: a drifted channel, a collective order, or a wait-for cycle.
+      if (o.touched.size() != 2) return {};
+      Role a = role(o.touched[0]), b = role(o.touched[1]);
+      if (a == Role::Inert || b == Role::Inert) return {};
+      if (a == Role::Compute || b == Role::Compute) return {V::Dependency, V::CacheViolation};
+      return {V::Deadlock, V::P2PMismatch, V::CollectiveMismatch};
+    }
   }
   return {};
 }
@@ -82,7 +114,7 @@ std::string kinds(const CheckReport& r) {
 bool has_batches(const Schedule& s) {
   for (const auto& p : s.programs)
     for (const auto& slot : p)
-      if (slot && slot->op == Op::BATCH_SEND_RECV) return true;
+      if (slot && is_batch(slot->op)) return true;
   return false;
 }
 
@@ -94,6 +126,7 @@ std::string_view to_string(Property p) {
     case Property::VerdictsAgree: return "verdicts-agree";
     case Property::MutationsReported: return "mutations-reported";
     case Property::RoundTrips: return "round-trips";
+    case Property::LoweringMatchesReference: return "lowering-matches-reference";
   }
   return "?";
 }
@@ -104,28 +137,59 @@ std::optional<Property> property_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-Schedule build(const Case& c, std::vector<std::string>* applied) {
+namespace {
+
+Schedule base_schedule(const Case& c) {
   Schedule s = generate(c.family, c.gen);
   if (c.batch) s = coalesce_verified(s, c.family);  // as `ppsched generate --batch`
+  if (c.multi_tensor) {
+    // Every MPipe and data transfer carries two tensors, on both ends (a meta and a payload each).
+    auto annotate = [](Step& st) {
+      if (is_p2p(st.op) && info(st.op).meta == Meta::EveryStep) st.tensors = {{{2, 8}, "bf16"}, {{2}, "f32"}};
+    };
+    for (auto& prog : s.programs)
+      for (auto& slot : prog) {
+        if (!slot) continue;
+        annotate(*slot);
+        for (auto& sub : slot->sub_steps) annotate(sub);
+      }
+  }
+  return s;
+}
+
+}  // namespace
+
+Schedule build(const Case& c, std::vector<std::string>* applied, std::vector<MutationOutcome>* outcomes) {
+  Schedule s = base_schedule(c);
   for (const auto& m : c.mutations) {
     MutationOutcome o = apply_mutation(s, m);
     if (o.applied && applied) applied->push_back(std::string(to_string(m.kind)) + ": " + o.description);
+    if (outcomes) outcomes->push_back(std::move(o));
   }
   return s;
 }
 
 Verdict check(Property p, const Case& c, const Switches& sw) {
   Verdict v;
-  Schedule s;
+  Schedule s, base;
   std::vector<std::string> applied;
+  std::vector<MutationOutcome> outcomes;
+  for (const auto& m : c.mutations) v.drawn.push_back(m.kind);
   try {
-    s = build(c, &applied);
+    base = base_schedule(c);
+    s = build(c, &applied, &outcomes);
   } catch (const InputError&) {
     v.discarded = true;  // a combination the family refuses
     return v;
   }
+  v.ranks = s.ranks;
+  for (size_t k = 0; k < outcomes.size(); ++k)
+    if (outcomes[k].applied) v.effective.push_back(c.mutations[k].kind);
+  // Edits that undid each other (a swap and its reverse) changed nothing in the end.
+  if (!c.mutations.empty() && s == base) v.effective.clear();
   CheckOptions o;
   o.testing_disable_recv_rule = sw.planted_bug;
+  o.testing_meta_after_payload = sw.planted_lowering_bug;
   auto fail = [&](const std::string& why) {
     v.failure = why;
     return v;
@@ -142,16 +206,37 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
       return v;
     }
     case Property::VerdictsAgree: {
+      // The reference oracle derives the communication without the lowering: its run and its
+      // matching must give the verdicts of the replay and of the matcher.
+      const oracle::RankComm reference = oracle::reference_comm(s, o);
+      {
+        CommModel model = build_comm_model(s, o);
+        std::vector<Violation> p2p;
+        CheckStats stats;
+        check_p2p_matching(s, model, p2p, stats);
+        for (const auto& pr : model.problems)
+          if (pr.kind == ViolationKind::P2PMismatch) p2p.push_back(pr);
+        std::string why = oracle::matching(s, reference);
+        if (why.empty() != p2p.empty())
+          return fail(p2p.empty() ? "the matcher accepts every channel, but the reference oracle finds: " + why
+                                  : "the matcher reports " + p2p[0].message + " but the reference oracle matches every channel");
+      }
       for (CommMode mode : {CommMode::Rendezvous, CommMode::Eager}) {
         CheckOptions mo = o;
         mo.comm = mode;
         CommModel model = build_comm_model(s, mo);
         bool replayed = replay(s, model, mode).completed;
         bool graph = static_deadlock_free(model, mode);
+        if (mode == CommMode::Rendezvous) v.deadlocks = !replayed;
         if (replayed != graph)
           return fail(std::string("under ") + (mode == CommMode::Eager ? "eager" : "rendezvous") + " the replay says " +
                       (replayed ? "completes" : "deadlocks") + " but the happens-before graph says " +
                       (graph ? "completes" : "deadlocks"));
+        bool referenced = oracle::completes(s, reference, mode);
+        if (replayed != referenced)
+          return fail(std::string("under ") + (mode == CommMode::Eager ? "eager" : "rendezvous") + " the replay says " +
+                      (replayed ? "completes" : "deadlocks") + " but the reference oracle's run " +
+                      (referenced ? "completes" : "deadlocks"));
         if (mode == CommMode::Rendezvous) {
           SimOptions so;
           so.check = mo;
@@ -165,16 +250,27 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
       return v;
     }
     case Property::MutationsReported: {
-      if (applied.empty()) {
-        v.discarded = true;
+      if (v.effective.empty()) {
+        v.discarded = true;  // no mutation changed the schedule: nothing to judge
         return v;
       }
       CheckReport r = verify(s, o);
+      for (const auto& viol : r.violations) {
+        std::string k(to_string(viol.kind));
+        if (std::find(v.reported.begin(), v.reported.end(), k) == v.reported.end()) v.reported.push_back(k);
+        if (viol.kind == ViolationKind::Deadlock) v.deadlocks = true;
+      }
       if (r.ok()) {
         // Claimed valid: the independent oracles and the simulation must agree.
         std::string why = oracle::check_compute_coverage(s);
         if (why.empty()) why = oracle::check_send_recv_placement(s);
         if (why.empty() && !has_batches(s)) why = oracle::rendezvous_replay(s);
+        if (why.empty()) {
+          const oracle::RankComm reference = oracle::reference_comm(s, o);
+          why = oracle::matching(s, reference);
+          if (why.empty() && !oracle::completes(s, reference, CommMode::Rendezvous))
+            why = "its communication does not complete under rendezvous";
+        }
         if (!why.empty()) return fail("the checks verified the mutated schedule, but the reference oracle finds: " + why);
         SimOptions so;
         so.check = o;
@@ -183,16 +279,59 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
           return fail("the checks verified the mutated schedule, but its simulation does not complete");
         return v;
       }
+      // Judged by the edits that changed the schedule, each by the steps it touched.
       std::set<ViolationKind> want;
-      for (const auto& m : c.mutations) {
-        auto k = implied(m.kind);
-        want.insert(k.begin(), k.end());
+      for (size_t k = 0; k < outcomes.size(); ++k) {
+        if (!outcomes[k].applied) continue;
+        auto kinds = implied(c.mutations[k].kind, outcomes[k]);
+        want.insert(kinds.begin(), kinds.end());
+        // A transfer dropped (or duplicated) on both ends keeps its channel matched: what is
+        // left is the caches of the steps around it (an output never sent, an input never
+        // received).
+        const MutationKind mk = c.mutations[k].kind;
+        if ((mk == MutationKind::DropStep || mk == MutationKind::DuplicateStep) && !outcomes[k].touched.empty() &&
+            is_p2p(outcomes[k].touched[0].op)) {
+          const Step& x = outcomes[k].touched[0];
+          for (size_t j = 0; j < outcomes.size(); ++j)
+            if (j != k && outcomes[j].applied && c.mutations[j].kind == mk)
+              for (const Step& y : outcomes[j].touched)
+                if (y.op == info(x.op).partner && y.micro == x.micro) want.insert({ViolationKind::Dependency, ViolationKind::CacheViolation});
+        }
       }
       for (const auto& viol : r.violations)
         if (want.count(viol.kind)) return v;
-      std::string muts;
+      std::string muts, wanted;
       for (const auto& a : applied) muts += (muts.empty() ? "" : "; ") + a;
-      return fail("mutations (" + muts + ") were reported only as " + kinds(r) + ", none of the kinds they imply");
+      for (auto k : want) wanted += (wanted.empty() ? "" : ", ") + std::string(to_string(k));
+      return fail("mutations (" + muts + ") were reported only as " + kinds(r) + ", none of the kinds their edits imply (" +
+                  (wanted.empty() ? "none: the edits should keep the schedule valid" : wanted) + ")");
+    }
+    case Property::LoweringMatchesReference: {
+      // Every runtime mode: the lowering's per-rank posts, waits, groups and metas are the
+      // reference's, and so are the deadlock verdicts under both semantics.
+      for (int mode = 0; mode < 8; ++mode) {
+        CheckOptions mo = o;
+        mo.overlap_p2p = mode & 1;
+        mo.dyn_shape = mode & 2;
+        mo.mpipe_batched_recv = mode & 4;
+        if (mo.mpipe_batched_recv && !s.mpipe) continue;  // the same lowering as without
+        std::string name = std::string(mo.overlap_p2p ? " overlap_p2p" : "") + (mo.dyn_shape ? " dyn_shape" : "") +
+                           (mo.mpipe_batched_recv ? " mpipe_batched_recv" : "");
+        name = name.empty() ? "the default mode" : name.substr(1);
+        const CommModel model = build_comm_model(s, mo);
+        const oracle::RankComm reference = oracle::reference_comm(s, mo);
+        std::string diff = oracle::first_difference(s, reference, oracle::lowered_comm(s, model));
+        if (diff.empty()) diff = oracle::posting_order(s, model);
+        if (!diff.empty()) return fail("under " + name + " the lowering differs from the reference: " + diff);
+        for (CommMode comm : {CommMode::Rendezvous, CommMode::Eager}) {
+          bool replayed = replay(s, model, comm).completed;
+          if (mode == 0 && comm == CommMode::Rendezvous) v.deadlocks = !replayed;
+          if (replayed != oracle::completes(s, reference, comm))
+            return fail("under " + name + (comm == CommMode::Eager ? ", eager" : ", rendezvous") + " the replay " +
+                        (replayed ? "completes" : "deadlocks") + " but the reference run does not");
+        }
+      }
+      return v;
     }
     case Property::RoundTrips: {
       Schedule back = read_schedule_json(write_schedule_json(s), "roundtrip.json");
@@ -220,32 +359,123 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
   return v;
 }
 
-Case random_case(Property p, std::mt19937_64& rng, const Limits& limits) {
-  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, std::max(lo, hi))(rng); };
+namespace {
+
+// How often each mutation class is drawn, among those that have a target in the schedule.
+// verdicts-agree leans on the edits that can make ranks wait for each other (hoisted
+// receives, dropped transfers, reversed blocks, removed collectives), so that a good share of
+// its cases deadlock and the deadlock verdicts are compared on both answers.
+int weight(Property p, MutationKind k) {
+  if (p != Property::VerdictsAgree) return 1;
+  switch (k) {
+    case MutationKind::RecvBeforeSend: return 5;
+    case MutationKind::DropStep: return 3;
+    case MutationKind::ReverseTransferBlock: return 2;
+    case MutationKind::RemoveCollective: return 2;
+    default: return 1;
+  }
+}
+
+}  // namespace
+
+Case draw_case(Property p, const Limits& limits, const Draw& draw) {
   Case c;
-  c.family = limits.family.empty() ? families()[static_cast<size_t>(uni(0, static_cast<int>(families().size()) - 1))] : limits.family;
-  c.gen.pp = uni(1, limits.pp_max);
-  c.gen.vpp = (c.family == "zbv" || c.family == "zbv-greedy" || c.family == "dualpipev") ? 2 : (c.family == "gpipe" || c.family == "1f1b" || c.family == "zb-h1") ? 1 : uni(1, limits.vpp_max);
-  c.gen.micro = c.family == "dualpipev" ? uni(2 * c.gen.pp, std::max(2 * c.gen.pp, limits.micro_max)) : uni(1, limits.micro_max);
+  const auto& all = generators();
+  const GeneratorInfo* g = limits.family.empty() ? &all[static_cast<size_t>(draw(0, static_cast<int>(all.size()) - 1))]
+                                                 : find_generator(limits.family);
+  if (!g) g = &all[0];
+  c.family = std::string(g->name);
+  // Mostly P >= 2: a single rank has no communication to check.
+  c.gen.pp = limits.pp_max < 2 || draw(0, 15) == 0 ? 1 : draw(2, limits.pp_max);
+  c.gen.vpp = draw(g->vpp_min, g->vpp_max ? g->vpp_max : std::max(g->vpp_min, limits.vpp_max));
+  const int micro_min = std::max(1, g->micro_per_rank_min * c.gen.pp);
+  c.gen.micro = draw(micro_min, std::max(micro_min, limits.micro_max));
   if (c.family == "interleaved-1f1b") {
-    int variant = uni(0, 3);
+    int variant = draw(0, 3);
     c.gen.less_memory = variant == 1;
     c.gen.overlap_b_f = variant >= 2;
     c.gen.dxdw_split = variant == 3;
   }
   if (c.family == "mpipe-transpose") {
-    c.gen.overflow = uni(0, 1) ? Overflow::Min : Overflow::Full;
-    c.gen.tower = static_cast<Tower>(uni(0, 2));
-    c.gen.owner_backward = c.gen.tower == Tower::Trainable && uni(0, 1);
+    c.multi_tensor = draw(0, 2) == 0;
+    c.gen.less_memory = draw(0, 3) == 0;
+    c.gen.overflow = draw(0, 1) ? Overflow::Min : Overflow::Full;
+    c.gen.tower = static_cast<Tower>(draw(0, 2));
+    c.gen.owner_backward = c.gen.tower == Tower::Trainable && draw(0, 1);
   }
-  c.batch = uni(0, 3) == 0;
-  c.cost_seed = rng();
-  if (p == Property::VerdictsAgree || p == Property::MutationsReported) {
-    int n = uni(p == Property::MutationsReported ? 1 : 0, limits.mutations_max);
-    for (int k = 0; k < n; ++k)
-      c.mutations.push_back({static_cast<MutationKind>(uni(0, kMutationKinds - 1)), uni(0, 64), uni(0, 4096), uni(0, 64)});
+  c.batch = draw(0, 3) == 0;
+  c.cost_seed = static_cast<uint64_t>(draw(0, 1 << 30));
+  Schedule s;
+  try {
+    s = base_schedule(c);
+  } catch (const InputError&) {
+    // The batch transport fits only orders whose groups mirror each other (never gpipe's,
+    // dualpipev's or MPipe's): such a case uses the plain one.
+    if (!c.batch) return c;  // refused: the case is discarded
+    c.batch = false;
+    try {
+      s = base_schedule(c);
+    } catch (const InputError&) {
+      return c;
+    }
+  }
+  if (p == Property::VerdictsAgree || p == Property::MutationsReported || p == Property::LoweringMatchesReference) {
+    const int n = draw(p == Property::VerdictsAgree ? 0 : 1, std::max(1, limits.mutations_max));
+    for (int k = 0; k < n; ++k) {
+      Mutation m{MutationKind::SwapAdjacent, draw(0, 63), draw(0, 4095), draw(0, 63)};
+      // The classes this mutation changes the schedule with, weighted.
+      std::vector<std::pair<MutationKind, int>> fits;
+      int total = 0;
+      for (int kind = 0; kind < kMutationKinds; ++kind) {
+        m.kind = static_cast<MutationKind>(kind);
+        Schedule trial = s;
+        if (!apply_mutation(trial, m).applied) continue;
+        total += weight(p, m.kind);
+        fits.emplace_back(m.kind, total);
+      }
+      if (fits.empty()) break;
+      const int x = draw(0, total - 1);
+      m.kind = std::find_if(fits.begin(), fits.end(), [&](const auto& f) { return x < f.second; })->first;
+      apply_mutation(s, m);
+      c.mutations.push_back(m);
+    }
   }
   return c;
+}
+
+Case random_case(Property p, std::mt19937_64& rng, const Limits& limits) {
+  return draw_case(p, limits, [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, std::max(lo, hi))(rng); });
+}
+
+void Distribution::add(Property p, const Verdict& v) {
+  cases++;
+  std::vector<std::string> labels;
+  if (v.discarded) {
+    discarded++;
+    all.discarded++;
+    for (auto k : v.drawn) by_mutation[std::string(to_string(k))].discarded++;
+    return;
+  }
+  if (v.ranks >= 2) multi_rank++;
+  if (v.deadlocks) deadlocks++;
+  if (v.failure) labels.push_back("fails");
+  else if (p == Property::MutationsReported) labels = v.reported.empty() ? std::vector<std::string>{"valid"} : v.reported;
+  else if (p == Property::VerdictsAgree || p == Property::LoweringMatchesReference) labels.push_back(v.deadlocks ? "deadlocks" : "completes");
+  else labels.push_back("holds");
+  auto count = [&](Mix& m) {
+    m.kept++;
+    for (const auto& l : labels) m.verdicts[l]++;
+  };
+  count(all);
+  std::set<MutationKind> seen(v.effective.begin(), v.effective.end());
+  for (auto k : seen) count(by_mutation[std::string(to_string(k))]);
+}
+
+std::string Distribution::summary() const {
+  char line[200];
+  std::snprintf(line, sizeof line, "%zu cases, %zu kept, %.1f%% discarded, %.1f%% of kept multi-rank, %.1f%% deadlock", cases,
+                kept(), 100 * discard_rate(), 100 * share(multi_rank), 100 * share(deadlocks));
+  return line;
 }
 
 Case shrink(Property p, Case c, const Switches& sw, int* steps) {
@@ -269,6 +499,7 @@ Case shrink(Property p, Case c, const Switches& sw, int* steps) {
     if (c.gen.micro > 2) with([](Case& x) { x.gen.micro /= 2; });
     if (c.gen.vpp > 1) with([](Case& x) { x.gen.vpp--; });
     if (c.batch) with([](Case& x) { x.batch = false; });
+    if (c.multi_tensor) with([](Case& x) { x.multi_tensor = false; });
     if (c.gen.owner_backward) with([](Case& x) { x.gen.owner_backward = false; });
     if (c.gen.dxdw_split || c.gen.overlap_b_f || c.gen.less_memory)
       with([](Case& x) { x.gen.dxdw_split = x.gen.overlap_b_f = x.gen.less_memory = false; });
@@ -300,6 +531,7 @@ std::string encode(const Case& c) {
   if (c.family == "mpipe-transpose")
     out << " overflow=" << to_string(c.gen.overflow) << " tower=" << to_string(c.gen.tower) << (c.gen.owner_backward ? " owner-backward" : "");
   if (c.batch) out << " batch";
+  if (c.multi_tensor) out << " multi-tensor";
   out << " cost-seed=" << c.cost_seed;
   for (const auto& m : c.mutations) out << " mutate=" << to_string(m.kind) << ":" << m.rank << ":" << m.position << ":" << m.arg;
   return out.str();
@@ -325,6 +557,7 @@ Case decode(const std::string& text) {
       else if (key == "tower") c.gen.tower = val == "frozen" ? Tower::Frozen : val == "none" ? Tower::None : Tower::Trainable;
       else if (key == "owner-backward") c.gen.owner_backward = true;
       else if (key == "batch") c.batch = true;
+      else if (key == "multi-tensor") c.multi_tensor = true;
       else if (key == "cost-seed") c.cost_seed = std::stoull(val);
       else if (key == "mutate") {
         std::istringstream parts(val);

@@ -51,6 +51,10 @@ struct CheckOptions {
   // TEST-ONLY: turns off one rule (a compute step running before its receive arrived), so
   // that a test can show the fuzzing machinery finds and shrinks a planted checker bug.
   bool testing_disable_recv_rule = false;
+  // TEST-ONLY: a planted lowering bug: a body FWD transfer's meta goes after its payload on
+  // both ends (the channels still match, so no pass that starts from the lowering sees it),
+  // so that a test can show the reference oracle (tools/fuzz/comm_oracle.hpp) finds it.
+  bool testing_meta_after_payload = false;
   // TEST-ONLY: the cache walk skips its fast clean-case proof and walks every rank with the
   // explaining pass, so a test can show both give the same answers.
   bool testing_exact_cache_walk = false;

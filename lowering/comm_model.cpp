@@ -1,4 +1,4 @@
-#include "checkers/comm_model.hpp"
+#include "lowering/comm_model.hpp"
 
 #include <algorithm>
 #include <map>
@@ -26,13 +26,12 @@ class Builder {
   }
 
  private:
-  // Pending non-blocking receives (overlap_p2p), keyed by what consumes them.
+  // Pending non-blocking receives (overlap_p2p), keyed by the receive: its consumer looks up
+  // (its input_recv, stage, micro).
   struct Key {
-    int forward;  // 1: consumed by FWD, 0: by a backward
+    Op recv;
     int stage, micro;
-    bool operator<(const Key& o) const {
-      return std::tie(forward, stage, micro) < std::tie(o.forward, o.stage, o.micro);
-    }
+    bool operator<(const Key& o) const { return std::tie(recv, stage, micro) < std::tie(o.recv, o.stage, o.micro); }
   };
 
   int channel_for(int src, int dst) {
@@ -127,19 +126,26 @@ class Builder {
     return std::max<int>(1, static_cast<int>(st.tensors.size()));
   }
 
-  bool deferred_send(const Step& st) const {
-    if (!is_send(st.op)) return false;
-    if (o_.overlap_p2p && (st.op == Op::FWD_SEND || st.op == Op::BWD_SEND)) return true;
-    return o_.mpipe_batched_recv &&
-           (st.op == Op::MPIPE_FWD_SEND || st.op == Op::MPIPE_GRAPH_SEND || st.op == Op::MPIPE_GRAD_SEND);
+  // Whether the options put this P2P step's posting column in force (step table, Posting).
+  bool non_blocking(const Step& st) const {
+    switch (info(st.op).posting) {
+      case Posting::Blocking: return false;
+      case Posting::OverlapP2P: return o_.overlap_p2p;
+      case Posting::MPipeBatched: return o_.mpipe_batched_recv;
+    }
+    return false;
   }
+  bool deferred_send(const Step& st) const { return is_send(st.op) && non_blocking(st); }
   bool posted_recv(const Step& st) const {
-    return o_.overlap_p2p && (st.op == Op::FWD_RECV || st.op == Op::BWD_RECV);
+    return is_recv(st.op) && info(st.op).posting == Posting::OverlapP2P && non_blocking(st);
+  }
+  bool batched_recv(const Step& st) const {
+    return is_recv(st.op) && info(st.op).posting == Posting::MPipeBatched && non_blocking(st);
   }
 
-  // Lowers one P2P leaf. Metas are blocking phases; the payload is returned for the caller
-  // to post (singles: blocking phase unless non-blocking; batches: one group).
-  // Appends the payload message ids to `payload`.
+  // Lowers one P2P leaf. Metas are blocking phases; a single step posts each payload right
+  // after its meta (a blocking phase unless non-blocking); a batch's payloads are returned for
+  // the caller to post as one group. Appends the payload message ids to `payload`.
   void lower_leaf(int rank, const Step& st, int index, int sub, int batch, bool& usable, std::vector<int32_t>& payload) {
     usable = true;
     int peer = peer_of(s_, rank, st);
@@ -155,21 +161,32 @@ class Builder {
     bool send = is_send(st.op);
     int n = tensor_count(st);
     bool meta = wants_meta(rank, st);
+    if (o_.testing_meta_after_payload && meta && info(st.op).meta == Meta::FirstPerStage && batch < 0 &&
+        !deferred_send(st) && !posted_recv(st)) {
+      action(rank, ActionKind::Phase, index, sub, add_message(rank, peer, send, false, index, sub, 0, -1));
+      action(rank, ActionKind::Phase, index, sub, add_message(rank, peer, send, true, index, sub, 0, -1));
+      usable = false;  // lowered here: the caller posts nothing more
+      return;
+    }
     for (int t = 0; t < n; ++t) {
       if (meta) {
         int32_t id = add_message(rank, peer, send, true, index, sub, t, -1);
         action(rank, ActionKind::Phase, index, sub, id);
       }
       payload.push_back(add_message(rank, peer, send, false, index, sub, t, batch));
+      // A single step issues each tensor as a pair, meta then payload (§3.3), in the order
+      // the messages take their channel positions; a batch posts its payloads as one group.
+      if (batch < 0)
+        action(rank, deferred_send(st) || posted_recv(st) ? ActionKind::Post : ActionKind::Phase, index, sub, payload.back());
     }
   }
 
   void wait_pending_for(int rank, const Step& st, int index) {
     if (pending_.empty()) return;
     auto consume = [&](const Step& leaf) {
-      Key k{leaf.op == Op::FWD ? 1 : 0, leaf.stage, leaf.micro};
-      if (leaf.op != Op::FWD && leaf.op != Op::BWD && leaf.op != Op::BWD_INPUT) return;
-      auto it = pending_.find(k);
+      const std::optional<Op> recv = info(leaf.op).input_recv;
+      if (!recv) return;
+      auto it = pending_.find(Key{*recv, leaf.stage, leaf.micro});
       if (it == pending_.end()) return;
       action(rank, ActionKind::Wait, index, -1, it->second);
       pending_.erase(it);
@@ -187,14 +204,14 @@ class Builder {
     meta_touched_.clear();
     m_.actions[static_cast<size_t>(r)].reserve(prog.size());
     std::vector<int32_t> deferred;  // sends waited at the end of the run
-    bool mfr_batched = false;
+    bool recvs_batched = false;
     for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
       const Slot& slot = prog[static_cast<size_t>(i)];
       if (!slot) continue;
       const Step& st = *slot;
       const auto& inf = info(st.op);
       if (inf.kind == StepKind::Compute || inf.kind == StepKind::Local ||
-          (inf.kind == StepKind::Composite && st.op != Op::BATCH_SEND_RECV)) {
+          inf.composite == CompositeKind::Overlap) {
         wait_pending_for(r, st, i);
         action(r, ActionKind::Local, i, -1);
         continue;
@@ -207,7 +224,7 @@ class Builder {
         add_collective(r, st, i);
         continue;
       }
-      if (st.op == Op::BATCH_SEND_RECV) {
+      if (inf.composite == CompositeKind::Batch) {
         std::vector<int32_t> payloads;
         std::vector<Key> keys;
         bool all_sends = true;
@@ -217,7 +234,7 @@ class Builder {
           lower_leaf(r, leaf, i, k, i, usable, payloads);
           if (is_recv(leaf.op)) {
             all_sends = false;
-            if (posted_recv(leaf)) keys.push_back({leaf.op == Op::FWD_RECV ? 1 : 0, leaf.stage, leaf.micro});
+            if (posted_recv(leaf)) keys.push_back({leaf.op, leaf.stage, leaf.micro});
           }
         }
         if (o_.overlap_p2p && (!keys.empty() || all_sends)) {
@@ -232,10 +249,10 @@ class Builder {
         continue;
       }
       // A single P2P step.
-      if (st.op == Op::MPIPE_FWD_RECV && o_.mpipe_batched_recv) {
-        if (mfr_batched) continue;  // already received by the first MPIPE_FWD_RECV
-        mfr_batched = true;
-        lower_batched_mfr(r, prog, i);
+      if (batched_recv(st)) {
+        if (recvs_batched) continue;  // already received by the first one
+        recvs_batched = true;
+        lower_batched_recvs(r, prog, i);
         continue;
       }
       bool usable = false;
@@ -243,14 +260,11 @@ class Builder {
       payload.clear();
       lower_leaf(r, st, i, -1, -1, usable, payload);
       if (!usable) continue;
+      // lower_leaf posted the payloads (blocking, or not where they are waited later).
       if (deferred_send(st)) {
-        action(r, ActionKind::Post, i, -1, payload);
         deferred.insert(deferred.end(), payload.begin(), payload.end());
       } else if (posted_recv(st)) {
-        action(r, ActionKind::Post, i, -1, payload);
-        pending_[{st.op == Op::FWD_RECV ? 1 : 0, st.stage, st.micro}] = payload;
-      } else {
-        for (int32_t id : payload) action(r, ActionKind::Phase, i, -1, id);
+        pending_[{st.op, st.stage, st.micro}] = payload;
       }
     }
     // Receives never consumed and deferred sends are drained at the end of the run.
@@ -258,17 +272,20 @@ class Builder {
     if (!deferred.empty()) {
       std::sort(deferred.begin(), deferred.end());
       deferred.erase(std::unique(deferred.begin(), deferred.end()), deferred.end());
-      action(r, ActionKind::Wait, static_cast<int>(prog.size()) - 1, -1, deferred);
+      // Attributed to the last step: a program may end with idle slots, which have no step.
+      int last = static_cast<int>(prog.size()) - 1;
+      while (last > 0 && !prog[static_cast<size_t>(last)]) --last;
+      action(r, ActionKind::Wait, last, -1, deferred);
     }
   }
 
-  // hyper-parallel's default MPipe receive: the first MPIPE_FWD_RECV posts, for every micro
-  // not yet received, in ascending order, a blocking meta receive then the payload receive,
-  // and then waits them all (reference §1.3).
-  void lower_batched_mfr(int r, const Program& prog, int first_index) {
+  // hyper-parallel's default MPipe receive (Posting::MPipeBatched, MPIPE_FWD_RECV): the first
+  // one posts, for every micro not yet received, in ascending order, a blocking meta receive
+  // then the payload receive, and then waits them all (reference §1.3).
+  void lower_batched_recvs(int r, const Program& prog, int first_index) {
     std::vector<std::pair<int, int>> mfrs;  // (micro, index)
     for (int j = first_index; j < static_cast<int>(prog.size()); ++j)
-      if (prog[static_cast<size_t>(j)] && prog[static_cast<size_t>(j)]->op == Op::MPIPE_FWD_RECV)
+      if (prog[static_cast<size_t>(j)] && batched_recv(*prog[static_cast<size_t>(j)]))
         mfrs.emplace_back(prog[static_cast<size_t>(j)]->micro, j);
     std::stable_sort(mfrs.begin(), mfrs.end());
     std::vector<int32_t> all;
@@ -381,6 +398,15 @@ StepRef step_ref(const Schedule& s, int rank, int index, int sub) {
     if (slot) ref.step = sub >= 0 && sub < static_cast<int>(slot->sub_steps.size()) ? slot->sub_steps[static_cast<size_t>(sub)] : *slot;
   }
   return ref;
+}
+
+std::string_view to_string(DeadlockCause c) {
+  switch (c) {
+    case DeadlockCause::None: return "none";
+    case DeadlockCause::WaitForCycle: return "wait_for_cycle";
+    case DeadlockCause::WaitsOnFinished: return "waits_on_finished";
+  }
+  return "?";
 }
 
 std::string_view to_string(ViolationKind k) {

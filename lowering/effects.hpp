@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/flat_map.hpp"
-#include "checkers/options.hpp"
+#include "lowering/options.hpp"
 #include "model/schedule.hpp"
 
 namespace ppsched {

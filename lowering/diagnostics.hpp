@@ -27,11 +27,22 @@ struct StepRef {
   Step step;        // the step (the sub-step when sub >= 0)
 };
 
+// Why the ranks of a deadlock are stuck: what a caller decides on (never its message).
+enum class DeadlockCause : uint8_t {
+  None,              // not a deadlock
+  WaitForCycle,      // `ranks` wait on each other in a cycle, in wait-for order
+  WaitsOnFinished,   // `ranks` wait on ranks that finished: the consequence of an unmatched
+                     // message or collective (the static passes locate it)
+};
+std::string_view to_string(DeadlockCause c);
+
 struct Violation {
   ViolationKind kind;
   std::vector<int> ranks;
   std::vector<StepRef> steps;
   std::string message;  // one paragraph a schedule author understands
+  DeadlockCause cause = DeadlockCause::None;  // Deadlock only
+  bool completes_with_eager = false;          // Deadlock only: buffered sends would let it complete
 };
 
 struct CheckStats {
@@ -46,6 +57,7 @@ struct CheckStats {
 
 struct CheckReport {
   std::vector<Violation> violations;
+  bool completes = true;  // the replay of the lowering reaches every rank's end (deadlock pass)
   std::vector<std::string> notes;  // facts that are not violations ("relies on buffering" under eager)
   CheckStats stats;
   bool ok() const { return violations.empty(); }

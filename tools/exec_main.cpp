@@ -1,4 +1,6 @@
 // ppsched-exec: runs a pipeline schedule on real hardware, one process per pipeline rank.
+// The command line of the exec/ library: it parses, refuses, prints and picks the exit code;
+// exec/ runs and returns what happened (exec/outcome.hpp).
 //
 //   tools/launch-local 4 -- ppsched-exec --generate mpipe-transpose --pp 4 --micro 8
 //       --model gpt --layers 8 --tower-layers 2 --check-parity --json
@@ -8,14 +10,18 @@
 // the verifier (a schedule with violations is refused unless --no-verify), and the
 // model/schedule agreement. A refusal prints the same errors on every rank and exits 2.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <iostream>
+#include <sstream>
 
 #include "checkers/checks.hpp"
 #include "exec/agreement.hpp"
 #include "exec/error_file.hpp"
 #include "exec/flag_limits.hpp"
 #include "exec/launch_env.hpp"
+#include "exec/outcome.hpp"
 #include "exec/session.hpp"
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
@@ -60,6 +66,93 @@ FaultInjection parse_fault(const std::string& spec) {
 // CLI11 validators from the limits in exec/flag_limits.hpp, checked on the text typed.
 CLI::Validator limit(std::string (*check)(const std::string&), const std::string& what) {
   return CLI::Validator([check](std::string& text) { return check(text); }, what);
+}
+
+std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+// Rank 0's report of a completed run: one JSON line (--json) or a few lines of text.
+void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o) {
+  const std::string& transport = o.transport;
+  const std::vector<double>& losses = o.losses;
+  const ParityResult* parity = o.parity ? &*o.parity : nullptr;
+  const TraceWritten* trace = o.trace ? &*o.trace : nullptr;
+  double mean_s = 0;
+  for (double t : o.seconds) mean_s += t / static_cast<double>(o.seconds.size());
+  const char* model = cfg.model.kind == ModelKind::Gpt ? "gpt" : cfg.model.kind == ModelKind::Mlp ? "mlp" : "stage-module";
+  if (cfg.run.json) {
+    // nlohmann: every string escaped, a non-finite number (a diverged loss) written as null.
+    using nlohmann::json;
+    json j = {{"ok", !(parity && !parity->ok)},
+              {"schedule", s.name},
+              {"ranks", s.ranks},
+              {"stages", s.stages},
+              {"micro_batches", s.micro_batches},
+              {"transport", transport},
+              {"model", model},
+              {"iterations", o.seconds.size()},
+              {"loss", losses.empty() ? 0.0 : losses.back()},
+              {"losses", losses},
+              {"iteration_time_s", mean_s},
+              {"iteration_times_s", o.seconds}};
+    if (parity)
+      j["parity"] = {{"ok", parity->ok},           {"max_rel_error", parity->max_rel_error},
+                     {"loss_rel_error", parity->loss_rel_error}, {"tolerance", parity->tolerance},
+                     {"tensors", parity->tensors}, {"worst", parity->worst},
+                     {"problems", parity->problems}};
+    if (trace)
+      j["trace"] = {{"path", trace->path},
+                    {"iteration", o.seconds.size() - 1},
+                    {"clock", trace->cuda ? "cuda events" : "host"},
+                    {"aligned", trace->shared_clock ? "shared host clock" : "barrier"},
+                    {"slices", trace->slices},
+                    {"flows", trace->flows},
+                    {"makespan_ms", trace->makespan_ms},
+                    {"notes", trace->notes}};
+    std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
+    return;
+  }
+  std::cout << "ppsched-exec: " << s.name << " on " << s.ranks << " ranks (" << transport << "), " << model << ", "
+            << s.stages << " stages, " << s.micro_batches << " micro-batches\n";
+  for (size_t k = 0; k < o.seconds.size(); ++k)
+    std::cout << "  iteration " << k << ": loss " << num(k < losses.size() ? losses[k] : 0) << ", "
+              << num(o.seconds[k]) << " s\n";
+  if (parity) {
+    std::cout << "  parity: " << (parity->ok ? "ok" : "FAILED") << " (max relative error " << num(parity->max_rel_error)
+              << " over " << parity->tensors << " gradients, loss " << num(parity->loss_rel_error) << ", tolerance "
+              << num(parity->tolerance) << ")\n";
+    for (const auto& p : parity->problems) std::cout << "    " << p << "\n";
+  }
+  if (trace) {
+    std::cout << "  trace: " << trace->path << " (iteration " << o.seconds.size() - 1 << ", "
+              << (trace->cuda ? "CUDA events" : "host clock") << ", aligned "
+              << (trace->shared_clock ? "on the shared host clock" : "at the barrier") << "): " << trace->slices << " slices, " << trace->flows
+              << " flows, makespan " << num(trace->makespan_ms) << " ms\n";
+    for (const auto& n : trace->notes) std::cout << "    " << n << "\n";
+  }
+  std::cout.flush();
+}
+
+// 0: the run succeeded; 1: it failed (a step, a peer, the parity check); 2: refused.
+int report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o) {
+  if (o.reporter) print_report(cfg, s, o);
+  switch (o.status) {
+    case ExecOutcome::Status::Ok: return cli::kOk;
+    case ExecOutcome::Status::Refused:
+      for (const auto& e : o.errors) std::cerr << "error: " << e << "\n";
+      return cli::kBadInput;
+    case ExecOutcome::Status::Failed:
+      // One final error per process: the watchdog thread may have printed its own already.
+      if (!o.errors.empty() && claim_final_error()) {
+        for (const auto& e : o.errors) std::cerr << "error: " << e << "\n";
+        std::cerr.flush();
+      }
+      return cli::kFound;
+  }
+  return cli::kFound;
 }
 
 int run(int argc, char** argv) {
@@ -112,6 +205,15 @@ int run(int argc, char** argv) {
   app.add_option("--fail-at", fail_at, "testing: RANK:STEP[:throw|kill|hang|corrupt[:ITERATION]] injects a fault");
   bool verbose = false;
   app.add_flag("--verbose", verbose, "errors from libtorch keep their C++ backtrace");
+  // The runtime mode, with ppsched check's flags: verified under it, refused when the
+  // executor cannot run it (exec/agreement.hpp unsupported_modes).
+  std::string comm = "rendezvous";
+  app.add_option("--comm", comm, "P2P semantics the schedule is verified under: rendezvous (default) or eager")
+      ->check(CLI::IsMember({"rendezvous", "eager"}));
+  app.add_flag("--overlap-p2p", cfg.run.mode.overlap_p2p, "receives waited by their consumer, sends drained at the end");
+  app.add_flag("--mpipe-batched-recv", cfg.run.mode.mpipe_batched_recv,
+               "MPipe executor's batched feature receive (HYPER_PARALLEL_MPIPE_RECV_BATCH=1)");
+  app.add_flag("--dyn-shape", cfg.run.mode.dyn_shape, "body FWD P2P exchanges shape/dtype meta at every step");
 
   try {
     app.parse(argc, argv);
@@ -146,6 +248,7 @@ int run(int argc, char** argv) {
     if (global_batch > 0) cfg.model.global_batch_size = global_batch;
     cfg.run.transport = transport == "gloo" ? TransportKind::Gloo : transport == "nccl" ? TransportKind::Nccl : TransportKind::Auto;
     cfg.run.verify = !no_verify;
+    cfg.run.mode.comm = comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
     if (!fail_at.empty()) {
       cfg.run.fault = parse_fault(fail_at);
       std::vector<std::string> errors = check_fault(*cfg.run.fault, s, cfg.run.iterations);
@@ -160,7 +263,7 @@ int run(int argc, char** argv) {
 
   const int rank = cfg.env.rank;
   if (cfg.run.verify) {
-    CheckReport report = verify(s);
+    CheckReport report = verify(s, cfg.run.mode);
     if (!report.ok()) {
       for (const auto& v : report.violations)
         std::cerr << "error: rank " << rank << ": schedule violation (" << to_string(v.kind) << "): " << v.message << "\n";
@@ -173,13 +276,29 @@ int run(int argc, char** argv) {
               << "' unverified; a schedule with violations may hang until --timeout or fail mid-run\n";
   }
 
+  {
+    // Every rank decides the same, before any communication.
+    bool rendezvous_ok = true;
+    if (cfg.run.mode.comm == CommMode::Eager) {
+      CheckOptions strict = cfg.run.mode;
+      strict.comm = CommMode::Rendezvous;
+      rendezvous_ok = verify(s, strict).completes;
+    }
+    const std::vector<std::string> modes = unsupported_modes(cfg.run.mode, rendezvous_ok);
+    if (!modes.empty()) {
+      for (const auto& m : modes) std::cerr << "error: rank " << rank << ": " << m << "\n";
+      std::cerr << "error: rank " << rank << ": refusing to run '" << s.name << "' in this mode; nothing was run\n";
+      return cli::kBadInput;
+    }
+  }
+
   Agreement a = check_agreement(s, cfg.env.world_size, cfg.model, executor_has_handler);
   if (!a.ok()) {
     for (const auto& e : a.errors) std::cerr << "error: rank " << rank << ": " << e << "\n";
     std::cerr << "error: rank " << rank << ": the model does not fit the schedule; nothing was run\n";
     return cli::kBadInput;
   }
-  return run_executor(cfg, s, a.layout);
+  return report(cfg, s, run_executor(cfg, s, a.layout));
 }
 
 }  // namespace

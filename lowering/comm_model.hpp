@@ -19,8 +19,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "checkers/diagnostics.hpp"
-#include "checkers/options.hpp"
+#include "lowering/diagnostics.hpp"
+#include "lowering/options.hpp"
 #include "model/schedule.hpp"
 
 namespace ppsched {

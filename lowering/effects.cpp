@@ -1,4 +1,4 @@
-#include "checkers/effects.hpp"
+#include "lowering/effects.hpp"
 
 namespace ppsched {
 

@@ -1,0 +1,542 @@
+#include "sim/search/tune.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cmath>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "checkers/checks.hpp"
+#include "model/errors.hpp"
+#include "model/generators/generator.hpp"
+
+namespace ppsched::search {
+
+Score score_of(const Evaluation& e, Objective obj, bool steer) {
+  double sum = 0;
+  if (steer)
+    for (double x : obj == Objective::Span ? e.rank_span : e.rank_end) sum += x;
+  return obj == Objective::Span ? Score{e.span, e.makespan, sum} : Score{e.makespan, e.span, sum};
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t mix(uint64_t x) {  // splitmix64: independent streams from (seed, job)
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Runs job(k) for k in [0, n) on `threads` threads; each job writes only its own result.
+template <class F>
+void parallel_for(size_t n, int threads, F job) {
+  const int t = std::max(1, std::min<int>(threads, static_cast<int>(n)));
+  if (t <= 1) {
+    for (size_t k = 0; k < n; ++k) job(k);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (int i = 0; i < t; ++i)
+    pool.emplace_back([&] {
+      for (size_t k; (k = next.fetch_add(1)) < n;) job(k);
+    });
+  for (auto& th : pool) th.join();
+}
+
+int thread_count(int requested) {
+  if (requested > 0) return requested;
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc == 0 ? 1 : static_cast<int>(hc);
+}
+
+struct Progress {
+  std::mutex mu;
+  double best = -1;
+  Clock::time_point start = Clock::now(), last;
+  const std::function<void(double, double)>* callback = nullptr;
+  void offer(double v, bool force = false) {
+    if (!callback || !*callback) return;
+    std::lock_guard<std::mutex> lock(mu);
+    const auto now = Clock::now();
+    const bool better = best < 0 || v < best - 1e-12;
+    if (better) best = v;
+    if ((better && now - last > std::chrono::milliseconds(250)) || force) {
+      last = now;
+      (*callback)(best, std::chrono::duration<double>(now - start).count());
+    }
+  }
+};
+
+thread_local Progress* tl_progress = nullptr;
+thread_local const Clock::time_point* tl_start = nullptr;
+
+}  // namespace
+
+Found improve(const Problem& p, const Found& start, Objective obj, long iterations, uint64_t seed,
+              const std::atomic<bool>* stop, long* evaluations, bool steer) {
+  Found best = start;
+  Order cur = start.order;
+  Score cs = score_of(start.eval, obj, steer), bs = cs;
+  constexpr size_t kHistory = 64;  // late acceptance hill climbing (Burke & Bykov)
+  std::vector<Score> history(kHistory, cs);
+  std::mt19937_64 rng(mix(seed));
+  Workspace ws;
+  Evaluation e;
+  std::vector<size_t> cumulative;
+  size_t total = 0;
+  for (const auto& ro : cur) cumulative.push_back(total += ro.size());
+  if (total < 2) return best;
+  long evals = 0;
+  for (long it = 0; it < iterations; ++it) {
+    if (stop && (it & 127) == 0 && stop->load(std::memory_order_relaxed)) break;
+    const size_t pick = rng() % total;
+    const size_t r = static_cast<size_t>(std::upper_bound(cumulative.begin(), cumulative.end(), pick) - cumulative.begin());
+    auto& ro = cur[r];
+    if (ro.size() < 2) continue;
+    const size_t i = pick - (r == 0 ? 0 : cumulative[r - 1]);
+    // Short moves most of the time, a long one now and then.
+    const uint64_t u = rng();
+    const long reach = (u & 7) == 0 ? static_cast<long>(ro.size()) : 1 + static_cast<long>((u >> 3) % 6);
+    long d = 1 + static_cast<long>((u >> 8) % static_cast<uint64_t>(reach));
+    if ((u >> 40) & 1) d = -d;
+    const long j = std::clamp(static_cast<long>(i) + d, 0L, static_cast<long>(ro.size()) - 1);
+    if (j == static_cast<long>(i)) continue;
+    const bool swap = ((u >> 41) & 3) == 0;
+    const size_t a = i, b = static_cast<size_t>(j);
+    // With compute overlap in the cost model, now and then pair an F with the task after it
+    // (or undo a pair) instead of moving.
+    const bool toggle = p.overlap_efficiency > 0 && ((u >> 44) & 7) == 0 && ro[a].kind == Kind::F;
+    if (toggle) {
+      ro[a].overlap_next = !ro[a].overlap_next;
+    } else if (swap) {
+      std::swap(ro[a], ro[b]);
+    } else if (a < b) {
+      std::rotate(ro.begin() + static_cast<long>(a), ro.begin() + static_cast<long>(a) + 1, ro.begin() + static_cast<long>(b) + 1);
+    } else {
+      std::rotate(ro.begin() + static_cast<long>(b), ro.begin() + static_cast<long>(a), ro.begin() + static_cast<long>(a) + 1);
+    }
+    ++evals;
+    bool accepted = false;
+    if (evaluate(p, cur, ws, e)) {
+      const Score s = score_of(e, obj, steer);
+      if (s <= cs || s <= history[static_cast<size_t>(it) % kHistory]) {
+        accepted = true;
+        cs = s;
+        if (s < bs) {
+          bs = s;
+          best.order = cur;
+          best.eval = e;
+          if (tl_start) best.found_at = std::chrono::duration<double>(Clock::now() - *tl_start).count();
+          if (tl_progress) tl_progress->offer(s.primary);
+        }
+      }
+    }
+    if (!accepted) {  // undo
+      if (toggle) {
+        ro[a].overlap_next = !ro[a].overlap_next;
+      } else if (swap) {
+        std::swap(ro[a], ro[b]);
+      } else if (a < b) {
+        std::rotate(ro.begin() + static_cast<long>(a), ro.begin() + static_cast<long>(b), ro.begin() + static_cast<long>(b) + 1);
+      } else {
+        std::rotate(ro.begin() + static_cast<long>(b), ro.begin() + static_cast<long>(b) + 1, ro.begin() + static_cast<long>(a) + 1);
+      }
+    }
+    Score& h = history[static_cast<size_t>(it) % kHistory];
+    if (cs < h) h = cs;
+  }
+  if (evaluations) *evaluations += evals;
+  if (best.origin.rfind("search", 0) != 0 && bs < score_of(start.eval, obj, steer)) best.origin = "search from " + start.origin;
+  return best;
+}
+
+SearchOutcome search(const Problem& p, const std::vector<Found>& seeds, const SearchSettings& st) {
+  SearchOutcome out;
+  const auto t0 = Clock::now();
+  Progress progress;
+  progress.callback = &st.progress;
+  std::atomic<bool> stop{false};
+  const int threads = thread_count(st.threads);
+  std::thread timer;
+  std::mutex timer_mu;
+  std::condition_variable timer_cv;
+  bool finished = false;
+  if (st.seconds > 0) {
+    timer = std::thread([&] {
+      std::unique_lock<std::mutex> lock(timer_mu);
+      if (!timer_cv.wait_for(lock, std::chrono::duration<double>(st.seconds), [&] { return finished; })) stop = true;
+    });
+  }
+  // 1. The list scheduler over its parameter space.
+  const std::vector<ListParams> space = list_parameter_space(p);
+  std::vector<std::optional<Found>> listed(space.size());
+  parallel_for(space.size(), threads, [&](size_t k) {
+    if (stop.load(std::memory_order_relaxed)) return;
+    auto order = list_schedule(p, space[k]);
+    if (!order) return;
+    Evaluation e = evaluate(p, *order);
+    if (!e.ok) return;
+    listed[k] = Found{std::move(*order), std::move(e), "list: " + space[k].describe(),
+                      std::chrono::duration<double>(Clock::now() - t0).count()};
+  });
+  std::vector<Found> pool;
+  for (auto& f : listed)
+    if (f) pool.push_back(std::move(*f));
+  out.evaluations += static_cast<long>(space.size());
+  for (const Found& s : seeds) {
+    Evaluation e = evaluate(p, s.order);
+    if (e.ok) pool.push_back(Found{s.order, e, s.origin});
+  }
+  auto by_score = [&](const Found& a, const Found& b) {
+    return score_of(a.eval, st.objective) < score_of(b.eval, st.objective);
+  };
+  std::stable_sort(pool.begin(), pool.end(), by_score);
+  std::vector<Found> starts;
+  for (const Found& f : pool) {
+    if (static_cast<int>(starts.size()) >= st.restarts) break;
+    bool dup = std::any_of(starts.begin(), starts.end(), [&](const Found& g) { return g.order == f.order; });
+    if (!dup) starts.push_back(f);
+  }
+  if (!pool.empty()) progress.offer(score_of(pool.front().eval, st.objective).primary, true);
+  // 2. Local search from the best distinct starts, each twice: once steered by the per-rank
+  // sum, once walking the plateaus of the objective freely.
+  std::vector<std::pair<size_t, uint64_t>> jobs;
+  for (size_t k = 0; k < 2 * starts.size(); ++k) jobs.emplace_back(k / 2, mix(st.seed * 1000003ULL + k));
+  std::vector<Found> improved(jobs.size());
+  std::vector<long> evals(jobs.size(), 0);
+  parallel_for(jobs.size(), threads, [&](size_t k) {
+    tl_progress = &progress;
+    tl_start = &t0;
+    improved[k] = improve(p, starts[jobs[k].first], st.objective, st.iterations, jobs[k].second, &stop, &evals[k], k % 2 == 0);
+    tl_progress = nullptr;
+    tl_start = nullptr;
+  });
+  for (long e : evals) out.evaluations += e;
+  {
+    std::lock_guard<std::mutex> lock(timer_mu);
+    finished = true;
+  }
+  timer_cv.notify_all();
+  if (timer.joinable()) timer.join();
+  out.stopped_by_time = stop.load();
+  std::vector<Found> all = improved;
+  all.insert(all.end(), starts.begin(), starts.end());
+  std::stable_sort(all.begin(), all.end(), by_score);
+  for (Found& f : all) {
+    bool dup = std::any_of(out.finalists.begin(), out.finalists.end(), [&](const Found& g) { return g.order == f.order; });
+    if (!dup) out.finalists.push_back(std::move(f));
+  }
+  if (!out.finalists.empty()) {
+    out.best = out.finalists.front();
+    progress.offer(score_of(out.best.eval, st.objective).primary, true);
+  }
+  out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return out;
+}
+
+// ---- tune ---------------------------------------------------------------------------------
+
+Entry measure(const Schedule& s, const CostModel& costs, const SimOptions& sim, SimResult* keep) {
+  Entry e;
+  e.name = s.name;
+  e.vpp = s.ranks > 0 ? s.stages / s.ranks : 1;
+  e.placement = s.placement.kind;
+  SimOptions o = sim;
+  o.record_trace = true;
+  SimResult r = simulate(s, costs, o);
+  e.verified = r.completed && r.check.ok();
+  if (!r.check.ok()) {
+    const Violation& v = r.check.violations.front();
+    e.verdict = std::string(to_string(v.kind)) + ": " + v.message;
+  } else {
+    e.verdict = r.completed ? "ok" : "did not complete";
+  }
+  e.makespan_ms = r.makespan_ms;
+  double idle = 0;
+  for (const auto& x : r.ranks) {
+    e.peak_bytes.push_back(x.peak_memory_bytes);
+    idle += x.bubble_fraction;
+  }
+  e.bubble = r.ranks.empty() ? 0 : idle / static_cast<double>(r.ranks.size());
+  for (const auto& l : r.links) e.messages += static_cast<size_t>(l.messages);
+  std::vector<double> first(static_cast<size_t>(s.ranks), -1), last(static_cast<size_t>(s.ranks), 0);
+  for (const auto& sl : r.slices) {
+    if (sl.lane != Lane::Compute) continue;
+    auto& f = first[static_cast<size_t>(sl.rank)];
+    if (f < 0 || sl.start_ms < f) f = sl.start_ms;
+    last[static_cast<size_t>(sl.rank)] = std::max(last[static_cast<size_t>(sl.rank)], sl.end_ms);
+  }
+  for (int q = 0; q < s.ranks; ++q)
+    if (first[static_cast<size_t>(q)] >= 0) e.span_ms = std::max(e.span_ms, last[static_cast<size_t>(q)] - first[static_cast<size_t>(q)]);
+  if (keep) *keep = std::move(r);
+  return e;
+}
+
+namespace {
+
+struct FamilyVariant {
+  std::string label;
+  GenerateOptions options;
+  std::string family;
+};
+
+std::vector<FamilyVariant> family_variants(int pp, int vpp, int micro) {
+  std::vector<FamilyVariant> out;
+  for (const auto& g : generators()) {
+    const std::string name(g.name);
+    // MPipe adds a tower's work to the step: not the same workload as the others.
+    if (name == "mpipe-transpose") continue;
+    GenerateOptions o;
+    o.pp = pp;
+    o.vpp = vpp;
+    o.micro = micro;
+    out.push_back({name + (vpp > 1 ? " V=" + std::to_string(vpp) : ""), o, name});
+    if (name == "interleaved-1f1b") {
+      GenerateOptions lm = o;
+      lm.less_memory = true;
+      out.push_back({name + " --less-memory" + (vpp > 1 ? " V=" + std::to_string(vpp) : ""), lm, name});
+      GenerateOptions ob = o;
+      ob.overlap_b_f = true;
+      out.push_back({name + " --overlap-b-f" + (vpp > 1 ? " V=" + std::to_string(vpp) : ""), ob, name});
+      ob.dxdw_split = true;
+      out.push_back({name + " --overlap-b-f --dxdw-split" + (vpp > 1 ? " V=" + std::to_string(vpp) : ""), ob, name});
+    }
+  }
+  return out;
+}
+
+// Hill climbing on the DES makespan: each start is timed, the fastest verified one is improved
+// by the same moves as improve(), a move kept when the schedule still verifies and is not
+// slower. Deterministic for `seed`; `seconds` (0: none) caps it.
+Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostModel& costs, const SimOptions& sim,
+                 long iterations, double seconds, uint64_t seed, long* evaluations) {
+  const auto t0 = Clock::now();
+  SimOptions o = sim;
+  o.record_trace = false;
+  auto time_of = [&](const Order& order) -> double {
+    const SimResult r = simulate(to_schedule(p, order, "candidate"), costs, o);
+    if (evaluations) ++*evaluations;
+    return r.completed && r.check.ok() ? r.makespan_ms : -1.0;
+  };
+  Found best;
+  double best_ms = -1;
+  for (const Found& f : starts) {
+    if (!evaluate(p, f.order).ok) continue;
+    const double ms = time_of(f.order);
+    if (ms >= 0 && (best_ms < 0 || ms < best_ms - 1e-12)) best_ms = ms, best = f;
+  }
+  if (best_ms < 0) return {};
+  std::mt19937_64 rng(mix(seed ^ 0xd35ULL));
+  Order cur = best.order;
+  Workspace ws;
+  Evaluation e;
+  size_t total = 0;
+  std::vector<size_t> cumulative;
+  for (const auto& ro : cur) cumulative.push_back(total += ro.size());
+  bool moved = false;
+  for (long it = 0; it < iterations && total > 1; ++it) {
+    if (seconds > 0 && std::chrono::duration<double>(Clock::now() - t0).count() > seconds) break;
+    const size_t pick = rng() % total;
+    const size_t r = static_cast<size_t>(std::upper_bound(cumulative.begin(), cumulative.end(), pick) - cumulative.begin());
+    auto& ro = cur[r];
+    const size_t i = pick - (r == 0 ? 0 : cumulative[r - 1]);
+    const uint64_t u = rng();
+    long d = 1 + static_cast<long>(u % 4);
+    if ((u >> 8) & 1) d = -d;
+    const long j = std::clamp(static_cast<long>(i) + d, 0L, static_cast<long>(ro.size()) - 1);
+    if (j == static_cast<long>(i)) continue;
+    Order trial = cur;
+    auto& tr = trial[r];
+    if (p.overlap_efficiency > 0 && ((u >> 12) & 3) == 0 && tr[i].kind == Kind::F) {
+      tr[i].overlap_next = !tr[i].overlap_next;
+    } else {
+      const Task t = tr[i];
+      tr.erase(tr.begin() + static_cast<long>(i));
+      tr.insert(tr.begin() + j, t);
+    }
+    if (!evaluate(p, trial, ws, e)) continue;  // a cycle or over the cap: no DES needed
+    const double ms = time_of(trial);
+    if (ms >= 0 && ms <= best_ms + 1e-12) {
+      moved = moved || ms < best_ms - 1e-12;
+      best_ms = ms;
+      cur = std::move(trial);
+    }
+  }
+  best.order = cur;
+  best.eval = evaluate(p, cur);
+  if (moved) best.origin = "DES search from " + best.origin;
+  return best;
+}
+
+}  // namespace
+
+std::vector<Found> family_seeds(const Problem& p) {
+  std::vector<Found> out;
+  const int vpp = p.ranks > 0 ? p.stages / p.ranks : 1;
+  for (const auto& fv : family_variants(p.ranks, vpp, p.micros)) {
+    try {
+      auto o = order_of(generate(fv.family, fv.options), p);
+      if (o) out.push_back(Found{std::move(*o), {}, "family " + fv.label});
+    } catch (const std::exception&) {
+      // does not fit this shape
+    }
+  }
+  return out;
+}
+
+TuneResult tune(const TuneRequest& rq) {
+  TuneResult res;
+  const auto t0 = Clock::now();
+  if (rq.pp < 1 || rq.micro < 1) throw InputError({}, "tune: --pp and --micro must be >= 1");
+  if (rq.vpp_min < 1 || rq.vpp_max < rq.vpp_min) throw InputError({}, "tune: --vpp must be >= 1");
+  struct Shape {
+    int vpp;
+    PlacementKind placement;
+  };
+  std::vector<Shape> shapes;
+  std::vector<CostModel> models(static_cast<size_t>(rq.vpp_max + 1));
+  std::vector<bool> fits(static_cast<size_t>(rq.vpp_max + 1), false);
+  std::string why;
+  for (int v = rq.vpp_min; v <= rq.vpp_max; ++v) {
+    try {
+      models[static_cast<size_t>(v)] = rq.costs(rq.pp * v);
+      models[static_cast<size_t>(v)].check_fits(rq.pp * v, rq.micro);
+      fits[static_cast<size_t>(v)] = true;
+    } catch (const InputError& e) {
+      why = e.what();
+      continue;  // this V is not described by the cost file
+    }
+    if (v == 1) {
+      shapes.push_back({1, PlacementKind::Loop});
+      continue;
+    }
+    for (PlacementKind k : rq.placements) shapes.push_back({v, k});
+  }
+  if (shapes.empty()) throw InputError({}, "tune: the cost model fits no V in the range: " + why);
+  auto model_for = [&](int stages) -> const CostModel& { return models[static_cast<size_t>(stages / rq.pp)]; };
+  auto cap_for = [&](int stages) { return rq.budget ? rq.budget : model_for(stages).capacity_bytes; };
+  auto sim_for = [&](int stages) {
+    SimOptions o = rq.sim;
+    o.check.memory = model_for(stages).memory_model(stages);
+    if (auto cap = cap_for(stages)) o.check.memory_budget = static_cast<int64_t>(*cap);
+    return o;
+  };
+  // Families: each one fitting a shape is measured once and seeds the search of that shape.
+  std::vector<std::pair<Schedule, std::string>> family_schedules;
+  std::vector<int> family_vpp;
+  for (int v = rq.vpp_min; v <= rq.vpp_max && rq.families; ++v)
+    if (fits[static_cast<size_t>(v)])
+    for (const auto& fv : family_variants(rq.pp, v, rq.micro)) {
+      Schedule s;
+      try {
+        s = generate(fv.family, fv.options);
+      } catch (const std::exception&) {
+        continue;  // does not fit this shape
+      }
+      if (v > 1 && std::none_of(rq.placements.begin(), rq.placements.end(),
+                                [&](PlacementKind k) { return k == s.placement.kind; }))
+        continue;
+      s.name = fv.label;
+      family_schedules.emplace_back(std::move(s), fv.label);
+    }
+  std::vector<Entry> entries;
+  for (const auto& [s, label] : family_schedules) {
+    Entry e = measure(s, model_for(s.stages), sim_for(s.stages));
+    e.origin = "family";
+    entries.push_back(std::move(e));
+  }
+  // The search, per shape and backward kind; the time limit is shared out evenly.
+  const double deadline_share = rq.settings.seconds > 0 ? rq.settings.seconds / static_cast<double>(shapes.size() * 2) : 0;
+  std::vector<std::pair<Schedule, std::string>> found;
+  double global_best = -1;
+  std::vector<LowerBound> bounds;
+  for (const Shape& sh : shapes)
+    for (bool split : {true, false}) {
+      const int stages = rq.pp * sh.vpp;
+      Problem p = problem_from_costs(model_for(stages), rq.pp, sh.vpp, rq.micro, sh.placement, split, MemoryRule::Ppsched,
+                                     cap_for(stages));
+      std::vector<Found> seeds;
+      for (const auto& [s, label] : family_schedules) {
+        auto o = order_of(s, p);
+        if (o) seeds.push_back(Found{std::move(*o), {}, "family " + label});
+      }
+      SearchSettings st = rq.settings;
+      st.seconds = deadline_share * 2 / 3;  // the last third for the DES hill climb
+      if (rq.settings.progress)  // one line for the whole tune: the best over every shape so far
+        st.progress = [&](double best, double) {
+          if (global_best < 0 || best < global_best) global_best = best;
+          rq.settings.progress(global_best, std::chrono::duration<double>(Clock::now() - t0).count());
+        };
+      SearchOutcome so = search(p, seeds, st);
+      res.evaluations += so.evaluations;
+      res.stopped_by_time = res.stopped_by_time || so.stopped_by_time;
+      // The DES decides: the evaluator's best few and the families' orders are timed by it,
+      // and a short hill climb on the DES itself starts from the fastest (the evaluator does
+      // not see rendezvous waits; the DES does).
+      std::vector<Found> starts(so.finalists.begin(), so.finalists.begin() + std::min<size_t>(5, so.finalists.size()));
+      for (const Found& f : seeds) starts.push_back(f);
+      const std::string name = "found V=" + std::to_string(sh.vpp) +
+                               (sh.vpp > 1 ? (sh.placement == PlacementKind::V ? " v" : " loop") : "") +
+                               (split ? " F/I/W" : " F/B");
+      Found refined = des_refine(p, starts, model_for(stages), sim_for(stages), rq.settings.des_iterations,
+                                 deadline_share > 0 ? deadline_share / 3 : 0, rq.settings.seed, &res.evaluations);
+      if (!refined.order.empty()) {
+        Schedule s = to_schedule(p, refined.order, name);
+        Entry e = measure(s, model_for(s.stages), sim_for(s.stages));
+        e.origin = refined.origin;
+        entries.push_back(e);
+        found.emplace_back(std::move(s), name);
+      }
+      if (split) bounds.push_back(lower_bound(p));  // F/B has the same work, fewer freedoms
+    }
+  // Rank: verified first, then DES makespan; among equal makespans the found one first only
+  // when strictly better (a family that ties keeps its place ahead).
+  std::vector<size_t> idx(entries.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+    const Entry &x = entries[a], &y = entries[b];
+    if (x.verified != y.verified) return x.verified;
+    if (std::abs(x.makespan_ms - y.makespan_ms) > 1e-9 * std::max(1.0, x.makespan_ms)) return x.makespan_ms < y.makespan_ms;
+    return (x.origin == "family") > (y.origin == "family");
+  });
+  // Keep one row per distinct name (the best of each), families and found alike.
+  std::vector<std::string> seen;
+  for (size_t i : idx) {
+    if (std::find(seen.begin(), seen.end(), entries[i].name) != seen.end()) continue;
+    seen.push_back(entries[i].name);
+    res.leaderboard.push_back(entries[i]);
+  }
+  if (!res.leaderboard.empty() && res.leaderboard.front().verified) {
+    res.best = 0;
+    const Entry& b = res.leaderboard.front();
+    bool done = false;
+    for (auto& [s, label] : found)
+      if (!done && s.name == b.name) {
+        Entry again = measure(s, model_for(s.stages), sim_for(s.stages), &res.best_sim);
+        if (std::abs(again.makespan_ms - b.makespan_ms) <= 1e-9 * std::max(1.0, b.makespan_ms)) {
+          res.best_schedule = s;
+          done = true;
+        }
+      }
+    for (auto& [s, label] : family_schedules)
+      if (!done && s.name == b.name) {
+        measure(s, model_for(s.stages), sim_for(s.stages), &res.best_sim);
+        res.best_schedule = s;
+        done = true;
+      }
+    // The bound: the weakest over the shapes searched (every candidate is one of them).
+    for (size_t k = 0; k < bounds.size(); ++k)
+      if (k == 0 || bounds[k].makespan < res.bound.makespan) res.bound = bounds[k];
+    res.gap = res.bound.makespan > 0 ? b.makespan_ms / res.bound.makespan - 1 : 0;
+  }
+  res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace ppsched::search

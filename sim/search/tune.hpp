@@ -1,0 +1,136 @@
+// `ppsched tune`: the best verified schedule for a cost model, a memory budget and a pipeline
+// shape. Candidates: every built-in family that fits, the list scheduler over its parameter
+// space (sim/search/list_scheduler.hpp), and a local search on orders started from the best of
+// both (moves of one task within its rank; a move that breaks a dependency makes the order
+// stall in evaluate() and is refused). Finalists become ordinary schedules (P2P inserted),
+// verified by verify() and timed by the DES; the leaderboard ranks them by the DES makespan.
+//
+// Deterministic for a seed: the work is a fixed list of jobs, each with its own random stream,
+// merged in job order whatever the number of threads; only a --seconds limit that stops the
+// search early can change the outcome (the result says so).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/cost_model.hpp"
+#include "sim/engine.hpp"
+#include "sim/search/list_scheduler.hpp"
+#include "sim/search/problem.hpp"
+
+namespace ppsched::search {
+
+enum class Objective : uint8_t {
+  Makespan,  // the global makespan (first start to last end over all ranks)
+  Span,      // ZB's: the longest rank span (its first task to its last)
+};
+
+// Compared lexicographically: the objective, the other objective, then the sum over ranks of
+// the objective's per-rank measure (it steers the local search across plateaus of the max).
+struct Score {
+  double primary = 0, secondary = 0, tertiary = 0;
+  bool operator<(const Score& o) const {
+    if (primary < o.primary - 1e-9) return true;
+    if (primary > o.primary + 1e-9) return false;
+    if (secondary < o.secondary - 1e-9) return true;
+    if (secondary > o.secondary + 1e-9) return false;
+    return tertiary < o.tertiary - 1e-9;
+  }
+  bool operator<=(const Score& o) const { return !(o < *this); }
+};
+// steer: fill the tertiary key (else 0, so plateaus of the first two keys are walked freely).
+Score score_of(const Evaluation& e, Objective obj, bool steer = true);
+
+struct SearchSettings {
+  Objective objective = Objective::Makespan;
+  long iterations = 20000;   // local-search moves per job
+  int restarts = 4;          // local-search jobs per problem (from the best distinct seeds)
+  uint64_t seed = 1;
+  int threads = 1;           // 0 = hardware concurrency
+  double seconds = 0;        // 0 = no time limit
+  long des_iterations = 300;  // tune: hill-climbing moves timed by the DES after the search
+  // Called from one thread at a time with the best score so far and the elapsed seconds.
+  std::function<void(double best, double elapsed)> progress;
+};
+
+struct Found {
+  Order order;
+  Evaluation eval;
+  std::string origin;  // "list: <params>", "search from <seed origin>", "family <name>"
+  double found_at = 0; // seconds into search() when this order was reached
+};
+
+struct SearchOutcome {
+  Found best;
+  std::vector<Found> finalists;  // distinct orders, best first (the best is finalists[0])
+  long evaluations = 0;
+  double seconds = 0;
+  bool stopped_by_time = false;
+};
+
+// Local search on one order: moves one task of one rank by a short distance, keeps the order
+// if it still runs, fits the caps, and is not worse than late acceptance allows. Deterministic
+// for `seed`; stops early when `stop` turns true.
+Found improve(const Problem& p, const Found& start, Objective obj, long iterations, uint64_t seed,
+              const std::atomic<bool>* stop = nullptr, long* evaluations = nullptr, bool steer = true);
+
+// List scheduler over its parameter space plus `seeds` (e.g. families' orders), then local
+// search from the best distinct ones.
+SearchOutcome search(const Problem& p, const std::vector<Found>& seeds, const SearchSettings& settings);
+
+// The compute orders of every built-in family (and option) that fits the problem's shape, as
+// search starts ("family <name>"); families with other steps (OVERLAP composites, MPipe) are
+// left out.
+std::vector<Found> family_seeds(const Problem& p);
+
+// ---- the whole tune command --------------------------------------------------------------
+
+struct TuneRequest {
+  int pp = 0, micro = 0;
+  int vpp_min = 1, vpp_max = 1;
+  std::vector<PlacementKind> placements = {PlacementKind::Loop};  // for V > 1
+  // The cost model for a stage count (the embedded default splits its layers over the stages;
+  // a file fits only the stage counts it describes: check_fits decides, others are skipped).
+  std::function<CostModel(int stages)> costs;
+  std::optional<double> budget;  // bytes per rank (else the model's capacity_bytes)
+  SimOptions sim;                // comm semantics of the DES (memory filled in by tune)
+  SearchSettings settings;
+  bool families = true;
+};
+
+struct Entry {
+  std::string name;     // "found" / family name with options
+  std::string origin;   // how it was made
+  bool verified = false;
+  std::string verdict;  // "ok", or the first violation / why it was left out
+  double makespan_ms = 0;
+  double span_ms = 0;   // longest rank span (from the DES slices)
+  double bubble = 0;    // mean idle fraction
+  std::vector<int64_t> peak_bytes;
+  size_t messages = 0;
+  int vpp = 1;
+  PlacementKind placement = PlacementKind::Loop;
+};
+
+struct TuneResult {
+  std::vector<Entry> leaderboard;  // sorted by makespan (verified first)
+  int best = -1;                   // index into leaderboard of the best verified entry
+  Schedule best_schedule;          // P2P inserted, verified
+  SimResult best_sim;
+  LowerBound bound;                // for the best entry's shape
+  double gap = 0;                  // best makespan / bound - 1
+  double seconds = 0;
+  long evaluations = 0;
+  bool stopped_by_time = false;
+};
+
+TuneResult tune(const TuneRequest& request);
+
+// Builds `order`'s schedule, verifies it and times it with the DES: an Entry.
+Entry measure(const Schedule& s, const CostModel& costs, const SimOptions& sim, SimResult* out = nullptr);
+
+}  // namespace ppsched::search

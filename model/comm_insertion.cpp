@@ -27,7 +27,8 @@ struct Unit {
   int sub;                // sub-step position within a composite, 0 for simple steps
 };
 
-// The most slots (idle ones included) the time-column layout may produce: ~500 MB of IR.
+// The most slots (idle ones included) the time-column layout is padded to (~500 MB of IR);
+// a larger layout is emitted without its idle slots.
 constexpr uint64_t kMaxLaidOutSlots = uint64_t{1} << 23;
 
 class Scan {
@@ -60,6 +61,7 @@ class Scan {
     const Step* sub;   // the compute (sub-)step this unit stands for, null for idle
     int sub_pos;       // 0 for the first unit of a step
     int input_index;   // index in the input program
+    int rank;          // the rank whose program holds it
     int column = -1;
   };
 
@@ -103,7 +105,7 @@ class Scan {
       for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
         const Slot& slot = prog[static_cast<size_t>(i)];
         if (!slot) {
-          us.push_back({nullptr, nullptr, 0, i});
+          us.push_back({nullptr, nullptr, 0, i, r});
           continue;
         }
         const Step& st = *slot;
@@ -115,11 +117,11 @@ class Scan {
             if (is_p2p(sub.op) || is_composite(sub.op))
               fail(r, i, "a compute composite may hold only compute sub-steps, found " + short_label(sub));
             register_producer(sub, r, static_cast<int>(us.size()), i);
-            us.push_back({&st, &sub, static_cast<int>(k), i});
+            us.push_back({&st, &sub, static_cast<int>(k), i, r});
           }
         } else {
           register_producer(st, r, static_cast<int>(us.size()), i);
-          us.push_back({&st, &st, 0, i});
+          us.push_back({&st, &st, 0, i, r});
         }
       }
     }
@@ -277,75 +279,107 @@ class Scan {
     out.mpipe = s_.mpipe;
     // The time-column layout pads each rank with idle slots up to its last column: for a
     // pipeline of P one-micro stages that is about 1.5 P^2 slots, in proportion to ranks^2
-    // rather than to the input. Refused (located, with the limit) before it is allocated.
+    // rather than to the input. The padding is only for display (`show` draws it as a time
+    // grid; every checker and the simulator skip idle slots), so it is kept only within a
+    // limit; beyond it the same order is emitted without idle slots, and nothing here is
+    // sized by columns: memory stays in proportion to the steps.
     uint64_t laid_out = 0;
     for (const auto& us : units_) laid_out += us.empty() ? 0 : static_cast<uint64_t>(us.back().column) + 1;
-    if (laid_out > kMaxLaidOutSlots)
-      throw InputError({}, "inserting the sends and receives lays this compute-only schedule out in " +
-                               std::to_string(laid_out) + " time slots (idle ones included), over the limit of " +
-                               std::to_string(kMaxLaidOutSlots) +
-                               "; give it with its SEND/RECV actions (compute_comms) or as ppsched JSON");
-    out.programs.resize(static_cast<size_t>(s_.ranks));
-    int columns = 0;
-    std::vector<std::vector<const U*>> at(static_cast<size_t>(s_.ranks));
-    for (int r = 0; r < s_.ranks; ++r) {
-      const auto& us = units_[static_cast<size_t>(r)];
-      int last = us.empty() ? -1 : us.back().column;
-      columns = std::max(columns, last + 1);
-      auto& a = at[static_cast<size_t>(r)];
-      a.assign(static_cast<size_t>(last + 1), nullptr);
-      for (const U& u : us) a[static_cast<size_t>(u.column)] = &u;
+    const bool pad = laid_out <= kMaxLaidOutSlots;
+    const size_t ranks = static_cast<size_t>(s_.ranks);
+    out.programs.resize(ranks);
+    // The units in (column, rank) order, by a counting sort over the columns in use.
+    std::vector<const U*> by_column;
+    std::vector<int> column_of;  // distinct columns, ascending
+    std::vector<size_t> column_start;
+    {
+      std::vector<std::pair<int, const U*>> all;
+      size_t total = 0;
+      for (const auto& us : units_) total += us.size();
+      all.reserve(total);
+      for (size_t r = 0; r < ranks; ++r)
+        for (const U& u : units_[r]) all.push_back({u.column, &u});
+      // Stable: within a column, ranks stay ascending (they were pushed in rank order).
+      std::stable_sort(all.begin(), all.end(),
+                       [](const auto& x, const auto& y) { return x.first < y.first; });
+      by_column.reserve(all.size());
+      for (size_t k = 0; k < all.size(); ++k) {
+        if (k == 0 || all[k].first != all[k - 1].first) {
+          column_of.push_back(all[k].first);
+          column_start.push_back(k);
+        }
+        by_column.push_back(all[k].second);
+      }
+      column_start.push_back(all.size());
     }
-    // Exact sizes: every column up to the rank's last, plus the transfers it sends and receives.
-    std::vector<size_t> sizes(static_cast<size_t>(s_.ranks), 0);
-    for (int r = 0; r < s_.ranks; ++r) {
-      sizes[static_cast<size_t>(r)] += at[static_cast<size_t>(r)].size();
-      for (const U& u : units_[static_cast<size_t>(r)]) {
+    // Exact sizes: every emitted step (and, when padded, every column up to the rank's last),
+    // plus the transfers it sends and receives.
+    std::vector<int> last(ranks, -1);
+    std::vector<size_t> sizes(ranks, 0);
+    for (size_t r = 0; r < ranks; ++r) {
+      const auto& us = units_[r];
+      last[r] = us.empty() ? -1 : us.back().column;
+      if (pad) sizes[r] += static_cast<size_t>(last[r] + 1);
+      for (const U& u : us) {
         if (!u.sub) continue;
-        if (u.sub_pos > 0) sizes[static_cast<size_t>(r)]--;  // a composite's later columns emit nothing
-        const int to = hand_over_rank(*u.sub, r);
+        if (!pad && u.sub_pos == 0) sizes[r]++;
+        if (pad && u.sub_pos > 0) sizes[r]--;  // a composite's later columns emit nothing
+        const int to = hand_over_rank(*u.sub, static_cast<int>(r));
         if (to >= 0) {
-          sizes[static_cast<size_t>(r)]++;
+          sizes[r]++;
           sizes[static_cast<size_t>(to)]++;
         }
       }
     }
     // Only now: a later rank adds the receives it causes on an earlier one.
-    for (int r = 0; r < s_.ranks; ++r) out.programs[static_cast<size_t>(r)].reserve(sizes[static_cast<size_t>(r)]);
-    std::vector<int> order;  // even ranks first, then odd (reference §2.0)
-    for (int r = 0; r < s_.ranks; r += 2) order.push_back(r);
-    for (int r = 1; r < s_.ranks; r += 2) order.push_back(r);
-    for (int t = 0; t < columns; ++t) {
-      for (int r = 0; r < s_.ranks; ++r) {
-        const auto& a = at[static_cast<size_t>(r)];
-        if (t >= static_cast<int>(a.size())) continue;
-        const U* u = a[static_cast<size_t>(t)];
-        if (!u || !u->top) {
-          out.programs[static_cast<size_t>(r)].push_back(std::nullopt);  // idle column
+    for (size_t r = 0; r < ranks; ++r) out.programs[r].reserve(sizes[r]);
+    // Padding is written lazily: before anything lands on rank r at column t, its idle
+    // columns up to t (never past its own last column) are filled.
+    std::vector<int> filled(ranks, 0);  // the next column of rank r without its slot
+    auto pad_to = [&](size_t r, int t) {
+      if (!pad) return;
+      const int upto = std::min(t, last[r]);
+      for (; filled[r] <= upto; ++filled[r]) out.programs[r].push_back(std::nullopt);
+    };
+    std::vector<const U*> even, odd;  // even ranks first, then odd (reference §2.0)
+    for (size_t c = 0; c < column_of.size(); ++c) {
+      const int t = column_of[c];
+      for (size_t k = column_start[c]; k < column_start[c + 1]; ++k) {
+        const U* u = by_column[k];
+        const size_t r = static_cast<size_t>(u->rank);
+        pad_to(r, t - 1);
+        if (pad) filled[r] = t + 1;
+        if (!u->top) {
+          if (pad) out.programs[r].push_back(std::nullopt);  // an idle slot of the input (AsGiven)
         } else if (u->sub_pos == 0 && owned_) {
           // The units still point at the moved-from step: its op, micro and stage stay, and a
           // composite's sub-steps keep their addresses (SmallVec moves its block).
-          out.programs[static_cast<size_t>(r)].push_back(
-              std::move(owned_->programs[static_cast<size_t>(r)][static_cast<size_t>(u->input_index)]));
+          out.programs[r].push_back(std::move(owned_->programs[r][static_cast<size_t>(u->input_index)]));
         } else if (u->sub_pos == 0) {
-          out.programs[static_cast<size_t>(r)].push_back(*u->top);
+          out.programs[r].push_back(*u->top);
         }
       }
-      for (int r : order) {
-        const auto& a = at[static_cast<size_t>(r)];
-        if (t >= static_cast<int>(a.size())) continue;
-        const U* u = a[static_cast<size_t>(t)];
-        if (!u || !u->sub) continue;
-        const Step& st = *u->sub;
-        const int to = hand_over_rank(st, r);
-        if (to < 0) continue;
-        const Op send = *info(st.op).hands_over;
-        const auto& send_info = info(send);
-        out.programs[static_cast<size_t>(r)].push_back(make_step(send, st.micro, st.stage));
-        out.programs[static_cast<size_t>(to)].push_back(
-            make_step(send_info.partner, st.micro, st.stage + send_info.partner_stage_delta));
+      even.clear();
+      odd.clear();
+      for (size_t k = column_start[c]; k < column_start[c + 1]; ++k)
+        (by_column[k]->rank % 2 == 0 ? even : odd).push_back(by_column[k]);
+      for (const auto* list : {&even, &odd}) {
+        for (const U* u : *list) {
+          if (!u->sub) continue;
+          const size_t r = static_cast<size_t>(u->rank);
+          const Step& st = *u->sub;
+          const int to = hand_over_rank(st, u->rank);
+          if (to < 0) continue;
+          const Op send = *info(st.op).hands_over;
+          const auto& send_info = info(send);
+          out.programs[r].push_back(make_step(send, st.micro, st.stage));
+          pad_to(static_cast<size_t>(to), t);
+          out.programs[static_cast<size_t>(to)].push_back(
+              make_step(send_info.partner, st.micro, st.stage + send_info.partner_stage_delta));
+        }
       }
     }
+    for (size_t r = 0; r < ranks; ++r) pad_to(r, last[r]);
     return out;
   }
 

@@ -27,7 +27,10 @@ enum class Alignment {
 // `compute_only` may contain compute steps, composites of compute steps, local steps and
 // collectives, and idle slots; no P2P steps. Returns the schedule with FWD/BWD sends and
 // receives added (none between adjacent stages on the same rank). In Auto mode the result
-// keeps the computed columns as idle slots, so `ppsched show` draws a time grid.
+// keeps the computed columns as idle slots, so `ppsched show` draws a time grid, as long as
+// that padding stays within 2^23 slots; a larger layout (a compute-only pipeline of thousands
+// of ranks pads to ~1.5 ranks^2) is emitted in the same order without idle slots, so memory
+// stays in proportion to the steps.
 // Throws InputError when the order cannot run (a consumer not after its producer, a
 // dependency cycle, a step on a rank that does not own its stage).
 Schedule insert_p2p(const Schedule& compute_only, Alignment alignment);

@@ -90,3 +90,36 @@ TEST_CASE("coalescing turns runs of P2P steps into batches and keeps single ones
   auto stripped = strip_p2p(out);
   CHECK(joined(stripped.programs[1], false) == "F0s1 B0s1 F1s1 B1s1");
 }
+
+TEST_CASE("a compute-only pipeline of 5000 ranks is laid out without ranks^2 idle padding",
+          "[comm_insertion][limits]") {
+  // One micro-batch through 5000 one-stage ranks: the time-column layout would pad to about
+  // 1.5 * 5000^2 idle slots; past the padding limit the same order comes without them.
+  const int P = 5000;
+  std::vector<std::vector<std::string>> order(P);
+  for (int r = 0; r < P; ++r) order[r] = {"F0s" + std::to_string(r), "B0s" + std::to_string(r)};
+  const Schedule s = compute_only(P, P, 1, Placement::loop(P, P), order);
+  const Schedule out = insert_p2p(s, Alignment::Auto);
+  size_t steps = 0, idle = 0;
+  for (const auto& prog : out.programs)
+    for (const auto& slot : prog) (slot ? steps : idle)++;
+  CHECK(idle == 0);
+  CHECK(steps == size_t{6} * P - 4);  // F, B, and a send and a receive per boundary each way
+  // Rank 1: receive F, F, send F, receive B, B, send B (the ordinary 1F1B-with-P2P order).
+  const Program& r1 = out.programs[1];
+  REQUIRE(r1.size() == 6);
+  CHECK(r1[0]->op == Op::FWD_RECV);
+  CHECK(r1[1]->op == Op::FWD);
+  CHECK(r1[2]->op == Op::FWD_SEND);
+  CHECK(r1[3]->op == Op::BWD_RECV);
+  CHECK(r1[4]->op == Op::BWD);
+  CHECK(r1[5]->op == Op::BWD_SEND);
+  // A small layout keeps its idle columns for display, and the order without them is the same.
+  std::vector<std::vector<std::string>> small(4);
+  for (int r = 0; r < 4; ++r) small[r] = {"F0s" + std::to_string(r), "B0s" + std::to_string(r)};
+  const Schedule padded = insert_p2p(compute_only(4, 4, 1, Placement::loop(4, 4), small), Alignment::Auto);
+  size_t padded_idle = 0;
+  for (const auto& prog : padded.programs)
+    for (const auto& slot : prog) padded_idle += !slot;
+  CHECK(padded_idle > 0);
+}

@@ -111,13 +111,6 @@ class DomBuilder : public nlohmann::json_sax<json> {
 
 void throw_json_syntax_error(std::string_view text, const std::string& file, std::size_t position,
                              const nlohmann::detail::exception& ex) {
-  // Line and column from the byte offset (1-based index of the last character read).
-  const size_t at = std::min(position > 0 ? position - 1 : 0, text.size());
-  const size_t line_start = at == 0 ? std::string_view::npos : text.rfind('\n', at - 1);
-  Location loc;
-  loc.file = file;
-  loc.line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'));
-  const size_t column = line_start == std::string_view::npos ? at + 1 : at - line_start;
   // "[json.exception.parse_error.101] parse error at line 5, column 9: syntax error ..." or
   // "[json.exception.out_of_range.406] number overflow parsing '1E432'": the tag and nlohmann's
   // own position (in another convention) go.
@@ -130,6 +123,18 @@ void throw_json_syntax_error(std::string_view text, const std::string& file, std
     const size_t colon = what.find(": ");
     if (colon != std::string_view::npos) what.remove_prefix(colon + 2);
   }
+  throw_json_syntax_error(text, file, position, what);
+}
+
+void throw_json_syntax_error(std::string_view text, const std::string& file, std::size_t position,
+                             std::string_view what) {
+  // Line and column from the byte offset (1-based index of the last character read).
+  const size_t at = std::min(position > 0 ? position - 1 : 0, text.size());
+  const size_t line_start = at == 0 ? std::string_view::npos : text.rfind('\n', at - 1);
+  Location loc;
+  loc.file = file;
+  loc.line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'));
+  const size_t column = line_start == std::string_view::npos ? at + 1 : at - line_start;
   throw InputError(loc, "malformed JSON at column " + std::to_string(column) + ": " + clip(what, 300));
 }
 

@@ -20,6 +20,10 @@ nlohmann::json parse_json_strict(std::string_view text, const std::string& file,
 [[noreturn]] void throw_json_syntax_error(std::string_view text, const std::string& file, std::size_t position,
                                           const nlohmann::detail::exception& ex);
 
+// The same for a message already free of tags (parse_json_sax's).
+[[noreturn]] void throw_json_syntax_error(std::string_view text, const std::string& file, std::size_t position,
+                                          std::string_view message);
+
 // "null", "a boolean", "a string", "an array", "an object", and for numbers either "a number"
 // or, where integers are expected, "an integer" / "a number with a fraction".
 inline std::string json_type_name(const nlohmann::json& j, bool integers_apart) {

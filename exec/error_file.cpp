@@ -7,6 +7,8 @@
 #include <iostream>
 #include <mutex>
 
+#include <nlohmann/json.hpp>
+
 namespace ppsched::exec {
 namespace {
 
@@ -18,28 +20,6 @@ std::string g_who = "ppsched-exec";
 std::string (*g_describe)(const std::exception&) = nullptr;
 
 constexpr size_t kMaxLines = 200;  // a long refusal list must not grow the file without bound
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);  // UTF-8 passes through
-        }
-    }
-  }
-  return out + "\"";
-}
 
 // Tees std::cerr: forwards everything, keeps each completed line. Unbuffered, so every write
 // reaches stderr at once, as std::cerr's own buffer does; locked, because a replaced rdbuf is
@@ -103,8 +83,11 @@ void terminate_handler() {
 
 std::string torchelastic_error_json(const std::string& message, const std::string& traceback, long long unix_seconds) {
   // torchrun reads the timestamp with int(...) of a string, as its own ErrorHandler writes it.
-  return "{\"message\": {\"message\": " + json_string(message) + ", \"extraInfo\": {\"py_callstack\": " +
-         json_string(traceback) + ", \"timestamp\": \"" + std::to_string(unix_seconds) + "\"}}}";
+  // Written by nlohmann: every string escaped, invalid UTF-8 replaced (a message may quote input).
+  const nlohmann::json j = {
+      {"message",
+       {{"message", message}, {"extraInfo", {{"py_callstack", traceback}, {"timestamp", std::to_string(unix_seconds)}}}}}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 FailureReport failure_report(const std::vector<std::string>& stderr_lines, int status) {

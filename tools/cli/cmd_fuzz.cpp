@@ -150,7 +150,7 @@ Action add_fuzz(CLI::App& app) {
     auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
     size_t round = 0;
     if (!st->json) std::cerr << "ppsched fuzz: seed " << st->seed << (st->cases ? "" : ", " + std::to_string(int(budget)) + " s") << "\n";
-    while (st->cases ? round < st->cases : elapsed() < budget) {
+    while (st->cases ? round < static_cast<size_t>(st->cases) : elapsed() < budget) {
       for (size_t k = 0; k < props.size(); ++k) {
         const auto p0 = Clock::now();
         fuzz::Case c = fuzz::random_case(props[k], rng, st->limits);

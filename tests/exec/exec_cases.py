@@ -10,31 +10,17 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
 import shutil
 import sys
 import tempfile
 import time
 
-# A small GPT: 8 blocks so that 8 virtual stages (P=4, V=2) each get one; tiny widths keep a
-# PP=4 run well under a second of compute on 2 cores.
-GPT = ["--model", "gpt", "--layers", "8", "--hidden", "16", "--heads", "2", "--seq", "4", "--vocab", "32",
-       "--micro-batch-size", "2"]
+from harness import GPT, Failure, free_port, registry, strict_json
+
 MLP = ["--model", "mlp", "--layers", "8", "--hidden", "16", "--micro-batch-size", "2"]
 
-CASES = {}
-
-
-def case(name):
-    def register(fn):
-        CASES[name] = fn
-        return fn
-    return register
-
-
-class Failure(Exception):
-    pass
+CASES, case = registry()
 
 
 def launch(ctx, ranks, args, expect_rc=0, grace=20, limit=120):
@@ -47,13 +33,6 @@ def launch(ctx, ranks, args, expect_rc=0, grace=20, limit=120):
         raise Failure(f"exit status {p.returncode}, expected {'0' if expect_rc == 0 else 'non-zero'}\n"
                       f"command: {' '.join(cmd)}\n--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}")
     return p.returncode, p.stdout, p.stderr, dt
-
-
-def strict_json(text):
-    """JSON as RFC 8259 has it: NaN, Infinity and -Infinity are refused (Python accepts them)."""
-    def refuse(name):
-        raise Failure(f"the JSON summary holds {name}, which is not JSON: {text}")
-    return json.loads(text, parse_constant=refuse)
 
 
 def summary(stdout):
@@ -389,12 +368,6 @@ for _flag, _gen in (("overlap_p2p", ["--generate", "1f1b", "--pp", "4", "--micro
 
 
 # ---- refusals before any communication ----------------------------------------------------
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def lone_rank(ctx, args, world=2, rank=1):
     """Runs ONE rank of a WORLD_SIZE-rank job with nobody else started: any attempt to

@@ -20,34 +20,17 @@ import subprocess
 import sys
 import time
 
-# A PP=4 1F1B on a tiny GPT, as in exec_cases.py: well under a second of compute per rank.
-GPT = ["--model", "gpt", "--layers", "8", "--hidden", "16", "--heads", "2", "--seq", "4", "--vocab", "32",
-       "--micro-batch-size", "2"]
+from harness import GPT, Failure, free_port, registry, strict_json
+
+# A PP=4 1F1B on the tiny GPT of exec_cases.py: well under a second of compute per rank.
 PP4 = ["--generate", "1f1b", "--pp", "4", "--micro", "8"] + GPT
 SKIP = 77  # meson's "skipped" exit status
 
-CASES = {}
-
-
-def case(name):
-    def register(fn):
-        CASES[name] = fn
-        return fn
-    return register
-
-
-class Failure(Exception):
-    pass
+CASES, case = registry()
 
 
 class Skip(Exception):
     pass
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def need_torchrun(ctx):
@@ -88,7 +71,7 @@ def json_summary(out, err):
     for line in out.splitlines():
         line = re.sub(r"^\[[a-z]+\d+\]:", "", line.strip())  # torchrun's tee prefix
         if line.startswith("{") and '"parity"' in line:
-            return json.loads(line)
+            return strict_json(line)
     raise Failure("no JSON summary from rank 0\n--- stdout\n" + out + "\n--- stderr\n" + err)
 
 

@@ -28,6 +28,9 @@ inline constexpr double kMaxBytes = 1099511627776.0;
 // makespan summed over any schedule stays finite.
 inline constexpr double kMaxTimeMs = 1e9;
 
+// The slowest and fastest finite link bandwidth a file may give, in GB/s (null = infinite).
+inline constexpr double kMinBandwidthGBps = 1e-6, kMaxBandwidthGBps = 1e9;
+
 void validate_structure(const Schedule& s, const std::string& file = "");
 
 }  // namespace ppsched

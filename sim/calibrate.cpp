@@ -16,6 +16,8 @@
 
 #include "model/errors.hpp"
 #include "model/step_types.hpp"
+#include "model/validate.hpp"
+#include "sim/cost_model.hpp"
 
 namespace ppsched {
 namespace {
@@ -151,11 +153,22 @@ Calibration calibrate_trace(std::string_view text, const std::string& file, cons
                    "ppsched-exec --trace)");
 
   int current = -1;  // the event being read, for a type error's location
+  Calibration cal;
   try {
-    return fit(root, file, options, current);
+    cal = fit(root, file, options, current);
   } catch (const json::exception& e) {
     fail(file, current, "unexpected JSON type: " + library_message(e.what()));
   }
+  // What calibrate fits, the cost reader must read. The slices' own numbers are checked
+  // where they are read; what is left (a sum such as BWD = BWD_INPUT + BWD_WEIGHT beyond the
+  // time limit) is refused here, located in the trace.
+  try {
+    read_cost_model(write_cost_model(cal.costs), file);
+  } catch (const InputError& e) {
+    fail(file, -1, "the fitted model is not a valid cost file (" +
+                       (e.where().field.empty() ? std::string("?") : e.where().field) + "): " + e.message());
+  }
+  return cal;
 }
 
 namespace {
@@ -221,6 +234,13 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
       s.micro = int_at(a, "micro", file, ev, where);
       s.step_index = int_at(a, "step_index", file, ev, where);
       s.bytes = number_at(a, "bytes", file, ev, where);
+      // The cost file's limits (README "Limits"), checked where the number is, so that the
+      // fitted model never needs refusing as a whole.
+      if (!(s.bytes >= 0 && s.bytes <= kMaxBytes))
+        fail(file, ev, where + ": bytes " + a["bytes"].dump() + " is outside 0 to " +
+                           std::to_string(static_cast<int64_t>(kMaxBytes)) + " bytes (1 TiB)");
+      if (s.dur / 1e3 > kMaxTimeMs)
+        fail(file, ev, what + ": dur " + e["dur"].dump() + " us is over the limit of 1e9 ms (11.6 days)");
       if (a.contains("sub")) s.sub = int_at(a, "sub", file, ev, where);
       if (a.contains("meta") && a["meta"].is_boolean()) s.meta = a["meta"].get<bool>();
       if (s.stage >= cal.stages)
@@ -542,6 +562,17 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
     lf.rms_residual_ms = std::sqrt(sse(lf.latency_ms, slope) / static_cast<double>(xs.size()));
   }
   if (slope > 0) lf.bandwidth_GBps = 1e-6 / slope;
+  if (lf.bandwidth_GBps && *lf.bandwidth_GBps > kMaxBandwidthGBps) {
+    lf.bandwidth_GBps.reset();
+    lf.note += std::string(lf.note.empty() ? "" : "; ") + "the fitted bandwidth is beyond 1e9 GB/s: taken as infinite";
+  }
+  if (lf.bandwidth_GBps && *lf.bandwidth_GBps < kMinBandwidthGBps)
+    fail(file, -1, "the transfers fit a bandwidth of " + std::to_string(*lf.bandwidth_GBps) +
+                       " GB/s, below the cost file's limit of 1e-6 GB/s: the trace's times or sizes are not a real run's");
+  if (lf.latency_ms > kMaxTimeMs)
+    fail(file, -1, "the transfers fit a link latency of " + std::to_string(lf.latency_ms) +
+                       " ms, over the cost file's limit of 1e9 ms: the ranks' clocks are far apart (ts) or the "
+                       "trace's times are not a real run's");
   Link link;
   link.latency_ms = to_ns_ms(lf.latency_ms);
   link.bandwidth_GBps = lf.bandwidth_GBps;

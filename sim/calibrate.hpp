@@ -73,7 +73,8 @@ struct Calibration {
 
 // Throws InputError (file, event index, field) when `text` is not a usable trace: not JSON,
 // no traceEvents, no slices, a slice without the args calibration needs, an unknown op, a
-// flow end that lies in no slice.
+// flow end that lies in no slice, a number beyond the cost file's limits (bytes, durations,
+// a fitted link): what it returns, write_cost_model writes and read_cost_model reads.
 Calibration calibrate_trace(std::string_view text, const std::string& file_name, const CalibrateOptions& options = {});
 
 }  // namespace ppsched

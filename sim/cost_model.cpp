@@ -383,7 +383,6 @@ std::string join(const Keys& keys) { return join_keys(keys); }
 bool is_annotation(std::string_view key) { return key == "comment" || key.substr(0, 2) == "x-"; }
 
 
-constexpr double kMinBandwidthGBps = 1e-6, kMaxBandwidthGBps = 1e9;
 constexpr size_t kMaxLinkPairs = 1024;
 
 // What a number stands for: its unit, range and how an error describes it.

@@ -66,7 +66,7 @@ def main():
             if c.returncode != 0:
                 failures.append(f"ppsched costs rejects the fitted file: {c.stderr}")
         # A trace whose slices last 10^12 ms: the fit would be a cost file `costs` refuses (times
-        # over 10^9 ms), so calibrate refuses it, naming the field, and writes nothing.
+        # over 10^9 ms), so calibrate refuses it, naming the event, and writes nothing.
         with open(trace) as f:
             absurd = json.load(f)
         for ev in absurd["traceEvents"]:
@@ -78,7 +78,7 @@ def main():
         refused = os.path.join(tmp, "absurd_costs.json")
         p = run([exe, "calibrate", absurd_path, "-o", refused])
         print(f"calibrate of a trace with absurd durations: exit {p.returncode}: {p.stderr.strip()}")
-        if p.returncode != 2 or "not a valid cost file" not in p.stderr or os.path.exists(refused):
+        if p.returncode != 2 or "over the limit of 1e9 ms" not in p.stderr or "traceEvents[" not in p.stderr or os.path.exists(refused):
             failures.append(f"absurd trace: expected exit 2 and no file, got {p.returncode}: {p.stderr}")
         # A schedule that did not run: exit 2.
         other = os.path.join(tmp, "2.json")

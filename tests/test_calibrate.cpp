@@ -115,6 +115,21 @@ TEST_CASE("a simulated 1F1B trace calibrates back to its per-stage times, link l
   CHECK(cal.measured_makespan_ms == Approx(simulate(s, c).makespan_ms).margin(kTimeTol));
 }
 
+TEST_CASE("a link faster than the cost file's 1e9 GB/s is fitted as infinite, not as a figure the reader refuses") {
+  GenerateOptions g;
+  g.pp = 2;
+  g.micro = 4;
+  const Schedule s = generate("1f1b", g);
+  CostModel c = known_costs();
+  // 32 MiB in 17 ns: the trace's whole nanoseconds still show the size dependence.
+  c.intra_node.bandwidth_GBps = c.inter_node.bandwidth_GBps = 2e9;
+  const Calibration cal = round_trip(s, c);
+  CHECK_FALSE(cal.link.bandwidth_GBps);
+  CHECK_THAT(cal.link.note, Catch::Contains("beyond 1e9 GB/s"));
+  CHECK(cal.link.latency_ms == Approx(0.05).margin(kTimeTol));
+  CHECK_NOTHROW(read_cost_model(write_cost_model(cal.costs), "fitted.json"));
+}
+
 TEST_CASE("split backward halves and MPipe tower steps are recovered as their own keys") {
   const CostModel c = known_costs();
   SECTION("zb-h1: BWD_INPUT and BWD_WEIGHT per stage, BWD derived as their sum") {
@@ -233,6 +248,42 @@ TEST_CASE("a trace calibration cannot use is refused with a located error") {
     json v = json::parse(simulated_trace());
     v["otherData"]["stages"] = 2000000000;
     CHECK_THAT(expect_error([&] { calibrate_trace(v.dump(), "big.json"); }).what(), Catch::Contains("beyond 2^20"));
+  }
+  SECTION("numbers beyond the cost file's limits are refused where they are (CI's fuzzer found the fit passing them on)") {
+    auto first_slice = [](json& t) -> std::pair<int, json*> {
+      for (size_t i = 0; i < t["traceEvents"].size(); ++i)
+        if (t["traceEvents"][i]["ph"] == "X") return {static_cast<int>(i), &t["traceEvents"][i]};
+      return {-1, nullptr};
+    };
+    json t = json::parse(simulated_trace());
+    auto [at, ev] = first_slice(t);
+    (*ev)["args"]["bytes"] = -64;
+    auto e = expect_error([&] { calibrate_trace(t.dump(), "neg.json"); });
+    CHECK(e.where().field == "traceEvents[" + std::to_string(at) + "]");
+    CHECK_THAT(e.what(), Catch::Contains("bytes -64 is outside 0 to 1099511627776"));
+    (*ev)["args"]["bytes"] = 2e12;
+    CHECK_THAT(expect_error([&] { calibrate_trace(t.dump(), "big.json"); }).what(), Catch::Contains("(1 TiB)"));
+    json u = json::parse(simulated_trace());
+    auto [at2, ev2] = first_slice(u);
+    (*ev2)["dur"] = 2e12;  // us: 2e9 ms
+    e = expect_error([&] { calibrate_trace(u.dump(), "dur.json"); });
+    CHECK(e.where().field == "traceEvents[" + std::to_string(at2) + "]");
+    CHECK_THAT(e.what(), Catch::Contains("over the limit of 1e9 ms"));
+  }
+  SECTION("a fit whose sum is beyond the limits (BWD = BWD_INPUT + BWD_WEIGHT over 1e9 ms) is refused as a whole") {
+    json t = json::parse(simulated_trace());
+    // Every backward of the trace becomes a BWD_INPUT or a BWD_WEIGHT of 0.9e9 ms: each is
+    // within the limit, their sum (the derived BWD) is not.
+    int k = 0;
+    for (auto& ev : t["traceEvents"])
+      if (ev["ph"] == "X" && ev["args"]["op"] == "BWD") {
+        ev["args"]["op"] = (k++ % 2) ? "BWD_WEIGHT" : "BWD_INPUT";
+        ev["dur"] = 0.9e12;
+      }
+    REQUIRE(k >= 2);
+    auto e = expect_error([&] { calibrate_trace(t.dump(), "sum.json"); });
+    CHECK(e.where().file == "sum.json");
+    CHECK_THAT(e.what(), Catch::Contains("not a valid cost file (compute.BWD"));
   }
   SECTION("no stage count") {
     json t = json::parse(simulated_trace());

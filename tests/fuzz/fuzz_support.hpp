@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <string>
 #include <typeinfo>
 
 #include "model/errors.hpp"
@@ -18,13 +19,15 @@ namespace ppsched::fuzz {
   std::abort();
 }
 
-// Runs `read`; returns false when it threw an InputError (the input was rejected).
+// Runs `read`; returns false when it threw an InputError (the input was rejected), whose
+// message goes to `why` when given.
 template <class Fn>
-bool accepts(Fn&& read) {
+bool accepts(Fn&& read, std::string* why = nullptr) {
   try {
     read();
     return true;
-  } catch (const InputError&) {
+  } catch (const InputError& e) {
+    if (why) *why = e.what();
     return false;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ppsched fuzz: unexpected %s: %s\n", typeid(e).name(), e.what());

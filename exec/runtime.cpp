@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <exception>
 #include <thread>
 
 #include "exec/error_file.hpp"
@@ -200,6 +201,8 @@ void Runtime::run_iteration(int iteration) {
   std::string label = "before the first step";
   try {
     reset();
+    failed_peer_ = -1;
+    progress_.waiting_on = -1;
     in_flight_.clear();
     post_of_.clear();
     posts_.clear();
@@ -252,7 +255,37 @@ void Runtime::run_iteration(int iteration) {
   }
 }
 
+namespace {
+
+// Marks a blocking transport call: the heartbeat publishes its peer while it runs. When it
+// throws (a timeout), that peer is the one the failure names, and it stays published: this
+// rank still waits for that peer as far as the other ranks' wait chains are concerned (they
+// time out at about the same moment and follow the chain through this rank).
+class BlockedOn {
+ public:
+  BlockedOn(Progress& p, int& failed_peer, int peer)
+      : p_(p), failed_(failed_peer), peer_(peer), exceptions_(std::uncaught_exceptions()) {
+    p_.waiting_on = peer;
+  }
+  ~BlockedOn() {
+    if (std::uncaught_exceptions() > exceptions_)
+      failed_ = peer_;
+    else
+      p_.waiting_on = -1;
+  }
+  BlockedOn(const BlockedOn&) = delete;
+  BlockedOn& operator=(const BlockedOn&) = delete;
+
+ private:
+  Progress& p_;
+  int& failed_;
+  int peer_, exceptions_;
+};
+
+}  // namespace
+
 int Runtime::peer_at(int index) const {
+  if (failed_peer_ >= 0) return failed_peer_;
   const auto& prog = ctx_.schedule.programs[static_cast<size_t>(ctx_.rank)];
   if (index < 0 || index >= static_cast<int>(prog.size()) || !prog[static_cast<size_t>(index)]) return -1;
   const Step& st = *prog[static_cast<size_t>(index)];
@@ -372,7 +405,12 @@ void Runtime::run_wait(const Action& a) {
     if (h == posts_.end()) continue;  // its post was waited already (a batch serves several consumers)
     const std::vector<int32_t> done = std::move(h->second);
     posts_.erase(h);
-    ctx_.transport.wait(p->second);
+    {
+      const Message& m = lowering_.messages[static_cast<size_t>(done.front())];
+      const Channel& ch = lowering_.channels[static_cast<size_t>(m.channel)];
+      BlockedOn blocked(progress_, failed_peer_, m.send ? ch.dst : ch.src);
+      ctx_.transport.wait(p->second);
+    }
     for (int32_t m : done) {
       const int32_t key = key_of(lowering_.messages[static_cast<size_t>(m)]);
       payload_done(in_flight_.at(key), key);
@@ -391,6 +429,7 @@ void Runtime::run_phase(const Action& a) {
     const Channel& ch = lowering_.channels[static_cast<size_t>(m.channel)];
     return m.send ? ch.dst : ch.src;
   };
+  BlockedOn blocked(progress_, failed_peer_, peer_of_msg(*msgs[0]));
   if (msgs.size() == 1 && msgs[0]->meta) {
     const Message& m = *msgs[0];
     InFlight& f = in_flight(m);

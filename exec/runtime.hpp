@@ -53,6 +53,10 @@ struct LoggedCollective {
 struct Progress {
   std::atomic<int> iteration{-1};
   std::atomic<int> step{-1};
+  // The peer a transport call of this rank is blocked on (-1: none). In the non-blocking
+  // modes a rank waits inside a compute step (the consumer's Wait) and a P2P step only posts,
+  // so the step alone does not say whom a rank waits for.
+  std::atomic<int> waiting_on{-1};
 };
 
 struct RunContext;
@@ -208,6 +212,7 @@ class Runtime {
   std::map<int32_t, int> post_of_;           // posted message id -> transport handle (this run)
   std::map<int, std::vector<int32_t>> posts_;  // handle -> its message ids, until waited
   Progress& progress_;
+  int failed_peer_ = -1;  // the peer of the transport call that threw (this iteration)
   std::function<void()> poll_peers_;  // throws when another rank reported a failure
   std::optional<FaultInjection> fault_;
 };

@@ -34,7 +34,7 @@ Watchdog::~Watchdog() { stop(); }
 
 void Watchdog::start() {
   // Publish a first heartbeat before the thread runs, so peers never read a missing key.
-  store_->set(hb_key(rank_), bytes("0 -1 -1 0"));
+  store_->set(hb_key(rank_), bytes("0 -1 -1 0 -1"));
   auto now = Clock::now();
   for (auto& s : seen_) s.changed = now;
   thread_ = std::thread([this] { loop(); });
@@ -46,7 +46,7 @@ void Watchdog::stop() {
   thread_.join();
   try {
     // "finished": this rank stops beating on purpose.
-    store_->set(hb_key(rank_), bytes("-1 -1 -1 1"));
+    store_->set(hb_key(rank_), bytes("-1 -1 -1 1 -1"));
   } catch (...) {
   }
 }
@@ -104,9 +104,10 @@ void Watchdog::declare(const std::string& report, bool publish_it) {
 }
 
 std::string Watchdog::wait_chain(int peer) const {
-  // Follow who waits for whom through the last heartbeats: a rank in a P2P step waits for
-  // that step's peer; the chain ends at a rank in any other step (computing, frozen, or in a
-  // collective), which is the one to look at.
+  // Follow who waits for whom through the last heartbeats: a rank blocked in a transport call
+  // waits for that call's peer (in every mode: a blocking P2P step, or the Wait of a posted
+  // receive before its consumer); the chain ends at a rank that is not (computing, frozen
+  // before or inside a step, or in a collective), which is the one to look at.
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<bool> visited(static_cast<size_t>(world_), false);
   visited[static_cast<size_t>(rank_)] = true;
@@ -114,13 +115,7 @@ std::string Watchdog::wait_chain(int peer) const {
   int r = peer;
   for (;;) {
     const Seen& s = seen_[static_cast<size_t>(r)];
-    const auto& prog = schedule_.programs[static_cast<size_t>(r)];
-    int next = -1;
-    if (s.step >= 0 && s.step < static_cast<int>(prog.size()) && prog[static_cast<size_t>(s.step)]) {
-      const Step& st = *prog[static_cast<size_t>(s.step)];
-      const Step& leaf = is_batch(st.op) && !st.sub_steps.empty() ? st.sub_steps.front() : st;
-      if (is_p2p(leaf.op)) next = peer_of(schedule_, r, leaf);
-    }
+    const int next = s.waiting_on;
     visited[static_cast<size_t>(r)] = true;
     if (next >= 0 && next < world_ && visited[static_cast<size_t>(next)]) {
       // Everyone on the chain waits in a P2P step: the programs deadlock (a schedule run with
@@ -169,7 +164,8 @@ void Watchdog::loop() {
     if (stop_) break;
     try {
       std::ostringstream hb;
-      hb << ++counter << ' ' << progress_.iteration.load() << ' ' << progress_.step.load() << " 0";
+      hb << ++counter << ' ' << progress_.iteration.load() << ' ' << progress_.step.load() << " 0 "
+         << progress_.waiting_on.load();
       store_->set(hb_key(rank_), bytes(hb.str()));
       if (!fault() && store_->check({kErrorKey})) {
         std::string report = text(store_->get(kErrorKey));
@@ -183,8 +179,8 @@ void Watchdog::loop() {
         if (!store_->check({hb_key(r)})) continue;  // not started yet: the rendezvous has its own timeout
         std::istringstream in(text(store_->get(hb_key(r))));
         long c = 0;
-        int it = -1, st = -1, finished = 0;
-        in >> c >> it >> st >> finished;
+        int it = -1, st = -1, finished = 0, waiting = -1;
+        in >> c >> it >> st >> finished >> waiting;
         std::unique_lock<std::mutex> lock(mu_);
         Seen& s = seen_[static_cast<size_t>(r)];
         if (finished) {
@@ -195,6 +191,7 @@ void Watchdog::loop() {
           s.counter = c;
           s.iteration = it;
           s.step = st;
+          s.waiting_on = waiting;
           s.changed = Clock::now();
         } else if (!s.finished && Clock::now() - s.changed > heartbeat_timeout_) {
           std::string report = "rank " + std::to_string(r) + " died or froze (no heartbeat for " +

@@ -84,6 +84,7 @@ class Watchdog {
   struct Seen {
     long counter = -1;
     int iteration = -1, step = -1;
+    int waiting_on = -1;  // the peer its transport call is blocked on (Progress::waiting_on)
     bool finished = false;
     std::chrono::steady_clock::time_point changed;
   };

@@ -17,6 +17,7 @@ import tempfile
 import time
 
 from harness import GPT, Failure, free_port, registry, strict_json
+from matrix import MATRIX_MODES, cell
 
 MLP = ["--model", "mlp", "--layers", "8", "--hidden", "16", "--micro-batch-size", "2"]
 
@@ -56,63 +57,7 @@ def parity_run(ctx, ranks, args, iterations):
         raise Failure(f"expected {iterations} losses, got {s['losses']}")
 
 
-# ---- gradient parity: the body schedules --------------------------------------------------
-
-BODY = {
-    "gpipe": ["--generate", "gpipe"],
-    "1f1b": ["--generate", "1f1b"],
-    "interleaved": ["--generate", "interleaved-1f1b", "--vpp", "2"],
-    "zb-h1": ["--generate", "zb-h1"],
-    "zbv": ["--generate", "zbv", "--vpp", "2"],
-    "dualpipev": ["--generate", "dualpipev", "--vpp", "2"],
-}
-for _name, _gen in BODY.items():
-    for _pp in (2, 4):
-        def _body(ctx, gen=_gen, pp=_pp, name=_name):
-            # PP=2 runs two iterations (gradients accumulate, caches must be empty in between);
-            # PP=4 one. gpipe and zb-h1 at PP=2 use the MLP, everything else the GPT.
-            model = MLP if pp == 2 and name in ("gpipe", "zb-h1") else GPT
-            parity_run(ctx, pp, gen + ["--pp", str(pp), "--micro", str(2 * pp)] + model, iterations=2 if pp == 2 else 1)
-        case(f"parity_{_name}_pp{_pp}")(_body)
-
-
-for _pp in (2, 4):
-    def _dxdw(ctx, pp=_pp):
-        # OVERLAP_B_F composites and the split backward BWD_INPUT / BWD_WEIGHT in the body.
-        parity_run(ctx, pp, ["--generate", "interleaved-1f1b", "--vpp", "2", "--pp", str(pp), "--micro", str(2 * pp),
-                             "--overlap-b-f", "--dxdw-split"] + GPT, iterations=2 if pp == 2 else 1)
-    case(f"parity_interleaved_overlap_dxdw_pp{_pp}")(_dxdw)
-
-for _name, _gen in (("interleaved", ["--generate", "interleaved-1f1b", "--vpp", "2"]),
-                    ("zbv", ["--generate", "zbv", "--vpp", "2"])):
-    def _batched(ctx, gen=_gen):
-        # BATCH_SEND_RECV: metas one at a time, then the payloads as one group. (At PP=4 the
-        # generator's --batch output does not verify yet, so the cases stay at PP=2.)
-        parity_run(ctx, 2, gen + ["--pp", "2", "--micro", "4", "--batch"] + GPT, iterations=2)
-    case(f"parity_{_name}_batched_pp2")(_batched)
-
-
-for _name, _ranks, _gen in (("1f1b", 4, ["--generate", "1f1b", "--pp", "4", "--micro", "8"]),
-                            ("interleaved", 2, ["--generate", "interleaved-1f1b", "--vpp", "2", "--pp", "2", "--micro", "4"])):
-    def _dyn(ctx, ranks=_ranks, gen=_gen):
-        # --dyn-shape: every body FWD P2P exchanges its meta (two iterations: the metas of the
-        # second are where the lowering puts them too, or the traffic check fails).
-        parity_run(ctx, ranks, gen + ["--dyn-shape"] + GPT, iterations=2)
-    case(f"parity_{_name}_dyn_shape_pp{_ranks}")(_dyn)
-
-
-@case("parity_tied_embeddings_allreduce_pp2")
-def _(ctx):
-    parity_run(ctx, 2, ["--schedule", os.path.join(ctx.data, "exec", "1f1b_p2_m4_tied.json"), "--tie-embeddings"] + GPT,
-               iterations=2)
-
-
-@case("parity_tied_embeddings_subgroup_pp4")
-def _(ctx):
-    # ALL_REDUCE over {0, 3} only: ranks 1 and 2 take no part.
-    parity_run(ctx, 4, ["--schedule", os.path.join(ctx.data, "exec", "1f1b_p4_m4_tied.json"), "--tie-embeddings"] + GPT,
-               iterations=2)
-
+# ---- gradient parity: what the matrix below does not cover ----------------------------------
 
 @case("parity_tied_embeddings_same_rank_zbv_pp2")
 def _(ctx):
@@ -121,24 +66,47 @@ def _(ctx):
                iterations=2)
 
 
-# ---- gradient parity: MPipe Transpose ------------------------------------------------------
+# ---- the mode x family x PP parity matrix ---------------------------------------------------
+# Every runtime mode the executor takes (the flags of `ppsched check`), for every family, at
+# PP=2 and PP=4 on Gloo (the cells: tests/exec/matrix.py): one meson test per (mode, PP),
+# running each family in turn and printing one line per run and a table at the end. PP=2 runs
+# two iterations (caches must be empty in between, gradients accumulate), PP=4 one.
 
-MODES = {
-    "trainable": ["--tower", "trainable", "--tower-layers", "2"],
-    "frozen": ["--tower", "frozen", "--tower-layers", "2"],
-    "none": ["--tower", "none", "--tower-layers", "0"],
-    "ownerbwd": ["--tower", "trainable", "--owner-backward", "--tower-layers", "2"],
-}
-for _ov in ("full", "min"):
-    for _mode, _flags in MODES.items():
-        for _pp in (2, 4):
-            def _mpipe(ctx, ov=_ov, flags=_flags, pp=_pp):
-                # PP=2: V=2 body, M=4 (NT=2, so "min" overflows onto rank 0), two iterations.
-                # PP=4: V=1 body, M=8, one iteration.
-                shape = ["--vpp", "2", "--micro", "4"] if pp == 2 else ["--vpp", "1", "--micro", "8"]
-                parity_run(ctx, pp, ["--generate", "mpipe-transpose", "--pp", str(pp), "--overflow", ov] + shape + flags + GPT,
-                           iterations=2 if pp == 2 else 1)
-            case(f"parity_mpipe_{_ov}_{_mode}_pp{_pp}")(_mpipe)
+def _family_args(ctx, name, pp):
+    c = cell(name, pp, ctx.data)
+    return c.exec_args() + GPT + c.model
+
+
+def matrix_run(ctx, mode, pp):
+    flags, families = MATRIX_MODES[mode]
+    iterations = 2 if pp == 2 else 1
+    rows, failures = [], []
+    for fam in families:
+        args = _family_args(ctx, fam, pp) + flags + ["--check-parity", "--json", "--iterations", str(iterations)]
+        try:
+            rc, out, err, dt = launch(ctx, pp, args)
+            s = summary(out)
+            p = s["parity"]
+            ok = p["ok"] and s["ok"] and len(s["losses"]) == iterations
+            rows.append((fam, ok, p["max_rel_error"], p["loss_rel_error"], p["tensors"], dt))
+            if not ok:
+                failures.append(f"{fam}: parity failed: {json.dumps(p)}\n{err}")
+        except (Failure, subprocess.TimeoutExpired) as e:
+            rows.append((fam, False, float("nan"), float("nan"), 0, 0.0))
+            failures.append(f"{fam}: {e}")
+    print(f"matrix mode={mode} PP={pp} (iterations {iterations}):")
+    print(f"  {'family':28s} {'parity':6s} {'max_rel_error':>13s} {'loss_rel_error':>14s} {'gradients':>9s} {'wall s':>7s}")
+    for fam, ok, mx, lo, n, dt in rows:
+        print(f"  {fam:28s} {'ok' if ok else 'FAIL':6s} {mx:13.3g} {lo:14.3g} {n:9d} {dt:7.1f}")
+    if failures:
+        raise Failure(f"{len(failures)} of {len(rows)} runs failed:\n" + "\n".join(failures))
+
+
+for _mode in MATRIX_MODES:
+    for _pp in (2, 4):
+        def _matrix(ctx, mode=_mode, pp=_pp):
+            matrix_run(ctx, mode, pp)
+        case(f"matrix_{_mode}_pp{_pp}")(_matrix)
 
 
 @case("parity_check_detects_a_wrong_gradient")
@@ -352,19 +320,46 @@ def _(ctx):
               expect=["rank 1 was last seen at iteration 0, step 4 ("], limit=40)
 
 
-for _flag, _gen in (("overlap_p2p", ["--generate", "1f1b", "--pp", "4", "--micro", "8", "--overlap-p2p"]),
-                    ("mpipe_batched_recv", ["--generate", "mpipe-transpose", "--pp", "4", "--micro", "8", "--vpp", "1",
-                                            "--tower", "trainable", "--tower-layers", "2", "--mpipe-batched-recv"])):
-    def _fault_throw(ctx, gen=_gen):
-        # A step throws while receives are posted and not waited: every rank still names it.
-        fault_run(ctx, 4, gen + ["--timeout", "30", "--heartbeat-timeout", "3", "--fail-at", "2:6:throw"] + GPT,
-                  failing=2, killed=False, expect=["rank 2 failed at iteration 0, step 6 (", "injected fault"], limit=25)
-    case(f"fault_step_throws_{_flag}")(_fault_throw)
+# ---- faults in every mode: one fault per (mode, family), the kind and PP rotating ---------
+# For mode i and family j the fault is throw / kill / hang by (i + j) mod 3, at PP=2 for even
+# j and PP=4 for odd j (the MPipe families of mpipe_batched_recv alike), so every mode meets
+# every kind and every family meets every kind across the modes. The failing rank is never
+# rank 0 (the store host's death has its own case above).
 
-    def _fault_kill(ctx, gen=_gen):
-        fault_run(ctx, 4, gen + ["--timeout", "30", "--heartbeat-timeout", "3", "--fail-at", "1:6:kill"] + GPT,
-                  failing=1, killed=True, expect=["rank 1 died or froze", "step 6 ("], limit=25)
-    case(f"fault_rank_killed_{_flag}")(_fault_kill)
+FAULT_KINDS = ("throw", "kill", "hang")
+
+
+def fault_matrix_run(ctx, mode):
+    flags, families = MATRIX_MODES[mode]
+    i = list(MATRIX_MODES).index(mode)
+    done, failures = [], []
+    for j, fam in enumerate(families):
+        kind = FAULT_KINDS[(i + j) % 3]
+        pp = 2 if j % 2 == 0 else 4
+        rank, step = (1, 4) if pp == 2 else (1 + (i + j) % 3, 5)
+        args = _family_args(ctx, fam, pp) + flags + ["--timeout", "6", "--heartbeat-timeout", "3",
+                                                       "--fail-at", f"{rank}:{step}:{kind}"]
+        expect = {
+            "throw": [f"rank {rank} failed at iteration 0, step {step} (", "injected fault"],
+            "kill": [f"rank {rank} died or froze", f"step {step} ("],
+            "hang": [f"rank {rank} was last seen at iteration 0, step {step} ("],
+        }[kind]
+        try:
+            fault_run(ctx, pp, args, failing=rank, killed=kind == "kill", expect=expect, limit=40)
+            done.append(f"{fam} PP={pp} {kind} rank {rank} step {step}")
+        except (Failure, subprocess.TimeoutExpired) as e:
+            failures.append(f"{fam} PP={pp} {kind} rank {rank} step {step}: {e}")
+    print(f"faults in mode {mode}: {len(done)} of {len(families)} named by every rank:")
+    for d in done:
+        print("  " + d)
+    if failures:
+        raise Failure(f"{len(failures)} of {len(families)} fault runs failed:\n" + "\n".join(failures))
+
+
+for _mode in MATRIX_MODES:
+    def _fault_matrix(ctx, mode=_mode):
+        fault_matrix_run(ctx, mode)
+    case(f"fault_matrix_{_mode}")(_fault_matrix)
 
 
 # ---- refusals before any communication ----------------------------------------------------
@@ -413,31 +408,6 @@ def _(ctx):
             raise Failure(f"rank {r} did not refuse the mode:\n{err}")
     # --comm eager on a schedule that also completes under rendezvous runs.
     parity_run(ctx, 2, one + ["--comm", "eager"], iterations=1)
-
-
-# ---- the non-blocking modes: the lowering's posts and waits on the Gloo transport -----------
-
-MODE_CASES = {
-    # name: (ranks, generate args, mode flags, model)
-    "1f1b_overlap_p2p_pp2": (2, ["--generate", "1f1b", "--pp", "2", "--micro", "4"], ["--overlap-p2p"], MLP),
-    "interleaved_overlap_p2p_pp4": (4, ["--generate", "interleaved-1f1b", "--vpp", "2", "--pp", "4", "--micro", "8"],
-                                    ["--overlap-p2p"], GPT),
-    "zbv_overlap_p2p_pp2": (2, ["--generate", "zbv", "--vpp", "2", "--pp", "2", "--micro", "4"], ["--overlap-p2p"], GPT),
-    "dualpipev_overlap_p2p_pp2": (2, ["--generate", "dualpipev", "--vpp", "2", "--pp", "2", "--micro", "4"],
-                                  ["--overlap-p2p"], GPT),
-    "interleaved_batched_overlap_p2p_pp2": (2, ["--generate", "interleaved-1f1b", "--vpp", "2", "--pp", "2", "--micro",
-                                                "4", "--batch"], ["--overlap-p2p"], GPT),
-    "mpipe_full_trainable_batched_recv_pp2": (2, ["--generate", "mpipe-transpose", "--pp", "2", "--overflow", "full",
-                                                  "--vpp", "2", "--micro", "4"], ["--mpipe-batched-recv"],
-                                              MODES["trainable"] + GPT),
-    "mpipe_min_ownerbwd_batched_recv_pp4": (4, ["--generate", "mpipe-transpose", "--pp", "4", "--overflow", "min",
-                                                "--vpp", "1", "--micro", "8"], ["--mpipe-batched-recv"],
-                                            MODES["ownerbwd"] + GPT),
-}
-for _name, (_ranks, _gen, _mode, _model) in MODE_CASES.items():
-    def _mode_case(ctx, ranks=_ranks, gen=_gen, mode=_mode, model=_model):
-        parity_run(ctx, ranks, gen + mode + model, iterations=2)
-    case(f"parity_{_name}")(_mode_case)
 
 
 @case("no_verify_runs_it_and_the_deadlock_is_named_as_a_wait_cycle")

@@ -136,7 +136,8 @@ void check_data_parallel(const Schedule& s, const ModelConfig& m, const DataPara
                                                         short_label(*prog[static_cast<size_t>(lb->second)]) + ")") +
                        ", so its gradients would not be averaged over its data-parallel group; the executor adds "
                        "no communication the schedule does not list: insert one where PyTorch's _add_reduce_grad "
-                       "puts it (right after the stage's last BWD / BWD_WEIGHT), or run a lowered PyTorch CSV");
+                       "puts it (right after the stage's last BWD / BWD_WEIGHT; tests/exec/fsdp_steps.py adds PyTorch's FSDP "
+                       "steps to a schedule), or run a lowered PyTorch CSV");
     }
   }
 }

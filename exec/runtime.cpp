@@ -114,8 +114,8 @@ void RunContext::collective(const StepAt& at, const std::vector<int>& members) {
   collectives.push_back({at.step.op, members, at.index});
 }
 
-StepFailure::StepFailure(int r, int it, int idx, std::string lbl, std::string what, bool c, int p)
-    : std::runtime_error("rank " + std::to_string(r) + " failed at iteration " + std::to_string(it) + ", step " +
+StepFailure::StepFailure(int r, int it, int idx, std::string lbl, std::string what, bool c, int p, const std::string& name)
+    : std::runtime_error((name.empty() ? "rank " + std::to_string(r) : name) + " failed at iteration " + std::to_string(it) + ", step " +
                          std::to_string(idx) + " (" + lbl + "): " + what),
       rank(r), iteration(it), index(idx), label(std::move(lbl)), reason(std::move(what)), comm(c), peer(p) {}
 
@@ -248,10 +248,12 @@ void Runtime::run_iteration(int iteration) {
     throw;
   } catch (const TransportError& e) {
     abort();
-    throw StepFailure(ctx_.dp.global_rank, iteration, index, label, e.what(), true, peer_at(index));
+    throw StepFailure(ctx_.dp.global_rank, iteration, index, label, e.what(), true, peer_at(index),
+                      ctx_.dp.mesh.name(ctx_.dp.global_rank));
   } catch (const std::exception& e) {
     abort();
-    throw StepFailure(ctx_.dp.global_rank, iteration, index, label, message_of(e), false, peer_at(index));
+    throw StepFailure(ctx_.dp.global_rank, iteration, index, label, message_of(e), false, peer_at(index),
+                      ctx_.dp.mesh.name(ctx_.dp.global_rank));
   }
 }
 

@@ -203,7 +203,9 @@ struct PeerFailure : std::runtime_error {
 
 // A step of this rank failed: where, and why.
 struct StepFailure : std::runtime_error {
-  StepFailure(int rank, int iteration, int index, std::string label, std::string what, bool comm, int peer);
+  // `name`: how the message names the rank ("rank 3 (dp 1, pp 1)"); "rank <rank>" when empty.
+  StepFailure(int rank, int iteration, int index, std::string label, std::string what, bool comm, int peer,
+              const std::string& name = "");
   int rank, iteration, index;
   std::string label, reason;
   bool comm;  // a communication failed (TransportError): the cause may be another rank

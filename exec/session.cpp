@@ -112,15 +112,26 @@ std::vector<std::vector<int>> mesh_groups(const Schedule& s, const DeviceMesh& m
 
 // Rank 0: replica 0's records from the store (by pipeline rank), one SimResult, one Chrome trace file.
 TraceWritten write_measured_trace(const compat::StorePtr& store, const Schedule& s, const CheckOptions& mode, int world,
-                                  const std::string& path, bool cuda, const std::string& transport) {
+                                  const std::string& path, bool cuda, const std::string& transport, const DeviceMesh& mesh) {
   std::vector<RankTrace> ranks;
   for (int q = 0; q < world; ++q) ranks.push_back(parse_rank_trace(text(store->get("trace/" + std::to_string(q)))));
   MeasuredRun run = assemble_measured_run(s, ranks, mode);
   TraceOptions o;
   // The transport in the label: ppsched calibrate prices Gloo's rendezvous sends accordingly.
   o.label = "measured (" + transport + ")";
+  std::string doc = chrome_trace_json(s, run.result, o);
+  // Which replica this is (--dp): otherData.mesh gives the DP degree and, per pipeline rank
+  // of the trace, the global rank that ran it. The label stays the transport's (calibrate reads it).
+  const std::string other = "\"otherData\":{";
+  if (const size_t at = doc.find(other); at != std::string::npos) {
+    std::string ranks;
+    for (int r = 0; r < mesh.pp; ++r) ranks += (r ? "," : "") + std::to_string(mesh.global_rank(0, r));
+    doc.insert(at + other.size(), "\"mesh\":{\"dim_names\":[\"dp\",\"pp\"],\"shape\":[" + std::to_string(mesh.dp) + "," +
+                                      std::to_string(mesh.pp) + "],\"order\":\"" + to_string(mesh.order) +
+                                      "\",\"replica\":0,\"global_ranks\":[" + ranks + "]},");
+  }
   std::ofstream out(path, std::ios::binary);
-  out << chrome_trace_json(s, run.result, o);
+  out << doc;
   out.close();
   if (!out) throw std::runtime_error("cannot write the trace to '" + path + "'");
   return {path, run.result.slices.size(), run.result.flows.size(), run.result.makespan_ms, cuda, run.shared_clock, run.notes};
@@ -374,7 +385,8 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
         outcome.parity = check_parity(cfg.model, layout, s, cfg.run.iterations, grads, losses, mesh);
       }
       if (tracing)
-        outcome.trace = write_measured_trace(store, s, cfg.run.mode, s.ranks, cfg.run.trace, clock.cuda(), transport->name());
+        outcome.trace =
+            write_measured_trace(store, s, cfg.run.mode, s.ranks, cfg.run.trace, clock.cuda(), transport->name(), mesh);
       for (int q = 0; q < world; ++q) {
         std::istringstream in(text(store->get("params/" + std::to_string(q))));
         int64_t full = 0, held = 0;

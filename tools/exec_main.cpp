@@ -123,6 +123,7 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o
                     {"iteration", o.seconds.size() - 1},
                     {"clock", trace->cuda ? "cuda events" : "host"},
                     {"aligned", trace->shared_clock ? "shared host clock" : "barrier"},
+                    {"replica", 0},
                     {"slices", trace->slices},
                     {"flows", trace->flows},
                     {"makespan_ms", trace->makespan_ms},

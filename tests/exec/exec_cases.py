@@ -220,6 +220,73 @@ for _name, (_pp, _dp, _gen, _flags) in DP_CASES.items():
     case(f"parity_dp_{_name}")(_dp_case)
 
 
+@case("parity_dp_tied_embeddings_allreduce_stays_in_its_replica_pp2_dp2")
+def _(ctx):
+    # The tied-embedding ALL_REDUCE over pipeline ranks [0, 1] runs over global ranks [0, 1] in
+    # replica 0 and [2, 3] in replica 1; FSDP_REDUCE_GRAD then averages over [0, 2] and [1, 3].
+    d = tempfile.mkdtemp(prefix="ppsched-dp-")
+    ctx.cleanup.append(d)
+    path = os.path.join(d, "tied.json")
+    with open(os.path.join(ctx.data, "exec", "1f1b_p2_m4_tied.json")) as f:
+        doc = add_fsdp_steps(json.load(f))
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    rc, out, err, dt = launch(ctx, 4, ["--schedule", path, "--dp", "2", "--tie-embeddings", "--check-parity", "--json",
+                                       "--iterations", "2"] + GPT)
+    p = summary(out)["parity"]
+    if not p["ok"]:
+        raise Failure("parity failed: " + json.dumps(p, indent=1) + "\n" + err)
+    print(f"tied embeddings PP=2 x DP=2: parity ok, max_rel_error={p['max_rel_error']:.3g} over {p['tensors']} gradients")
+
+
+@case("parity_dp_mpipe_none_pp2_dp2")
+def _(ctx):
+    # MPipe's data prefix (DATA_LOAD / DATA_SEND / DATA_RECV between the owners and rank 0)
+    # inside each replica, on the replica's own micro-batches.
+    dp_run(ctx, 2, 2, ["mpipe-transpose", "--vpp", "2", "--micro", "4", "--overflow", "full", "--tower", "none"],
+           ["--tower-layers", "0"])
+
+
+@case("parity_dp_stage_module_zbv_pp2_dp2_fsdp")
+def _(ctx):
+    d = stage_dir(ctx, 4, "--kind", "mlp")
+    dp_run(ctx, 2, 2, ["zbv", "--vpp", "2", "--micro", "4"], ["--fsdp"], model=["--stage-module", d])
+
+
+@case("fault_dp_step_throws_on_replica_1")
+def _(ctx):
+    # A step of replica 1 throws: every rank of both replicas exits non-zero naming it.
+    path = fsdp_schedule(ctx, ["1f1b", "--pp", "2", "--micro", "4"])
+    fault_run(ctx, 4, ["--schedule", path, "--dp", "2", "--timeout", "30", "--heartbeat-timeout", "3",
+                       "--fail-at", "3:4:throw"] + GPT, failing=3, killed=False,
+              expect=["rank 3 (dp 1, pp 1) failed at iteration 0, step 4 (", "injected fault"], limit=25)
+
+
+@case("trace_dp_is_replica_0_pp2_dp2_fsdp")
+def _(ctx):
+    # --trace with --dp: replica 0's pipeline, in the simulator's format, FSDP steps on the
+    # collective lane; otherData.mesh says which global ranks ran it; calibrate reads it.
+    path = fsdp_schedule(ctx, ["1f1b", "--pp", "2", "--micro", "4"])
+    with open(path) as f:
+        sched = json.load(f)
+    trace = os.path.join(os.path.dirname(path), "run.trace.json")
+    rc, out, err, dt = launch(ctx, 4, ["--schedule", path, "--dp", "2", "--fsdp", "--mesh-order", "pp,dp",
+                                       "--iterations", "2", "--check-parity", "--json", "--trace", trace] + GPT)
+    s = summary(out)
+    if not s["ok"] or s["trace"]["notes"] or s["trace"]["replica"] != 0:
+        raise Failure("run failed or its trace did not pair with the comm model: " + json.dumps(s))
+    t, nslices, nflows = check_measured_trace(trace, sched)
+    mesh = t["otherData"]["mesh"]
+    if mesh["shape"] != [2, 2] or mesh["order"] != "pp,dp" or mesh["global_ranks"] != [0, 2]:
+        raise Failure(f"otherData.mesh: {mesh}")
+    fsdp = [e for e in t["traceEvents"] if e["ph"] == "X" and e["args"].get("op", "").startswith("FSDP_")]
+    if len(fsdp) != 6:
+        raise Failure(f"{len(fsdp)} FSDP slices, expected 3 per rank")
+    validate_trace(ctx, trace)
+    run_ppsched(ctx, ["calibrate", trace, "-o", os.path.join(os.path.dirname(path), "costs.json"), "--schedule", path])
+    print(f"replica 0's trace: {nslices} slices ({len(fsdp)} FSDP), {nflows} flows, mesh {mesh}")
+
+
 @case("parity_dp_fsdp_steps_are_noops_at_dp1_pp2")
 def _(ctx):
     # A PyTorch-style schedule (UNSHARD / REDUCE_GRAD / RESHARD) on one pipeline: the FSDP steps

@@ -91,10 +91,14 @@ void check_data_parallel(const Schedule& s, const ModelConfig& m, const DataPara
     errors.push_back("--fsdp cannot shard tied parameters (--tie-embeddings): the tied weight belongs to two stages");
   if (dp.fsdp && s.mpipe && s.mpipe->tower != Tower::None)
     errors.push_back("--fsdp with an MPipe tower: the tower is replicated on every pipeline rank, not part of a stage's shard");
-  if (dp.dp > 1 && s.mpipe && s.mpipe->tower != Tower::None)
-    errors.push_back(flag + " with an MPipe tower (" + std::string(to_string(s.mpipe->tower)) +
-                     "): no schedule step averages the tower's gradients over the data-parallel group yet; "
-                     "generate mpipe-transpose with --tower none");
+  // A trainable tower's gradients live on rank 0 in stage-0-backward mode and are stage 0's
+  // (its FSDP_REDUCE_GRAD averages them); in owner-backward mode every rank holds them after
+  // MPIPE_GRAD_REDUCE, and no step of the other ranks would average them.
+  const bool tower_grads = s.mpipe && s.mpipe->tower == Tower::Trainable;
+  if (dp.dp > 1 && tower_grads && s.mpipe->owner_backward)
+    errors.push_back(flag + " with an owner-backward MPipe tower: every rank holds the tower's gradients after "
+                     "MPIPE_GRAD_REDUCE and no step averages them over the data-parallel group; generate "
+                     "mpipe-transpose without --owner-backward (stage 0's FSDP_REDUCE_GRAD then averages the tower)");
   // Per rank, in program order: the last backward of each stage and what follows it.
   for (int r = 0; r < static_cast<int>(s.programs.size()); ++r) {
     const auto& prog = s.programs[static_cast<size_t>(r)];
@@ -112,6 +116,11 @@ void check_data_parallel(const Schedule& s, const ModelConfig& m, const DataPara
         if (st->op == Op::FSDP_UNSHARD) gathered[st->stage] = true;
         if (st->op == Op::FSDP_RESHARD) gathered[st->stage] = false;
         if (st->op == Op::FSDP_REDUCE_GRAD) reduce_after[st->stage] = i;
+        if (inf.compute == ComputeKind::TowerBackward && tower_grads) {
+          // The tower's backward (MPIPE_TRANSPOSE_BWD, rank 0) adds to stage 0's gradients.
+          last_backward[0] = i;
+          reduce_after.erase(0);
+        }
         const bool compute = inf.kind == StepKind::Compute && st->stage >= 0 && !inf.mpipe;
         if (!compute) continue;
         stages.insert(st->stage);
@@ -131,6 +140,7 @@ void check_data_parallel(const Schedule& s, const ModelConfig& m, const DataPara
       auto lb = last_backward.find(stage);
       errors.push_back(flag + ": stage " + std::to_string(stage) + " on rank " + std::to_string(r) +
                        " has no FSDP_REDUCE_GRAD (PyTorch's REDUCE_GRAD) after its last backward" +
+                       (stage == 0 && tower_grads ? std::string(" or the tower's") : std::string()) +
                        (lb == last_backward.end() ? std::string()
                                                   : " (step " + std::to_string(lb->second) + ", " +
                                                         short_label(*prog[static_cast<size_t>(lb->second)]) + ")") +

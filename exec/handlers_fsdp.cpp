@@ -22,6 +22,16 @@ namespace {
 
 int64_t group_size(const RunContext& c) { return static_cast<int64_t>(c.dp.group.size()); }
 
+// The parameters a stage's FSDP_REDUCE_GRAD averages: its own, and for stage 0 a trainable
+// MPipe tower's in stage-0-backward mode (its gradients are on rank 0, which holds stage 0;
+// the agreement refuses owner-backward under --dp and any tower under --fsdp).
+std::vector<at::Tensor> reduced_params(const RunContext& c, int stage) {
+  std::vector<at::Tensor> out = c.model.chain_of(stage).trainable_parameters();
+  const auto& s = c.schedule;
+  if (stage == 0 && s.mpipe && s.mpipe->tower == Tower::Trainable && !s.mpipe->owner_backward)
+    for (const auto& p : c.model.tower.trainable_parameters()) out.push_back(p);
+  return out;
+}
 std::vector<at::Tensor> stage_params(const RunContext& c, int stage) { return c.model.chain_of(stage).trainable_parameters(); }
 
 FsdpShard& shard_of(RunContext& c, const StepAt& at) {
@@ -96,7 +106,7 @@ void run_reduce_grad(RunContext& c, const StepAt& at) {
   torch::NoGradGuard no_grad;
   const double n = static_cast<double>(group_size(c));
   if (!c.dp.sharded()) {
-    auto params = stage_params(c, at.step.stage);
+    auto params = reduced_params(c, at.step.stage);
     const auto& snap = c.dp.snapshot.at(at.step.stage);
     // Every replica runs the same steps, so the same parameters have a gradient on each.
     std::vector<size_t> with_grad;
@@ -155,7 +165,7 @@ void snapshot_stage_grads(RunContext& c) {
   if (c.dp.mesh.dp <= 1 || c.dp.sharded()) return;
   for (int stage : c.model.stages) {
     auto& snap = c.dp.snapshot[stage];
-    for (const auto& p : stage_params(c, stage)) snap.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+    for (const auto& p : reduced_params(c, stage)) snap.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
   }
 }
 

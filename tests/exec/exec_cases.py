@@ -209,6 +209,7 @@ DP_CASES = {
     "interleaved_pp2_dp2_mesh_pp_dp": (2, 2, ["interleaved-1f1b", "--vpp", "2", "--micro", "4"], ["--mesh-order", "pp,dp"]),
     "zbv_pp2_dp2": (2, 2, ["zbv", "--vpp", "2", "--micro", "4"], []),
     "gpipe_pp2_dp2_overlap_p2p": (2, 2, ["gpipe", "--micro", "4"], ["--overlap-p2p"]),
+    "gpipe_pp2_dp2_fsdp": (2, 2, ["gpipe", "--micro", "4"], ["--fsdp"]),
     "1f1b_pp2_dp2_fsdp": (2, 2, ["1f1b", "--micro", "4"], ["--fsdp"]),
     "interleaved_pp2_dp2_fsdp": (2, 2, ["interleaved-1f1b", "--vpp", "2", "--micro", "4"], ["--fsdp"]),
     "zbv_pp2_dp2_fsdp_mesh_pp_dp": (2, 2, ["zbv", "--vpp", "2", "--micro", "4"], ["--fsdp", "--mesh-order", "pp,dp"]),
@@ -239,12 +240,19 @@ def _(ctx):
     print(f"tied embeddings PP=2 x DP=2: parity ok, max_rel_error={p['max_rel_error']:.3g} over {p['tensors']} gradients")
 
 
-@case("parity_dp_mpipe_none_pp2_dp2")
-def _(ctx):
-    # MPipe's data prefix (DATA_LOAD / DATA_SEND / DATA_RECV between the owners and rank 0)
-    # inside each replica, on the replica's own micro-batches.
-    dp_run(ctx, 2, 2, ["mpipe-transpose", "--vpp", "2", "--micro", "4", "--overflow", "full", "--tower", "none"],
-           ["--tower-layers", "0"])
+MPIPE_DP = {
+    # MPipe's prefix (DATA_LOAD / DATA_SEND / DATA_RECV, the tower's transposes, the parameter
+    # broadcast) inside each replica, on the replica's own micro-batches; a trainable tower's
+    # gradients (rank 0, stage-0 backward) averaged by stage 0's FSDP_REDUCE_GRAD.
+    "none": (["--tower", "none"], ["--tower-layers", "0"]),
+    "none_fsdp": (["--tower", "none"], ["--tower-layers", "0", "--fsdp"]),
+    "trainable": (["--tower", "trainable"], ["--tower-layers", "2"]),
+    "frozen_mesh_pp_dp": (["--tower", "frozen"], ["--tower-layers", "2", "--mesh-order", "pp,dp"]),
+}
+for _name, (_gen, _flags) in MPIPE_DP.items():
+    def _mpipe_dp(ctx, gen=_gen, flags=_flags):
+        dp_run(ctx, 2, 2, ["mpipe-transpose", "--vpp", "2", "--micro", "4", "--overflow", "full"] + gen, flags)
+    case(f"parity_dp_mpipe_{_name}_pp2_dp2")(_mpipe_dp)
 
 
 @case("parity_dp_stage_module_zbv_pp2_dp2_fsdp")
@@ -328,8 +336,14 @@ def _(ctx):
     # ... which runs without --fsdp (replicated parameters).
     expect_refusal(ctx, ["--schedule", rg_only, "--dp", "2", "--fail-at", "4:0"] + GPT,
                    "--fail-at 4:0: rank 4 is not one of the job's ranks 0..3", world=4)
+    expect_refusal(ctx, ["--generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--owner-backward", "--dp", "2"] +
+                   GPT, "--dp 2 with an owner-backward MPipe tower", world=4)
+    # A trainable tower's gradients are stage 0's: its REDUCE_GRAD must follow the tower's backward too.
     expect_refusal(ctx, ["--generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--dp", "2"] + GPT,
-                   "--dp 2 with an MPipe tower (trainable)", world=4)
+                   "stage 0 on rank 0 has no FSDP_REDUCE_GRAD (PyTorch's REDUCE_GRAD) after its last backward or the "
+                   "tower's (step", world=4)
+    expect_refusal(ctx, ["--schedule", fsdp_schedule(ctx, ["mpipe-transpose", "--pp", "2", "--micro", "4"]), "--dp", "2",
+                         "--fsdp"] + GPT, "--fsdp with an MPipe tower", world=4)
     expect_refusal(ctx, one + ["--dp", "0"], "--dp", world=4)
 
 

@@ -7,7 +7,9 @@ them (torch/distributed/pipelining/schedules.py):
   two stages per rank, below its default of three active stages, nothing is evicted earlier);
 - `_add_reduce_grad`: FSDP_REDUCE_GRAD of a stage right after the action that completes the
   stage's M-th gradient-producing leaf (a full backward or a weight backward, sub-actions of a
-  composite counted).
+  composite counted), i.e. after its last one. MPipe (not PyTorch's): a trainable tower's
+  backward on rank 0 (MPIPE_TRANSPOSE_BWD) adds to stage 0's gradients, so stage 0's
+  REDUCE_GRAD follows the later of its last backward and the tower's.
 
     fsdp_steps.py IN.json OUT.json [--reduce-grad-only]
 
@@ -23,11 +25,24 @@ def leaves(step):
     return step.get("sub_steps") or [step]
 
 
+def grad_stage(leaf):
+    """The stage whose gradients the leaf adds to, or None."""
+    if leaf["op"] in GRAD_LEAVES:
+        return leaf["stage"]
+    if leaf["op"] == "MPIPE_TRANSPOSE_BWD":
+        return 0
+    return None
+
+
 def add_fsdp_steps(doc, unshard_reshard=True):
-    m = doc["micro_batches"]
     for r, prog in enumerate(doc["programs"]):
-        out, gathered, count = [], [], {}
-        for step in prog:
+        last = {}  # stage -> index in prog of the action with its last gradient-producing leaf
+        for i, step in enumerate(prog):
+            for leaf in leaves(step) if step else []:
+                if grad_stage(leaf) is not None:
+                    last[grad_stage(leaf)] = i
+        out, gathered = [], []
+        for i, step in enumerate(prog):
             if step is None:
                 out.append(None)
                 continue
@@ -39,12 +54,8 @@ def add_fsdp_steps(doc, unshard_reshard=True):
                         gathered.append(s)
                         out.append({"op": "FSDP_UNSHARD", "stage": s})
             out.append(step)
-            for leaf in leaves(step):
-                if leaf["op"] in GRAD_LEAVES:
-                    s = leaf["stage"]
-                    count[s] = count.get(s, 0) + 1
-                    if count[s] == m:
-                        out.append({"op": "FSDP_REDUCE_GRAD", "stage": s})
+            for s in sorted(st for st, at in last.items() if at == i):
+                out.append({"op": "FSDP_REDUCE_GRAD", "stage": s})
         for s in gathered:
             out.append({"op": "FSDP_RESHARD", "stage": s})
         doc["programs"][r] = out

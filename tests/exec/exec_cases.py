@@ -295,6 +295,21 @@ def _(ctx):
     print(f"replica 0's trace: {nslices} slices ({len(fsdp)} FSDP), {nflows} flows, mesh {mesh}")
 
 
+@case("parity_dp_pytorch_comms_csv_1f1b_pp2")
+def _(ctx):
+    # PyTorch's lowered CSV as it writes it (UNSHARD, SEND/RECV, REDUCE_GRAD, RESHARD) runs as is:
+    # one pipeline, then two replicas with and without sharding, also with posted receives.
+    csv = os.path.join(ctx.data, "schedules", "1f1b_2rank_comms.csv")
+    for dp, flags in ((1, []), (2, []), (2, ["--fsdp"]), (2, ["--fsdp", "--overlap-p2p"])):
+        rc, out, err, dt = launch(ctx, 2 * dp, ["--schedule", csv, "--dp", str(dp), "--check-parity", "--json",
+                                                "--iterations", "2"] + flags + GPT)
+        s = summary(out)
+        if not s["ok"] or not s["parity"]["ok"] or s["dp"] != dp:
+            raise Failure(f"--dp {dp} {flags}: " + json.dumps(s) + "\n" + err)
+        print(f"{os.path.basename(csv)} --dp {dp} {' '.join(flags)}: parity ok, max_rel_error "
+              f"{s['parity']['max_rel_error']:.3g} over {s['parity']['tensors']} gradients")
+
+
 @case("parity_dp_fsdp_steps_are_noops_at_dp1_pp2")
 def _(ctx):
     # A PyTorch-style schedule (UNSHARD / REDUCE_GRAD / RESHARD) on one pipeline: the FSDP steps

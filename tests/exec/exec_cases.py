@@ -310,6 +310,38 @@ def _(ctx):
               f"{s['parity']['max_rel_error']:.3g} over {s['parity']['tensors']} gradients")
 
 
+@case("parity_dp_fsdp_regathers_and_reshards_before_reduce_grad_pp2_dp2")
+def _(ctx):
+    # PyTorch reshards a stage when too many are active and gathers it again before its next
+    # action: here every stage is resharded and regathered between its forwards and its first
+    # backward (the autograd graph then runs on the regathered copy), and resharded before its
+    # REDUCE_GRAD (the gradients wait beside the shard until the reduction).
+    path = fsdp_schedule(ctx, ["gpipe", "--pp", "2", "--micro", "4"])
+    with open(path) as f:
+        doc = json.load(f)
+    for r, prog in enumerate(doc["programs"]):
+        out, seen_bwd = [], False
+        for st in prog:
+            if st and st["op"] == "FSDP_RESHARD":
+                continue
+            if st and st["op"] == "BWD" and not seen_bwd:
+                seen_bwd = True
+                out += [{"op": "FSDP_RESHARD", "stage": r}, {"op": "FSDP_UNSHARD", "stage": r}]
+            if st and st["op"] == "FSDP_REDUCE_GRAD":
+                out.append({"op": "FSDP_RESHARD", "stage": r})
+            out.append(st)
+        doc["programs"][r] = out
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    rc, out, err, dt = launch(ctx, 4, ["--schedule", path, "--dp", "2", "--fsdp", "--check-parity", "--json",
+                                       "--iterations", "2"] + GPT)
+    s = summary(out)
+    if not s["ok"] or not s["parity"]["ok"]:
+        raise Failure("parity failed: " + json.dumps(s, indent=1) + "\n" + err)
+    print(f"regathered between forward and backward, resharded before REDUCE_GRAD: parity ok, max_rel_error "
+          f"{s['parity']['max_rel_error']:.3g} over {s['parity']['tensors']} gradients; held {s['held_parameter_elements']}")
+
+
 @case("parity_dp_fsdp_steps_are_noops_at_dp1_pp2")
 def _(ctx):
     # A PyTorch-style schedule (UNSHARD / REDUCE_GRAD / RESHARD) on one pipeline: the FSDP steps

@@ -24,8 +24,14 @@ struct Agreement {
 // frozen as the schedule says), the model can be cut, tied parameters have their ALL_REDUCE
 // (and an ALL_REDUCE has tied parameters), every step type has an executor handler, and steps
 // that declare their tensors carry as many as the model ships.
+//
+// With data parallelism (`dp`): WORLD_SIZE == ranks x dp; at dp > 1 every stage must carry an
+// FSDP_REDUCE_GRAD after its last backward (otherwise its replicas' gradients would silently
+// diverge: the executor adds no communication the schedule does not list), and with --fsdp
+// every compute step of a stage must find its parameters gathered (an FSDP_UNSHARD before it,
+// no FSDP_RESHARD in between).
 Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& model,
-                          const std::function<bool(Op)>& has_handler);
+                          const std::function<bool(Op)>& has_handler, const DataParallelConfig& dp = {});
 
 // The runtime modes (ppsched check's flags) this executor cannot run, one sentence each naming
 // the flag; empty when it runs `mode`. Its transports block a send until the receive is posted

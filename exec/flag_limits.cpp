@@ -57,20 +57,23 @@ std::string check_count(const std::string& text, long long min_value, long long 
   return "";
 }
 
-std::vector<std::string> check_fault(const FaultInjection& f, const Schedule& s, int iterations) {
+std::vector<std::string> check_fault(const FaultInjection& f, const Schedule& s, int iterations, const DeviceMesh& mesh) {
   std::vector<std::string> errors;
   const std::string spec = "--fail-at " + std::to_string(f.rank) + ":" + std::to_string(f.step);
-  if (f.rank < 0 || f.rank >= s.ranks) {
-    errors.push_back(spec + ": rank " + std::to_string(f.rank) + " is not one of the schedule's ranks 0.." +
-                     std::to_string(s.ranks - 1));
+  const int world = mesh.dp > 1 ? mesh.world() : s.ranks;
+  if (f.rank < 0 || f.rank >= world) {
+    errors.push_back(spec + ": rank " + std::to_string(f.rank) + " is not one of the " +
+                     (mesh.dp > 1 ? "job's ranks 0.." : "schedule's ranks 0..") + std::to_string(world - 1));
   } else {
-    const auto& prog = s.programs[static_cast<size_t>(f.rank)];
+    // With --dp, rank R runs the program of its pipeline rank.
+    const int r = mesh.dp > 1 ? mesh.pipeline_rank(f.rank) : f.rank;
+    const std::string who = mesh.dp > 1 ? mesh.name(f.rank) : "rank " + std::to_string(f.rank);
+    const auto& prog = s.programs[static_cast<size_t>(r)];
     if (f.step < 0 || f.step >= static_cast<int>(prog.size()))
-      errors.push_back(spec + ": rank " + std::to_string(f.rank) + "'s program has steps 0.." +
+      errors.push_back(spec + ": " + who + "'s program has steps 0.." +
                        std::to_string(static_cast<int>(prog.size()) - 1) + ", not step " + std::to_string(f.step));
     else if (!prog[static_cast<size_t>(f.step)])
-      errors.push_back(spec + ": step " + std::to_string(f.step) + " of rank " + std::to_string(f.rank) +
-                       " is an idle slot, where no fault can fire");
+      errors.push_back(spec + ": step " + std::to_string(f.step) + " of " + who + " is an idle slot, where no fault can fire");
   }
   if (f.iteration < 0 || f.iteration >= iterations)
     errors.push_back(spec + ": iteration " + std::to_string(f.iteration) + " is not run (--iterations " +

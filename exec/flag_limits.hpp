@@ -26,6 +26,7 @@ std::string check_count(const std::string& text, long long min_value, long long 
 
 // --fail-at against the schedule and the run: the rank exists, the step is one of its
 // program's steps (not an idle slot), the iteration is run. Empty when it can fire.
-std::vector<std::string> check_fault(const FaultInjection& f, const Schedule& s, int iterations);
+std::vector<std::string> check_fault(const FaultInjection& f, const Schedule& s, int iterations,
+                                     const DeviceMesh& mesh = {});
 
 }  // namespace ppsched::exec

@@ -168,7 +168,7 @@ at::Tensor unpack(const at::Tensor& flat, int64_t offset, const DataSpec& d) {
 }  // namespace
 
 at::Tensor Dataset::micro_batch(int iteration, int micro) const {
-  torch::manual_seed(data_seed(m_, iteration, micro));
+  torch::manual_seed(data_seed(m_, iteration, offset_ + micro));
   if (m_.kind == ModelKind::StageModules) {
     // Input first, then target, from the same stream: the same tensors on every rank.
     at::Tensor in = draw(m_.stage_modules->input), target = draw(m_.stage_modules->target);

@@ -58,7 +58,9 @@ class UnitChain {
 // which is what DATA_SEND ships.
 class Dataset {
  public:
-  Dataset(const ModelConfig& m, at::Device device) : m_(m), device_(device) {}
+  // `micro_offset`: the global index of this replica's micro-batch 0 (--dp: replica d of a
+  // schedule with M micro-batches runs global micro-batches d*M .. d*M+M-1).
+  Dataset(const ModelConfig& m, at::Device device, int micro_offset = 0) : m_(m), device_(device), offset_(micro_offset) {}
   at::Tensor micro_batch(int iteration, int micro) const;
   at::Tensor inputs_of(const at::Tensor& data) const;  // what stage 0 (or the tower) eats
   at::Tensor labels_of(const at::Tensor& data) const;  // what the loss compares with
@@ -66,6 +68,7 @@ class Dataset {
  private:
   ModelConfig m_;
   at::Device device_;
+  int offset_ = 0;
 };
 
 // The last stage's forward with its loss: cross-entropy over the vocabulary (gpt) or MSE (mlp)

@@ -50,6 +50,9 @@ struct ExecOutcome {
   std::vector<double> seconds;     // per iteration, rank 0's wall clock
   std::optional<ParityResult> parity;
   std::optional<TraceWritten> trace;
+  // Per global rank, after the last iteration: the parameter elements its stages have, and the
+  // elements it holds (parameter tensors plus --fsdp shards; a resharded stage holds its shard).
+  std::vector<int64_t> parameter_elements, held_parameter_elements;
 };
 
 }  // namespace ppsched::exec

@@ -71,7 +71,8 @@ std::vector<GradRecord> unpack_grads(const std::vector<uint8_t>& in) {
 }
 
 ParityResult check_parity(const ModelConfig& m, const ModelLayout& l, const Schedule& s, int iterations,
-                          const std::vector<std::vector<GradRecord>>& grads_by_rank, const std::vector<double>& losses) {
+                          const std::vector<std::vector<GradRecord>>& grads_by_rank, const std::vector<double>& losses,
+                          const DeviceMesh& mesh) {
   ParityResult res;
   // The reference: every unit in one process, each micro-batch through tower and stages,
   // one backward per micro-batch, accumulating like the pipeline does (no optimizer step).
@@ -81,12 +82,13 @@ ParityResult check_parity(const ModelConfig& m, const ModelLayout& l, const Sche
   Dataset data(m, torch::kCPU);
   for (int it = 0; it < iterations; ++it) {
     double loss_sum = 0;
-    for (int micro = 0; micro < s.micro_batches; ++micro) {
+    const int micros = s.micro_batches * mesh.dp;  // the global batch: every replica's micro-batches
+    for (int micro = 0; micro < micros; ++micro) {
       at::Tensor d = data.micro_batch(it, micro);
       at::Tensor x = data.inputs_of(d);
       if (!ref.tower.empty()) x = ref.tower.forward(x);
       for (size_t k = 0; k + 1 < ref.stage_chain.size(); ++k) x = ref.stage_chain[k].forward(x);
-      at::Tensor loss = last_stage_loss(m, ref.stage_chain.back(), x, data.labels_of(d), s.micro_batches);
+      at::Tensor loss = last_stage_loss(m, ref.stage_chain.back(), x, data.labels_of(d), micros);
       loss_sum += loss.item<double>();
       loss.backward();
     }
@@ -107,9 +109,10 @@ ParityResult check_parity(const ModelConfig& m, const ModelLayout& l, const Sche
   const bool owner_backward = s.mpipe && s.mpipe->owner_backward;
   std::set<std::string> matched;  // reference gradients some rank reproduced
 
-  for (size_t r = 0; r < grads_by_rank.size(); ++r) {
-    for (const auto& g : grads_by_rank[r]) {
-      const std::string where = g.name + " on rank " + std::to_string(r);
+  for (size_t q = 0; q < grads_by_rank.size(); ++q) {
+    const int r = mesh.pipeline_rank(static_cast<int>(q));  // the tower rules are the pipeline's
+    for (const auto& g : grads_by_rank[q]) {
+      const std::string where = g.name + " on " + mesh.name(static_cast<int>(q));
       const bool in_tower = tower_units.count(g.name.substr(0, g.name.find('.'))) > 0;
       if (in_tower && (frozen || (!owner_backward && r != 0))) {
         if (g.defined)

@@ -30,7 +30,12 @@ struct GradRecord {
 std::vector<uint8_t> pack_grads(const RankModel& model);
 std::vector<GradRecord> unpack_grads(const std::vector<uint8_t>& blob);
 
+// `grads_by_rank`: every process's gradients, by global rank. With data parallelism (`mesh.dp`
+// replicas) the reference runs all dp x M micro-batches of an iteration, each loss scaled by
+// 1 / (dp x M), so its gradients are the average the replicas' FSDP_REDUCE_GRAD must reach,
+// and every replica must hold them; `losses` are the replicas' mean.
 ParityResult check_parity(const ModelConfig& m, const ModelLayout& l, const Schedule& s, int iterations,
-                          const std::vector<std::vector<GradRecord>>& grads_by_rank, const std::vector<double>& losses);
+                          const std::vector<std::vector<GradRecord>>& grads_by_rank, const std::vector<double>& losses,
+                          const DeviceMesh& mesh);
 
 }  // namespace ppsched::exec

@@ -43,6 +43,7 @@ const HandlerTable& handler_table() {
     register_compute_handlers(t);
     register_p2p_handlers(t);
     register_mpipe_handlers(t);
+    register_fsdp_handlers(t);
     return t;
   }();
   return table;
@@ -58,7 +59,7 @@ bool has_handler(Op op) {
 // ---- context helpers -------------------------------------------------------------------
 
 std::string RunContext::who(const StepAt& at) const {
-  return "rank " + std::to_string(rank) + " step " + std::to_string(at.index) + " (" + at.label() + ")";
+  return dp.mesh.name(dp.global_rank) + " step " + std::to_string(at.index) + " (" + at.label() + ")";
 }
 
 TensorMeta meta_of(const at::Tensor& t) {
@@ -114,8 +115,8 @@ void RunContext::collective(const StepAt& at, const std::vector<int>& members) {
   collectives.push_back({at.step.op, members, at.index});
 }
 
-StepFailure::StepFailure(int r, int it, int idx, std::string lbl, std::string what, bool c, int p)
-    : std::runtime_error("rank " + std::to_string(r) + " failed at iteration " + std::to_string(it) + ", step " +
+StepFailure::StepFailure(int r, int it, int idx, std::string lbl, std::string what, bool c, int p, const std::string& name)
+    : std::runtime_error((name.empty() ? "rank " + std::to_string(r) : name) + " failed at iteration " + std::to_string(it) + ", step " +
                          std::to_string(idx) + " (" + lbl + "): " + what),
       rank(r), iteration(it), index(idx), label(std::move(lbl)), reason(std::move(what)), comm(c), peer(p) {}
 
@@ -136,6 +137,8 @@ void Runtime::reset() {
   ctx_.tied_snapshot.clear();
   for (const auto& p : ctx_.model.tied)
     ctx_.tied_snapshot.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+  // FSDP_REDUCE_GRAD averages this run's delta too (without --fsdp).
+  snapshot_stage_grads(ctx_);
 }
 
 void Runtime::abort() noexcept {
@@ -144,7 +147,7 @@ void Runtime::abort() noexcept {
 }
 
 void Runtime::inject_fault(int index) {
-  if (!fault_ || fault_->rank != ctx_.rank || fault_->step != index || fault_->iteration != ctx_.iteration) return;
+  if (!fault_ || fault_->rank != ctx_.dp.global_rank || fault_->step != index || fault_->iteration != ctx_.iteration) return;
   switch (fault_->mode) {
     case FaultInjection::Mode::Throw: throw std::runtime_error("injected fault (--fail-at)");
     case FaultInjection::Mode::Kill:
@@ -159,7 +162,7 @@ void Runtime::inject_fault(int index) {
 }
 
 void Runtime::corrupt_after(int index) {
-  if (!fault_ || fault_->mode != FaultInjection::Mode::Corrupt || fault_->rank != ctx_.rank ||
+  if (!fault_ || fault_->mode != FaultInjection::Mode::Corrupt || fault_->rank != ctx_.dp.global_rank ||
       fault_->step != index || fault_->iteration != ctx_.iteration)
     return;
   torch::NoGradGuard no_grad;
@@ -248,10 +251,12 @@ void Runtime::run_iteration(int iteration) {
     throw;
   } catch (const TransportError& e) {
     abort();
-    throw StepFailure(ctx_.rank, iteration, index, label, e.what(), true, peer_at(index));
+    throw StepFailure(ctx_.dp.global_rank, iteration, index, label, e.what(), true, peer_at(index),
+                      ctx_.dp.mesh.name(ctx_.dp.global_rank));
   } catch (const std::exception& e) {
     abort();
-    throw StepFailure(ctx_.rank, iteration, index, label, message_of(e), false, peer_at(index));
+    throw StepFailure(ctx_.dp.global_rank, iteration, index, label, message_of(e), false, peer_at(index),
+                      ctx_.dp.mesh.name(ctx_.dp.global_rank));
   }
 }
 
@@ -290,7 +295,8 @@ int Runtime::peer_at(int index) const {
   if (index < 0 || index >= static_cast<int>(prog.size()) || !prog[static_cast<size_t>(index)]) return -1;
   const Step& st = *prog[static_cast<size_t>(index)];
   const Step& leaf = is_batch(st.op) && !st.sub_steps.empty() ? st.sub_steps.front() : st;
-  return is_p2p(leaf.op) ? peer_of(ctx_.schedule, ctx_.rank, leaf) : -1;
+  // A global rank, like StepFailure's own (the watchdog follows wait chains in global ranks).
+  return is_p2p(leaf.op) ? ctx_.dp.mesh.global_rank(ctx_.dp.replica, peer_of(ctx_.schedule, ctx_.rank, leaf)) : -1;
 }
 
 void Runtime::run_step(const Step& step, int index, int sub) {

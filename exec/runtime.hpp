@@ -88,12 +88,47 @@ struct MPipeState {
   bool snapshot_taken = false;
 };
 
+// One stage's parameters sharded over its data-parallel group (--fsdp, dp > 1): one flat
+// buffer of every trainable parameter (module order), padded to a multiple of the group size;
+// this replica keeps chunk `index`. The parameter tensors stay the modules' own: FSDP_UNSHARD
+// points their data at views of the gathered buffer, FSDP_RESHARD at empty tensors.
+struct FsdpShard {
+  std::vector<at::Tensor> params;
+  std::vector<std::vector<int64_t>> shapes;
+  int64_t numel = 0;        // the stage's parameter elements
+  int64_t shard_numel = 0;  // per member (padded numel / group size)
+  at::Tensor shard;         // this replica's slice of the flat parameters
+  at::Tensor shard_grad;    // its averaged gradient; undefined before the first FSDP_REDUCE_GRAD
+  bool gathered = false;
+  std::vector<at::Tensor> stashed_grads;  // full gradients a RESHARD set aside before the REDUCE_GRAD
+};
+
+// This process's place in the pipeline x data parallel mesh (exec/mesh.hpp) and the state of
+// the FSDP steps. With dp == 1 every FSDP step is a no-op.
+struct DataParallelState {
+  DeviceMesh mesh;
+  int global_rank = 0;
+  int replica = 0;
+  bool fsdp = false;            // --fsdp (effective only with dp > 1)
+  Transport* world = nullptr;   // the world's transport, in global ranks
+  std::vector<int> group;       // this pipeline rank's data-parallel group, global ranks ascending
+  std::map<int, std::vector<at::Tensor>> snapshot;  // stage -> its gradients at reset() (without --fsdp)
+  std::map<int, FsdpShard> shards;                   // stage -> its shard (--fsdp)
+  bool sharded() const { return fsdp && mesh.dp > 1; }
+};
+
+void register_fsdp_handlers(HandlerTable& t);  // handlers_fsdp.cpp
+
 struct RunContext {
   RunContext(const Schedule& s, int r, const ModelConfig& mc, RankModel& m, const Dataset& d, Transport& t, at::Device dev)
-      : schedule(s), rank(r), model_config(mc), model(m), data(d), transport(t), device(dev) {}
+      : schedule(s), rank(r), model_config(mc), model(m), data(d), transport(t), device(dev) {
+    dp.mesh = DeviceMesh{s.ranks, 1, MeshOrder::DpPp};
+    dp.global_rank = r;
+    dp.group = {r};
+  }
 
   const Schedule& schedule;
-  int rank;
+  int rank;  // the pipeline rank (the schedule's); dp.global_rank is the process's
   const ModelConfig& model_config;
   RankModel& model;
   const Dataset& data;
@@ -102,6 +137,7 @@ struct RunContext {
 
   CacheStore caches;
   MPipeState mpipe;
+  DataParallelState dp;
   std::vector<at::Tensor> tied_snapshot;       // tied-parameter grads at the start of the run
   std::map<int, TensorMeta> recv_meta;         // stage -> meta received by its first FWD_RECV
   std::map<int, TensorMeta> fwd_output_meta;   // stage -> its output meta (reserves BWD_RECV buffers)
@@ -132,6 +168,18 @@ struct RunContext {
   }
 };
 
+// --dp: the shards of every stage this rank holds (--fsdp), taken once before the first run;
+// the snapshot of each stage's gradients at the start of a run (without --fsdp); and, after
+// the run, the full gradients and parameters gathered back for the parity check, or the SGD
+// step applied to the shards.
+void shard_parameters(RunContext& c);
+void snapshot_stage_grads(RunContext& c);
+void gather_full_grads(RunContext& c);
+void sgd_step_on_shards(RunContext& c, double lr);
+// The parameter elements of this rank's stages (full shapes), and those it holds in memory now.
+int64_t parameter_elements(const RunContext& c);
+int64_t held_parameter_elements(const RunContext& c);
+
 // A traced interval of the step at `at` (times filled in by the clock).
 inline TracedInterval interval_of(const StepAt& at, Lane lane, double bytes = 0, bool meta = false, int first_message = -1,
                                   int messages = 0) {
@@ -159,7 +207,9 @@ struct PeerFailure : std::runtime_error {
 
 // A step of this rank failed: where, and why.
 struct StepFailure : std::runtime_error {
-  StepFailure(int rank, int iteration, int index, std::string label, std::string what, bool comm, int peer);
+  // `name`: how the message names the rank ("rank 3 (dp 1, pp 1)"); "rank <rank>" when empty.
+  StepFailure(int rank, int iteration, int index, std::string label, std::string what, bool comm, int peer,
+              const std::string& name = "");
   int rank, iteration, index;
   std::string label, reason;
   bool comm;  // a communication failed (TransportError): the cause may be another rank

@@ -46,7 +46,8 @@ std::string digest_of(const ExecConfig& cfg, const Schedule& s) {
     << ' ' << m.tower_layers << ' ' << static_cast<int>(m.tower.value_or(Tower::None)) << '|' << cfg.run.iterations << ' '
     << cfg.run.check_parity << ' ' << cfg.run.lr << ' ' << static_cast<int>(cfg.run.transport) << ' '
     << !cfg.run.trace.empty() << ' ' << static_cast<int>(cfg.run.mode.comm) << cfg.run.mode.overlap_p2p
-    << cfg.run.mode.mpipe_batched_recv << cfg.run.mode.dyn_shape;
+    << cfg.run.mode.mpipe_batched_recv << cfg.run.mode.dyn_shape << '|' << cfg.run.data_parallel.dp << ' '
+    << static_cast<int>(cfg.run.data_parallel.order) << ' ' << cfg.run.data_parallel.fsdp;
   if (m.stage_modules) o << '|' << m.stage_modules->dir << ' ' << m.stage_modules->stages;
   return std::to_string(std::hash<std::string>{}(o.str()));
 }
@@ -77,17 +78,60 @@ std::vector<std::vector<int>> reduce_groups(const Schedule& s) {
   return {groups.begin(), groups.end()};
 }
 
-// Rank 0: every rank's records from the store, one SimResult, one Chrome trace file.
+// Every collective group the run creates, over the whole mesh in global ranks, sorted: each
+// process creates the ones it belongs to in this order (overlapping groups created in
+// different orders deadlock). Per replica: the tied-parameter ALL_REDUCE groups and, with
+// data parallelism and pipeline-wide collectives (MPipe), the replica's pipeline; per pipeline
+// rank, its data-parallel group when the schedule has FSDP steps.
+std::vector<std::vector<int>> mesh_groups(const Schedule& s, const DeviceMesh& mesh) {
+  bool pipeline_wide = false, fsdp = false;
+  for (const auto& prog : s.programs)
+    for (const auto& slot : prog)
+      if (slot) {
+        auto visit = [&](const Step& st) {
+          pipeline_wide = pipeline_wide || info(st.op).collective == CollectiveScope::AllPipelineRanks;
+          fsdp = fsdp || info(st.op).collective == CollectiveScope::DataParallel;
+        };
+        visit(*slot);
+        for (const auto& sub : slot->sub_steps) visit(sub);
+      }
+  std::set<std::vector<int>> groups;
+  for (int d = 0; d < mesh.dp; ++d) {
+    for (const auto& g : reduce_groups(s)) {
+      std::vector<int> global;
+      for (int r : g) global.push_back(mesh.global_rank(d, r));
+      std::sort(global.begin(), global.end());
+      groups.insert(global);
+    }
+    if (pipeline_wide && mesh.dp > 1 && mesh.pp > 1) groups.insert(mesh.replica_ranks(d));
+  }
+  if (fsdp && mesh.dp > 1)
+    for (int r = 0; r < mesh.pp; ++r) groups.insert(mesh.dp_group(r));
+  return {groups.begin(), groups.end()};
+}
+
+// Rank 0: replica 0's records from the store (by pipeline rank), one SimResult, one Chrome trace file.
 TraceWritten write_measured_trace(const compat::StorePtr& store, const Schedule& s, const CheckOptions& mode, int world,
-                                  const std::string& path, bool cuda, const std::string& transport) {
+                                  const std::string& path, bool cuda, const std::string& transport, const DeviceMesh& mesh) {
   std::vector<RankTrace> ranks;
   for (int q = 0; q < world; ++q) ranks.push_back(parse_rank_trace(text(store->get("trace/" + std::to_string(q)))));
   MeasuredRun run = assemble_measured_run(s, ranks, mode);
   TraceOptions o;
   // The transport in the label: ppsched calibrate prices Gloo's rendezvous sends accordingly.
   o.label = "measured (" + transport + ")";
+  std::string doc = chrome_trace_json(s, run.result, o);
+  // Which replica this is (--dp): otherData.mesh gives the DP degree and, per pipeline rank
+  // of the trace, the global rank that ran it. The label stays the transport's (calibrate reads it).
+  const std::string other = "\"otherData\":{";
+  if (const size_t at = doc.find(other); at != std::string::npos) {
+    std::string ranks;
+    for (int r = 0; r < mesh.pp; ++r) ranks += (r ? "," : "") + std::to_string(mesh.global_rank(0, r));
+    doc.insert(at + other.size(), "\"mesh\":{\"dim_names\":[\"dp\",\"pp\"],\"shape\":[" + std::to_string(mesh.dp) + "," +
+                                      std::to_string(mesh.pp) + "],\"order\":\"" + to_string(mesh.order) +
+                                      "\",\"replica\":0,\"global_ranks\":[" + ranks + "]},");
+  }
   std::ofstream out(path, std::ios::binary);
-  out << chrome_trace_json(s, run.result, o);
+  out << doc;
   out.close();
   if (!out) throw std::runtime_error("cannot write the trace to '" + path + "'");
   return {path, run.result.slices.size(), run.result.flows.size(), run.result.makespan_ms, cuda, run.shared_clock, run.notes};
@@ -132,6 +176,10 @@ ExecOutcome failed(std::string message) {
 ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout) {
   std::signal(SIGPIPE, SIG_IGN);  // a peer that died must surface as an error, not kill us
   const int rank = cfg.env.rank, world = cfg.env.world_size;
+  // With --dp this process is pipeline rank `prank` of replica `replica` (exec/mesh.hpp); the
+  // schedule, the model and the runtime speak pipeline ranks.
+  const DeviceMesh mesh = cfg.run.data_parallel.mesh(s.ranks);
+  const int prank = mesh.pipeline_rank(rank), replica = mesh.replica(rank);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.run.timeout_s * 1000));
   const double hb_s = cfg.run.heartbeat_timeout_s > 0 ? cfg.run.heartbeat_timeout_s : std::min(10.0, cfg.run.timeout_s);
   const auto heartbeat = std::chrono::milliseconds(static_cast<int64_t>(hb_s * 1000));
@@ -219,14 +267,14 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
         compat::prefix_store(cfg.env.store_prefix, compat::make_tcp_store(cfg.env.master_addr, store_port, false, world, timeout)),
         rank, world, s, progress, heartbeat, [&] {
           if (Transport* t = live_transport.load()) t->abort();
-        });
+        }, mesh);
     watchdog->start();
 
     // Built once every rank is watched: a rank that cannot build its model (out of memory)
     // fails like any other, and the watchdog stops the others with its message.
     phase = "while building its model";
-    RankModel model = build_rank_model(cfg.model, layout, s.stages_of(rank), !layout.tower_units.empty(), device);
-    Dataset data(cfg.model, device);
+    RankModel model = build_rank_model(cfg.model, layout, s.stages_of(prank), !layout.tower_units.empty(), device);
+    Dataset data(cfg.model, device, replica * s.micro_batches);  // replica d: global micro-batches d*M ..
     phase = "while connecting";
 
     TransportSetup ts;
@@ -248,10 +296,20 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
     }
     transport = kind == TransportKind::Gloo ? make_gloo_transport(ts) : make_nccl_transport(ts);
     live_transport = transport.get();
-    for (const auto& g : reduce_groups(s))
+    for (const auto& g : mesh_groups(s, mesh))
       if (std::count(g.begin(), g.end(), rank)) transport->prepare_group(g);
+    std::unique_ptr<Transport> pipeline = make_replica_view(*transport, mesh, replica);
 
-    RunContext ctx{s, rank, cfg.model, model, data, *transport, device};
+    RunContext ctx{s, prank, cfg.model, model, data, *pipeline, device};
+    ctx.dp.mesh = mesh;
+    ctx.dp.global_rank = rank;
+    ctx.dp.replica = replica;
+    ctx.dp.fsdp = cfg.run.data_parallel.fsdp;
+    ctx.dp.world = transport.get();
+    ctx.dp.group = mesh.dp_group(prank);
+    phase = "while sharding its parameters";
+    shard_parameters(ctx);
+    phase = "while connecting";
     Runtime runtime(ctx, cfg.run.mode, progress, [&] { watchdog->poll(); }, cfg.run.fault);
     const bool tracing = !cfg.run.trace.empty();
     StepClock clock(device.is_cuda(), device.is_cuda() ? device.index() : -1);
@@ -272,7 +330,7 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
       if (trace_this) {
         char host[256] = {0};
         gethostname(host, sizeof host - 1);
-        traced.rank = rank;
+        traced.rank = prank;
         traced.host = host;
         traced.epoch_ns = clock.epoch_ns();
         traced.intervals = clock.resolve();
@@ -286,28 +344,56 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
     transport->barrier();
     if (cfg.run.lr > 0) {
       torch::NoGradGuard no_grad;
-      for (auto& [name, p] : model.named_parameters())
-        if (p.grad().defined()) p.sub_(p.grad() * cfg.run.lr);
+      if (ctx.dp.sharded()) {
+        sgd_step_on_shards(ctx, cfg.run.lr);  // each replica updates its own shard
+      } else {
+        for (auto& [name, p] : model.named_parameters())
+          if (p.grad().defined()) p.sub_(p.grad() * cfg.run.lr);
+      }
     }
 
     // ---- results to rank 0 (through the store, outside the schedule's channels) ---------
-    if (rank == s.rank_of(s.stages - 1)) {
+    if (prank == s.rank_of(s.stages - 1)) {
       std::ostringstream l;
       for (double v : local_losses) l << num(v) << ' ';
-      store->set("losses", bytes(l.str()));
+      store->set("losses/" + std::to_string(replica), bytes(l.str()));
     }
-    if (cfg.run.check_parity) store->set("grads/" + std::to_string(rank), pack_grads(model));
-    if (tracing) store->set("trace/" + std::to_string(rank), bytes(serialize(traced)));
+    store->set("params/" + std::to_string(rank),
+               bytes(std::to_string(parameter_elements(ctx)) + " " + std::to_string(held_parameter_elements(ctx))));
+    if (cfg.run.check_parity) {
+      // --fsdp: the full gradients back from the shards (a DP all-gather outside the schedule,
+      // like the store traffic of the check itself).
+      gather_full_grads(ctx);
+      store->set("grads/" + std::to_string(rank), pack_grads(model));
+    }
+    // The trace is replica 0's pipeline (the schedule's ranks); the others only kept in step.
+    if (tracing && replica == 0) store->set("trace/" + std::to_string(prank), bytes(serialize(traced)));
     if (rank == 0) {
+      // The global batch's loss: the mean of the replicas' (each the mean of its micro-batches).
       std::vector<double> losses;
-      std::istringstream in(text(store->get("losses")));
-      for (double v; in >> v;) losses.push_back(v);
+      for (int d = 0; d < mesh.dp; ++d) {
+        std::istringstream in(text(store->get("losses/" + std::to_string(d))));
+        size_t k = 0;
+        for (double v; in >> v; ++k) {
+          if (k >= losses.size()) losses.push_back(0);
+          losses[k] += v / mesh.dp;
+        }
+      }
       if (cfg.run.check_parity) {
         std::vector<std::vector<GradRecord>> grads;
         for (int q = 0; q < world; ++q) grads.push_back(unpack_grads(store->get("grads/" + std::to_string(q))));
-        outcome.parity = check_parity(cfg.model, layout, s, cfg.run.iterations, grads, losses);
+        outcome.parity = check_parity(cfg.model, layout, s, cfg.run.iterations, grads, losses, mesh);
       }
-      if (tracing) outcome.trace = write_measured_trace(store, s, cfg.run.mode, world, cfg.run.trace, clock.cuda(), transport->name());
+      if (tracing)
+        outcome.trace =
+            write_measured_trace(store, s, cfg.run.mode, s.ranks, cfg.run.trace, clock.cuda(), transport->name(), mesh);
+      for (int q = 0; q < world; ++q) {
+        std::istringstream in(text(store->get("params/" + std::to_string(q))));
+        int64_t full = 0, held = 0;
+        in >> full >> held;
+        outcome.parameter_elements.push_back(full);
+        outcome.held_parameter_elements.push_back(held);
+      }
       outcome.reporter = true;
       outcome.transport = transport->name();
       outcome.losses = std::move(losses);

@@ -75,6 +75,9 @@ WorkPtr GlooGroup::all_reduce_sum(std::vector<at::Tensor>& ts) {
   o.reduceOp = c10d::ReduceOp::SUM;
   return pg_->allreduce(ts, o);
 }
+WorkPtr GlooGroup::all_gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs) {
+  return pg_->allgather(outputs, inputs);
+}
 WorkPtr GlooGroup::barrier() { return pg_->barrier(); }
 
 #endif

@@ -48,6 +48,8 @@ class GlooGroup {
   WorkPtr recv(at::Tensor& t, int src, int tag);
   WorkPtr broadcast(std::vector<at::Tensor>& ts, int root);
   WorkPtr all_reduce_sum(std::vector<at::Tensor>& ts);
+  // outputs[0][k] receives member k's inputs[0].
+  WorkPtr all_gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs);
   WorkPtr barrier();
 
  private:

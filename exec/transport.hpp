@@ -18,6 +18,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "exec/mesh.hpp"
 #include "exec/torch_compat.hpp"
 
 namespace ppsched::exec {
@@ -59,6 +60,10 @@ class Transport {
   virtual void prepare_group(const std::vector<int>& members) = 0;
   virtual void broadcast(std::vector<at::Tensor>& ts, int root, const std::vector<int>& members) = 0;
   virtual void all_reduce_sum(std::vector<at::Tensor>& ts, const std::vector<int>& members) = 0;
+  // Every member's equally sized 1-D `shard`, concatenated in member order into `full`
+  // (members.size() x shard.numel()); this process is members[index]. The default is an
+  // all-reduce of a zero-padded buffer (twice the traffic); Gloo overrides it with allgather.
+  virtual void all_gather(const at::Tensor& shard, at::Tensor& full, const std::vector<int>& members, int index);
   virtual void barrier() = 0;
 
   // Called from the watchdog thread: unblocks what can be unblocked (Gloo P2P waits, NCCL
@@ -77,6 +82,13 @@ struct TransportSetup {
 };
 
 std::unique_ptr<Transport> make_gloo_transport(const TransportSetup& setup);
+
+// One pipeline replica's view of the world's transport (--dp, exec/mesh.hpp): the runtime and
+// its handlers speak the schedule's pipeline ranks; this view sends to the global ranks of
+// `replica`, and a collective over the whole pipeline (members empty) or over a group of
+// pipeline ranks stays inside the replica. barrier() stays world-wide (the commit point of
+// every replica). Group names are the members' global ranks, so no two replicas share a key.
+std::unique_ptr<Transport> make_replica_view(Transport& world, const DeviceMesh& mesh, int replica);
 // Throws std::runtime_error when the NCCL transport was not built (no -Dcuda) or this
 // libtorch has no CUDA.
 std::unique_ptr<Transport> make_nccl_transport(const TransportSetup& setup);

@@ -95,6 +95,15 @@ class GlooTransport final : public Transport {
     auto& g = group_of(members);
     flat_collective(ts, [&](std::vector<at::Tensor>& flat) { return g.all_reduce_sum(flat); });
   }
+  void all_gather(const at::Tensor& shard, at::Tensor& full, const std::vector<int>& members, int) override {
+    auto& g = group_of(members);
+    std::vector<at::Tensor> in{shard.reshape({-1}).contiguous()};
+    std::vector<std::vector<at::Tensor>> out(1);
+    const size_t n = members.empty() ? static_cast<size_t>(setup_.world_size) : members.size();
+    for (size_t k = 0; k < n; ++k) out[0].push_back(at::empty_like(in[0]));
+    run(g.all_gather(out, in));
+    full = at::cat(out[0]);
+  }
   void barrier() override { run(world_.barrier()); }
 
   void abort() noexcept override {

@@ -25,10 +25,12 @@ std::atomic<bool> g_printed{false};
 bool Watchdog::claim_final() { return !g_printed.exchange(true); }
 
 Watchdog::Watchdog(compat::StorePtr store, int rank, int world_size, const Schedule& schedule, Progress& progress,
-                   std::chrono::milliseconds heartbeat_timeout, std::function<void()> abort_transport)
+                   std::chrono::milliseconds heartbeat_timeout, std::function<void()> abort_transport, DeviceMesh mesh)
     : store_(std::move(store)), rank_(rank), world_(world_size), schedule_(schedule), progress_(progress),
       heartbeat_timeout_(heartbeat_timeout), abort_transport_(std::move(abort_transport)),
-      seen_(static_cast<size_t>(world_size)) {}
+      seen_(static_cast<size_t>(world_size)) {
+  mesh_ = mesh.pp * mesh.dp == world_size ? mesh : DeviceMesh{world_size, 1, MeshOrder::DpPp};
+}
 
 Watchdog::~Watchdog() { stop(); }
 
@@ -55,7 +57,7 @@ std::string Watchdog::describe_progress(int iteration, int step, int rank) const
   if (iteration < 0) return "before its first step";
   if (step < 0) return "iteration " + std::to_string(iteration) + " (between steps)";
   std::string out = "iteration " + std::to_string(iteration) + ", step " + std::to_string(step);
-  const auto& prog = schedule_.programs[static_cast<size_t>(rank)];
+  const auto& prog = schedule_.programs[static_cast<size_t>(mesh_.pipeline_rank(rank))];
   if (step >= 0 && step < static_cast<int>(prog.size()) && prog[static_cast<size_t>(step)])
     out += " (" + short_label(*prog[static_cast<size_t>(step)]) + ")";
   return out;
@@ -115,7 +117,7 @@ std::string Watchdog::wait_chain(int peer) const {
   int r = peer;
   for (;;) {
     const Seen& s = seen_[static_cast<size_t>(r)];
-    const int next = s.waiting_on;
+    const int next = s.waiting_on;  // a global rank, as published
     visited[static_cast<size_t>(r)] = true;
     if (next >= 0 && next < world_ && visited[static_cast<size_t>(next)]) {
       // Everyone on the chain waits in a P2P step: the programs deadlock (a schedule run with

@@ -31,7 +31,7 @@ namespace ppsched::exec {
 class Watchdog {
  public:
   Watchdog(compat::StorePtr store, int rank, int world_size, const Schedule& schedule, Progress& progress,
-           std::chrono::milliseconds heartbeat_timeout, std::function<void()> abort_transport);
+           std::chrono::milliseconds heartbeat_timeout, std::function<void()> abort_transport, DeviceMesh mesh = {});
   ~Watchdog();
 
   void start();
@@ -59,7 +59,7 @@ class Watchdog {
   // to leave.
   int dead_count() const;
 
-  // "iteration 0, step 7 (F3s1)" for `rank` at (iteration, step).
+  // "iteration 0, step 7 (F3s1)" for `rank` (global) at (iteration, step).
   std::string describe_progress(int iteration, int step, int rank) const;
 
   // Claims the process's one final error line: true for the first caller only.
@@ -72,6 +72,7 @@ class Watchdog {
   compat::StorePtr store_;
   int rank_, world_;
   const Schedule& schedule_;
+  DeviceMesh mesh_;  // ranks here are global; a rank runs the program of its pipeline rank
   Progress& progress_;
   std::chrono::milliseconds heartbeat_timeout_;
   std::function<void()> abort_transport_;

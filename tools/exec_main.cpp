@@ -92,12 +92,27 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o
               {"stages", s.stages},
               {"micro_batches", s.micro_batches},
               {"transport", transport},
+              {"dp", cfg.run.data_parallel.dp},
+              {"world_size", cfg.env.world_size},
+              {"fsdp", cfg.run.data_parallel.fsdp},
               {"model", model},
               {"iterations", o.seconds.size()},
               {"loss", losses.empty() ? 0.0 : losses.back()},
               {"losses", losses},
               {"iteration_time_s", mean_s},
               {"iteration_times_s", o.seconds}};
+    {
+      // Every global rank's (dp, pp) coordinates: rank g is mesh.coordinates[g].
+      const DeviceMesh mesh = cfg.run.data_parallel.mesh(s.ranks);
+      json coords = json::array();
+      for (int g = 0; g < mesh.world(); ++g) coords.push_back({{"dp", mesh.replica(g)}, {"pp", mesh.pipeline_rank(g)}});
+      j["mesh"] = {{"dim_names", {"dp", "pp"}}, {"shape", {mesh.dp, mesh.pp}}, {"order", to_string(mesh.order)},
+                   {"coordinates", coords}};
+      // Per global rank: its stages' parameter elements, and what it holds after the run
+      // (with --fsdp and resharded stages: its shards only).
+      j["parameter_elements"] = o.parameter_elements;
+      j["held_parameter_elements"] = o.held_parameter_elements;
+    }
     if (parity)
       j["parity"] = {{"ok", parity->ok},           {"max_rel_error", parity->max_rel_error},
                      {"loss_rel_error", parity->loss_rel_error}, {"tolerance", parity->tolerance},
@@ -108,6 +123,7 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o
                     {"iteration", o.seconds.size() - 1},
                     {"clock", trace->cuda ? "cuda events" : "host"},
                     {"aligned", trace->shared_clock ? "shared host clock" : "barrier"},
+                    {"replica", 0},
                     {"slices", trace->slices},
                     {"flows", trace->flows},
                     {"makespan_ms", trace->makespan_ms},
@@ -115,8 +131,13 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
     return;
   }
-  std::cout << "ppsched-exec: " << s.name << " on " << s.ranks << " ranks (" << transport << "), " << model << ", "
-            << s.stages << " stages, " << s.micro_batches << " micro-batches\n";
+  const auto& dpc = cfg.run.data_parallel;
+  std::cout << "ppsched-exec: " << s.name << " on " << s.ranks << " ranks";
+  if (dpc.dp > 1)
+    std::cout << " x " << dpc.dp << " data-parallel replicas (" << cfg.env.world_size << " processes, mesh "
+              << to_string(dpc.order) << (dpc.fsdp ? ", fsdp" : "") << ")";
+  std::cout << " (" << transport << "), " << model << ", " << s.stages << " stages, " << s.micro_batches
+            << " micro-batches" << (dpc.dp > 1 ? " per replica" : "") << "\n";
   for (size_t k = 0; k < o.seconds.size(); ++k)
     std::cout << "  iteration " << k << ": loss " << num(k < losses.size() ? losses[k] : 0) << ", "
               << num(o.seconds[k]) << " s\n";
@@ -214,6 +235,20 @@ int run(int argc, char** argv) {
   app.add_flag("--mpipe-batched-recv", cfg.run.mode.mpipe_batched_recv,
                "MPipe executor's batched feature receive (HYPER_PARALLEL_MPIPE_RECV_BATCH=1)");
   app.add_flag("--dyn-shape", cfg.run.mode.dyn_shape, "body FWD P2P exchanges shape/dtype meta at every step");
+  // Pipeline x data parallel (exec/mesh.hpp): WORLD_SIZE = pipeline ranks x N.
+  auto& dpc = cfg.run.data_parallel;
+  app.add_option("--dp", dpc.dp,
+                 "N replicas of the pipeline, each on its own micro-batches; the schedule's FSDP_REDUCE_GRAD steps "
+                 "average each stage's gradients over its N replicas (default 1; WORLD_SIZE = pipeline ranks x N)")
+      ->check(limit([](const std::string& t) { return check_count(t, 1, 1 << 16); }, "N"));
+  std::string mesh_order = "dp,pp";
+  app.add_option("--mesh-order", mesh_order,
+                 "rank layout of the 2-D mesh: dp,pp (default, torch's DeviceMesh (\"dp\", \"pp\"): rank g is pipeline "
+                 "rank g % PP of replica g / PP) or pp,dp (g = pipeline rank x N + replica)")
+      ->check(CLI::IsMember({"dp,pp", "pp,dp"}));
+  app.add_flag("--fsdp", dpc.fsdp,
+               "shard each stage's parameters over its data-parallel group: FSDP_UNSHARD all-gathers, FSDP_RESHARD "
+               "frees, FSDP_REDUCE_GRAD reduce-scatters (without it, or with --dp 1, UNSHARD/RESHARD are no-ops)");
 
   try {
     app.parse(argc, argv);
@@ -249,9 +284,10 @@ int run(int argc, char** argv) {
     cfg.run.transport = transport == "gloo" ? TransportKind::Gloo : transport == "nccl" ? TransportKind::Nccl : TransportKind::Auto;
     cfg.run.verify = !no_verify;
     cfg.run.mode.comm = comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
+    dpc.order = mesh_order == "pp,dp" ? MeshOrder::PpDp : MeshOrder::DpPp;
     if (!fail_at.empty()) {
       cfg.run.fault = parse_fault(fail_at);
-      std::vector<std::string> errors = check_fault(*cfg.run.fault, s, cfg.run.iterations);
+      std::vector<std::string> errors = check_fault(*cfg.run.fault, s, cfg.run.iterations, dpc.mesh(s.ranks));
       for (size_t k = 0; k + 1 < errors.size(); ++k) std::cerr << "error: " << errors[k] << "\n";
       if (!errors.empty()) throw InputError({}, errors.back());
     }
@@ -292,7 +328,7 @@ int run(int argc, char** argv) {
     }
   }
 
-  Agreement a = check_agreement(s, cfg.env.world_size, cfg.model, executor_has_handler);
+  Agreement a = check_agreement(s, cfg.env.world_size, cfg.model, executor_has_handler, cfg.run.data_parallel);
   if (!a.ok()) {
     for (const auto& e : a.errors) std::cerr << "error: rank " << rank << ": " << e << "\n";
     std::cerr << "error: rank " << rank << ": the model does not fit the schedule; nothing was run\n";

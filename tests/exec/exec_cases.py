@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 
+from fsdp_steps import add_fsdp_steps
 from harness import GPT, Failure, free_port, registry, strict_json
 from matrix import MATRIX_MODES, cell
 
@@ -119,6 +120,246 @@ def _(ctx):
     if p["ok"] or p["max_rel_error"] < 1e-4:
         raise Failure("the corrupted run passed the parity check: " + json.dumps(p))
     print(f"corrupted gradients detected: max_rel_error={p['max_rel_error']:.3g}")
+
+
+# ---- pipeline x data parallel (--dp, --mesh-order, --fsdp) ----------------------------------
+
+def fsdp_schedule(ctx, generate, unshard_reshard=True):
+    """A generated schedule with PyTorch's FSDP steps added (fsdp_steps.py), as a file."""
+    d = tempfile.mkdtemp(prefix="ppsched-dp-")
+    ctx.cleanup.append(d)
+    path = os.path.join(d, "sched.json")
+    run_ppsched(ctx, ["generate"] + generate + ["-o", path])
+    with open(path) as f:
+        doc = add_fsdp_steps(json.load(f), unshard_reshard)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return path
+
+
+def dp_run(ctx, pp, dp, generate, flags, model=GPT, iterations=2):
+    """PP x DP ranks with parity against one process running all DP x M micro-batches."""
+    path = fsdp_schedule(ctx, generate + ["--pp", str(pp)])
+    rc, out, err, dt = launch(ctx, pp * dp, ["--schedule", path, "--dp", str(dp), "--check-parity", "--json",
+                                             "--iterations", str(iterations)] + flags + model)
+    s = summary(out)
+    p = s["parity"]
+    print(f"{s['schedule']} PP={s['ranks']} x DP={s['dp']} ({s['world_size']} processes, mesh {s['mesh']['order']}, "
+          f"fsdp={s['fsdp']}): parity ok={p['ok']} max_rel_error={p['max_rel_error']:.3g} "
+          f"loss_rel_error={p['loss_rel_error']:.3g} over {p['tensors']} gradients, losses={s['losses']} ({dt:.1f} s wall)")
+    if not p["ok"] or not s["ok"]:
+        raise Failure("parity failed: " + json.dumps(p, indent=1) + "\n" + err)
+    if s["dp"] != dp or s["world_size"] != pp * dp or s["mesh"]["shape"] != [dp, pp]:
+        raise Failure(f"the summary does not state the mesh: {json.dumps(s)}")
+    order = s["mesh"]["order"]
+    want = [{"dp": g // pp, "pp": g % pp} if order == "dp,pp" else {"dp": g % dp, "pp": g // dp} for g in range(pp * dp)]
+    if s["mesh"]["coordinates"] != want:
+        raise Failure(f"mesh coordinates {s['mesh']['coordinates']}, expected {want}")
+    # What each rank holds after the run: with --fsdp (DP > 1) and the stages resharded, only
+    # its shards (ceil(elements / DP) per stage); otherwise every parameter of its stages.
+    full, held = s["parameter_elements"], s["held_parameter_elements"]
+    for g in range(pp * dp):
+        want = full[g] if "--fsdp" not in flags or dp == 1 else None
+        if want is None:
+            if not (full[g] / dp <= held[g] <= full[g] / dp + 2 * dp):
+                raise Failure(f"rank {g} holds {held[g]} of its {full[g]} parameter elements with --fsdp over {dp} replicas")
+        elif held[g] != want:
+            raise Failure(f"rank {g} holds {held[g]} parameter elements, its stages have {want}")
+    print(f"parameter elements per rank: {full}; held after the run: {held}")
+    if len(s["losses"]) != iterations:
+        raise Failure(f"expected {iterations} losses, got {s['losses']}")
+    return s
+
+
+DP_CASES = {
+    # name: (pp, dp, generator args, flags)
+    "1f1b_pp2_dp2": (2, 2, ["1f1b", "--micro", "4"], []),
+    "interleaved_pp2_dp2_mesh_pp_dp": (2, 2, ["interleaved-1f1b", "--vpp", "2", "--micro", "4"], ["--mesh-order", "pp,dp"]),
+    "zbv_pp2_dp2": (2, 2, ["zbv", "--vpp", "2", "--micro", "4"], []),
+    "gpipe_pp2_dp2_overlap_p2p": (2, 2, ["gpipe", "--micro", "4"], ["--overlap-p2p"]),
+    "gpipe_pp2_dp2_fsdp": (2, 2, ["gpipe", "--micro", "4"], ["--fsdp"]),
+    "1f1b_pp2_dp2_fsdp": (2, 2, ["1f1b", "--micro", "4"], ["--fsdp"]),
+    "interleaved_pp2_dp2_fsdp": (2, 2, ["interleaved-1f1b", "--vpp", "2", "--micro", "4"], ["--fsdp"]),
+    "zbv_pp2_dp2_fsdp_mesh_pp_dp": (2, 2, ["zbv", "--vpp", "2", "--micro", "4"], ["--fsdp", "--mesh-order", "pp,dp"]),
+    "1f1b_pp1_dp3_fsdp": (1, 3, ["1f1b", "--micro", "2"], ["--fsdp"]),
+}
+for _name, (_pp, _dp, _gen, _flags) in DP_CASES.items():
+    def _dp_case(ctx, pp=_pp, dp=_dp, gen=_gen, flags=_flags):
+        dp_run(ctx, pp, dp, gen, flags)
+    case(f"parity_dp_{_name}")(_dp_case)
+
+
+@case("parity_dp_tied_embeddings_allreduce_stays_in_its_replica_pp2_dp2")
+def _(ctx):
+    # The tied-embedding ALL_REDUCE over pipeline ranks [0, 1] runs over global ranks [0, 1] in
+    # replica 0 and [2, 3] in replica 1; FSDP_REDUCE_GRAD then averages over [0, 2] and [1, 3].
+    d = tempfile.mkdtemp(prefix="ppsched-dp-")
+    ctx.cleanup.append(d)
+    path = os.path.join(d, "tied.json")
+    with open(os.path.join(ctx.data, "exec", "1f1b_p2_m4_tied.json")) as f:
+        doc = add_fsdp_steps(json.load(f))
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    rc, out, err, dt = launch(ctx, 4, ["--schedule", path, "--dp", "2", "--tie-embeddings", "--check-parity", "--json",
+                                       "--iterations", "2"] + GPT)
+    p = summary(out)["parity"]
+    if not p["ok"]:
+        raise Failure("parity failed: " + json.dumps(p, indent=1) + "\n" + err)
+    print(f"tied embeddings PP=2 x DP=2: parity ok, max_rel_error={p['max_rel_error']:.3g} over {p['tensors']} gradients")
+
+
+MPIPE_DP = {
+    # MPipe's prefix (DATA_LOAD / DATA_SEND / DATA_RECV, the tower's transposes, the parameter
+    # broadcast) inside each replica, on the replica's own micro-batches; a trainable tower's
+    # gradients (rank 0, stage-0 backward) averaged by stage 0's FSDP_REDUCE_GRAD.
+    "none": (["--tower", "none"], ["--tower-layers", "0"]),
+    "none_fsdp": (["--tower", "none"], ["--tower-layers", "0", "--fsdp"]),
+    "trainable": (["--tower", "trainable"], ["--tower-layers", "2"]),
+    "frozen_mesh_pp_dp": (["--tower", "frozen"], ["--tower-layers", "2", "--mesh-order", "pp,dp"]),
+}
+for _name, (_gen, _flags) in MPIPE_DP.items():
+    def _mpipe_dp(ctx, gen=_gen, flags=_flags):
+        dp_run(ctx, 2, 2, ["mpipe-transpose", "--vpp", "2", "--micro", "4", "--overflow", "full"] + gen, flags)
+    case(f"parity_dp_mpipe_{_name}_pp2_dp2")(_mpipe_dp)
+
+
+@case("parity_dp_stage_module_zbv_pp2_dp2_fsdp")
+def _(ctx):
+    d = stage_dir(ctx, 4, "--kind", "mlp")
+    dp_run(ctx, 2, 2, ["zbv", "--vpp", "2", "--micro", "4"], ["--fsdp"], model=["--stage-module", d])
+
+
+@case("fault_dp_step_throws_on_replica_1")
+def _(ctx):
+    # A step of replica 1 throws: every rank of both replicas exits non-zero naming it.
+    path = fsdp_schedule(ctx, ["1f1b", "--pp", "2", "--micro", "4"])
+    fault_run(ctx, 4, ["--schedule", path, "--dp", "2", "--timeout", "30", "--heartbeat-timeout", "3",
+                       "--fail-at", "3:4:throw"] + GPT, failing=3, killed=False,
+              expect=["rank 3 (dp 1, pp 1) failed at iteration 0, step 4 (", "injected fault"], limit=25)
+
+
+@case("trace_dp_is_replica_0_pp2_dp2_fsdp")
+def _(ctx):
+    # --trace with --dp: replica 0's pipeline, in the simulator's format, FSDP steps on the
+    # collective lane; otherData.mesh says which global ranks ran it; calibrate reads it.
+    path = fsdp_schedule(ctx, ["1f1b", "--pp", "2", "--micro", "4"])
+    with open(path) as f:
+        sched = json.load(f)
+    trace = os.path.join(os.path.dirname(path), "run.trace.json")
+    rc, out, err, dt = launch(ctx, 4, ["--schedule", path, "--dp", "2", "--fsdp", "--mesh-order", "pp,dp",
+                                       "--iterations", "2", "--check-parity", "--json", "--trace", trace] + GPT)
+    s = summary(out)
+    if not s["ok"] or s["trace"]["notes"] or s["trace"]["replica"] != 0:
+        raise Failure("run failed or its trace did not pair with the comm model: " + json.dumps(s))
+    t, nslices, nflows = check_measured_trace(trace, sched)
+    mesh = t["otherData"]["mesh"]
+    if mesh["shape"] != [2, 2] or mesh["order"] != "pp,dp" or mesh["global_ranks"] != [0, 2]:
+        raise Failure(f"otherData.mesh: {mesh}")
+    fsdp = [e for e in t["traceEvents"] if e["ph"] == "X" and e["args"].get("op", "").startswith("FSDP_")]
+    if len(fsdp) != 6:
+        raise Failure(f"{len(fsdp)} FSDP slices, expected 3 per rank")
+    validate_trace(ctx, trace)
+    run_ppsched(ctx, ["calibrate", trace, "-o", os.path.join(os.path.dirname(path), "costs.json"), "--schedule", path])
+    print(f"replica 0's trace: {nslices} slices ({len(fsdp)} FSDP), {nflows} flows, mesh {mesh}")
+
+
+@case("parity_dp_pytorch_comms_csv_1f1b_pp2")
+def _(ctx):
+    # PyTorch's lowered CSV as it writes it (UNSHARD, SEND/RECV, REDUCE_GRAD, RESHARD) runs as is:
+    # one pipeline, then two replicas with and without sharding, also with posted receives.
+    csv = os.path.join(ctx.data, "schedules", "1f1b_2rank_comms.csv")
+    for dp, flags in ((1, []), (2, []), (2, ["--fsdp"]), (2, ["--fsdp", "--overlap-p2p"])):
+        rc, out, err, dt = launch(ctx, 2 * dp, ["--schedule", csv, "--dp", str(dp), "--check-parity", "--json",
+                                                "--iterations", "2"] + flags + GPT)
+        s = summary(out)
+        if not s["ok"] or not s["parity"]["ok"] or s["dp"] != dp:
+            raise Failure(f"--dp {dp} {flags}: " + json.dumps(s) + "\n" + err)
+        print(f"{os.path.basename(csv)} --dp {dp} {' '.join(flags)}: parity ok, max_rel_error "
+              f"{s['parity']['max_rel_error']:.3g} over {s['parity']['tensors']} gradients")
+
+
+@case("parity_dp_fsdp_regathers_and_reshards_before_reduce_grad_pp2_dp2")
+def _(ctx):
+    # PyTorch reshards a stage when too many are active and gathers it again before its next
+    # action: here every stage is resharded and regathered between its forwards and its first
+    # backward (the autograd graph then runs on the regathered copy), and resharded before its
+    # REDUCE_GRAD (the gradients wait beside the shard until the reduction).
+    path = fsdp_schedule(ctx, ["gpipe", "--pp", "2", "--micro", "4"])
+    with open(path) as f:
+        doc = json.load(f)
+    for r, prog in enumerate(doc["programs"]):
+        out, seen_bwd = [], False
+        for st in prog:
+            if st and st["op"] == "FSDP_RESHARD":
+                continue
+            if st and st["op"] == "BWD" and not seen_bwd:
+                seen_bwd = True
+                out += [{"op": "FSDP_RESHARD", "stage": r}, {"op": "FSDP_UNSHARD", "stage": r}]
+            if st and st["op"] == "FSDP_REDUCE_GRAD":
+                out.append({"op": "FSDP_RESHARD", "stage": r})
+            out.append(st)
+        doc["programs"][r] = out
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    rc, out, err, dt = launch(ctx, 4, ["--schedule", path, "--dp", "2", "--fsdp", "--check-parity", "--json",
+                                       "--iterations", "2"] + GPT)
+    s = summary(out)
+    if not s["ok"] or not s["parity"]["ok"]:
+        raise Failure("parity failed: " + json.dumps(s, indent=1) + "\n" + err)
+    print(f"regathered between forward and backward, resharded before REDUCE_GRAD: parity ok, max_rel_error "
+          f"{s['parity']['max_rel_error']:.3g} over {s['parity']['tensors']} gradients; held {s['held_parameter_elements']}")
+
+
+@case("parity_dp_fsdp_steps_are_noops_at_dp1_pp2")
+def _(ctx):
+    # A PyTorch-style schedule (UNSHARD / REDUCE_GRAD / RESHARD) on one pipeline: the FSDP steps
+    # do nothing, with or without --fsdp.
+    for flags in ([], ["--fsdp"]):
+        dp_run(ctx, 2, 1, ["interleaved-1f1b", "--vpp", "2", "--micro", "4"], flags)
+
+
+@case("parity_dp_detects_a_wrong_gradient_on_one_replica")
+def _(ctx):
+    # Negative control: replica 1's pipeline rank 1 (global rank 3) scales its gradients by
+    # 1.001 after its first backward; the averaged gradients then differ from the reference
+    # on every replica, and the check must fail.
+    path = fsdp_schedule(ctx, ["1f1b", "--pp", "2", "--micro", "4"])
+    with open(path) as f:
+        prog = json.load(f)["programs"][1]
+    step = next(i for i, st in enumerate(prog) if st and st["op"] == "BWD")
+    rc, out, err, _ = launch(ctx, 4, ["--schedule", path, "--dp", "2", "--fail-at", f"3:{step}:corrupt", "--check-parity",
+                                      "--json"] + GPT, expect_rc=1)
+    p = summary(out)["parity"]
+    if p["ok"] or p["max_rel_error"] < 1e-5 or "(dp " not in p["worst"]:
+        raise Failure("the corrupted replica passed the parity check: " + json.dumps(p))
+    print(f"corrupted replica detected: max_rel_error={p['max_rel_error']:.3g} ({p['worst']})")
+
+
+@case("refuses_dp_mistakes")
+def _(ctx):
+    one = ["--generate", "1f1b", "--pp", "2", "--micro", "4"] + GPT
+    expect_refusal(ctx, one + ["--dp", "2"], "WORLD_SIZE is 3 but --dp 2 replicas of the 2-rank pipeline need 2 x 2 = 4 "
+                   "processes", world=3)
+    expect_refusal(ctx, one, "WORLD_SIZE is 4 but the schedule has 2 ranks", world=4)
+    # No FSDP_REDUCE_GRAD: the replicas would diverge; refused, naming the stage and the fix.
+    expect_refusal(ctx, one + ["--dp", "2"], "--dp 2: stage 0 on rank 0 has no FSDP_REDUCE_GRAD (PyTorch's "
+                   "REDUCE_GRAD) after its last backward", world=4)
+    # --fsdp needs an FSDP_UNSHARD before a stage computes.
+    rg_only = fsdp_schedule(ctx, ["1f1b", "--pp", "2", "--micro", "4"], unshard_reshard=False)
+    expect_refusal(ctx, ["--schedule", rg_only, "--dp", "2", "--fsdp"] + GPT,
+                   "computes with stage 0's parameters while they are sharded", world=4)
+    # ... which runs without --fsdp (replicated parameters).
+    expect_refusal(ctx, ["--schedule", rg_only, "--dp", "2", "--fail-at", "4:0"] + GPT,
+                   "--fail-at 4:0: rank 4 is not one of the job's ranks 0..3", world=4)
+    expect_refusal(ctx, ["--generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--owner-backward", "--dp", "2"] +
+                   GPT, "--dp 2 with an owner-backward MPipe tower", world=4)
+    # A trainable tower's gradients are stage 0's: its REDUCE_GRAD must follow the tower's backward too.
+    expect_refusal(ctx, ["--generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--dp", "2"] + GPT,
+                   "stage 0 on rank 0 has no FSDP_REDUCE_GRAD (PyTorch's REDUCE_GRAD) after its last backward or the "
+                   "tower's (step", world=4)
+    expect_refusal(ctx, ["--schedule", fsdp_schedule(ctx, ["mpipe-transpose", "--pp", "2", "--micro", "4"]), "--dp", "2",
+                         "--fsdp"] + GPT, "--fsdp with an MPipe tower", world=4)
+    expect_refusal(ctx, one + ["--dp", "0"], "--dp", world=4)
 
 
 # ---- traces of real runs: --trace, ppsched calibrate, prediction ----------------------------

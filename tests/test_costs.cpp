@@ -200,7 +200,10 @@ TEST_CASE("payload_bytes follows the step table's Payload, and collectives their
   CHECK(m.payload_bytes(Op::MPIPE_PARAM_BROADCAST, -1, -1) == 7);
   CHECK(m.payload_bytes(Op::MPIPE_GRAD_REDUCE, -1, -1) == 7);
   CHECK(m.payload_bytes(Op::ALL_REDUCE, -1, -1) == 8);
-  CHECK(m.payload_bytes(Op::FSDP_UNSHARD, 0, -1) == 0);
+  CHECK(m.payload_bytes(Op::FSDP_UNSHARD, 0, -1) == 0);  // no bytes.params given
+  m.param_bytes = StageValue{{{9}, {10}}, true};
+  CHECK(m.payload_bytes(Op::FSDP_UNSHARD, 1, -1) == 10);  // a DP collective moves its stage's parameters
+  CHECK(m.payload_bytes(Op::FSDP_REDUCE_GRAD, 0, -1) == 9);
   CHECK(m.payload_bytes(Op::FWD, 0, 0) == 0);
 }
 

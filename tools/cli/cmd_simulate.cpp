@@ -136,10 +136,8 @@ std::string result_text(const std::string& what, const Schedule& s, const SimRes
            " ms on the busiest; ring " +
            (inter == 0 ? "intra-node" : inter == static_cast<int>(r.ranks.size()) ? "inter-node" : "inter-node on " + std::to_string(inter) + " ranks") +
            "\n";
-    if (fsdp_steps == 0)
-      out += "  note: the schedule has no FSDP_* steps, so nothing is reduced over the DP group (ppsched generate "
-             "--fsdp-steps inserts them as PyTorch does)\n";
-    else if (!c.param_bytes.given)
+    // (A schedule without FSDP steps gets the checks' note.)
+    if (fsdp_steps > 0 && !c.param_bytes.given)
       out += "  note: the cost model gives no bytes.params: the DP collectives move 0 bytes (latency only)\n";
   }
   out += "  rank   busy ms    idle ms  bubble   peak memory  at ms\n";

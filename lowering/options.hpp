@@ -24,9 +24,11 @@ struct MemoryModel {
   int64_t tower_input_bytes = int64_t{1} << 22;             // MPipe tower input of one micro
   int64_t tower_graph_bytes = int64_t{1} << 28;             // owner_backward: kept tower graph per micro
   int64_t data_bytes = int64_t{1} << 16;                    // one loaded micro-batch
+  std::vector<int64_t> param_bytes;  // per stage: its parameters (what --fsdp gathers); none: 0
 
   int64_t activation(int stage) const { return pick(activation_bytes, stage); }
   int64_t boundary(int stage) const { return pick(boundary_bytes, stage); }
+  int64_t params(int stage) const { return pick(param_bytes, stage); }
   // Bytes one entry of cache `c` holds (stage may be -1 for rank caches).
   int64_t bytes_of(Cache c, int stage) const;
 
@@ -52,6 +54,9 @@ struct DataParallelOptions {
   MeshOrder mesh_order = MeshOrder::DpPp;
   bool fsdp = false;                    // parameters sharded over the DP group
 
+  // The bytes an FSDP_UNSHARD of a stage with `params` bytes of parameters makes live: the
+  // (N-1)/N of them the rank does not hold (0 without --fsdp or with one replica).
+  int64_t gathered_bytes(int64_t params) const { return fsdp && degree > 1 ? params - params / degree : 0; }
   // The global rank of pipeline rank `rank` in replica `replica` (0 <= replica < degree) of a
   // pipeline of `pipeline_ranks` ranks.
   int64_t global_rank(int rank, int replica, int pipeline_ranks) const {

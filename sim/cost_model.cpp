@@ -244,6 +244,9 @@ MemoryModel CostModel::memory_model(int stages) const {
   m.tower_input_bytes = std::llround(tower_input_bytes);
   m.tower_graph_bytes = std::llround(tower_graph_bytes);
   m.data_bytes = std::llround(data_bytes);
+  m.param_bytes.clear();
+  if (param_bytes.given)
+    for (int s = 0; s < n; ++s) m.param_bytes.push_back(std::llround(max_over_micros(param_bytes, s)));
   return m;
 }
 

@@ -99,6 +99,7 @@ class Engine {
     for (size_t k = 0; k < model_.channels.size(); ++k)
       channel_link_[k] = &c_.link(global(model_.channels[k].src), global(model_.channels[k].dst));
     dp_ms_.assign(R, 0.0);
+    if (gathers_) gathered_.resize(R);
   }
 
   SimResult run() {
@@ -252,6 +253,18 @@ class Engine {
     return (n - 1) / n * B * inv_bw + (n - 1) * l.latency_ms;
   }
 
+  // --fsdp over N > 1 replicas: an FSDP_UNSHARD's gathered parameters (the (N-1)/N of the
+  // stage's bytes.params the rank does not hold) are live from its end to the start of the
+  // stage's FSDP_RESHARD, as the checks count them (checkers/caches.cpp).
+  void gather(int r, const Leaf& st, Delta& mem) {
+    const StepTypeInfo& i = info(st.op);
+    if (i.collective != CollectiveScope::DataParallel || st.stage < 0) return;
+    auto& held = gathered_[static_cast<size_t>(r)];
+    const int64_t bytes = o_.check.dp.gathered_bytes(memory_.params(st.stage));
+    if (i.collective_kind == CollectiveKind::AllGather && held.insert(st.stage).second) mem.produced += bytes;
+    if (i.collective_kind == CollectiveKind::Release && held.erase(st.stage)) mem.consumed += bytes;
+  }
+
   // ---- compute ------------------------------------------------------------------------------
   double duration(const Step& st) {
     if (is_overlap(st.op)) {
@@ -287,7 +300,8 @@ class Engine {
     int32_t cause = compute_free_[ri] >= host_[ri] ? compute_last_[ri] : host_cause_[ri];
     double end = start + d;
     current_step_ = index;
-    const Delta mem = action_effects(r, a);
+    Delta mem = action_effects(r, a);
+    if (gathers_ && !a.composite) gather(r, leaf_of(a), mem);
     apply(r, -mem.consumed, start);
     int32_t sl = add_slice(r, index, -1, Lane::Compute, start, end, 0, false, cause);
     apply(r, mem.produced, end);
@@ -716,6 +730,8 @@ class Engine {
   std::vector<double> link_bytes_;
   std::vector<int> link_msgs_;
   std::vector<double> dp_ms_;                // per rank: time in DP-group collectives
+  const bool gathers_ = o_.check.dp.fsdp && o_.check.dp.degree > 1;
+  std::vector<std::set<int>> gathered_;      // per rank, --fsdp: the stages gathered now
   std::vector<double> msg_bytes_;            // per message
   std::vector<const Link*> channel_link_;    // per channel
   // Filled on first use; -1 (consumed -1): not known yet. Empty when prices vary by micro.

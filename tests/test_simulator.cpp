@@ -365,6 +365,7 @@ CostModel dp_costs(int ranks_per_node) {
 SimResult run_dp(const Schedule& s, const CostModel& c, int degree, bool fsdp, MeshOrder order = MeshOrder::DpPp) {
   SimOptions o;
   o.record_trace = true;
+  o.check.memory = c.memory_model(s.stages);  // the checks count with the same bytes, as the CLI's
   o.check.dp.degree = degree;
   o.check.dp.fsdp = fsdp;
   o.check.dp.mesh_order = order;
@@ -490,4 +491,41 @@ TEST_CASE("a data-parallel world over the rank limit is refused, not simulated",
   CHECK_THROWS_AS(simulate(gen("1f1b", 4, 4), uniform(1, 2), o), InputError);
   o.check.dp.degree = 0;
   CHECK_THROWS_AS(simulate(gen("1f1b", 4, 4), uniform(1, 2), o), InputError);
+}
+
+TEST_CASE("with --fsdp the gathered parameters are live from UNSHARD to RESHARD, in the simulation and the checks alike",
+          "[simulator][dp]") {
+  for (const char* fam : {"1f1b", "interleaved-1f1b"}) {
+    INFO(fam);
+    const Schedule s = add_fsdp_steps(gen(fam, 4, 8, std::string(fam) == "1f1b" ? 1 : 2));
+    CostModel c = dp_costs(8);
+    c.kept_activation_bytes = StageValue::scalar(1 << 20);
+    c.param_bytes = StageValue::scalar(8e6);
+    const SimResult ddp = run_dp(s, c, 8, false);
+    const SimResult fsdp = run_dp(s, c, 8, true);
+    for (int r = 0; r < 4; ++r) {
+      INFO("rank " << r);
+      const auto& plain = ddp.ranks[static_cast<size_t>(r)];
+      const auto& sharded = fsdp.ranks[static_cast<size_t>(r)];
+      // At most the window of stages is gathered; at DDP's peak at least the stage computing.
+      CHECK(sharded.peak_memory_bytes >= plain.peak_memory_bytes + 7'000'000);
+      CHECK(sharded.peak_memory_bytes <= plain.peak_memory_bytes + 3 * 7'000'000);
+      // The checks count the same bytes (their walk, and the explaining one).
+      CHECK(fsdp.check.stats.peak_memory_bytes[static_cast<size_t>(r)] == sharded.peak_memory_bytes);
+      CheckOptions exact;
+      exact.dp = DataParallelOptions{8, MeshOrder::DpPp, true};
+      exact.memory = c.memory_model(s.stages);
+      exact.testing_exact_cache_walk = true;
+      CHECK(verify(s, exact).stats.peak_memory_bytes[static_cast<size_t>(r)] == sharded.peak_memory_bytes);
+    }
+    // 1F1B holds one stage per rank: exactly its 7/8 of the 8 MB, on every rank.
+    if (std::string(fam) == "1f1b")
+      for (int r = 0; r < 4; ++r)
+        CHECK(fsdp.ranks[static_cast<size_t>(r)].peak_memory_bytes ==
+              ddp.ranks[static_cast<size_t>(r)].peak_memory_bytes + 7'000'000);
+    // Everything is released at the end: the last memory sample of each rank is back to 0.
+    std::vector<int64_t> last(4, -1);
+    for (const auto& m : fsdp.memory) last[static_cast<size_t>(m.rank)] = m.bytes;
+    for (int64_t b : last) CHECK(b == 0);
+  }
 }

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "checkers/checks.hpp"
@@ -112,11 +113,20 @@ class Walk {
     int peak_index = -1;
     size_t steps = 0;
     bool ok = true;
+    gathered_.clear();
     for (int i = 0; i < static_cast<int>(prog.size()) && ok; ++i) {
       if (!prog[static_cast<size_t>(i)]) continue;
       ++steps;
       for_each_leaf(*prog[static_cast<size_t>(i)], [&](const Step& st, int) {
         if (!ok) return;
+        if (is_gather_step(st)) {
+          bytes += gather_delta(st);
+          if (bytes > peak) {
+            peak = bytes;
+            peak_index = i;
+          }
+          return;
+        }
         if (st.micro < 0 || static_cast<size_t>(st.micro) >= M) {
           ok = effects_.of(r, st).effects.empty();
           return;
@@ -248,11 +258,14 @@ class Walk {
     int64_t bytes = 0, peak = 0;
     int peak_index = -1;
     std::array<int, kCacheCount> counts{}, peak_counts{};
+    size_t peak_gathered = 0;
+    gathered_.clear();
     const Program& prog = s_.programs[static_cast<size_t>(r)];
     for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
       if (!prog[static_cast<size_t>(i)]) continue;
       ++stats_.steps;
       for_each_leaf(*prog[static_cast<size_t>(i)], [&](const Step& st, int sub) {
+        if (is_gather_step(st)) bytes += gather_delta(st);
         for (const ResolvedEffect& e : effects_.of(r, st)) {
           const int stage = e.stage;
           uint64_t k = pack(e.cache, stage, st.micro);
@@ -294,6 +307,7 @@ class Walk {
           peak = bytes;
           peak_index = i;
           peak_counts = counts;
+          peak_gathered = gathered_.size();
         }
       });
     }
@@ -309,6 +323,9 @@ class Walk {
         if (peak_counts[static_cast<size_t>(c)] > 0)
           what += (what.empty() ? "" : ", ") + std::to_string(peak_counts[static_cast<size_t>(c)]) + " x " +
                   std::string(cache_info(static_cast<Cache>(c)).name);
+      if (peak_gathered > 0)
+        what += (what.empty() ? "" : ", ") + std::string("the gathered parameters of ") + std::to_string(peak_gathered) +
+                " stage" + (peak_gathered > 1 ? "s" : "") + " (--fsdp)";
       v.message = "Rank " + std::to_string(r) + " peaks at " + human_size(peak) + " of live activations and buffers at step " +
                   std::to_string(peak_index) + " (" +
                   short_label(*prog[static_cast<size_t>(peak_index)]) + "), over its budget of " +
@@ -363,11 +380,28 @@ class Walk {
     }
   }
 
+  // ---- gathered parameters (--fsdp over N > 1 replicas) ------------------------------------
+  // An FSDP_UNSHARD makes the stage's gathered parameters live (the (N-1)/N of them the rank
+  // does not hold), its FSDP_RESHARD frees them; a gather of a gathered stage or a release of
+  // a sharded one changes nothing (the data-parallel pass reports those). Returns the change.
+  bool is_gather_step(const Step& st) const {
+    return gathers_ && info(st.op).collective == CollectiveScope::DataParallel && st.stage >= 0;
+  }
+  int64_t gather_delta(const Step& st) {
+    const CollectiveKind k = info(st.op).collective_kind;
+    const int64_t bytes = o_.dp.gathered_bytes(o_.memory.params(st.stage));
+    if (k == CollectiveKind::AllGather && gathered_.insert(st.stage).second) return bytes;
+    if (k == CollectiveKind::Release && gathered_.erase(st.stage)) return -bytes;
+    return 0;
+  }
+
   const Schedule& s_;
   const CheckOptions& o_;
   std::vector<Violation>& out_;
   CheckStats& stats_;
   EffectResolver effects_{s_, o_.memory};
+  const bool gathers_ = o_.dp.fsdp && o_.dp.degree > 1;
+  std::set<int> gathered_;          // the stages gathered on the rank being walked
   std::vector<int32_t> local_;      // stage -> its position among its rank's stages
   std::vector<int32_t> stages_on_;  // rank -> how many stages it holds
   std::vector<uint8_t> state_;      // clean_rank's entry states, all zero between ranks

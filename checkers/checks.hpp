@@ -31,6 +31,13 @@ void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Viola
 // Every member of a group reaches the same collectives in the same order.
 void check_collectives(const Schedule& s, const CommModel& m, std::vector<Violation>& out, CheckStats& stats);
 
+// A pipeline x data parallel job (o.dp.degree > 1): the FSDP steps as PyTorch's runtime runs
+// them -- with o.dp.fsdp, every stage computes on gathered parameters and each gather is used
+// and released; each stage's weight gradients are reduced once, after its last backward.
+// A schedule without FSDP steps gets a note (and, with fsdp, the sharded-compute violations).
+void check_data_parallel(const Schedule& s, const CheckOptions& o, std::vector<Violation>& out,
+                         std::vector<std::string>& notes);
+
 // Outcome of replaying the lowered programs.
 struct ReplayResult {
   bool completed = false;
@@ -62,7 +69,7 @@ struct Pass {
   void (*run)(const PassInput& in, CheckReport& out);
 };
 // verify()'s passes, in reporting order: coverage, caches, lowering problems, P2P matching,
-// collectives, deadlock (the replay; it skips stuck sets the static passes explain).
+// collectives, data parallelism, deadlock (the replay; it skips stuck sets the static passes explain).
 const std::vector<Pass>& verification_passes();
 
 // Runs every pass. The schedule must be structurally valid (readers and generators ensure it).

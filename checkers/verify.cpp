@@ -28,6 +28,10 @@ void collectives_pass(const PassInput& in, CheckReport& out) {
   check_collectives(in.schedule, in.lowering, out.violations, out.stats);
 }
 
+void data_parallel_pass(const PassInput& in, CheckReport& out) {
+  check_data_parallel(in.schedule, in.options, out.violations, out.notes);
+}
+
 void deadlock_pass(const PassInput& in, CheckReport& out) {
   const CommMode mode = in.options.comm;
   const bool static_comm_problems = std::any_of(out.violations.begin(), out.violations.end(), [](const Violation& v) {
@@ -61,7 +65,8 @@ void deadlock_pass(const PassInput& in, CheckReport& out) {
 const std::vector<Pass>& verification_passes() {
   static const std::vector<Pass> passes = {
       {"coverage", coverage_pass},       {"caches", caches_pass},          {"lowering", lowering_pass},
-      {"p2p_matching", p2p_pass},        {"collectives", collectives_pass}, {"deadlock", deadlock_pass},
+      {"p2p_matching", p2p_pass},        {"collectives", collectives_pass}, {"data_parallel", data_parallel_pass},
+      {"deadlock", deadlock_pass},
   };
   return passes;
 }

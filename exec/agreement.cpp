@@ -113,9 +113,12 @@ void check_data_parallel(const Schedule& s, const ModelConfig& m, const DataPara
       for (const auto& sub : top.sub_steps) leaves.push_back(&sub);
       for (const Step* st : leaves) {
         const auto& inf = info(st->op);
-        if (st->op == Op::FSDP_UNSHARD) gathered[st->stage] = true;
-        if (st->op == Op::FSDP_RESHARD) gathered[st->stage] = false;
-        if (st->op == Op::FSDP_REDUCE_GRAD) reduce_after[st->stage] = i;
+        if (inf.collective == CollectiveScope::DataParallel) {
+          // The step table's kinds: UNSHARD gathers, RESHARD releases, REDUCE_GRAD reduces.
+          if (inf.collective_kind == CollectiveKind::AllGather) gathered[st->stage] = true;
+          if (inf.collective_kind == CollectiveKind::Release) gathered[st->stage] = false;
+          if (inf.collective_kind == CollectiveKind::ReduceScatter) reduce_after[st->stage] = i;
+        }
         if (inf.compute == ComputeKind::TowerBackward && tower_grads) {
           // The tower's backward (MPIPE_TRANSPOSE_BWD, rank 0) adds to stage 0's gradients.
           last_backward[0] = i;
@@ -146,8 +149,8 @@ void check_data_parallel(const Schedule& s, const ModelConfig& m, const DataPara
                                                         short_label(*prog[static_cast<size_t>(lb->second)]) + ")") +
                        ", so its gradients would not be averaged over its data-parallel group; the executor adds "
                        "no communication the schedule does not list: insert one where PyTorch's _add_reduce_grad "
-                       "puts it (right after the stage's last BWD / BWD_WEIGHT; tests/exec/fsdp_steps.py adds PyTorch's FSDP "
-                       "steps to a schedule), or run a lowered PyTorch CSV");
+                       "puts it (right after the stage's last BWD / BWD_WEIGHT; ppsched generate --fsdp-steps or ppsched "
+                       "convert --fsdp-steps add PyTorch's FSDP steps), or run a lowered PyTorch CSV");
     }
   }
 }

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-namespace ppsched::exec {
+#include "lowering/options.hpp"  // MeshOrder: one enum for the simulator's --mesh-order and this
 
-enum class MeshOrder { DpPp, PpDp };
+namespace ppsched::exec {
 
 struct DeviceMesh {
   int pp = 1;  // pipeline ranks (the schedule's ranks)

@@ -414,7 +414,7 @@ void Runtime::run_wait(const Action& a) {
     {
       const Message& m = lowering_.messages[static_cast<size_t>(done.front())];
       const Channel& ch = lowering_.channels[static_cast<size_t>(m.channel)];
-      BlockedOn blocked(progress_, failed_peer_, m.send ? ch.dst : ch.src);
+      BlockedOn blocked(progress_, failed_peer_, ctx_.dp.mesh.global_rank(ctx_.dp.replica, m.send ? ch.dst : ch.src));
       ctx_.transport.wait(p->second);
     }
     for (int32_t m : done) {
@@ -435,7 +435,7 @@ void Runtime::run_phase(const Action& a) {
     const Channel& ch = lowering_.channels[static_cast<size_t>(m.channel)];
     return m.send ? ch.dst : ch.src;
   };
-  BlockedOn blocked(progress_, failed_peer_, peer_of_msg(*msgs[0]));
+  BlockedOn blocked(progress_, failed_peer_, ctx_.dp.mesh.global_rank(ctx_.dp.replica, peer_of_msg(*msgs[0])));
   if (msgs.size() == 1 && msgs[0]->meta) {
     const Message& m = *msgs[0];
     InFlight& f = in_flight(m);

@@ -1,8 +1,10 @@
 // The communication and memory model every check uses (see README "Verification model").
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "model/step_types.hpp"
@@ -22,9 +24,11 @@ struct MemoryModel {
   int64_t tower_input_bytes = int64_t{1} << 22;             // MPipe tower input of one micro
   int64_t tower_graph_bytes = int64_t{1} << 28;             // owner_backward: kept tower graph per micro
   int64_t data_bytes = int64_t{1} << 16;                    // one loaded micro-batch
+  std::vector<int64_t> param_bytes;  // per stage: its parameters (what --fsdp gathers); none: 0
 
   int64_t activation(int stage) const { return pick(activation_bytes, stage); }
   int64_t boundary(int stage) const { return pick(boundary_bytes, stage); }
+  int64_t params(int stage) const { return pick(param_bytes, stage); }
   // Bytes one entry of cache `c` holds (stage may be -1 for rank caches).
   int64_t bytes_of(Cache c, int stage) const;
 
@@ -35,6 +39,58 @@ struct MemoryModel {
     return v[static_cast<size_t>(stage) < v.size() ? static_cast<size_t>(stage) : v.size() - 1];
   }
 };
+
+// How a job replicates its pipeline over data-parallel ranks (README "Pipeline x data
+// parallel"). The world is pipeline ranks x degree global ranks, laid out as torch's 2-D
+// DeviceMesh: ("dp", "pp") by default, mesh = arange(PP * N).reshape(N, PP), so global rank g
+// is pipeline rank g % PP of replica g / PP, and pipeline rank r's DP group is
+// {r, r + PP, ..., r + (N - 1) PP}; ("pp", "dp") is reshape(PP, N): g = r * N + replica.
+// The FSDP_* steps are collectives over that group (their CollectiveKind in the step table is
+// the sharded one; `effective` says what they do under these options).
+enum class MeshOrder : uint8_t { DpPp, PpDp };
+
+struct DataParallelOptions {
+  int degree = 1;                       // N, data-parallel replicas of every pipeline rank
+  MeshOrder mesh_order = MeshOrder::DpPp;
+  bool fsdp = false;                    // parameters sharded over the DP group
+
+  // The bytes an FSDP_UNSHARD of a stage with `params` bytes of parameters makes live: the
+  // (N-1)/N of them the rank does not hold (0 without --fsdp or with one replica).
+  int64_t gathered_bytes(int64_t params) const { return fsdp && degree > 1 ? params - params / degree : 0; }
+  // The global rank of pipeline rank `rank` in replica `replica` (0 <= replica < degree) of a
+  // pipeline of `pipeline_ranks` ranks.
+  int64_t global_rank(int rank, int replica, int pipeline_ranks) const {
+    return mesh_order == MeshOrder::DpPp ? int64_t{replica} * pipeline_ranks + rank
+                                         : int64_t{rank} * degree + replica;
+  }
+  // What a DP collective declared as `declared` does: nothing with one replica; without
+  // sharding the gradients are all-reduced (DDP) and UNSHARD/RESHARD have nothing to do; with
+  // --fsdp UNSHARD all-gathers, REDUCE_GRAD reduce-scatters and RESHARD only frees.
+  CollectiveKind effective(CollectiveKind declared) const {
+    if (degree <= 1) return CollectiveKind::None;
+    switch (declared) {
+      case CollectiveKind::ReduceScatter: return fsdp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
+      case CollectiveKind::AllGather: return fsdp ? CollectiveKind::AllGather : CollectiveKind::None;
+      case CollectiveKind::Release: return CollectiveKind::None;
+      default: return declared;
+    }
+  }
+};
+
+// The largest world (pipeline ranks x DP degree) a job may have: the rank limit of the
+// schedule files (README "Limits"), so that every global rank fits an int.
+inline constexpr int64_t kMaxWorldRanks = int64_t{1} << 20;
+// Why `dp` cannot describe a job of `pipeline_ranks` pipeline ranks ("" when it can).
+inline std::string data_parallel_problem(const DataParallelOptions& dp, int pipeline_ranks) {
+  if (dp.degree < 1 || dp.degree > kMaxWorldRanks)
+    return "the data-parallel degree " + std::to_string(dp.degree) + " is outside 1.." + std::to_string(kMaxWorldRanks);
+  const int64_t world = int64_t{std::max(pipeline_ranks, 1)} * dp.degree;
+  if (world > kMaxWorldRanks)
+    return "the world of " + std::to_string(pipeline_ranks) + " pipeline ranks x " + std::to_string(dp.degree) +
+           " data-parallel replicas is " + std::to_string(world) + " ranks, over the limit of " +
+           std::to_string(kMaxWorldRanks) + " (2^20)";
+  return {};
+}
 
 struct CheckOptions {
   CommMode comm = CommMode::Rendezvous;
@@ -48,6 +104,8 @@ struct CheckOptions {
   bool dyn_shape = false;
   std::optional<int64_t> memory_budget;  // per rank, bytes
   MemoryModel memory;
+  // The job's data parallelism: the simulator prices the FSDP_* steps over the DP group.
+  DataParallelOptions dp;
   // TEST-ONLY: turns off one rule (a compute step running before its receive arrived), so
   // that a test can show the fuzzing machinery finds and shrinks a planted checker bug.
   bool testing_disable_recv_rule = false;

@@ -31,6 +31,9 @@
 //     "meta": one shape/dtype meta message (default 64)
 //     "tower_params": MPIPE_PARAM_BROADCAST / MPIPE_GRAD_REDUCE payload
 //     "tied_params": tied-parameter ALL_REDUCE payload                    (missing: 0)
+//     "params": StageValue, per stage only: the bytes of stage s's parameters (and of its
+//               gradients, same dtype) that the data-parallel FSDP_* collectives move
+//               (missing: 0, so they cost their latency terms only)
 //   },
 //   "link": {"latency_ms": 0.005, "bandwidth_GBps": 450}           (optional; missing = free)
 //     or {"intra_node": LINK, "inter_node": LINK, "ranks_per_node": 8,
@@ -112,6 +115,7 @@ const ByteField kByteFields[] = {
     {"meta", Payload::None, CollectiveScope::None, nullptr, &CostModel::meta_bytes},
     {"tower_params", Payload::None, CollectiveScope::AllPipelineRanks, nullptr, &CostModel::tower_param_bytes},
     {"tied_params", Payload::None, CollectiveScope::ExplicitGroup, nullptr, &CostModel::tied_param_bytes},
+    {"params", Payload::None, CollectiveScope::DataParallel, &CostModel::param_bytes, nullptr},
 };
 
 const Keys kTopKeys = {"format", "version", "compute", "bytes", "link", "collectives", "protocol",
@@ -240,6 +244,9 @@ MemoryModel CostModel::memory_model(int stages) const {
   m.tower_input_bytes = std::llround(tower_input_bytes);
   m.tower_graph_bytes = std::llround(tower_graph_bytes);
   m.data_bytes = std::llround(data_bytes);
+  m.param_bytes.clear();
+  if (param_bytes.given)
+    for (int s = 0; s < n; ++s) m.param_bytes.push_back(std::llround(max_over_micros(param_bytes, s)));
   return m;
 }
 
@@ -302,13 +309,17 @@ void CostModel::check_fits(int stages, int micro_batches) const {
 //    and their gradients are hidden states (32 MiB), the tower input is the token ids; the
 //    parameters are 2 x 12 h^2 x 2 bytes = 768 MiB; the kept tower graph is 2 layers' kept
 //    activations. Tied parameters: a 32000 x 4096 bf16 embedding (250 MiB).
+//  - Stage parameters (bytes.params, moved by the data-parallel FSDP_* collectives): L/P
+//    layers x 12 h^2 x 2 bytes (bf16; gradients the same) = 3 GiB for 8 layers; like the
+//    compute, without the embedding and the LM head.
 //  - Links: NVLink 4 inside a node of 8 GPUs, ~450 GB/s per direction effective between two
 //    GPUs and ~5 us latency; 400 Gb/s InfiniBand NDR between nodes, ~50 GB/s and ~10 us.
 //    Collectives: ring. Eager threshold 4 MiB (NCCL's per-peer buffer). Overlap efficiency
 //    0.5 (half of the shorter sub-step of an OVERLAP_* pair is hidden).
 //  - Memory: 80 GiB per rank (H100 SXM). DATA_LOAD 0.05 ms (a prefetched 32 KiB batch: one
-//    pinned host-to-device copy and launch overhead). FSDP and SWAP are 0: the default has
-//    no data parallelism and no swapping.
+//    pinned host-to-device copy and launch overhead). FSDP and SWAP are 0: compute.FSDP is
+//    a fixed overhead each FSDP_* step adds to its data-parallel collective (which the
+//    simulator prices from bytes.params and the links), and the default has no swapping.
 // The default leaves out the embedding and LM head: every stage gets L/P layers.
 namespace {
 namespace reference {
@@ -360,6 +371,7 @@ CostModel default_cost_model(int stages) {
   c.meta_bytes = 64;
   c.tower_param_bytes = kTowerLayers * kLayerParams * kBf16;
   c.tied_param_bytes = kVocab * kHidden * kBf16;
+  c.param_bytes = StageValue::scalar(std::round(layers * kLayerParams * kBf16));
   c.intra_node = Link{0.005, 450.0};
   c.inter_node = Link{0.010, 50.0};
   c.ranks_per_node = 8;
@@ -566,6 +578,12 @@ class Reader {
       if (f.per_stage) c.*f.per_stage = stage_value(j[std::string(f.key)], path, Quantity::Bytes);
       else c.*f.scalar = number(j[std::string(f.key)], path, Quantity::Bytes);
     }
+    // A stage's parameters do not change with the micro-batch.
+    for (size_t s = 0; s < c.param_bytes.rows.size(); ++s)
+      if (c.param_bytes.rows[s].size() > 1)
+        fail("bytes.params[" + std::to_string(s) + "]",
+             "expected one number of bytes per stage: parameters do not vary by micro-batch, got " +
+                 std::to_string(c.param_bytes.rows[s].size()) + " per-micro values");
   }
 
   // Latency and bandwidth of one link; what is missing stays as in `base`.
@@ -719,13 +737,17 @@ Comments template_comments(const CostModel& c, int stages) {
                  kLayerFwdMs),
                "TOWER_FWD / TOWER_BWD / TOWER_GRAD_BWD: MPipe tower forward, rank-0 recompute + backward, owner backward",
                "(default: a 2-layer tower; 1x, 3x, 2x its forward). DATA_LOAD: loading one micro-batch.",
-               "FSDP: each FSDP_UNSHARD / RESHARD / REDUCE_GRAD step. SWAP: each activation swap step."};
+               "FSDP: a fixed overhead of each FSDP_UNSHARD / RESHARD / REDUCE_GRAD step, added to the data-parallel",
+               "collective the simulator prices from bytes.params (ppsched simulate --dp N). SWAP: each swap step."};
   k.bytes = {"Bytes of one message. activation[s]: stage s's output sent to stage s+1 (default: s x b x h x 2 = 32 MiB);",
              "gradient[s]: its gradient sent back (missing: = activation). data / tower_inputs: one micro-batch of",
              "token ids (s x 8). features / feature_grads: MPipe tower output and its gradient. meta: one shape/dtype",
              f("message. tower_params: MPipe broadcast / grad-reduce payload (2 layers x 12 h^2 x 2 = %.0f MiB).",
                c.tower_param_bytes / (1024.0 * 1024)),
-             "tied_params: tied-parameter ALL_REDUCE payload (a 32000 x 4096 bf16 embedding)."};
+             "tied_params: tied-parameter ALL_REDUCE payload (a 32000 x 4096 bf16 embedding).",
+             f("params[s]: stage s's parameter (= gradient) bytes, moved by the data-parallel FSDP_* collectives (%g",
+               kLayers / stages),
+             "layers x 12 h^2 x 2 bytes, bf16); per stage only."};
   k.link = {"A transfer takes latency_ms + bytes / bandwidth. Ranks r and q share a node when r / ranks_per_node ==",
             "q / ranks_per_node. A flat {\"latency_ms\", \"bandwidth_GBps\"} sets every link at once.",
             "pairs: per-pair overrides, e.g. {\"src\": 0, \"dst\": 9, \"latency_ms\": 0.02, \"bandwidth_GBps\": 25};",

@@ -60,6 +60,9 @@ struct CostModel {
   double meta_bytes = 64;            // one shape/dtype meta message
   double tower_param_bytes = 0;      // MPIPE_PARAM_BROADCAST / MPIPE_GRAD_REDUCE payload
   double tied_param_bytes = 0;       // ALL_REDUCE payload
+  // Per stage: the bytes of the stage's parameters, and of its gradients (same dtype), that
+  // the FSDP_* data-parallel collectives move (per stage only, never per micro-batch).
+  StageValue param_bytes;
   // links
   Link intra_node, inter_node;
   int ranks_per_node = 8;

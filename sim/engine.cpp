@@ -9,6 +9,12 @@
 // threshold (and every payload in eager mode) leave as soon as they are ready and the send
 // completes without its receiver, as small NCCL sends do.
 //
+// Data parallelism (options.check.dp, README "Pipeline x data parallel"): the replicas of a
+// pipeline run the same programs in lockstep, so one replica is simulated and each FSDP_*
+// step runs its DP-group collective on its rank's compute stream, priced by the ring formula
+// over the group's link (see dp_collective_ms); the pipeline's own links are those between
+// the global ranks of replica 0.
+//
 // Events (host wake-ups) are ordered by (time, sequence) in a binary heap: the same inputs
 // give the same outputs, and every event costs O(log n).
 #include "sim/engine.hpp"
@@ -23,6 +29,7 @@
 
 #include "checkers/checks.hpp"
 #include "lowering/effects.hpp"
+#include "model/errors.hpp"
 #include "model/flat_map.hpp"
 
 namespace ppsched {
@@ -90,7 +97,9 @@ class Engine {
     msg_bytes_.resize(model_.messages.size());
     channel_link_.resize(model_.channels.size());
     for (size_t k = 0; k < model_.channels.size(); ++k)
-      channel_link_[k] = &c_.link(model_.channels[k].src, model_.channels[k].dst);
+      channel_link_[k] = &c_.link(global(model_.channels[k].src), global(model_.channels[k].dst));
+    dp_ms_.assign(R, 0.0);
+    if (gathers_) gathered_.resize(R);
   }
 
   SimResult run() {
@@ -205,6 +214,57 @@ class Engine {
     if (o_.record_trace) memory_samples_.push_back({r, t, now});
   }
 
+  // ---- data parallelism ---------------------------------------------------------------------
+  // The global rank of pipeline rank r in replica 0: the rank the pipeline's links are read at
+  // (r itself under the default ("dp", "pp") mesh, and whenever there is one replica).
+  int global(int r) const { return static_cast<int>(o_.check.dp.global_rank(r, 0, s_.ranks)); }
+
+  // Pipeline rank r's DP group is {global_rank(r, k) : k < N}, ascending in k in either mesh
+  // order; ranks_per_node consecutive global ranks share a node, so the ring stays inside one
+  // node exactly when its first and last member do. Any hop across nodes runs the whole ring
+  // at the inter-node link.
+  bool dp_ring_inter_node(int r) const {
+    const DataParallelOptions& dp = o_.check.dp;
+    if (dp.degree <= 1) return false;
+    const int64_t per_node = std::max(c_.ranks_per_node, 1);
+    return dp.global_rank(r, 0, s_.ranks) / per_node != dp.global_rank(r, dp.degree - 1, s_.ranks) / per_node;
+  }
+
+  // The DP-group collective of an FSDP_* step (0 for any other step, and for one replica):
+  // B = the stage's bytes.params, n = the DP degree, over the ring's link:
+  //   all-reduce (REDUCE_GRAD without --fsdp)  2(n-1)/n B/bw + 2(n-1) lat (tree: 2 ceil(log2 n)
+  //                                            rounds of B/bw + lat, as NCCL's tree all-reduce)
+  //   reduce-scatter (REDUCE_GRAD, --fsdp) and all-gather (UNSHARD, --fsdp)
+  //                                            (n-1)/n B/bw + (n-1) lat (NCCL runs both as rings)
+  //   UNSHARD and RESHARD without --fsdp, RESHARD with it: nothing to move.
+  double dp_collective_ms(const Leaf& st) const {
+    const StepTypeInfo& i = info(st.op);
+    if (i.collective != CollectiveScope::DataParallel || st.stage < 0 || st.stage >= s_.stages) return 0.0;
+    const CollectiveKind kind = o_.check.dp.effective(i.collective_kind);
+    if (kind == CollectiveKind::None || kind == CollectiveKind::Release) return 0.0;
+    const Link& l = dp_ring_inter_node(s_.rank_of(st.stage)) ? c_.inter_node : c_.intra_node;
+    const double inv_bw = l.bandwidth_GBps && *l.bandwidth_GBps > 0 ? 1e3 / (*l.bandwidth_GBps * 1e9) : 0.0;
+    const double n = static_cast<double>(o_.check.dp.degree);
+    const double B = c_.payload_bytes(st.op, st.stage, st.micro);
+    if (kind == CollectiveKind::AllReduce) {
+      if (c_.collective_algorithm == CollectiveAlgorithm::Tree) return 2.0 * std::ceil(std::log2(n)) * (B * inv_bw + l.latency_ms);
+      return 2.0 * (n - 1) / n * B * inv_bw + 2.0 * (n - 1) * l.latency_ms;
+    }
+    return (n - 1) / n * B * inv_bw + (n - 1) * l.latency_ms;
+  }
+
+  // --fsdp over N > 1 replicas: an FSDP_UNSHARD's gathered parameters (the (N-1)/N of the
+  // stage's bytes.params the rank does not hold) are live from its end to the start of the
+  // stage's FSDP_RESHARD, as the checks count them (checkers/caches.cpp).
+  void gather(int r, const Leaf& st, Delta& mem) {
+    const StepTypeInfo& i = info(st.op);
+    if (i.collective != CollectiveScope::DataParallel || st.stage < 0) return;
+    auto& held = gathered_[static_cast<size_t>(r)];
+    const int64_t bytes = o_.check.dp.gathered_bytes(memory_.params(st.stage));
+    if (i.collective_kind == CollectiveKind::AllGather && held.insert(st.stage).second) mem.produced += bytes;
+    if (i.collective_kind == CollectiveKind::Release && held.erase(st.stage)) mem.consumed += bytes;
+  }
+
   // ---- compute ------------------------------------------------------------------------------
   double duration(const Step& st) {
     if (is_overlap(st.op)) {
@@ -215,12 +275,13 @@ class Engine {
     }
     return duration(leaf_of(st));
   }
+  // A DP collective step costs compute.FSDP (a fixed overhead) plus its collective.
   double duration(const Leaf& st) {
     if (double* slot = price_slot(compute_table_, st)) {
-      if (*slot < 0) *slot = c_.compute_ms(st.op, st.stage, st.micro);
+      if (*slot < 0) *slot = c_.compute_ms(st.op, st.stage, st.micro) + dp_collective_ms(st);
       return *slot;
     }
-    return c_.compute_ms(st.op, st.stage, st.micro);
+    return c_.compute_ms(st.op, st.stage, st.micro) + dp_collective_ms(st);
   }
 
   // A leaf step's compute time or payload bytes depends on (op, stage) only, unless the cost
@@ -239,13 +300,15 @@ class Engine {
     int32_t cause = compute_free_[ri] >= host_[ri] ? compute_last_[ri] : host_cause_[ri];
     double end = start + d;
     current_step_ = index;
-    const Delta mem = action_effects(r, a);
+    Delta mem = action_effects(r, a);
+    if (gathers_ && !a.composite) gather(r, leaf_of(a), mem);
     apply(r, -mem.consumed, start);
     int32_t sl = add_slice(r, index, -1, Lane::Compute, start, end, 0, false, cause);
     apply(r, mem.produced, end);
     compute_free_[ri] = end;
     compute_last_[ri] = sl;
     busy_[ri] += d;
+    if (o_.check.dp.degree > 1 && !a.composite) dp_ms_[ri] += dp_collective_ms(leaf_of(a));
   }
 
   // ---- communication -------------------------------------------------------------------------
@@ -522,7 +585,7 @@ class Engine {
     if (n <= 1) return 0.0;
     double lat = 0, inv_bw = 0;
     for (size_t i = 0; i < n; ++i) {
-      const Link& l = c_.link(members[i], members[(i + 1) % n]);
+      const Link& l = c_.link(global(members[i]), global(members[(i + 1) % n]));
       lat = std::max(lat, l.latency_ms);
       if (l.bandwidth_GBps && *l.bandwidth_GBps > 0) inv_bw = std::max(inv_bw, 1e3 / (*l.bandwidth_GBps * 1e9));
     }
@@ -555,8 +618,12 @@ class Engine {
       rs.peak_memory_time_ms = peaks_[ri].time;
       rs.peak_memory_step = peaks_[ri].step;
       rs.end_ms = std::max(host_[ri], compute_free_[ri]);
+      rs.dp_collective_ms = dp_ms_[ri];
+      rs.dp_ring_inter_node = dp_ring_inter_node(r);
+      res.dp_collective_ms += dp_ms_[ri];
       res.ranks.push_back(rs);
     }
+    res.dp_degree = o_.check.dp.degree;
     // Critical path: from the slice that ends last, follow the causes back.
     const int32_t last = last_slice_;
     std::vector<CriticalStep> path;
@@ -662,6 +729,9 @@ class Engine {
   std::vector<Peak> peaks_;
   std::vector<double> link_bytes_;
   std::vector<int> link_msgs_;
+  std::vector<double> dp_ms_;                // per rank: time in DP-group collectives
+  const bool gathers_ = o_.check.dp.fsdp && o_.check.dp.degree > 1;
+  std::vector<std::set<int>> gathered_;      // per rank, --fsdp: the stages gathered now
   std::vector<double> msg_bytes_;            // per message
   std::vector<const Link*> channel_link_;    // per channel
   // Filled on first use; -1 (consumed -1): not known yet. Empty when prices vary by micro.
@@ -675,6 +745,8 @@ class Engine {
 }  // namespace
 
 SimResult simulate(const Schedule& s, const CostModel& costs, const SimOptions& options) {
+  if (const std::string why = data_parallel_problem(options.check.dp, s.ranks); !why.empty())
+    throw InputError({}, why);
   return Engine(s, costs, options).run();
 }
 

@@ -53,6 +53,10 @@ struct RankSummary {
   double peak_memory_time_ms = 0;
   int peak_memory_step = -1;
   double end_ms = 0;      // when this rank's host finished
+  // Data parallelism (SimOptions::check.dp): time this rank's FSDP_* steps spent in their
+  // DP-group collectives (part of busy_ms), and whether its DP ring crosses nodes.
+  double dp_collective_ms = 0;
+  bool dp_ring_inter_node = false;
 };
 
 struct CriticalStep {
@@ -80,12 +84,15 @@ struct SimResult {
   std::vector<LinkVolume> links;
   CheckReport check;        // every violation kind of `ppsched check`
   size_t steps = 0, events = 0;
+  int dp_degree = 1;             // the data-parallel replicas the run was priced for
+  double dp_collective_ms = 0;   // sum over ranks of RankSummary::dp_collective_ms
   // trace
   std::vector<SimSlice> slices;
   std::vector<SimFlow> flows;
   std::vector<MemorySample> memory;
 };
 
+// Throws InputError when options.check.dp cannot describe a job of s.ranks pipeline ranks.
 SimResult simulate(const Schedule& s, const CostModel& costs, const SimOptions& options = {});
 
 }  // namespace ppsched

@@ -124,7 +124,8 @@ TEST_CASE("ranks stuck on a collective some members never reach are explained by
 TEST_CASE("verify() is its list of passes run over one input into one report", "[checkers]") {
   std::vector<std::string> names;
   for (const auto& p : verification_passes()) names.emplace_back(p.name);
-  CHECK(names == std::vector<std::string>{"coverage", "caches", "lowering", "p2p_matching", "collectives", "deadlock"});
+  CHECK(names == std::vector<std::string>{"coverage", "caches", "lowering", "p2p_matching", "collectives",
+                                          "data_parallel", "deadlock"});
   for (const char* file : {"bad/grad_order_mismatch.json", "bad/w_before_i.json", "bad/both_send_first.json"}) {
     INFO(file);
     Schedule s = read_schedule_file(data(file));
@@ -580,4 +581,55 @@ TEST_CASE("an MPipe step on a rank the owner rule does not name is a dependency 
       placed = true;
   INFO(dump(rb));
   CHECK(placed);
+}
+
+TEST_CASE("a PP x DP job runs its FSDP steps as PyTorch's runtime does", "[checkers][dp]") {
+  const auto options = [](int degree, bool fsdp) {
+    CheckOptions o;
+    o.dp.degree = degree;
+    o.dp.fsdp = fsdp;
+    return o;
+  };
+  // PyTorch's own lowered 1F1B (UNSHARD first, REDUCE_GRAD and RESHARD after the last backward).
+  const Schedule good = read_schedule_file(data("schedules/1f1b_2rank_comms.csv"));
+  for (bool fsdp : {false, true}) CHECK(verify(good, options(8, fsdp)).ok());
+  struct Case {
+    const char* file;
+    bool needs_fsdp;  // a rule of sharded parameters only
+    ViolationKind kind;
+    int rank, index;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"bad/dp_compute_before_unshard.csv", true, ViolationKind::Dependency, 0, 0, "on sharded parameters"},
+      {"bad/dp_unshard_twice.csv", true, ViolationKind::CacheViolation, 1, 3, "Unsharding the same stage twice"},
+      {"bad/dp_left_gathered.csv", true, ViolationKind::CacheViolation, 1, 0, "still gathered at the end"},
+      {"bad/dp_reduce_before_last_backward.csv", false, ViolationKind::Dependency, 0, 9, "never reduced"},
+      {"bad/dp_missing_reduce.csv", false, ViolationKind::Dependency, 1, 7, "never reduced over its DP group"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.file);
+    const Schedule s = read_schedule_file(data(c.file));
+    const CheckReport r = verify(s, options(2, true));
+    REQUIRE(r.violations.size() == 1);
+    CHECK(has(r, c.kind, c.rank, c.index));
+    CHECK_THAT(r.violations[0].message, Catch::Contains(c.says));
+    // Without sharding only the reduction rules apply; with one replica none does.
+    CHECK(verify(s, options(2, false)).ok() == c.needs_fsdp);
+    CHECK(verify(s, options(1, true)).ok());
+    CHECK(verify(s).ok());
+  }
+  // A schedule without FSDP steps: a note under DDP, a sharded compute per stage under FSDP.
+  GenerateOptions g;
+  g.pp = 2;
+  g.micro = 4;
+  const Schedule plain = generate("1f1b", g);
+  const CheckReport ddp = verify(plain, options(2, false));
+  CHECK(ddp.ok());
+  REQUIRE(ddp.notes.size() == 1);
+  CHECK_THAT(ddp.notes[0], Catch::Contains("no FSDP_* steps"));
+  const CheckReport fsdp = verify(plain, options(2, true));
+  CHECK(fsdp.violations.size() == 2);
+  CHECK(has(fsdp, ViolationKind::Dependency, 0, 0));
+  CHECK(verify(add_fsdp_steps(plain), options(2, true)).ok());
 }

@@ -200,7 +200,10 @@ TEST_CASE("payload_bytes follows the step table's Payload, and collectives their
   CHECK(m.payload_bytes(Op::MPIPE_PARAM_BROADCAST, -1, -1) == 7);
   CHECK(m.payload_bytes(Op::MPIPE_GRAD_REDUCE, -1, -1) == 7);
   CHECK(m.payload_bytes(Op::ALL_REDUCE, -1, -1) == 8);
-  CHECK(m.payload_bytes(Op::FSDP_UNSHARD, 0, -1) == 0);
+  CHECK(m.payload_bytes(Op::FSDP_UNSHARD, 0, -1) == 0);  // no bytes.params given
+  m.param_bytes = StageValue{{{9}, {10}}, true};
+  CHECK(m.payload_bytes(Op::FSDP_UNSHARD, 1, -1) == 10);  // a DP collective moves its stage's parameters
+  CHECK(m.payload_bytes(Op::FSDP_REDUCE_GRAD, 0, -1) == 9);
   CHECK(m.payload_bytes(Op::FWD, 0, 0) == 0);
 }
 
@@ -264,7 +267,7 @@ TEST_CASE("the template is a valid cost file equal to the default it describes")
 }
 
 TEST_CASE("a written model reads back to the same model") {
-  for (const char* name : {"minimal.json", "per_stage.json", "links.json", "halves.json"}) {
+  for (const char* name : {"minimal.json", "per_stage.json", "links.json", "halves.json", "data_parallel.json"}) {
     INFO(name);
     const CostModel m = read_cost_file(costs(name));
     const CostModel back = read_cost_model(write_cost_model(m), "written.json");
@@ -300,6 +303,7 @@ TEST_CASE("bad cost files are reported with the file, the JSON path and what was
       {"bad_nested_too_deep.json", "compute.FWD[0][0]", "got an array"},
       {"bad_unknown_link_key.json", "link.intra_node.bandwidth_Gbps", "expected one of latency_ms, bandwidth_GBps"},
       {"bad_missing_compute.json", "compute", "missing key 'compute'"},
+      {"bad_params_per_micro.json", "bytes.params[1]", "parameters do not vary by micro-batch, got 2 per-micro values"},
   };
   for (const auto& c : cases) {
     INFO(c.file);
@@ -359,4 +363,40 @@ TEST_CASE("the default models a 7B-class transformer on H100-class GPUs with san
   CHECK(m.link(7, 8).transfer_ms(m.payload_bytes(Op::FWD_SEND, 0, 0)) == Approx(0.681).margin(0.001));
   CHECK(m.eager_threshold_bytes == 4.0 * kMiB);
   CHECK_NOTHROW(m.check_fits(4, 16));
+}
+
+TEST_CASE("bytes.params gives each stage's parameter bytes, which the FSDP_* collectives move", "[dp]") {
+  const CostModel m = read_cost_file(costs("data_parallel.json"));
+  CHECK(m.param_bytes.given);
+  CHECK(m.payload_bytes(Op::FSDP_UNSHARD, 0, -1) == 1e9);
+  CHECK(m.payload_bytes(Op::FSDP_REDUCE_GRAD, 3, -1) == 1.25e9);
+  CHECK(m.stage_count() == 4);
+  CHECK_NOTHROW(m.check_fits(4, 8));
+  const InputError e = expect_error([&] { m.check_fits(3, 8); });
+  CHECK(e.where().field == "bytes.params");
+  // compute.FSDP keeps its meaning: the fixed time of every FSDP_* step.
+  CHECK(m.compute_ms(Op::FSDP_RESHARD, 1, -1) == 0.02);
+  // A file without the key moves no parameter bytes (and older files read as before).
+  const CostModel minimal = read_cost_file(costs("minimal.json"));
+  CHECK_FALSE(minimal.param_bytes.given);
+  CHECK(minimal.payload_bytes(Op::FSDP_REDUCE_GRAD, 0, -1) == 0);
+  // The reader's byte rules hold: whole, >= 0, at most 1 TiB.
+  for (const char* bad : {"-1", "1.5", "2e12"}) {
+    INFO(bad);
+    const InputError b = expect_error([&] {
+      read_cost_model(std::string(R"({"format": "ppsched-costs", "version": 1, "compute": {"FWD": 1},
+                                      "bytes": {"params": )") + bad + "}}",
+                      "p.json");
+    });
+    CHECK(b.where().field == "bytes.params");
+  }
+}
+
+TEST_CASE("the default's stage parameters are its layers' 12 h^2 bf16 weights", "[dp]") {
+  // 8 of 32 layers x 12 x 4096^2 x 2 bytes = 3 GiB on 4 stages; 32 layers (12 GiB) on one.
+  CHECK(default_cost_model(4).param_bytes.at(0, 0) == 8 * 12 * 4096.0 * 4096 * 2);
+  CHECK(default_cost_model(4).param_bytes.at(0, 0) == 3 * kGiB);
+  CHECK(default_cost_model(1).param_bytes.at(0, 0) == 12 * kGiB);
+  CHECK(default_cost_model(8).payload_bytes(Op::FSDP_UNSHARD, 7, -1) == 1.5 * kGiB);
+  CHECK(default_cost_model(4).compute_ms(Op::FSDP_REDUCE_GRAD, 0, -1) == 0);
 }

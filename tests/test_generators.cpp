@@ -7,13 +7,17 @@
 #include <rapidcheck/catch.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "checkers/checks.hpp"
 #include "model/comm_insertion.hpp"
 #include "model/errors.hpp"
 #include "model/generators/generator.hpp"
+#include "model/formats/schedule_io.hpp"
+#include "tests/support/expect_error.hpp"
 #include "tests/support/structure.hpp"
 
 using namespace ppsched;
@@ -665,4 +669,113 @@ TEST_CASE("invalid parameter combinations are refused with a clear message", "[g
         "gradient to ship back");
   CHECK_THAT(refused("mpipe-transpose", mpipe(4, 1, 8, Overflow::Min, Tower::None, true)),
              Catch::Contains("--owner-backward needs a trainable tower (got --tower none)"));
+}
+
+// ---- FSDP steps (PyTorch's lowering) ----------------------------------------------------------
+
+namespace {
+
+// A program's stage compute and FSDP steps in order (P2P dropped), in grid notation.
+std::string compute_and_fsdp(const Program& p) {
+  std::string out;
+  for (const auto& slot : p) {
+    if (!slot) continue;
+    const bool dp = info(slot->op).collective == CollectiveScope::DataParallel;
+    std::vector<Step> leaves = is_composite(slot->op) ? std::vector<Step>(slot->sub_steps) : std::vector<Step>{*slot};
+    for (const Step& st : leaves)
+      if (dp || is_body_compute(st.op)) out += (out.empty() ? "" : " ") + short_label(st);
+  }
+  return out;
+}
+
+std::string fsdp_labels(const std::vector<Step>& steps) {
+  std::string out;
+  for (const auto& st : steps) out += (out.empty() ? "" : " ") + short_label(st);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("add_fsdp_steps keeps PyTorch's window of 3 gathered stages and reduces after the last backward",
+          "[generators][fsdp]") {
+  // looped-bfs P=1 V=4 M=1: F s0..s3, then B s3..s0. _add_unshard_reshard(max_active_stages=3)
+  // by hand: before F s0 the next three stages are 0,1,2; before F s1 they are 1,2,3 (evict
+  // 0, fetch 3); before B s2 they are 2,1,0 (evict 3, fetch 0); then 1,0 and 0; all resharded
+  // at the end. _add_reduce_grad: REDUCE_GRAD of a stage right after its M-th (only) backward.
+  const Schedule s = add_fsdp_steps(generate("looped-bfs", opts(1, 4, 1)));
+  const auto U = [](int st) { return make_step(Op::FSDP_UNSHARD, kNone, st); };
+  const auto R = [](int st) { return make_step(Op::FSDP_RESHARD, kNone, st); };
+  const auto G = [](int st) { return make_step(Op::FSDP_REDUCE_GRAD, kNone, st); };
+  const auto F = [](int st) { return make_step(Op::FWD, 0, st); };
+  const auto B = [](int st) { return make_step(Op::BWD, 0, st); };
+  const std::string want = fsdp_labels({U(0), U(1), U(2), F(0), R(0), U(3), F(1), F(2), F(3), B(3), G(3), R(3), U(0), B(2),
+                                   G(2), R(2), B(1), G(1), R(1), B(0), G(0), R(0)});
+  CHECK(compute_and_fsdp(s.programs[0]) == want);
+}
+
+TEST_CASE("add_fsdp_steps on 1f1b P=2 M=2 places the FSDP steps where PyTorch's lowered CSV has them",
+          "[generators][fsdp]") {
+  // tests/data/schedules/1f1b_2rank_comms.csv: PyTorch's Schedule1F1B lowered with comms.
+  const char* d = std::getenv("PPSCHED_TEST_DATA");
+  REQUIRE(d != nullptr);
+  const Schedule torch = read_schedule_file(std::string(d) + "/schedules/1f1b_2rank_comms.csv");
+  const Schedule ours = add_fsdp_steps(generate("1f1b", opts(2, 1, 2)));
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    CHECK(compute_and_fsdp(ours.programs[static_cast<size_t>(r)]) == compute_and_fsdp(torch.programs[static_cast<size_t>(r)]));
+  }
+  // REDUCE_GRAD follows the last backward's hand-over send (PyTorch appends a send right after
+  // its producer), so the reduction never delays the previous stage.
+  const Program& r1 = ours.programs[1];
+  for (size_t i = 0; i < r1.size(); ++i)
+    if (r1[i] && r1[i]->op == Op::FSDP_REDUCE_GRAD) {
+      REQUIRE(i >= 1);
+      CHECK(r1[i - 1]->op == Op::BWD_SEND);
+    }
+}
+
+TEST_CASE("every family with FSDP steps verifies, one REDUCE_GRAD per stage after its last backward",
+          "[generators][fsdp]") {
+  struct Shape {
+    const char* family;
+    int V;
+    bool overlap = false;
+  };
+  for (const Shape& sh : {Shape{"gpipe", 1}, Shape{"1f1b", 1}, Shape{"interleaved-1f1b", 2}, Shape{"interleaved-1f1b", 3, true},
+                          Shape{"looped-bfs", 3}, Shape{"zb-h1", 1}, Shape{"zbv", 2}, Shape{"dualpipev", 2},
+                          Shape{"mpipe-transpose", 2}})
+    for (int P : {1, 2, 4}) {
+      GenerateOptions o = opts(P, sh.V, 2 * P * sh.V);
+      o.overlap_b_f = o.dxdw_split = sh.overlap;
+      INFO(sh.family << " P=" << P << " V=" << sh.V);
+      const Schedule s = add_fsdp_steps(generate(sh.family, o));
+      CHECK(problems(s) == "");
+      CHECK(verify(s, CheckOptions{}).ok());
+      for (int r = 0; r < P; ++r) {
+        std::map<int, int> reduced, gathered;
+        std::map<int, int> last_backward, reduce_at;  // position among the rank's slots
+        const Program& prog = s.programs[static_cast<size_t>(r)];
+        for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
+          if (!prog[static_cast<size_t>(i)]) continue;
+          const Step& st = *prog[static_cast<size_t>(i)];
+          if (st.op == Op::FSDP_REDUCE_GRAD) ++reduced[st.stage], reduce_at[st.stage] = i;
+          if (st.op == Op::FSDP_UNSHARD) CHECK(++gathered[st.stage] == 1);
+          if (st.op == Op::FSDP_RESHARD) CHECK(--gathered[st.stage] == 0);
+          std::vector<Step> leaves = is_composite(st.op) ? std::vector<Step>(st.sub_steps) : std::vector<Step>{st};
+          for (const Step& leaf : leaves) {
+            if (is_body_compute(leaf.op)) CHECK(gathered[leaf.stage] == 1);  // computes on gathered parameters
+            if (leaf.op == Op::BWD || leaf.op == Op::BWD_WEIGHT) last_backward[leaf.stage] = i;
+          }
+        }
+        for (int st : s.stages_of(r)) {
+          INFO("stage " << st);
+          CHECK(reduced[st] == 1);
+          CHECK(gathered[st] == 0);
+          CHECK(reduce_at[st] > last_backward[st]);
+        }
+      }
+    }
+  const InputError twice = ppsched::testing::expect_error([] { add_fsdp_steps(add_fsdp_steps(generate("1f1b", opts(2, 1, 2)))); });
+  CHECK(twice.where().rank == 0);
+  CHECK_THAT(twice.message(), Catch::Contains("already has FSDP steps"));
 }

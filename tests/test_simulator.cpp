@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "checkers/checks.hpp"
+#include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
 #include "model/generators/generator.hpp"
 #include "sim/engine.hpp"
@@ -345,4 +346,186 @@ TEST_CASE("on one network (default costs, P=4 V=2 M=8) owner-backward MPipe beat
   CHECK(m.makespan_ms < same_network.makespan_ms);
   WARN("interleaved-1f1b " << body_only.makespan_ms << " ms body only, " << same_network.makespan_ms
                            << " ms with the tower on stage 0; mpipe-transpose --owner-backward " << m.makespan_ms << " ms");
+}
+
+// ---- pipeline x data parallel ---------------------------------------------------------------
+
+namespace {
+
+// 1 GB of parameters per stage; NVLink-like inside a node, InfiniBand-like between nodes.
+CostModel dp_costs(int ranks_per_node) {
+  CostModel c = uniform(1.0, 2.0);
+  c.intra_node = Link{0.005, 400.0};
+  c.inter_node = Link{0.010, 50.0};
+  c.ranks_per_node = ranks_per_node;
+  c.param_bytes = StageValue::scalar(1e9);
+  return c;
+}
+
+SimResult run_dp(const Schedule& s, const CostModel& c, int degree, bool fsdp, MeshOrder order = MeshOrder::DpPp) {
+  SimOptions o;
+  o.record_trace = true;
+  o.check.memory = c.memory_model(s.stages);  // the checks count with the same bytes, as the CLI's
+  o.check.dp.degree = degree;
+  o.check.dp.fsdp = fsdp;
+  o.check.dp.mesh_order = order;
+  return simulate(s, c, o);
+}
+
+// The duration of rank r's slices of the steps whose table row is a DP collective of `kind`.
+std::vector<double> dp_slices(const Schedule& s, const SimResult& r, CollectiveKind kind) {
+  std::vector<double> out;
+  for (const auto& sl : r.slices) {
+    const auto& slot = s.programs[static_cast<size_t>(sl.rank)][static_cast<size_t>(sl.step_index)];
+    if (slot && info(slot->op).collective == CollectiveScope::DataParallel && info(slot->op).collective_kind == kind)
+      out.push_back(sl.end_ms - sl.start_ms);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("PP=4 x DP=8 across nodes: REDUCE_GRAD is a ring all-reduce of the stage's gradients", "[simulator][dp]") {
+  // Mesh ("dp", "pp"), 8 ranks per node: pipeline rank r's DP group {r, r+4, ..., r+28} spans
+  // four nodes, so the ring runs at the inter-node link: 2(n-1)/n B/bw + 2(n-1) lat
+  // = 2 * 7/8 * 1e9 B / 50 GB/s + 14 * 0.01 ms = 35 + 0.14 ms.
+  const double all_reduce = 2.0 * 7 / 8 * 1e9 / 50e9 * 1e3 + 14 * 0.010;
+  REQUIRE(all_reduce == Approx(35.14));
+  const Schedule s = add_fsdp_steps(gen("1f1b", 4, 8));
+  const CostModel c = dp_costs(8);
+  const SimResult one = run_dp(s, c, 1, false);
+  const SimResult dp = run_dp(s, c, 8, false);
+  REQUIRE(dp.completed);
+  CHECK(dp.check.ok());
+  CHECK(dp.dp_degree == 8);
+  // Each rank's last step is its stage's REDUCE_GRAD; rank 0 finishes last, so the job takes
+  // exactly one all-reduce longer.
+  CHECK(dp.makespan_ms == Approx(one.makespan_ms + all_reduce));
+  for (const auto& rank : dp.ranks) {
+    INFO("rank " << rank.rank);
+    CHECK(rank.dp_ring_inter_node);
+    CHECK(rank.dp_collective_ms == Approx(all_reduce));
+  }
+  CHECK(dp.dp_collective_ms == Approx(4 * all_reduce));
+  const auto reduce = dp_slices(s, dp, CollectiveKind::ReduceScatter);
+  REQUIRE(reduce.size() == 4);
+  for (double d : reduce) CHECK(d == Approx(all_reduce));
+  // Without sharding UNSHARD and RESHARD move nothing.
+  for (double d : dp_slices(s, dp, CollectiveKind::AllGather)) CHECK(d == 0.0);
+  for (double d : dp_slices(s, dp, CollectiveKind::Release)) CHECK(d == 0.0);
+}
+
+TEST_CASE("PP=4 x DP=8 with --fsdp: UNSHARD all-gathers and REDUCE_GRAD reduce-scatters over the DP ring",
+          "[simulator][dp]") {
+  // Each is (n-1)/n B/bw + (n-1) lat = 7/8 * 1e9 / 50 GB/s + 7 * 0.01 ms = 17.5 + 0.07 ms.
+  const double half = 7.0 / 8 * 1e9 / 50e9 * 1e3 + 7 * 0.010;
+  const Schedule s = add_fsdp_steps(gen("1f1b", 4, 8));
+  const CostModel c = dp_costs(8);
+  const SimResult one = run_dp(s, c, 1, true);
+  const SimResult dp = run_dp(s, c, 8, true);
+  REQUIRE(dp.completed);
+  for (double d : dp_slices(s, dp, CollectiveKind::AllGather)) CHECK(d == Approx(half));
+  for (double d : dp_slices(s, dp, CollectiveKind::ReduceScatter)) CHECK(d == Approx(half));
+  for (double d : dp_slices(s, dp, CollectiveKind::Release)) CHECK(d == 0.0);
+  // Rank 0's all-gather delays the whole pipeline (the other ranks' gathers overlap their wait
+  // for the first activation), and its reduce-scatter ends the job.
+  CHECK(dp.makespan_ms == Approx(one.makespan_ms + 2 * half));
+  for (const auto& rank : dp.ranks) CHECK(rank.dp_collective_ms == Approx(2 * half));
+}
+
+TEST_CASE("DP=1 prices a schedule exactly as a run without data parallelism", "[simulator][dp]") {
+  for (const char* fam : {"1f1b", "interleaved-1f1b"}) {
+    const Schedule s = add_fsdp_steps(gen(fam, 4, 8, std::string(fam) == "1f1b" ? 1 : 2));
+    CostModel c = dp_costs(2);
+    c.fsdp = StageValue::scalar(0.25);  // compute.FSDP: the fixed overhead of every FSDP_* step
+    SimOptions plain;
+    const SimResult base = simulate(s, c, plain);
+    for (MeshOrder order : {MeshOrder::DpPp, MeshOrder::PpDp})
+      for (bool fsdp : {false, true}) {
+        INFO(fam << " fsdp " << fsdp << " mesh " << (order == MeshOrder::PpDp ? "pp,dp" : "dp,pp"));
+        const SimResult r = run_dp(s, c, 1, fsdp, order);
+        CHECK(r.makespan_ms == base.makespan_ms);
+        CHECK(r.dp_collective_ms == 0.0);
+        REQUIRE(r.slices.size() == base.slices.size());
+        for (size_t k = 0; k < r.slices.size(); ++k) {
+          CHECK(r.slices[k].start_ms == base.slices[k].start_ms);
+          CHECK(r.slices[k].end_ms == base.slices[k].end_ms);
+        }
+        // The FSDP steps cost their fixed overhead and nothing more.
+        for (double d : dp_slices(s, r, CollectiveKind::ReduceScatter)) CHECK(d == Approx(0.25));
+      }
+  }
+}
+
+TEST_CASE("the mesh order decides whether a DP ring stays inside a node", "[simulator][dp]") {
+  const Schedule s = add_fsdp_steps(gen("1f1b", 4, 8));
+  const CostModel c = dp_costs(8);
+  // ("pp", "dp"): pipeline rank r's DP group is {8r, ..., 8r + 7}, one node: the intra-node
+  // link, 2 * 7/8 * 1e9 / 400 GB/s + 14 * 0.005 ms.
+  const double intra = 2.0 * 7 / 8 * 1e9 / 400e9 * 1e3 + 14 * 0.005;
+  const SimResult pp_dp = run_dp(s, c, 8, false, MeshOrder::PpDp);
+  for (const auto& rank : pp_dp.ranks) {
+    CHECK_FALSE(rank.dp_ring_inter_node);
+    CHECK(rank.dp_collective_ms == Approx(intra));
+  }
+  // ... and then the pipeline's neighbours (global ranks 0, 8, 16, 24) sit on different nodes:
+  // every transfer runs at the inter-node link, as if every link were inter-node. Under
+  // ("dp", "pp") they are global ranks 0..3, one node, as without data parallelism.
+  const Schedule body = gen("1f1b", 4, 8);
+  CostModel all_inter = c;
+  all_inter.intra_node = c.inter_node;
+  CHECK(run_dp(body, c, 8, false, MeshOrder::PpDp).makespan_ms == run_dp(body, all_inter, 1, false).makespan_ms);
+  CHECK(run_dp(body, c, 8, false, MeshOrder::DpPp).makespan_ms == run_dp(body, c, 1, false).makespan_ms);
+  CHECK(run_dp(body, c, 1, false).makespan_ms < run_dp(body, all_inter, 1, false).makespan_ms);
+  // Under ("dp", "pp") a node of 32 ranks holds every DP group.
+  const SimResult big_node = run_dp(s, dp_costs(32), 8, false, MeshOrder::DpPp);
+  for (const auto& rank : big_node.ranks) {
+    CHECK_FALSE(rank.dp_ring_inter_node);
+    CHECK(rank.dp_collective_ms == Approx(intra));
+  }
+}
+
+TEST_CASE("a data-parallel world over the rank limit is refused, not simulated", "[simulator][dp]") {
+  SimOptions o;
+  o.check.dp.degree = 1 << 19;
+  CHECK_THROWS_AS(simulate(gen("1f1b", 4, 4), uniform(1, 2), o), InputError);
+  o.check.dp.degree = 0;
+  CHECK_THROWS_AS(simulate(gen("1f1b", 4, 4), uniform(1, 2), o), InputError);
+}
+
+TEST_CASE("with --fsdp the gathered parameters are live from UNSHARD to RESHARD, in the simulation and the checks alike",
+          "[simulator][dp]") {
+  for (const char* fam : {"1f1b", "interleaved-1f1b"}) {
+    INFO(fam);
+    const Schedule s = add_fsdp_steps(gen(fam, 4, 8, std::string(fam) == "1f1b" ? 1 : 2));
+    CostModel c = dp_costs(8);
+    c.kept_activation_bytes = StageValue::scalar(1 << 20);
+    c.param_bytes = StageValue::scalar(8e6);
+    const SimResult ddp = run_dp(s, c, 8, false);
+    const SimResult fsdp = run_dp(s, c, 8, true);
+    for (int r = 0; r < 4; ++r) {
+      INFO("rank " << r);
+      const auto& plain = ddp.ranks[static_cast<size_t>(r)];
+      const auto& sharded = fsdp.ranks[static_cast<size_t>(r)];
+      // At most the window of stages is gathered; at DDP's peak at least the stage computing.
+      CHECK(sharded.peak_memory_bytes >= plain.peak_memory_bytes + 7'000'000);
+      CHECK(sharded.peak_memory_bytes <= plain.peak_memory_bytes + 3 * 7'000'000);
+      // The checks count the same bytes (their walk, and the explaining one).
+      CHECK(fsdp.check.stats.peak_memory_bytes[static_cast<size_t>(r)] == sharded.peak_memory_bytes);
+      CheckOptions exact;
+      exact.dp = DataParallelOptions{8, MeshOrder::DpPp, true};
+      exact.memory = c.memory_model(s.stages);
+      exact.testing_exact_cache_walk = true;
+      CHECK(verify(s, exact).stats.peak_memory_bytes[static_cast<size_t>(r)] == sharded.peak_memory_bytes);
+    }
+    // 1F1B holds one stage per rank: exactly its 7/8 of the 8 MB, on every rank.
+    if (std::string(fam) == "1f1b")
+      for (int r = 0; r < 4; ++r)
+        CHECK(fsdp.ranks[static_cast<size_t>(r)].peak_memory_bytes ==
+              ddp.ranks[static_cast<size_t>(r)].peak_memory_bytes + 7'000'000);
+    // Everything is released at the end: the last memory sample of each rank is back to 0.
+    std::vector<int64_t> last(4, -1);
+    for (const auto& m : fsdp.memory) last[static_cast<size_t>(m.rank)] = m.bytes;
+    for (int64_t b : last) CHECK(b == 0);
+  }
 }

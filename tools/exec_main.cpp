@@ -285,6 +285,11 @@ int run(int argc, char** argv) {
     cfg.run.verify = !no_verify;
     cfg.run.mode.comm = comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
     dpc.order = mesh_order == "pp,dp" ? MeshOrder::PpDp : MeshOrder::DpPp;
+    // The verifier judges the job that runs: its data-parallel pass holds the FSDP steps to
+    // PyTorch's rules under the same --dp / --fsdp (ppsched check --dp N [--fsdp]).
+    cfg.run.mode.dp.degree = dpc.dp;
+    cfg.run.mode.dp.mesh_order = dpc.order;
+    cfg.run.mode.dp.fsdp = dpc.fsdp;
     if (!fail_at.empty()) {
       cfg.run.fault = parse_fault(fail_at);
       std::vector<std::string> errors = check_fault(*cfg.run.fault, s, cfg.run.iterations, dpc.mesh(s.ranks));

@@ -54,6 +54,13 @@ Schedule generate_zbv_greedy(const GenerateOptions&);
 Schedule generate_dualpipev(const GenerateOptions&);
 Schedule generate_mpipe_transpose(const GenerateOptions&);
 
+// PyTorch's FSDP lowering of a generated (or imported) schedule, for a pipeline x data
+// parallel job: FSDP_UNSHARD before a stage's compute (prefetching up to max_active_stages
+// stages, 3 as in PyTorch), FSDP_RESHARD when a stage leaves that window and after the last
+// action, FSDP_REDUCE_GRAD right after a stage's last weight-gradient backward
+// (model/generators/fsdp_steps.cpp). Throws InputError when the schedule already has FSDP steps.
+Schedule add_fsdp_steps(const Schedule& s, int max_active_stages = 3);
+
 // Shared helper for family code: refuse with a clear message (throws InputError).
 [[noreturn]] void refuse(std::string_view family, const std::string& why);
 // The header of a schedule with one stage per rank (stage r on rank r) and no programs yet.

@@ -16,7 +16,6 @@ import sys
 import tempfile
 import time
 
-from fsdp_steps import add_fsdp_steps
 from harness import GPT, Failure, free_port, registry, strict_json
 from matrix import MATRIX_MODES, cell
 
@@ -125,15 +124,19 @@ def _(ctx):
 # ---- pipeline x data parallel (--dp, --mesh-order, --fsdp) ----------------------------------
 
 def fsdp_schedule(ctx, generate, unshard_reshard=True):
-    """A generated schedule with PyTorch's FSDP steps added (fsdp_steps.py), as a file."""
+    """A generated schedule with PyTorch's FSDP steps (`ppsched generate --fsdp-steps`), as a
+    file; without UNSHARD/RESHARD when unshard_reshard is false (a refusal case)."""
     d = tempfile.mkdtemp(prefix="ppsched-dp-")
     ctx.cleanup.append(d)
     path = os.path.join(d, "sched.json")
-    run_ppsched(ctx, ["generate"] + generate + ["-o", path])
-    with open(path) as f:
-        doc = add_fsdp_steps(json.load(f), unshard_reshard)
-    with open(path, "w") as f:
-        json.dump(doc, f)
+    run_ppsched(ctx, ["generate"] + generate + ["--fsdp-steps", "-o", path])
+    if not unshard_reshard:
+        with open(path) as f:
+            doc = json.load(f)
+        doc["programs"] = [[st for st in prog if not (st and st.get("op") in ("FSDP_UNSHARD", "FSDP_RESHARD"))]
+                           for prog in doc["programs"]]
+        with open(path, "w") as f:
+            json.dump(doc, f)
     return path
 
 
@@ -196,10 +199,7 @@ def _(ctx):
     d = tempfile.mkdtemp(prefix="ppsched-dp-")
     ctx.cleanup.append(d)
     path = os.path.join(d, "tied.json")
-    with open(os.path.join(ctx.data, "exec", "1f1b_p2_m4_tied.json")) as f:
-        doc = add_fsdp_steps(json.load(f))
-    with open(path, "w") as f:
-        json.dump(doc, f)
+    run_ppsched(ctx, ["convert", os.path.join(ctx.data, "exec", "1f1b_p2_m4_tied.json"), "-o", path, "--fsdp-steps"])
     rc, out, err, dt = launch(ctx, 4, ["--schedule", path, "--dp", "2", "--tie-embeddings", "--check-parity", "--json",
                                        "--iterations", "2"] + GPT)
     p = summary(out)["parity"]
@@ -347,7 +347,7 @@ def _(ctx):
     # --fsdp needs an FSDP_UNSHARD before a stage computes.
     rg_only = fsdp_schedule(ctx, ["1f1b", "--pp", "2", "--micro", "4"], unshard_reshard=False)
     expect_refusal(ctx, ["--schedule", rg_only, "--dp", "2", "--fsdp"] + GPT,
-                   "computes with stage 0's parameters while they are sharded", world=4)
+                   "F0s0 computes stage 0 on sharded parameters", world=4)
     # ... which runs without --fsdp (replicated parameters).
     expect_refusal(ctx, ["--schedule", rg_only, "--dp", "2", "--fail-at", "4:0"] + GPT,
                    "--fail-at 4:0: rank 4 is not one of the job's ranks 0..3", world=4)

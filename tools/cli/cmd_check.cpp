@@ -17,6 +17,7 @@ Action add_check(CLI::App& app) {
     std::string comm = "rendezvous";
     std::string budget, activation_bytes, costs;
     CheckOptions options;
+    DataParallelFlags dp;
     bool json = false, suggest = false;
     std::string fix_out;
   };
@@ -29,6 +30,7 @@ Action add_check(CLI::App& app) {
   cmd->add_flag("--mpipe-batched-recv", st->options.mpipe_batched_recv,
                 "MPipe executor: the first MPIPE_FWD_RECV receives every outstanding micro; MPipe sends deferred");
   cmd->add_flag("--dyn-shape", st->options.dyn_shape, "body FWD P2P exchanges shape/dtype meta at every step");
+  add_data_parallel_flags(*cmd, st->dp);
   cmd->add_option("--costs", st->costs, "cost file: its memory model and capacity (default: the embedded model's memory model, no budget)");
   cmd->add_option("--memory-budget", st->budget, "per-rank budget for live activations and buffers (e.g. 80GiB)");
   cmd->add_option("--activation-bytes", st->activation_bytes, "bytes one micro-batch keeps from FWD to BWD per stage (default: from the cost model)");
@@ -57,15 +59,24 @@ Action add_check(CLI::App& app) {
       if (!st->activation_bytes.empty()) o.memory.activation_bytes = {parse_bytes(st->activation_bytes, "--activation-bytes")};
       if (!st->costs.empty() && costs.capacity_bytes && st->budget.empty())
         o.memory_budget = static_cast<int64_t>(*costs.capacity_bytes);
+      o.dp = data_parallel_options(st->dp, s.ranks, name);
       CheckReport report = verify(s, o);
       all_ok = all_ok && report.ok();
       if (st->json) {
         auto j = report_json(s, report);
         j["file"] = name;
+        j["data_parallel"] = {{"degree", o.dp.degree},
+                              {"mesh_order", o.dp.mesh_order == MeshOrder::PpDp ? "pp,dp" : "dp,pp"},
+                              {"fsdp", o.dp.fsdp},
+                              {"world_ranks", static_cast<int64_t>(s.ranks) * o.dp.degree}};
         if (st->suggest && !report.ok()) suggest_fix(name, s, o, st->fix_out, &j);
         files.push_back(std::move(j));
       } else {
         std::cout << report_text(name, s, report);
+        if (o.dp.degree > 1)
+          std::cout << "  data parallel: " << data_parallel_label(o.dp) << ", world "
+                    << static_cast<int64_t>(s.ranks) * o.dp.degree
+                    << " ranks; the FSDP_* steps are collectives over each pipeline rank's DP group\n";
         if (st->suggest && !report.ok()) suggest_fix(name, s, o, st->fix_out, nullptr);
       }
     }

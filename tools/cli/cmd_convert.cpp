@@ -3,6 +3,9 @@
 
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
+#include "model/generators/generator.hpp"
+#include "model/step_types.hpp"
+#include "model/validate.hpp"
 #include "tools/cli/command.hpp"
 
 namespace ppsched::cli {
@@ -39,7 +42,7 @@ Action add_convert(CLI::App& app) {
   struct State {
     std::string in, out, from, to, placement, csv_kind = "compute_comms";
     int micro = 0;
-    bool json = false;
+    bool json = false, fsdp_steps = false;
   };
   auto st = std::make_shared<State>();
   cmd->add_option("input", st->in, "input schedule (.json or .csv)")->required();
@@ -50,6 +53,9 @@ Action add_convert(CLI::App& app) {
   cmd->add_option("--micro", st->micro, "CSV input: number of micro-batches; default inferred")->check(whole_in(1, kMaxCount));
   cmd->add_option("--csv-kind", st->csv_kind, "CSV output: compute_comms (default) or compute_only")
       ->check(CLI::IsMember({"compute_comms", "compute_only"}));
+  cmd->add_flag("--fsdp-steps", st->fsdp_steps,
+                "insert FSDP_UNSHARD / FSDP_RESHARD / FSDP_REDUCE_GRAD as PyTorch's lowering does (as generate "
+                "--fsdp-steps; for a schedule that has none)");
   cmd->add_flag("--json", st->json, "print a JSON summary of what was written");
   return [st]() {
     CsvReadOptions csv;
@@ -59,6 +65,15 @@ Action add_convert(CLI::App& app) {
     if (!st->from.empty()) from = format_from_name(st->from);
     refuse_overwriting_input(st->out, {st->in}, "-o");
     Schedule s = read_schedule_file(st->in, from, csv);
+    if (st->fsdp_steps) {
+      for (const auto& prog : s.programs)
+        for (const auto& slot : prog)
+          if (slot && info(slot->op).collective == CollectiveScope::DataParallel)
+            throw InputError(in_file(st->in), "--fsdp-steps: the schedule has FSDP steps already (" +
+                                                  short_label(*slot) + ")");
+      s = add_fsdp_steps(s);
+      validate_structure(s, st->in);
+    }
     FileFormat to = !st->to.empty() ? format_from_name(st->to) : format_from_path(st->out);
     write_output(st->out, write_schedule(s, to, st->csv_kind == "compute_only" ? CsvKind::ComputeOnly : CsvKind::ComputeComms));
     if (st->json) {

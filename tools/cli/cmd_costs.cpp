@@ -69,11 +69,14 @@ std::string summary(const CostModel& c, int stages, bool every) {
   for (const auto& [name, v] : columns) table[0].push_back(name + " ms");
   table[0].push_back("activation msg");
   table[0].push_back("kept activations");
+  const bool params = c.param_bytes.given;  // what the data-parallel FSDP_* steps move (--dp)
+  if (params) table[0].push_back("params (DP)");
   for (int s = 0; s < stages; ++s) {
     std::vector<std::string> row = {every ? std::string("every") : std::to_string(s)};
     for (const auto& col : columns) row.push_back(cell(*col.second, s, ms));
     row.push_back(cell(c.activation_bytes, s, by));
     row.push_back(cell(c.kept_activation_bytes, s, by));
+    if (params) row.push_back(cell(c.param_bytes, s, by));
     table.push_back(std::move(row));
   }
   std::vector<size_t> width(table[0].size(), 0);

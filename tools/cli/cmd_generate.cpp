@@ -27,6 +27,9 @@ void add_generator_flags(CLI::App& cmd, GeneratorFlags& f, bool family_required)
   cmd.add_option("--tower", f.tower, "mpipe-transpose: trainable|frozen|none")->check(CLI::IsMember({"trainable", "frozen", "none"}));
   cmd.add_flag("--owner-backward", f.options.owner_backward, "mpipe-transpose: owners run the tower backward");
   cmd.add_flag("--batch", f.batch, "coalesce runs of P2P steps into BATCH_SEND_RECV (batch transport)");
+  cmd.add_flag("--fsdp-steps", f.fsdp_steps,
+               "insert FSDP_UNSHARD / FSDP_RESHARD / FSDP_REDUCE_GRAD as PyTorch's lowering does (a pipeline x data "
+               "parallel job: simulate --dp N [--fsdp])");
 }
 
 Schedule build_generated(GeneratorFlags& f) {
@@ -35,6 +38,7 @@ Schedule build_generated(GeneratorFlags& f) {
   f.options.overflow = f.overflow == "min" ? Overflow::Min : Overflow::Full;
   f.options.tower = f.tower == "frozen" ? Tower::Frozen : f.tower == "none" ? Tower::None : Tower::Trainable;
   Schedule s = generate(f.family, f.options);
+  if (f.fsdp_steps) s = add_fsdp_steps(s);
   if (f.batch) s = coalesce_verified(s, f.family);
   validate_structure(s, "<generated " + f.family + ">");
   return s;

@@ -21,6 +21,7 @@ namespace {
 struct SimFlags {
   std::string costs, comm = "rendezvous";
   CheckOptions check;
+  DataParallelFlags dp;
 };
 
 void add_sim_flags(CLI::App& cmd, SimFlags& f) {
@@ -28,15 +29,18 @@ void add_sim_flags(CLI::App& cmd, SimFlags& f) {
   cmd.add_option("--comm", f.comm, "P2P semantics: rendezvous (default) or eager")->check(CLI::IsMember({"rendezvous", "eager"}));
   cmd.add_flag("--overlap-p2p", f.check.overlap_p2p, "receives waited by their consumer, sends drained at the end");
   cmd.add_flag("--mpipe-batched-recv", f.check.mpipe_batched_recv, "MPipe executor's batched feature receive");
+  add_data_parallel_flags(cmd, f.dp);
 }
 
 CostModel load_costs(const SimFlags& f, int stages) {
   return f.costs.empty() ? default_cost_model(stages) : read_cost_file(f.costs);
 }
 
-SimOptions sim_options(const SimFlags& f, const CostModel& c, int stages, bool trace) {
+SimOptions sim_options(const SimFlags& f, const CostModel& c, const Schedule& s, const std::string& name, bool trace) {
+  const int stages = s.stages;
   SimOptions o;
   o.check = f.check;
+  o.check.dp = data_parallel_options(f.dp, s.ranks, name);
   o.check.comm = f.comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
   o.check.memory = c.memory_model(stages);
   if (c.capacity_bytes) o.check.memory_budget = static_cast<int64_t>(*c.capacity_bytes);
@@ -48,6 +52,12 @@ std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
+}
+
+double max_dp_ms(const SimResult& r) {
+  double m = 0;
+  for (const auto& x : r.ranks) m = std::max(m, x.dp_collective_ms);
+  return m;
 }
 
 double mean_bubble(const SimResult& r) {
@@ -71,11 +81,17 @@ std::string lane_label(Lane l) {
   return "?";
 }
 
-nlohmann::json result_json(const Schedule& s, const SimResult& r, const CostModel& c) {
+nlohmann::json result_json(const Schedule& s, const SimResult& r, const CostModel& c, const DataParallelOptions& dp) {
   nlohmann::json j;
   j["completed"] = r.completed;
   j["makespan_ms"] = r.makespan_ms;
   j["costs"] = c.source;
+  j["data_parallel"] = {{"degree", r.dp_degree},
+                        {"mesh_order", dp.mesh_order == MeshOrder::PpDp ? "pp,dp" : "dp,pp"},
+                        {"fsdp", dp.fsdp},
+                        {"world_ranks", static_cast<int64_t>(s.ranks) * r.dp_degree},
+                        {"collective_ms", r.dp_collective_ms},
+                        {"max_rank_collective_ms", max_dp_ms(r)}};
   j["ranks"] = nlohmann::json::array();
   for (const auto& x : r.ranks)
     j["ranks"].push_back({{"rank", x.rank},
@@ -84,7 +100,9 @@ nlohmann::json result_json(const Schedule& s, const SimResult& r, const CostMode
                           {"bubble_fraction", x.bubble_fraction},
                           {"peak_memory_bytes", x.peak_memory_bytes},
                           {"peak_memory_time_ms", x.peak_memory_time_ms},
-                          {"peak_memory_step", x.peak_memory_step}});
+                          {"peak_memory_step", x.peak_memory_step},
+                          {"dp_collective_ms", x.dp_collective_ms},
+                          {"dp_ring", x.dp_ring_inter_node ? "inter_node" : "intra_node"}});
   j["critical_path"] = nlohmann::json::array();
   for (const auto& cp : r.critical_path) {
     const auto& slot = s.programs[static_cast<size_t>(cp.rank)][static_cast<size_t>(cp.step_index)];
@@ -104,9 +122,24 @@ nlohmann::json result_json(const Schedule& s, const SimResult& r, const CostMode
   return j;
 }
 
-std::string result_text(const std::string& what, const Schedule& s, const SimResult& r, const CostModel& c) {
+std::string result_text(const std::string& what, const Schedule& s, const SimResult& r, const CostModel& c,
+                        const DataParallelOptions& dp) {
   std::string out = what + ": makespan " + fmt("%.3f", r.makespan_ms) + " ms" + (r.completed ? "" : " (STOPPED: deadlock)") +
                     ", mean bubble " + fmt("%.1f", 100 * mean_bubble(r)) + "% (costs: " + c.source + ")\n";
+  if (dp.degree > 1) {
+    int inter = 0, fsdp_steps = 0;
+    for (const auto& x : r.ranks) inter += x.dp_ring_inter_node;
+    for (const auto& prog : s.programs)
+      for (const auto& slot : prog) fsdp_steps += slot && info(slot->op).collective == CollectiveScope::DataParallel;
+    out += "  data parallel: " + data_parallel_label(dp) + ", world " + std::to_string(static_cast<int64_t>(s.ranks) * dp.degree) +
+           " ranks; DP collectives " + fmt("%.3f", r.dp_collective_ms) + " ms over all ranks, " + fmt("%.3f", max_dp_ms(r)) +
+           " ms on the busiest; ring " +
+           (inter == 0 ? "intra-node" : inter == static_cast<int>(r.ranks.size()) ? "inter-node" : "inter-node on " + std::to_string(inter) + " ranks") +
+           "\n";
+    // (A schedule without FSDP steps gets the checks' note.)
+    if (fsdp_steps > 0 && !c.param_bytes.given)
+      out += "  note: the cost model gives no bytes.params: the DP collectives move 0 bytes (latency only)\n";
+  }
   out += "  rank   busy ms    idle ms  bubble   peak memory  at ms\n";
   for (const auto& x : r.ranks) {
     char line[160];
@@ -189,14 +222,15 @@ Action add_simulate(CLI::App& app) {
       CostModel c = load_costs(st->sim, s.stages);
       c.check_fits(s.stages, s.micro_batches);
       bool trace = !st->trace.empty() || !st->svg.empty() || !st->trace_dir.empty();
-      SimResult r = simulate(s, c, sim_options(st->sim, c, s.stages, trace));
+      const SimOptions so = sim_options(st->sim, c, s, name, trace);
+      SimResult r = simulate(s, c, so);
       ok = ok && r.check.ok() && r.completed;
       if (st->json) {
-        auto j = result_json(s, r, c);
+        auto j = result_json(s, r, c, so.check.dp);
         j["file"] = name;
         all.push_back(std::move(j));
       } else {
-        std::cout << result_text(name, s, r, c) << std::flush;
+        std::cout << result_text(name, s, r, c, so.check.dp) << std::flush;
       }
       // Labelled, so a simulated and a measured trace (ppsched-exec --trace) tell themselves apart.
       if (!st->trace.empty()) try_write(st->trace, chrome_trace_json(s, r, TraceOptions{-1, "simulated"}));
@@ -267,7 +301,7 @@ Action add_compare(CLI::App& app) {
       c.check_fits(s.stages, s.micro_batches);
       const bool tower_on_stage0 = tower != Tower::None && !s.mpipe;
       if (tower_on_stage0) c = with_tower_on_stage0(c, s.stages, tower);
-      SimResult r = simulate(s, c, sim_options(st->sim, c, s.stages, false));
+      SimResult r = simulate(s, c, sim_options(st->sim, c, s, f, false));
       int messages = 0;
       for (const auto& l : r.links) messages += l.messages;
       bool good = r.check.ok() && r.completed;
@@ -286,6 +320,8 @@ Action add_compare(CLI::App& app) {
                       {"messages", messages},
                       {"steps", r.steps},
                       {"tower_on_stage0", tower_on_stage0},
+                      {"dp_degree", r.dp_degree},
+                      {"dp_collective_ms", r.dp_collective_ms},
                       {"costs", c.source},
                       {"ok", good}});
     }

@@ -89,10 +89,26 @@ struct GeneratorFlags {
   std::string overflow = "full";
   std::string tower = "trainable";
   bool batch = false;  // coalesce P2P runs into BATCH_SEND_RECV
+  bool fsdp_steps = false;  // insert FSDP_UNSHARD / RESHARD / REDUCE_GRAD as PyTorch lowers them
 };
 void add_generator_flags(CLI::App& cmd, GeneratorFlags& flags, bool family_required);
 // Builds the schedule the flags describe (throws InputError on bad parameters).
 Schedule build_generated(GeneratorFlags& flags);
+
+// The job's data parallelism, shared by `check`, `simulate` and `compare`: --dp N, --fsdp,
+// --mesh-order dp,pp|pp,dp (README "Pipeline x data parallel").
+struct DataParallelFlags {
+  int degree = 1;
+  bool fsdp = false;
+  std::string mesh_order = "dp,pp";
+};
+void add_data_parallel_flags(CLI::App& cmd, DataParallelFlags& flags);
+// The options the flags give a job of `pipeline_ranks` ranks; throws InputError naming the
+// flag when the world (pipeline ranks x N) is over the rank limit.
+DataParallelOptions data_parallel_options(const DataParallelFlags& flags, int pipeline_ranks,
+                                          const std::string& input = "");
+// "DP 8 (mesh dp,pp, FSDP)": how a report names the layout.
+std::string data_parallel_label(const DataParallelOptions& dp);
 
 // Writes `text` to `path`, or to stdout when path is empty or "-". Throws InputError when
 // the file cannot be written.

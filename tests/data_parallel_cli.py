@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""`ppsched simulate` and `ppsched check` of a pipeline x data parallel job (--dp, --fsdp,
+--mesh-order; `generate --fsdp-steps`): the report and --json name the DP degree and the DP
+collective time, the mesh order moves the DP ring inside a node, and bad flags exit 2 with a
+message naming the flag.
+
+    data_parallel_cli.py PPSCHED
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def run(args, code=0):
+    p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    if p.returncode != code:
+        sys.exit(f"{' '.join(args)}: exit {p.returncode}, expected {code}: {p.stdout[-2000:]} {p.stderr[-2000:]}")
+    return p
+
+
+def main():
+    exe = sys.argv[1]
+    failures = []
+
+    def expect(ok, what):
+        if not ok:
+            failures.append(what)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        sched = os.path.join(tmp, "1f1b_fsdp.csv")
+        run([exe, "generate", "1f1b", "--pp", "4", "--micro", "8", "--fsdp-steps", "-o", sched])
+        text = open(sched).read()
+        expect(text.startswith("0UNSHARD,"), "the generated CSV starts rank 0 with UNSHARD, as PyTorch's lowering")
+        expect(text.count("REDUCE_GRAD") == 4, "one REDUCE_GRAD per stage")
+
+        # check: verified, and the JSON names the layout
+        chk = json.loads(run([exe, "check", sched, "--dp", "8", "--fsdp", "--json"]).stdout)
+        expect(chk["ok"], "a generated PP x DP schedule checks clean")
+        expect(chk["data_parallel"] == {"degree": 8, "mesh_order": "dp,pp", "fsdp": True, "world_ranks": 32},
+               f"check --json data_parallel: {chk.get('data_parallel')}")
+        expect("DP 8 (mesh dp,pp, FSDP), world 32 ranks" in run([exe, "check", sched, "--dp", "8", "--fsdp"]).stdout,
+               "check's text names the layout")
+
+        # simulate: default 7B costs (3 GiB of parameters per stage), 8 ranks per node: the
+        # ("dp", "pp") DP group of rank r is {r, r+4, ..., r+28}, across four nodes at 50 GB/s.
+        base = json.loads(run([exe, "simulate", sched, "--json"]).stdout)
+        dp = json.loads(run([exe, "simulate", sched, "--dp", "8", "--json"]).stdout)
+        all_reduce = 2 * 7 / 8 * 3 * 2**30 / 50e9 * 1e3 + 14 * 0.010
+        d = dp["data_parallel"]
+        expect(d["degree"] == 8 and d["world_ranks"] == 32 and not d["fsdp"], f"simulate --json data_parallel: {d}")
+        expect(abs(d["collective_ms"] - 4 * all_reduce) < 1e-6, f"4 ranks x one all-reduce: {d['collective_ms']}")
+        expect(all(r["dp_ring"] == "inter_node" for r in dp["ranks"]), "every DP ring crosses nodes under dp,pp")
+        expect(abs(dp["makespan_ms"] - (base["makespan_ms"] + all_reduce)) < 1e-6,
+               f"the job takes one all-reduce longer: {dp['makespan_ms']} vs {base['makespan_ms']} + {all_reduce}")
+        expect(base["data_parallel"]["degree"] == 1 and base["data_parallel"]["collective_ms"] == 0,
+               "without --dp the report says DP 1 and no DP time")
+        pp_dp = json.loads(run([exe, "simulate", sched, "--dp", "8", "--mesh-order", "pp,dp", "--json"]).stdout)
+        expect(all(r["dp_ring"] == "intra_node" for r in pp_dp["ranks"]), "pp,dp keeps each DP ring inside a node")
+        expect(pp_dp["data_parallel"]["collective_ms"] < d["collective_ms"] / 5, "an intra-node ring is faster")
+        out = run([exe, "simulate", sched, "--dp", "8", "--fsdp"]).stdout
+        expect("data parallel: DP 8 (mesh dp,pp, FSDP), world 32 ranks; DP collectives" in out,
+               f"simulate's text names the layout and the DP time: {out[:400]}")
+        plain = run([exe, "simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--dp", "2"]).stdout
+        expect("has no FSDP_* steps" in plain, "a schedule without FSDP steps is noted")
+        cmp_rows = json.loads(run([exe, "compare", sched, "--dp", "8", "--json"]).stdout)
+        expect(cmp_rows[0]["dp_degree"] == 8 and cmp_rows[0]["dp_collective_ms"] > 0, "compare takes --dp too")
+
+        # bad flags: exit 2, the message names the flag
+        for cmd in (["simulate", sched], ["check", sched]):
+            for args, says in ((["--dp", "0"], "--dp"), (["--dp", "-1"], "--dp"), (["--dp", "abc"], "--dp"),
+                               (["--dp", "1e3"], "--dp"), (["--dp", "99999999999999999999"], "--dp"),
+                               (["--dp", "1048577"], "--dp"),
+                               (["--dp", "262145"], "(--dp): the world of 4 pipeline ranks x 262145"),
+                               (["--mesh-order", "dp"], "--mesh-order"), (["--mesh-order", "pp,pp"], "--mesh-order")):
+                p = run([exe] + cmd + args, code=2)
+                err = p.stderr + p.stdout
+                expect(says in err and "terminate" not in err, f"{cmd[0]} {' '.join(args)}: {err.strip()[:300]}")
+        # the largest world that fits runs (no FSDP steps are needed to price it)
+        run([exe, "check", sched, "--dp", "262144"])
+
+    for f in failures:
+        print("FAIL:", f)
+    print(f"{'FAILED' if failures else 'ok'}: data_parallel_cli")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

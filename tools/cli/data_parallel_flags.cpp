@@ -1,0 +1,45 @@
+#include "model/errors.hpp"
+#include "model/validate.hpp"
+#include "tools/cli/command.hpp"
+
+namespace ppsched::cli {
+
+void add_data_parallel_flags(CLI::App& cmd, DataParallelFlags& f) {
+  cmd.add_option("--dp", f.degree,
+                 "data-parallel replicas N of every pipeline rank (default 1): the FSDP_* steps become collectives "
+                 "over each pipeline rank's DP group of N ranks")
+      ->check(whole_in(1, kMaxCount));
+  cmd.add_flag("--fsdp", f.fsdp,
+               "parameters sharded over the DP group: FSDP_UNSHARD all-gathers, FSDP_REDUCE_GRAD reduce-scatters "
+               "(without it REDUCE_GRAD all-reduces and UNSHARD/RESHARD move nothing)");
+  cmd.add_option("--mesh-order", f.mesh_order,
+                 "global rank layout, as torch's 2-D DeviceMesh: dp,pp (default; rank g is pipeline rank g % PP of "
+                 "replica g / PP) or pp,dp (rank g is pipeline rank g / N of replica g % N)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            if (text == "dp,pp" || text == "pp,dp") return {};
+            return "expected dp,pp (torch's DeviceMesh (\"dp\", \"pp\"), the default) or pp,dp, got '" +
+                   text.substr(0, 40) + "'";
+          },
+          "dp,pp|pp,dp"));
+}
+
+DataParallelOptions data_parallel_options(const DataParallelFlags& f, int pipeline_ranks, const std::string& input) {
+  DataParallelOptions dp;
+  dp.degree = f.degree;
+  dp.fsdp = f.fsdp;
+  dp.mesh_order = f.mesh_order == "pp,dp" ? MeshOrder::PpDp : MeshOrder::DpPp;
+  if (const std::string why = data_parallel_problem(dp, pipeline_ranks); !why.empty()) {
+    Location where = in_file(input);
+    where.field = "--dp";
+    throw InputError(where, why + ": give a smaller --dp");
+  }
+  return dp;
+}
+
+std::string data_parallel_label(const DataParallelOptions& dp) {
+  return "DP " + std::to_string(dp.degree) + " (mesh " + (dp.mesh_order == MeshOrder::PpDp ? "pp,dp" : "dp,pp") +
+         (dp.fsdp ? ", FSDP" : "") + ")";
+}
+
+}  // namespace ppsched::cli

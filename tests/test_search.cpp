@@ -468,3 +468,35 @@ TEST_CASE("an F paired with the next backward becomes one OVERLAP_F_B step: veri
   REQUIRE(r.completed);
   CHECK(r.makespan_ms == Approx(e.makespan).margin(1e-9));
 }
+
+TEST_CASE("DualPipeV's order (full and split backwards) seeds the F/I/W search: a full backward stays one B task, "
+          "and the order as a schedule is DualPipeV again under the DES") {
+  const CostModel costs = default_cost_model(8);
+  const Problem p = problem_from_costs(costs, 4, 2, 8, PlacementKind::V, true, MemoryRule::Ppsched, std::nullopt);
+  GenerateOptions g;
+  g.pp = 4;
+  g.vpp = 2;
+  g.micro = 8;
+  const Schedule d = generate("dualpipev", g);
+  auto order = order_of(d, p);
+  REQUIRE(order);
+  size_t full = 0, tasks = 0;
+  for (const auto& ro : *order)
+    for (const Task& t : ro) {
+      full += t.kind == Kind::B ? 1 : 0;
+      tasks += p.halves(t);
+    }
+  CHECK(full > 0);
+  CHECK(tasks == p.task_count());
+  const Evaluation e = evaluate(p, *order);
+  REQUIRE(e.ok);
+  for (double peak : e.peak) CHECK(peak > 0);
+  SimOptions o;
+  o.check.memory = costs.memory_model(8);
+  const Entry family = measure(d, costs, o);
+  const Entry again = measure(to_schedule(p, *order, "dualpipev again"), costs, o);
+  REQUIRE(family.verified);
+  CHECK(again.verified);
+  CHECK(again.makespan_ms == Approx(family.makespan_ms).epsilon(1e-12));
+  CHECK(again.peak_bytes == family.peak_bytes);
+}

@@ -13,7 +13,7 @@ double Problem::cost(const Task& t) const {
   const size_t i = at(t.stage, t.micro);
   switch (t.kind) {
     case Kind::F: return f[i];
-    case Kind::B:
+    case Kind::B: return split ? b[i] + w[i] : b[i];  // in a split problem: both halves at once
     case Kind::I: return b[i];
     case Kind::W: return w[i];
   }
@@ -24,7 +24,7 @@ double Problem::mem_delta(const Task& t) const {
   const size_t s = static_cast<size_t>(t.stage);
   switch (t.kind) {
     case Kind::F: return mem_f[s];
-    case Kind::B:
+    case Kind::B: return split ? mem_b[s] + mem_w[s] : mem_b[s];
     case Kind::I: return mem_b[s];
     case Kind::W: return mem_w[s];
   }
@@ -155,7 +155,8 @@ bool evaluate(const Problem& p, const Order& order, Workspace& ws, Evaluation& o
   const int last = p.stages - 1;
   bool over = false;
   size_t total = 0, done = 0;
-  for (const auto& ro : order) total += ro.size();
+  for (const auto& ro : order)
+    for (const Task& t : ro) total += p.halves(t);
   // When a task may start (its inputs' end plus hand-over); false while an input has not run.
   auto ready_of = [&](const Task& t, double& ready) -> bool {
     const size_t i = p.at(t.stage, t.micro);
@@ -224,11 +225,12 @@ bool evaluate(const Problem& p, const Order& order, Workspace& ws, Evaluation& o
           if (!x) continue;
           const size_t i = p.at(x->stage, x->micro);
           (x->kind == Kind::F ? ws.end_f : x->kind == Kind::W ? ws.end_w : ws.end_b)[i] = end;
+          if (x->kind == Kind::B && p.split) ws.end_w[i] = end;  // its W half is done too
           ws.mem[r] += p.mem_delta(*x);
           ws.peak[r] = std::max(ws.peak[r], ws.mem[r]);
           if (ws.mem[r] > p.cap[r] * (1 + 1e-12) + 1e-9) over = true;
           ++k;
-          ++done;
+          done += p.halves(*x);
         }
         progress = true;
       }
@@ -423,13 +425,15 @@ std::optional<Order> order_of(const Schedule& s, const Problem& p) {
       const StepTypeInfo& inf = info(st.op);
       if (is_p2p(st.op) || inf.composite == CompositeKind::Batch) continue;
       // An overlap composite of a forward and then a backward of another micro (OVERLAP_F_B).
+      // In a split problem the backward may also be a full one (DualPipeV mixes both).
       if (inf.composite == CompositeKind::Overlap && st.sub_steps.size() == 2 &&
-          info(st.sub_steps[0].op).compute == ComputeKind::Forward &&
-          info(st.sub_steps[1].op).compute == (p.split ? ComputeKind::BackwardInput : ComputeKind::Backward) &&
-          p.overlap_efficiency > 0) {
-        o[r].push_back(Task{Kind::F, st.sub_steps[0].stage, st.sub_steps[0].micro, true});
-        o[r].push_back(Task{p.split ? Kind::I : Kind::B, st.sub_steps[1].stage, st.sub_steps[1].micro});
-        continue;
+          info(st.sub_steps[0].op).compute == ComputeKind::Forward && p.overlap_efficiency > 0) {
+        const ComputeKind second = info(st.sub_steps[1].op).compute;
+        if (second == ComputeKind::Backward || (p.split && second == ComputeKind::BackwardInput)) {
+          o[r].push_back(Task{Kind::F, st.sub_steps[0].stage, st.sub_steps[0].micro, true});
+          o[r].push_back(Task{second == ComputeKind::Backward ? Kind::B : Kind::I, st.sub_steps[1].stage, st.sub_steps[1].micro});
+          continue;
+        }
       }
       Kind k;
       switch (inf.compute) {
@@ -439,7 +443,7 @@ std::optional<Order> order_of(const Schedule& s, const Problem& p) {
         case ComputeKind::BackwardWeight: k = Kind::W; break;
         default: return std::nullopt;
       }
-      if ((k == Kind::B) == p.split) return std::nullopt;
+      if (!p.split && k != Kind::F && k != Kind::B) return std::nullopt;  // a split half in a fused problem
       o[r].push_back(Task{k, st.stage, st.micro});
     }
   }

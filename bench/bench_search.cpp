@@ -77,7 +77,8 @@ BENCHMARK(BM_TuneP16M64)->Unit(benchmark::kSecond)->Iterations(1);
 // orders (the published ZB-V order and zbv-greedy among them). Our evaluator gives zbv.py's own
 // orders exactly its span and global (checked on all 12 cases), so the numbers compare as they
 // are. Deterministic (no time limit): the pins hold on any machine. Fails (SkipWithError) when a
-// case marked pinned is above ZB-V's span or global; the two open cases are reported only.
+// case marked pinned is above ZB-V's span or global; the open case (P8 M16 c0.1: 51.9 vs 51.8) is
+// reported only.
 static void BM_SearchZbvGrid(benchmark::State& state) {
   struct Row {
     int P, M;
@@ -88,7 +89,7 @@ static void BM_SearchZbvGrid(benchmark::State& state) {
       {4, 4, 0, 13.5, 13.5, true},     {4, 8, 0, 24.0, 25.5, true},     {4, 16, 0, 48.0, 49.5, true},
       {8, 8, 0, 27.5, 27.5, true},     {8, 16, 0, 48.0, 51.5, true},    {8, 32, 0, 96.0, 99.5, true},
       {4, 4, 0.1, 14.1, 15.0, true},   {4, 8, 0.1, 25.4, 27.0, true},   {4, 16, 0.1, 49.4, 51.0, true},
-      {8, 8, 0.1, 29.1, 31.4, false},  {8, 16, 0.1, 51.8, 55.0, false}, {8, 32, 0.1, 99.8, 103.0, true},
+      {8, 8, 0.1, 29.1, 31.4, true},   {8, 16, 0.1, 51.8, 55.0, false}, {8, 32, 0.1, 99.8, 103.0, true},
   };
   static std::string why;  // SkipWithError keeps the pointer
   why.clear();

@@ -500,3 +500,31 @@ TEST_CASE("DualPipeV's order (full and split backwards) seeds the F/I/W search: 
   CHECK(again.makespan_ms == Approx(family.makespan_ms).epsilon(1e-12));
   CHECK(again.peak_bytes == family.peak_bytes);
 }
+
+TEST_CASE("tune on the default 7B model, P=4 M=16, V placement: seeded with DualPipeV's order (the best family), "
+          "the DES hill climb finds a verified schedule strictly faster than DualPipeV") {
+  TuneRequest rq;
+  rq.pp = 4;
+  rq.micro = 16;
+  rq.vpp_min = rq.vpp_max = 2;
+  rq.placements = {PlacementKind::V};
+  rq.costs = [](int stages) { return default_cost_model(stages); };
+  rq.settings.iterations = 200;
+  rq.settings.threads = 2;
+  rq.settings.des_iterations = 100;
+  const TuneResult r = tune(rq);
+  REQUIRE(r.best == 0);
+  double dualpipev = 0, best_other_family = 0;
+  for (const Entry& e : r.leaderboard) {
+    if (e.origin != "family" || !e.verified) continue;
+    if (e.name.rfind("dualpipev", 0) == 0) dualpipev = e.makespan_ms;
+    else if (best_other_family == 0 || e.makespan_ms < best_other_family) best_other_family = e.makespan_ms;
+  }
+  REQUIRE(dualpipev > 0);
+  CHECK(dualpipev < best_other_family);  // DualPipeV is the family to beat here
+  const Entry& best = r.leaderboard[0];
+  CHECK(best.origin != "family");
+  CHECK(best.origin.find("dualpipev") != std::string::npos);
+  CHECK(best.verified);
+  CHECK(best.makespan_ms < dualpipev - 1e-6);
+}

@@ -155,8 +155,8 @@ bool evaluate(const Problem& p, const Order& order, Workspace& ws, Evaluation& o
   const int last = p.stages - 1;
   bool over = false;
   size_t total = 0, done = 0;
-  for (const auto& ro : order)
-    for (const Task& t : ro) total += p.halves(t);
+  size_t fused = 0;  // B tasks run (in a split problem each stands for an I and a W)
+  for (const auto& ro : order) total += ro.size();
   // When a task may start (its inputs' end plus hand-over); false while an input has not run.
   auto ready_of = [&](const Task& t, double& ready) -> bool {
     const size_t i = p.at(t.stage, t.micro);
@@ -225,12 +225,15 @@ bool evaluate(const Problem& p, const Order& order, Workspace& ws, Evaluation& o
           if (!x) continue;
           const size_t i = p.at(x->stage, x->micro);
           (x->kind == Kind::F ? ws.end_f : x->kind == Kind::W ? ws.end_w : ws.end_b)[i] = end;
-          if (x->kind == Kind::B && p.split) ws.end_w[i] = end;  // its W half is done too
+          if (x->kind == Kind::B) {
+            ++fused;
+            if (p.split) ws.end_w[i] = end;  // its W half is done too
+          }
           ws.mem[r] += p.mem_delta(*x);
           ws.peak[r] = std::max(ws.peak[r], ws.mem[r]);
           if (ws.mem[r] > p.cap[r] * (1 + 1e-12) + 1e-9) over = true;
           ++k;
-          done += p.halves(*x);
+          ++done;
         }
         progress = true;
       }
@@ -247,7 +250,7 @@ bool evaluate(const Problem& p, const Order& order, Workspace& ws, Evaluation& o
     out.span = std::max(out.span, out.rank_span[r]);
   }
   out.over_cap = over;
-  out.ok = done == total && total == p.task_count() && !over;
+  out.ok = done == total && total + (p.split ? fused : 0) == p.task_count() && !over;
   return out.ok;
 }
 

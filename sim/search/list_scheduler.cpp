@@ -243,6 +243,7 @@ std::vector<ListParams> list_parameter_space(const Problem& p) {
               for (int fit = 0; fit < 3; ++fit)
               for (int reserve = 0; reserve < (several ? 2 : 1); ++reserve) {
               if (fit > 0 && scale * (R - 1) + extra <= R - 1) continue;  // no forwards beyond P - r
+              if (slack < 0 && (fit > 0 || reserve > 0)) continue;  // balanced: plain admission only
               ListParams q;
               q.reserve = reserve == 1;
               q.forward_fit = fit > 0;

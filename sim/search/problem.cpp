@@ -155,7 +155,6 @@ bool evaluate(const Problem& p, const Order& order, Workspace& ws, Evaluation& o
   const int last = p.stages - 1;
   bool over = false;
   size_t total = 0, done = 0;
-  size_t fused = 0;  // B tasks run (in a split problem each stands for an I and a W)
   for (const auto& ro : order) total += ro.size();
   // When a task may start (its inputs' end plus hand-over); false while an input has not run.
   auto ready_of = [&](const Task& t, double& ready) -> bool {
@@ -225,10 +224,6 @@ bool evaluate(const Problem& p, const Order& order, Workspace& ws, Evaluation& o
           if (!x) continue;
           const size_t i = p.at(x->stage, x->micro);
           (x->kind == Kind::F ? ws.end_f : x->kind == Kind::W ? ws.end_w : ws.end_b)[i] = end;
-          if (x->kind == Kind::B) {
-            ++fused;
-            if (p.split) ws.end_w[i] = end;  // its W half is done too
-          }
           ws.mem[r] += p.mem_delta(*x);
           ws.peak[r] = std::max(ws.peak[r], ws.mem[r]);
           if (ws.mem[r] > p.cap[r] * (1 + 1e-12) + 1e-9) over = true;
@@ -250,7 +245,13 @@ bool evaluate(const Problem& p, const Order& order, Workspace& ws, Evaluation& o
     out.span = std::max(out.span, out.rank_span[r]);
   }
   out.over_cap = over;
-  out.ok = done == total && total + (p.split ? fused : 0) == p.task_count() && !over;
+  // Every task once: a split problem's B stands for an I and a W (counted only when the plain
+  // count falls short, so orders without B pay nothing for it).
+  size_t tasks = total;
+  if (p.split && tasks < p.task_count())
+    for (const auto& ro : order)
+      for (const Task& t : ro) tasks += t.kind == Kind::B ? 1 : 0;
+  out.ok = done == total && tasks == p.task_count() && !over;
   return out.ok;
 }
 

@@ -13,6 +13,7 @@ std::string ListParams::describe() const {
   if (reserve) s += ", reserve";
   if (forward_fit) s += f_slack > 0 ? ", F fit+1" : ", F fit";
   if (w_policy == WPolicy::FitFill && w_slack > 0) s += " slack " + std::to_string(w_slack).substr(0, 4);
+  if (w_policy == WPolicy::FitFill && w_balance) s += " balanced";
   return s;
 }
 
@@ -40,6 +41,8 @@ std::optional<Order> list_schedule(const Problem& p, const ListParams& q) {
   std::vector<double> free_at(static_cast<size_t>(R), 0.0), mem(static_cast<size_t>(R), 0.0),
       reserved(static_cast<size_t>(R), 0.0), admit(static_cast<size_t>(R), 0.0);
   for (int s = 0; s < S; ++s) admit[static_cast<size_t>(p.rank_of(s))] += std::max(0.0, p.mem_f[static_cast<size_t>(s)]);
+  std::vector<double> idle(static_cast<size_t>(R), 0.0);  // since the rank's first task
+  double max_idle = 0;
   std::vector<int> inflight(static_cast<size_t>(R), 0), left_fb(static_cast<size_t>(R), 0), left(static_cast<size_t>(R), 0);
   std::vector<int> limit(static_cast<size_t>(R), 1);
   for (int r = 0; r < R; ++r) {
@@ -95,6 +98,10 @@ std::optional<Order> list_schedule(const Problem& p, const ListParams& q) {
     const size_t ru = static_cast<size_t>(r);
     const double end = t + p.cost(task);
     const size_t i = p.at(task.stage, task.micro);
+    if (!order[ru].empty()) {
+      idle[ru] += t - free_at[ru];
+      max_idle = std::max(max_idle, idle[ru]);
+    }
     order[ru].push_back(task);
     mem[ru] += p.mem_delta(task);
     free_at[ru] = end;
@@ -204,7 +211,8 @@ std::optional<Order> list_schedule(const Problem& p, const ListParams& q) {
       case WPolicy::Fill: go = true; break;
       case WPolicy::FitFill:
         go = f_blocked_by_memory || next_arrival < 0 ||
-             t + p.cost(task_w(pending_w)) * (1.0 - q.w_slack) <= next_arrival + 1e-12;
+             t + p.cost(task_w(pending_w)) * (1.0 - q.w_slack) <= next_arrival + 1e-12 ||
+             (q.w_balance && next_arrival - t > max_idle - idle[ru] + 1e-12);
         break;
       case WPolicy::Late: go = f_blocked_by_memory || left_fb[ru] == 0; break;
     }
@@ -228,12 +236,14 @@ std::vector<ListParams> list_parameter_space(const Problem& p) {
       for (bool ff : {false, true})
         for (WPolicy wp : {WPolicy::Fill, WPolicy::FitFill, WPolicy::Late, WPolicy::Immediate}) {
           if (!p.split && wp != WPolicy::Fill) continue;
-          for (double slack : {0.0, 0.5}) {
-            if (slack > 0 && wp != WPolicy::FitFill) continue;
+          for (double slack : {0.0, 0.5, -1.0}) {  // -1: slack 0, balanced
+            if (slack != 0 && wp != WPolicy::FitFill) continue;
+            if (slack < 0 && !several) continue;  // for several stages per rank (ZB-V's case)
             for (int deep = 0; deep < (several ? 4 : 1); ++deep)
               for (int fit = 0; fit < 3; ++fit)
               for (int reserve = 0; reserve < (several ? 2 : 1); ++reserve) {
               if (fit > 0 && scale * (R - 1) + extra <= R - 1) continue;  // no forwards beyond P - r
+              if (slack < 0 && (fit > 0 || reserve > 0)) continue;  // balanced: plain admission only
               ListParams q;
               q.reserve = reserve == 1;
               q.forward_fit = fit > 0;
@@ -242,7 +252,8 @@ std::vector<ListParams> list_parameter_space(const Problem& p) {
               q.inflight_extra = extra;
               q.forward_first = ff;
               q.w_policy = wp;
-              q.w_slack = slack;
+              q.w_slack = std::max(0.0, slack);
+              q.w_balance = slack < 0;
               q.deep_forward = (deep & 1) != 0;
               q.deep_backward = (deep & 2) != 0;
               out.push_back(q);

@@ -39,6 +39,10 @@ struct ListParams {
   bool reserve = false;
   WPolicy w_policy = WPolicy::Fill;
   double w_slack = 0;           // FitFill: a W may overshoot the next arrival by this many W's
+  // FitFill: a W that would overshoot the next arrival still runs when the wait is longer than
+  // the rank's idle allowance, the most idle any rank has accumulated minus its own (ZB's
+  // rule, schedule_search.md §3 step 2c): idle is spread over the ranks instead of piling up.
+  bool w_balance = false;
   std::string describe() const;
 };
 

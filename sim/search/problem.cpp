@@ -13,7 +13,7 @@ double Problem::cost(const Task& t) const {
   const size_t i = at(t.stage, t.micro);
   switch (t.kind) {
     case Kind::F: return f[i];
-    case Kind::B:
+    case Kind::B: return split ? b[i] + w[i] : b[i];  // in a split problem: both halves at once
     case Kind::I: return b[i];
     case Kind::W: return w[i];
   }
@@ -24,7 +24,7 @@ double Problem::mem_delta(const Task& t) const {
   const size_t s = static_cast<size_t>(t.stage);
   switch (t.kind) {
     case Kind::F: return mem_f[s];
-    case Kind::B:
+    case Kind::B: return split ? mem_b[s] + mem_w[s] : mem_b[s];
     case Kind::I: return mem_b[s];
     case Kind::W: return mem_w[s];
   }
@@ -245,7 +245,13 @@ bool evaluate(const Problem& p, const Order& order, Workspace& ws, Evaluation& o
     out.span = std::max(out.span, out.rank_span[r]);
   }
   out.over_cap = over;
-  out.ok = done == total && total == p.task_count() && !over;
+  // Every task once: a split problem's B stands for an I and a W (counted only when the plain
+  // count falls short, so orders without B pay nothing for it).
+  size_t tasks = total;
+  if (p.split && tasks < p.task_count())
+    for (const auto& ro : order)
+      for (const Task& t : ro) tasks += t.kind == Kind::B ? 1 : 0;
+  out.ok = done == total && tasks == p.task_count() && !over;
   return out.ok;
 }
 
@@ -423,13 +429,15 @@ std::optional<Order> order_of(const Schedule& s, const Problem& p) {
       const StepTypeInfo& inf = info(st.op);
       if (is_p2p(st.op) || inf.composite == CompositeKind::Batch) continue;
       // An overlap composite of a forward and then a backward of another micro (OVERLAP_F_B).
+      // In a split problem the backward may also be a full one (DualPipeV mixes both).
       if (inf.composite == CompositeKind::Overlap && st.sub_steps.size() == 2 &&
-          info(st.sub_steps[0].op).compute == ComputeKind::Forward &&
-          info(st.sub_steps[1].op).compute == (p.split ? ComputeKind::BackwardInput : ComputeKind::Backward) &&
-          p.overlap_efficiency > 0) {
-        o[r].push_back(Task{Kind::F, st.sub_steps[0].stage, st.sub_steps[0].micro, true});
-        o[r].push_back(Task{p.split ? Kind::I : Kind::B, st.sub_steps[1].stage, st.sub_steps[1].micro});
-        continue;
+          info(st.sub_steps[0].op).compute == ComputeKind::Forward && p.overlap_efficiency > 0) {
+        const ComputeKind second = info(st.sub_steps[1].op).compute;
+        if (second == ComputeKind::Backward || (p.split && second == ComputeKind::BackwardInput)) {
+          o[r].push_back(Task{Kind::F, st.sub_steps[0].stage, st.sub_steps[0].micro, true});
+          o[r].push_back(Task{second == ComputeKind::Backward ? Kind::B : Kind::I, st.sub_steps[1].stage, st.sub_steps[1].micro});
+          continue;
+        }
       }
       Kind k;
       switch (inf.compute) {
@@ -439,7 +447,7 @@ std::optional<Order> order_of(const Schedule& s, const Problem& p) {
         case ComputeKind::BackwardWeight: k = Kind::W; break;
         default: return std::nullopt;
       }
-      if ((k == Kind::B) == p.split) return std::nullopt;
+      if (!p.split && k != Kind::F && k != Kind::B) return std::nullopt;  // a split half in a fused problem
       o[r].push_back(Task{k, st.stage, st.micro});
     }
   }

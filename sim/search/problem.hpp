@@ -23,7 +23,9 @@
 
 namespace ppsched::search {
 
-enum class Kind : uint8_t { F, B, I, W };  // B: fused backward; I/W: the split backward's halves
+// B: fused backward; I/W: the split backward's halves. A split problem (F/I/W) may also hold a
+// B: both halves at once (DualPipeV's orders mix them), costing b + w and counted as two tasks.
+enum class Kind : uint8_t { F, B, I, W };
 
 struct Task {
   Kind kind = Kind::F;
@@ -73,6 +75,8 @@ struct Problem {
   int rank_of(int stage) const { return placement.stage_to_rank[static_cast<size_t>(stage)]; }
   double cost(const Task& t) const;
   double mem_delta(const Task& t) const;
+  // How many of task_count()'s tasks `t` stands for (a B in a split problem: its I and W).
+  size_t halves(const Task& t) const { return t.kind == Kind::B && split ? 2 : 1; }
   size_t task_count() const { return static_cast<size_t>(stages) * static_cast<size_t>(micros) * (split ? 3 : 2); }
 };
 
@@ -126,7 +130,8 @@ LowerBound lower_bound(const Problem& p);
 // The order as a Schedule: compute steps per rank, P2P steps inserted (Alignment::Auto).
 Schedule to_schedule(const Problem& p, const Order& order, const std::string& name);
 // The compute order of a schedule (P2P dropped); nullopt when it has other steps (composites,
-// data or tower steps) or does not match the problem's shape.
+// data or tower steps) or does not match the problem's shape. A full backward in a split
+// problem stays one B task, so DualPipeV's order (full and split backwards) seeds the F/I/W search.
 std::optional<Order> order_of(const Schedule& s, const Problem& p);
 
 std::string to_string(const Task& t);

@@ -205,18 +205,35 @@ SearchOutcome search(const Problem& p, const std::vector<Found>& seeds, const Se
   }
   if (!pool.empty()) progress.offer(score_of(pool.front().eval, st.objective).primary, true);
   // 2. Local search from the best distinct starts, each twice: once steered by the per-rank
-  // sum, once walking the plateaus of the objective freely.
-  std::vector<std::pair<size_t, uint64_t>> jobs;
-  for (size_t k = 0; k < 2 * starts.size(); ++k) jobs.emplace_back(k / 2, mix(st.seed * 1000003ULL + k));
-  std::vector<Found> improved(jobs.size());
-  std::vector<long> evals(jobs.size(), 0);
-  parallel_for(jobs.size(), threads, [&](size_t k) {
-    tl_progress = &progress;
-    tl_start = &t0;
-    improved[k] = improve(p, starts[jobs[k].first], st.objective, st.iterations, jobs[k].second, &stop, &evals[k], k % 2 == 0);
-    tl_progress = nullptr;
-    tl_start = nullptr;
-  });
+  // sum, once walking the plateaus of the objective freely. Each further round starts again
+  // from the best distinct orders so far, with fresh random streams and acceptance history.
+  std::vector<Found> improved;
+  std::vector<long> evals;
+  for (int round = 0; round < std::max(1, st.rounds); ++round) {
+    if (round > 0) {
+      std::vector<Found> so_far = improved;
+      so_far.insert(so_far.end(), starts.begin(), starts.end());
+      std::stable_sort(so_far.begin(), so_far.end(), by_score);
+      starts.clear();
+      for (const Found& f : so_far) {
+        if (static_cast<int>(starts.size()) >= st.restarts) break;
+        if (std::none_of(starts.begin(), starts.end(), [&](const Found& g) { return g.order == f.order; })) starts.push_back(f);
+      }
+    }
+    std::vector<std::pair<size_t, uint64_t>> jobs;
+    for (size_t k = 0; k < 2 * starts.size(); ++k)
+      jobs.emplace_back(k / 2, mix(st.seed * 1000003ULL + static_cast<uint64_t>(round) * 7919ULL + k));
+    improved.assign(jobs.size(), Found{});
+    std::vector<long> round_evals(jobs.size(), 0);
+    parallel_for(jobs.size(), threads, [&](size_t k) {
+      tl_progress = &progress;
+      tl_start = &t0;
+      improved[k] = improve(p, starts[jobs[k].first], st.objective, st.iterations, jobs[k].second, &stop, &round_evals[k], k % 2 == 0);
+      tl_progress = nullptr;
+      tl_start = nullptr;
+    });
+    evals.insert(evals.end(), round_evals.begin(), round_evals.end());
+  }
   for (long e : evals) out.evaluations += e;
   {
     std::lock_guard<std::mutex> lock(timer_mu);

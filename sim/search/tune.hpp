@@ -49,6 +49,7 @@ struct SearchSettings {
   Objective objective = Objective::Makespan;
   long iterations = 20000;   // local-search moves per job
   int restarts = 4;          // local-search jobs per problem (from the best distinct seeds)
+  int rounds = 1;            // local-search rounds, each from the best distinct orders of the last
   uint64_t seed = 1;
   int threads = 1;           // 0 = hardware concurrency
   double seconds = 0;        // 0 = no time limit

@@ -35,8 +35,8 @@ std::string placement_name(PlacementKind k) { return std::string(to_string(k)); 
 Action add_tune(CLI::App& app) {
   auto* cmd = app.add_subcommand("tune", "search the best verified schedule for a pipeline shape, costs and memory budget");
   struct State {
-    int pp = 0, micro = 0, vpp = 0, vpp_max = 0, threads = 0;
-    long iterations = 20000;
+    int pp = 0, micro = 0, vpp = 0, vpp_max = 0, threads = 0, rounds = 1;
+    long iterations = 20000, des_iterations = 300;
     std::string costs, budget, placement = "any", out, trace, svg, comm = "rendezvous", objective = "makespan";
     double seconds = 20;
     uint64_t seed = 1;
@@ -52,6 +52,13 @@ Action add_tune(CLI::App& app) {
   cmd->add_option("--seconds", st->seconds, "time limit of the search (the result is deterministic when it finishes first)")
       ->check(CLI::Range(0.0, 86400.0));
   cmd->add_option("--iterations", st->iterations, "local-search moves per job (default 20000)")->check(CLI::Range(0L, 1000000000L));
+  cmd->add_option("--rounds", st->rounds,
+                  "local-search rounds, each restarted from the best distinct orders of the last (default 1)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--des-iterations", st->des_iterations,
+                  "moves of the hill climb on the DES after the search (default 300; it also stops when a third of "
+                  "--seconds is spent)")
+      ->check(CLI::Range(0L, 100000000L));
   cmd->add_option("--seed", st->seed, "random seed of the local search");
   cmd->add_option("--threads", st->threads, "worker threads (default: every core)")->check(CLI::Range(0, 1024));
   cmd->add_option("--placement", st->placement, "stage placement for V > 1: loop, v or any")->check(CLI::IsMember({"loop", "v", "any"}));
@@ -93,6 +100,8 @@ Action add_tune(CLI::App& app) {
     rq.families = !st->no_families;
     rq.settings.objective = st->objective == "span" ? search::Objective::Span : search::Objective::Makespan;
     rq.settings.iterations = st->iterations;
+    rq.settings.des_iterations = st->des_iterations;
+    rq.settings.rounds = st->rounds;
     rq.settings.seed = st->seed;
     rq.settings.threads = st->threads;
     rq.settings.seconds = st->seconds;

@@ -1,0 +1,284 @@
+// PyTorch's compute_only -> compute_comms lowering (torch_lowering.hpp has the rules).
+//
+// The passes are restated so that their cost stays in proportion to the schedule: PyTorch's
+// `next_stage_indices` rescans the rest of the rank's list at every action and `_add_send_recv`
+// revisits every rank in every sweep; here a frontier of each stage's next occurrence gives the
+// next distinct stages, and a sweep visits only the ranks that may be ready. Both produce the
+// same lists (the comments say why).
+#include "model/formats/torch_lowering.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <set>
+#include <tuple>
+#include <unordered_set>
+
+#include "model/errors.hpp"
+#include "model/validate.hpp"
+
+namespace ppsched {
+namespace {
+
+// The leaves of a compute action: the action itself, or an OVERLAP_F_B's sub-actions.
+const Step* leaves_begin(const Step& a) { return a.sub_steps.empty() ? &a : &*a.sub_steps.begin(); }
+const Step* leaves_end(const Step& a) { return a.sub_steps.empty() ? &a + 1 : &*a.sub_steps.begin() + a.sub_steps.size(); }
+
+// PyTorch's F, B, I, W: the body's compute kinds (the MPipe tower's have no PyTorch action).
+bool pytorch_compute(Op op) {
+  const ComputeKind k = info(op).compute;
+  return is_compute(op) && (k == ComputeKind::Forward || k == ComputeKind::Backward ||
+                            k == ComputeKind::BackwardInput || k == ComputeKind::BackwardWeight);
+}
+// PyTorch's OVERLAP_F_B (a forward first); ppsched's OVERLAP_B_F has no PyTorch action.
+bool pytorch_overlap(Op op) { return info(op).composite == CompositeKind::Overlap && info(op).forward_first; }
+// The actions _add_reduce_grad counts (W and B): those that finish a micro-batch's weight gradient.
+bool finishes_weight_grad(Op op) {
+  const ComputeKind k = info(op).compute;
+  return k == ComputeKind::Backward || k == ComputeKind::BackwardWeight;
+}
+
+// The rank's compute actions in program order; what PyTorch re-derives is dropped, what its
+// compute-only format cannot hold is refused.
+std::vector<Step> compute_order(const Schedule& s, int r) {
+  std::vector<Step> out;
+  const Program& prog = s.programs[static_cast<size_t>(r)];
+  for (size_t i = 0; i < prog.size(); ++i) {
+    if (!prog[i]) continue;
+    const Step& st = *prog[i];
+    if (is_p2p(st.op) || is_batch(st.op) || info(st.op).collective == CollectiveScope::DataParallel) continue;
+    bool ok = pytorch_compute(st.op);
+    if (pytorch_overlap(st.op)) {
+      ok = !st.sub_steps.empty();
+      for (const Step& sub : st.sub_steps) ok = ok && pytorch_compute(sub.op);
+    }
+    if (!ok) {
+      Location loc;
+      loc.rank = r;
+      loc.index = static_cast<int>(i);
+      throw InputError(loc, short_label(st) +
+                                " has no place in PyTorch's compute-only schedule (F, I, W, B and "
+                                "OVERLAP_F_B of them), so PyTorch's lowering cannot be applied");
+    }
+    out.push_back(st);
+  }
+  return out;
+}
+
+// Pass 1, _add_unshard_reshard. `next_seen` is a per-stage scratch array (-1 between ranks).
+std::vector<Step> add_unshard_reshard(const std::vector<Step>& actions, std::vector<int>& next_seen) {
+  // Occurrences (action, sub-action, stage), one per stage and action; each links to the
+  // stage's next occurrence. The frontier holds every stage's next occurrence from the
+  // current action on, ordered as PyTorch's scan meets them.
+  struct Occ {
+    int pos, sub, stage, next;
+  };
+  std::vector<Occ> occ;
+  std::vector<int> first_of_action;  // index into occ of each action's first occurrence
+  for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
+    first_of_action.push_back(static_cast<int>(occ.size()));
+    int sub = 0;
+    for (const Step* l = leaves_begin(actions[i]); l != leaves_end(actions[i]); ++l, ++sub) {
+      bool dup = false;
+      for (size_t k = static_cast<size_t>(first_of_action.back()); k < occ.size(); ++k) dup = dup || occ[k].stage == l->stage;
+      if (!dup) occ.push_back({i, sub, l->stage, -1});
+    }
+  }
+  first_of_action.push_back(static_cast<int>(occ.size()));
+  std::vector<int> touched;
+  for (int k = static_cast<int>(occ.size()) - 1; k >= 0; --k) {
+    int& seen = next_seen[static_cast<size_t>(occ[static_cast<size_t>(k)].stage)];
+    if (seen < 0) touched.push_back(occ[static_cast<size_t>(k)].stage);
+    occ[static_cast<size_t>(k)].next = seen;
+    seen = k;
+  }
+  std::set<std::tuple<int, int, int>> frontier;  // (pos, sub, stage)
+  for (int stage : touched) {
+    const Occ& o = occ[static_cast<size_t>(next_seen[static_cast<size_t>(stage)])];
+    frontier.insert({o.pos, o.sub, o.stage});
+    next_seen[static_cast<size_t>(stage)] = -1;
+  }
+
+  std::vector<Step> out;
+  out.reserve(actions.size() + 2 * touched.size());
+  std::set<int> active;  // ascending: see the header on evictions at the same action
+  std::vector<int> next_n;
+  for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
+    // The next kTorchMaxActiveStages distinct stages; an OVERLAP_F_B contributes all its
+    // sub-actions' stages before the count is checked, so the entries sharing the last
+    // one's action come too.
+    next_n.clear();
+    auto it = frontier.begin();
+    for (; it != frontier.end() && static_cast<int>(next_n.size()) < kTorchMaxActiveStages; ++it)
+      next_n.push_back(std::get<2>(*it));
+    if (!next_n.empty()) {
+      const int last_pos = std::get<0>(*std::prev(it));
+      for (; it != frontier.end() && std::get<0>(*it) == last_pos; ++it) next_n.push_back(std::get<2>(*it));
+    }
+    auto in_next = [&](int stage) { return std::find(next_n.begin(), next_n.end(), stage) != next_n.end(); };
+    for (auto a = active.begin(); a != active.end();) {
+      if (in_next(*a)) {
+        ++a;
+        continue;
+      }
+      out.push_back(make_step(Op::FSDP_RESHARD, kNone, *a));
+      a = active.erase(a);
+    }
+    for (int stage : next_n)
+      if (active.insert(stage).second) out.push_back(make_step(Op::FSDP_UNSHARD, kNone, stage));
+    out.push_back(actions[static_cast<size_t>(i)]);
+    for (int k = first_of_action[static_cast<size_t>(i)]; k < first_of_action[static_cast<size_t>(i) + 1]; ++k) {
+      const Occ& o = occ[static_cast<size_t>(k)];
+      frontier.erase({o.pos, o.sub, o.stage});
+      if (o.next >= 0) {
+        const Occ& n = occ[static_cast<size_t>(o.next)];
+        frontier.insert({n.pos, n.sub, n.stage});
+      }
+    }
+  }
+  for (int stage : active) out.push_back(make_step(Op::FSDP_RESHARD, kNone, stage));
+  return out;
+}
+
+// Pass 2, _add_reduce_grad. `count` is a per-stage scratch array (0 between ranks).
+std::vector<Step> add_reduce_grad(const std::vector<Step>& actions, int micro_batches, std::vector<int>& count) {
+  std::vector<Step> out;
+  out.reserve(actions.size() + 4);
+  std::vector<int> touched, due;
+  for (const Step& a : actions) {
+    out.push_back(a);
+    due.clear();
+    for (const Step* l = leaves_begin(a); l != leaves_end(a); ++l) {
+      if (!finishes_weight_grad(l->op)) continue;
+      int& c = count[static_cast<size_t>(l->stage)];
+      if (c == 0) touched.push_back(l->stage);
+      if (++c == micro_batches) due.push_back(l->stage);
+    }
+    for (int stage : due) out.push_back(make_step(Op::FSDP_REDUCE_GRAD, kNone, stage));
+  }
+  for (int stage : touched) count[static_cast<size_t>(stage)] = 0;
+  return out;
+}
+
+// Pass 3, _add_send_recv.
+class SendRecv {
+ public:
+  SendRecv(const Schedule& s, std::vector<std::vector<Step>> lists) : s_(s), lists_(std::move(lists)) {}
+
+  std::vector<Program> run() {
+    const int P = s_.ranks;
+    std::vector<Program> out(static_cast<size_t>(P));
+    next_.assign(static_cast<size_t>(P), 0);
+    out_ = &out;
+    // PyTorch visits every rank in every sweep; a rank whose next action was not ready stays
+    // unready until a receive is added to its list, so only ranks that progressed or got a
+    // receive are visited again. A receive added to a rank later in the sweep order makes it
+    // visited in this sweep, one earlier in the next: exactly where PyTorch would find it ready.
+    for (int r = 0; r < P; ++r)
+      if (!lists_[static_cast<size_t>(r)].empty()) candidates_.insert(r);
+    while (true) {
+      bool progress = false;
+      for (auto it = candidates_.begin(); it != candidates_.end();) {
+        const int r = *it;
+        const Step& a = lists_[static_cast<size_t>(r)][next_[static_cast<size_t>(r)]];
+        bool ready = true;
+        for (const Step* l = leaves_begin(a); l != leaves_end(a); ++l) ready = ready && is_ready(*l);
+        if (!ready) {
+          it = candidates_.erase(it);
+          continue;
+        }
+        schedule(r, a);
+        progress = true;
+        if (++next_[static_cast<size_t>(r)] == lists_[static_cast<size_t>(r)].size())
+          it = candidates_.erase(it);
+        else
+          ++it;
+      }
+      if (!progress) break;
+    }
+    for (int r = 0; r < P; ++r) {
+      const auto& list = lists_[static_cast<size_t>(r)];
+      if (next_[static_cast<size_t>(r)] == list.size()) continue;
+      Location loc;
+      loc.rank = r;
+      throw InputError(loc, "PyTorch's _add_send_recv cannot place the sends and receives (\"Malformed compute "
+                            "schedule, can't schedule sends/recvs\"): rank " +
+                                std::to_string(r) + " waits forever before " +
+                                short_label(list[next_[static_cast<size_t>(r)]]));
+    }
+    return out;
+  }
+
+ private:
+  static uint64_t key(Op op, int stage, int micro) {
+    // stage and micro are below 2^21 (kMaxCount), op below 2^8.
+    return (uint64_t{static_cast<uint8_t>(op)} << 48) | (static_cast<uint64_t>(stage) << 24) | static_cast<uint64_t>(micro);
+  }
+  bool done(Op op, int stage, int micro) const { return done_.count(key(op, stage, micro)) != 0; }
+  bool in_range(int stage) const { return stage >= 0 && stage < s_.stages; }
+
+  // _ready_to_schedule: the input a FWD, BWD or BWD_INPUT waits for arrived, or the stage
+  // feeding it is on this rank and ran (PyTorch looks in this rank's actions only).
+  bool is_ready(const Step& a) const {
+    const auto& recv = info(a.op).input_recv;
+    if (!recv) return true;
+    const int feeder = a.stage + info(*recv).partner_stage_delta;
+    if (!in_range(feeder)) return true;
+    if (done(*recv, a.stage, a.micro)) return true;
+    if (s_.rank_of(feeder) != s_.rank_of(a.stage)) return false;
+    for (Op producer : {Op::FWD, Op::BWD, Op::BWD_INPUT})
+      if (info(producer).hands_over == info(*recv).partner && done(producer, feeder, a.micro)) return true;
+    return false;
+  }
+
+  void schedule(int r, const Step& a) {
+    auto& out = *out_;
+    out[static_cast<size_t>(r)].push_back(a);
+    for (const Step* l = leaves_begin(a); l != leaves_end(a); ++l) {
+      if (l->stage < 0 || l->micro < 0) continue;  // FSDP steps: nothing waits for them
+      done_.insert(key(l->op, l->stage, l->micro));
+      const auto& send = info(l->op).hands_over;
+      if (!send) continue;
+      const int to_stage = l->stage + info(*send).partner_stage_delta;
+      if (!in_range(to_stage) || s_.rank_of(to_stage) == r) continue;
+      out[static_cast<size_t>(r)].push_back(make_step(*send, l->micro, l->stage));
+      const Op recv = info(*send).partner;
+      const int to = s_.rank_of(to_stage);
+      out[static_cast<size_t>(to)].push_back(make_step(recv, l->micro, to_stage));
+      done_.insert(key(recv, to_stage, l->micro));
+      // Its next action may have waited for this receive.
+      if (next_[static_cast<size_t>(to)] < lists_[static_cast<size_t>(to)].size()) candidates_.insert(to);
+    }
+  }
+
+  const Schedule& s_;
+  std::vector<std::vector<Step>> lists_;
+  std::vector<size_t> next_;
+  std::vector<Program>* out_ = nullptr;
+  std::set<int> candidates_;
+  std::unordered_set<uint64_t> done_;
+};
+
+}  // namespace
+
+Schedule lower_like_pytorch(const Schedule& s) {
+  if (s.mpipe)
+    throw InputError({}, "the MPipe layer has no place in PyTorch's pipelining schedules, so PyTorch's lowering "
+                         "cannot be applied");
+  std::vector<int> scratch(static_cast<size_t>(s.stages), -1);
+  std::vector<int> counts(static_cast<size_t>(s.stages), 0);
+  std::vector<std::vector<Step>> lists;
+  lists.reserve(static_cast<size_t>(s.ranks));
+  for (int r = 0; r < s.ranks; ++r)
+    lists.push_back(add_reduce_grad(add_unshard_reshard(compute_order(s, r), scratch), s.micro_batches, counts));
+  Schedule out;
+  out.name = s.name;
+  out.ranks = s.ranks;
+  out.stages = s.stages;
+  out.micro_batches = s.micro_batches;
+  out.placement = s.placement;
+  out.programs = SendRecv(s, std::move(lists)).run();
+  validate_structure(out, "<" + s.name + " lowered as PyTorch does>");
+  return out;
+}
+
+}  // namespace ppsched

@@ -43,6 +43,7 @@ const HandlerTable& handler_table() {
     register_compute_handlers(t);
     register_p2p_handlers(t);
     register_mpipe_handlers(t);
+    register_fsdp_handlers(t);
     return t;
   }();
   return table;

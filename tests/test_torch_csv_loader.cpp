@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
@@ -30,6 +31,7 @@
 
 #include "checkers/checks.hpp"
 #include "model/formats/pytorch_csv.hpp"
+#include "model/formats/schedule_io.hpp"
 #include "model/formats/torch_lowering.hpp"
 #include "model/generators/generator.hpp"
 
@@ -692,4 +694,32 @@ TEST_CASE("PyTorch's lowering refuses what its compute-only format cannot hold, 
   s.programs = {{make_step(Op::FWD, 0, 0), make_step(Op::BWD, 0, 0), make_step(Op::FWD, 1, 0), make_step(Op::BWD, 1, 0)},
                 {make_step(Op::FWD, 1, 1), make_step(Op::FWD, 0, 1), make_step(Op::BWD, 0, 1), make_step(Op::BWD, 1, 1)}};
   CHECK_THROWS_WITH(lower_like_pytorch(s), Catch::Contains("Malformed compute schedule, can't schedule sends/recvs"));
+}
+
+TEST_CASE("tests/data/schedules/pytorch_comms holds the _comms CSV PyTorch writes for each class at P 2..4, M = 2P",
+          "[formats][csv][torch][lowering]") {
+  // Byte for byte what _dump_csv(format="compute_comms") writes: Python's csv.writer ends each
+  // row with "\r\n". The files are the exec cases' input (tests/exec/exec_cases.py).
+  const char* dir = std::getenv("PPSCHED_TEST_DATA");
+  REQUIRE(dir != nullptr);
+  int files = 0;
+  for (const TorchClass& c : kTorchClasses)
+    for (int P = 2; P <= 4; ++P) {
+      const int M = 2 * P;
+      const std::string path = std::string(dir) + "/schedules/pytorch_comms/" + c.torch_name + "_pp" +
+                               std::to_string(P) + "_m" + std::to_string(M) + ".csv";
+      INFO(path);
+      const std::string text = read_input_file(path);
+      std::string want;
+      for (char ch : write_pytorch_csv(lower_like_pytorch(gen_shape(c.family, P, 2, M)), CsvKind::ComputeComms))
+        want += ch == '\n' ? std::string("\r\n") : std::string(1, ch);
+      CHECK(text == want);
+      CHECK(torch_loader_verdict(text, CsvKind::ComputeComms, P, 2 * P, M) == "");
+      std::optional<CsvKind> kind;
+      const Schedule s = read_schedule_file(path, {}, {}, &kind);
+      CHECK(selects_overlap_p2p(kind));
+      CHECK(s.micro_batches == M);
+      ++files;
+    }
+  CHECK(files == 15);
 }

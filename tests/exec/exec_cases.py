@@ -57,6 +57,42 @@ def parity_run(ctx, ranks, args, iterations):
         raise Failure(f"expected {iterations} losses, got {s['losses']}")
 
 
+# ---- PyTorch's lowered schedules as PyTorch writes them (issue 12) -------------------------
+# tests/data/schedules/pytorch_comms: the _comms CSV of each _PipelineScheduleRuntime class at
+# PP 2..4, M = 2P (what `ppsched generate FAMILY --torch-comms` writes, byte for byte with
+# PyTorch's "\r\n"; tests/test_torch_csv_loader.cpp pins them). They carry UNSHARD, RESHARD and
+# REDUCE_GRAD (no-ops with one data-parallel rank) and run under --overlap-p2p by default.
+# DP=2 needs --dp (another branch): not here yet.
+PYTORCH_CLASSES = ("Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV")
+
+
+def pytorch_csv_run(ctx, cls, pp, extra=(), overlap=True):
+    path = os.path.join(ctx.data, "schedules", "pytorch_comms", f"{cls}_pp{pp}_m{2 * pp}.csv")
+    rc, out, err, dt = launch(ctx, pp, ["--schedule", path] + list(extra) + GPT + ["--check-parity", "--json"])
+    s = summary(out)
+    p = s["parity"]
+    print(f"{cls} P={pp} M={2 * pp} overlap_p2p={s['overlap_p2p']}: parity ok={p['ok']} "
+          f"max_rel_error={p['max_rel_error']:.3g} loss_rel_error={p['loss_rel_error']:.3g} over {p['tensors']} "
+          f"gradients ({dt:.1f} s wall)")
+    if not p["ok"] or not s["ok"]:
+        raise Failure("parity failed: " + json.dumps(p, indent=1) + "\n" + err)
+    if s["overlap_p2p"] is not overlap:
+        raise Failure(f"ran with overlap_p2p={s['overlap_p2p']}, expected {overlap}")
+
+
+for _cls in PYTORCH_CLASSES:
+    for _pp in (2, 3, 4):
+        def _torch(ctx, cls=_cls, pp=_pp):
+            pytorch_csv_run(ctx, cls, pp)
+        case(f"pytorch_comms_{_cls}_pp{_pp}")(_torch)
+
+
+@case("pytorch_comms_no_overlap_p2p_override_pp2")
+def _(ctx):
+    # The same file, run blocking on request.
+    pytorch_csv_run(ctx, "Interleaved1F1B", 2, extra=["--no-overlap-p2p"], overlap=False)
+
+
 # ---- gradient parity: what the matrix below does not cover ----------------------------------
 
 @case("parity_tied_embeddings_same_rank_zbv_pp2")

@@ -11,7 +11,6 @@
 #include <iterator>
 #include <set>
 #include <tuple>
-#include <unordered_set>
 
 #include "model/errors.hpp"
 #include "model/validate.hpp"
@@ -65,7 +64,7 @@ std::vector<Step> compute_order(const Schedule& s, int r) {
 }
 
 // Pass 1, _add_unshard_reshard. `next_seen` is a per-stage scratch array (-1 between ranks).
-std::vector<Step> add_unshard_reshard(const std::vector<Step>& actions, std::vector<int>& next_seen) {
+std::vector<Step> add_unshard_reshard(std::vector<Step> actions, std::vector<int>& next_seen) {
   // Occurrences (action, sub-action, stage), one per stage and action; each links to the
   // stage's next occurrence. The frontier holds every stage's next occurrence from the
   // current action on, ordered as PyTorch's scan meets them.
@@ -125,7 +124,7 @@ std::vector<Step> add_unshard_reshard(const std::vector<Step>& actions, std::vec
     }
     for (int stage : next_n)
       if (active.insert(stage).second) out.push_back(make_step(Op::FSDP_UNSHARD, kNone, stage));
-    out.push_back(actions[static_cast<size_t>(i)]);
+    out.push_back(std::move(actions[static_cast<size_t>(i)]));
     for (int k = first_of_action[static_cast<size_t>(i)]; k < first_of_action[static_cast<size_t>(i) + 1]; ++k) {
       const Occ& o = occ[static_cast<size_t>(k)];
       frontier.erase({o.pos, o.sub, o.stage});
@@ -140,12 +139,11 @@ std::vector<Step> add_unshard_reshard(const std::vector<Step>& actions, std::vec
 }
 
 // Pass 2, _add_reduce_grad. `count` is a per-stage scratch array (0 between ranks).
-std::vector<Step> add_reduce_grad(const std::vector<Step>& actions, int micro_batches, std::vector<int>& count) {
+std::vector<Step> add_reduce_grad(std::vector<Step> actions, int micro_batches, std::vector<int>& count) {
   std::vector<Step> out;
   out.reserve(actions.size() + 4);
   std::vector<int> touched, due;
-  for (const Step& a : actions) {
-    out.push_back(a);
+  for (Step& a : actions) {
     due.clear();
     for (const Step* l = leaves_begin(a); l != leaves_end(a); ++l) {
       if (!finishes_weight_grad(l->op)) continue;
@@ -153,16 +151,63 @@ std::vector<Step> add_reduce_grad(const std::vector<Step>& actions, int micro_ba
       if (c == 0) touched.push_back(l->stage);
       if (++c == micro_batches) due.push_back(l->stage);
     }
+    out.push_back(std::move(a));
     for (int stage : due) out.push_back(make_step(Op::FSDP_REDUCE_GRAD, kNone, stage));
   }
   for (int stage : touched) count[static_cast<size_t>(stage)] = 0;
   return out;
 }
 
+// The (op, stage, micro) keys of the actions done: an open-addressing set (a node per key would
+// cost more memory than the schedule itself).
+class KeySet {
+ public:
+  void reserve(size_t n) {
+    size_t size = 16;
+    while (size < 2 * n) size *= 2;
+    if (size > slots_.size()) rehash(size);
+  }
+  void insert(uint64_t k) {
+    if (2 * (used_ + 1) > slots_.size()) rehash(std::max<size_t>(16, 2 * slots_.size()));
+    size_t i = slot(k);
+    while (slots_[i] != kEmpty && slots_[i] != k) i = (i + 1) & (slots_.size() - 1);
+    if (slots_[i] == kEmpty) ++used_;
+    slots_[i] = k;
+  }
+  bool contains(uint64_t k) const {
+    if (slots_.empty()) return false;
+    for (size_t i = slot(k); slots_[i] != kEmpty; i = (i + 1) & (slots_.size() - 1))
+      if (slots_[i] == k) return true;
+    return false;
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t{0};  // no key has all bits set (op < 2^8 at bit 48)
+  size_t slot(uint64_t k) const {
+    k ^= k >> 33;  // splitmix64's finalizer
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return static_cast<size_t>(k) & (slots_.size() - 1);
+  }
+  void rehash(size_t size) {
+    std::vector<uint64_t> old = std::move(slots_);
+    slots_.assign(size, kEmpty);
+    used_ = 0;
+    for (uint64_t k : old)
+      if (k != kEmpty) insert(k);
+  }
+  std::vector<uint64_t> slots_;
+  size_t used_ = 0;
+};
+
 // Pass 3, _add_send_recv.
 class SendRecv {
  public:
-  SendRecv(const Schedule& s, std::vector<std::vector<Step>> lists) : s_(s), lists_(std::move(lists)) {}
+  SendRecv(const Schedule& s, std::vector<std::vector<Step>> lists) : s_(s), lists_(std::move(lists)) {
+    size_t leaves = 0;
+    for (const auto& list : lists_) leaves += list.size();
+    done_.reserve(2 * leaves);  // its computes and, at most as many, receives
+  }
 
   std::vector<Program> run() {
     const int P = s_.ranks;
@@ -186,7 +231,7 @@ class SendRecv {
           it = candidates_.erase(it);
           continue;
         }
-        schedule(r, a);
+        schedule(r, lists_[static_cast<size_t>(r)][next_[static_cast<size_t>(r)]]);
         progress = true;
         if (++next_[static_cast<size_t>(r)] == lists_[static_cast<size_t>(r)].size())
           it = candidates_.erase(it);
@@ -213,7 +258,7 @@ class SendRecv {
     // stage and micro are below 2^21 (kMaxCount), op below 2^8.
     return (uint64_t{static_cast<uint8_t>(op)} << 48) | (static_cast<uint64_t>(stage) << 24) | static_cast<uint64_t>(micro);
   }
-  bool done(Op op, int stage, int micro) const { return done_.count(key(op, stage, micro)) != 0; }
+  bool done(Op op, int stage, int micro) const { return done_.contains(key(op, stage, micro)); }
   bool in_range(int stage) const { return stage >= 0 && stage < s_.stages; }
 
   // _ready_to_schedule: the input a FWD, BWD or BWD_INPUT waits for arrived, or the stage
@@ -230,21 +275,24 @@ class SendRecv {
     return false;
   }
 
-  void schedule(int r, const Step& a) {
+  // Moves the action out of its list (it is done with there) into the rank's program.
+  void schedule(int r, Step& a) {
     auto& out = *out_;
-    out[static_cast<size_t>(r)].push_back(a);
-    for (const Step* l = leaves_begin(a); l != leaves_end(a); ++l) {
-      if (l->stage < 0 || l->micro < 0) continue;  // FSDP steps: nothing waits for them
-      done_.insert(key(l->op, l->stage, l->micro));
-      const auto& send = info(l->op).hands_over;
+    leaves_.clear();
+    for (const Step* l = leaves_begin(a); l != leaves_end(a); ++l) leaves_.push_back({l->op, l->stage, l->micro});
+    out[static_cast<size_t>(r)].push_back(std::move(a));
+    for (const Leaf& l : leaves_) {
+      if (l.stage < 0 || l.micro < 0) continue;  // FSDP steps: nothing waits for them
+      done_.insert(key(l.op, l.stage, l.micro));
+      const auto& send = info(l.op).hands_over;
       if (!send) continue;
-      const int to_stage = l->stage + info(*send).partner_stage_delta;
+      const int to_stage = l.stage + info(*send).partner_stage_delta;
       if (!in_range(to_stage) || s_.rank_of(to_stage) == r) continue;
-      out[static_cast<size_t>(r)].push_back(make_step(*send, l->micro, l->stage));
+      out[static_cast<size_t>(r)].push_back(make_step(*send, l.micro, l.stage));
       const Op recv = info(*send).partner;
       const int to = s_.rank_of(to_stage);
-      out[static_cast<size_t>(to)].push_back(make_step(recv, l->micro, to_stage));
-      done_.insert(key(recv, to_stage, l->micro));
+      out[static_cast<size_t>(to)].push_back(make_step(recv, l.micro, to_stage));
+      done_.insert(key(recv, to_stage, l.micro));
       // Its next action may have waited for this receive.
       if (next_[static_cast<size_t>(to)] < lists_[static_cast<size_t>(to)].size()) candidates_.insert(to);
     }
@@ -255,7 +303,12 @@ class SendRecv {
   std::vector<size_t> next_;
   std::vector<Program>* out_ = nullptr;
   std::set<int> candidates_;
-  std::unordered_set<uint64_t> done_;
+  KeySet done_;
+  struct Leaf {
+    Op op;
+    int stage, micro;
+  };
+  std::vector<Leaf> leaves_;
 };
 
 }  // namespace

@@ -79,6 +79,7 @@ using HandlerTable = std::array<Handler, kOpCount>;
 void register_compute_handlers(HandlerTable& t);   // handlers_compute.cpp
 void register_p2p_handlers(HandlerTable& t);       // handlers_p2p.cpp
 void register_mpipe_handlers(HandlerTable& t);     // handlers_mpipe.cpp
+void register_fsdp_handlers(HandlerTable& t);      // handlers_fsdp.cpp
 const HandlerTable& handler_table();
 bool has_handler(Op op);
 

@@ -193,7 +193,10 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
                                             : std::string("this ppsched-exec was built without the NCCL transport (-Dcuda)"))});
   if (kind == TransportKind::Nccl && (cfg.run.mode.overlap_p2p || cfg.run.mode.mpipe_batched_recv))
     return refused({std::string(cfg.run.mode.overlap_p2p ? "--overlap-p2p" : "--mpipe-batched-recv") +
-                    ": the NCCL transport has no non-blocking P2P yet (post now, wait later); run it with --transport gloo"});
+                    ": the NCCL transport has no non-blocking P2P yet (post now, wait later); run it with --transport gloo" +
+                    (cfg.run.mode.overlap_p2p ? std::string(", or blocking with --no-overlap-p2p (a compute_comms CSV "
+                                                            "selects --overlap-p2p by default)")
+                                              : std::string())});
   const at::Device device = kind == TransportKind::Gloo
                                 ? at::Device(at::kCPU)
                                 : at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cfg.env.local_rank % compat::cuda_device_count()));

@@ -398,6 +398,28 @@ TEST_CASE("every family passes coverage, send/recv placement and rendezvous over
   CHECK(count == 2 * 108 + 13 * 432);  // gpipe, 1f1b at V=1; 13 variants over V 1..4
 }
 
+TEST_CASE("interleaved-zb passes coverage, send/recv placement and rendezvous over P 1..8, V 1..4, M 1..3P where "
+          "PyTorch accepts M, and refuses the rest",
+          "[generators][sweep]") {
+  int built = 0, refused = 0;
+  for (int P = 1; P <= 8; ++P)
+    for (int V = 1; V <= 4; ++V)
+      for (int M = 1; M <= 3 * P; ++M) {
+        INFO("interleaved-zb P" << P << " V" << V << " M" << M);
+        if (M % std::max(1, M / P) != 0) {
+          CHECK_THROWS_WITH(generate("interleaved-zb", opts(P, V, M)), Catch::Contains("is not a multiple of the"));
+          ++refused;
+          continue;
+        }
+        const Schedule s = generate("interleaved-zb", opts(P, V, M));
+        const std::string e = problems(s);
+        if (!e.empty()) CHECK(e == "");
+        ++built;
+      }
+  CHECK(built + refused == 432);
+  CHECK(refused > 0);
+}
+
 TEST_CASE("interleaved-1f1b and mpipe-transpose hold the oracles on random larger shapes", "[generators][sweep]") {
   rc::prop("random P, V, M", [] {
     const int P = *rc::gen::inRange(1, 13);

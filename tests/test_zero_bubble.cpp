@@ -8,11 +8,13 @@
 #include <rapidcheck/catch.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "model/comm_insertion.hpp"
 #include "model/errors.hpp"
+#include "model/formats/action_notation.hpp"
 #include "model/generators/generator.hpp"
 #include "tests/support/structure.hpp"
 
@@ -449,6 +451,116 @@ TEST_CASE("dualpipev P=4 M=8 walks DeepSeek's eight phases on rank 0 and the las
         "F4s3 B0s4 [F4s4|B0s3] [F5s3|B1s4] [F5s4|B1s3] [F6s3|B2s4] [F6s4|B2s3] [F7s3|B3s4] [F7s4|B3s3] "
         "B4s4 B4s3 B5s4 B5s3 Bi6s4 Bi6s3 Bi7s4 Bi7s3 "
         "Bw6s4 Bw6s3 Bw7s4 Bw7s3");
+}
+
+namespace {
+
+// PyTorch's ScheduleDualPipeV (torch/distributed/pipelining/schedules.py, pytorch 00722e6,
+// _calculate_single_rank_operations), restated from its rules as an oracle, in PyTorch's action
+// notation: per (stage, kind) micro-batch counters, a full backward (B) counting as one I and
+// one W of its stage, a FIFO of pending Ws fed by each I; on rank r, chunk 0 = stage r, chunk 1
+// = stage 2P-1-r; the eight steps with their lengths; an overlapped pair is
+// (F of one chunk; B of the other)OVERLAP_F_B.
+std::vector<std::string> pytorch_dualpipev_order(int P, int M) {
+  std::vector<std::string> ranks;
+  for (int r = 0; r < P; ++r) {
+    const int s0 = r, s1 = 2 * P - 1 - r;
+    std::map<std::pair<int, char>, int> count;  // (stage, 'F' | 'I' | 'W') -> next micro
+    std::vector<std::pair<int, int>> weights;   // pending (stage, micro)
+    std::vector<std::string> out;
+    auto name = [](int stage, const char* kind, int micro) { return std::to_string(stage) + kind + std::to_string(micro); };
+    auto backward_counts = [&](int stage) {
+      ++count[{stage, 'I'}];
+      ++count[{stage, 'W'}];
+    };
+    auto action = [&](int stage, char kind) {
+      const int m = count[{stage, kind == 'B' ? 'I' : kind}];
+      out.push_back(name(stage, kind == 'B' ? "B" : kind == 'I' ? "I" : "F", m));
+      if (kind == 'B') {
+        backward_counts(stage);
+        return;
+      }
+      if (kind == 'I') weights.push_back({stage, m});
+      ++count[{stage, kind}];
+    };
+    auto overlap = [&](int f_stage, int b_stage) {
+      const int fm = count[{f_stage, 'F'}], bm = count[{b_stage, 'I'}];
+      out.push_back("(" + name(f_stage, "F", fm) + ";" + name(b_stage, "B", bm) + ")OVERLAP_F_B");
+      ++count[{f_stage, 'F'}];
+      backward_counts(b_stage);
+    };
+    auto weight = [&] {
+      if (weights.empty()) return;
+      out.push_back(name(weights.front().first, "W", weights.front().second));
+      ++count[{weights.front().first, 'W'}];
+      weights.erase(weights.begin());
+    };
+    for (int k = 0; k < 2 * (P - r - 1); ++k) action(s0, 'F');
+    for (int k = 0; k < r + 1; ++k) {
+      action(s0, 'F');
+      action(s1, 'F');
+    }
+    for (int k = 0; k < P - r - 1; ++k) {
+      action(s1, 'I');
+      weight();
+      action(s1, 'F');
+    }
+    for (int i = 0; i < M - 2 * P + r + 1; ++i) {
+      if (i == 0 && r == P - 1) {
+        action(s0, 'F');
+        action(s1, 'B');
+      } else {
+        overlap(s0, s1);
+      }
+      overlap(s1, s0);
+    }
+    for (int k = 0; k < P - r - 1; ++k) {
+      action(s1, 'B');
+      overlap(s1, s0);
+    }
+    bool zb = false;
+    for (int i = 0; i < r + 1; ++i) {
+      if (i == (r + 1) / 2 && r % 2 == 1) zb = true;
+      action(s1, zb ? 'I' : 'B');
+      if (i == (r + 1) / 2 && r % 2 == 0) zb = true;
+      action(s0, zb ? 'I' : 'B');
+    }
+    for (int k = 0; k < P - r - 1; ++k) {
+      weight();
+      action(s0, zb ? 'I' : 'B');
+    }
+    for (int k = 0; k < r + 1; ++k) weight();
+    std::string line;
+    for (const auto& a : out) line += (line.empty() ? "" : ",") + a;
+    ranks.push_back(line);
+  }
+  return ranks;
+}
+
+}  // namespace
+
+TEST_CASE("dualpipev's per-rank compute order equals PyTorch's ScheduleDualPipeV for P 2..8, M 2P..4P",
+          "[zero_bubble][dualpipev]") {
+  int cases = 0, identical = 0;
+  for (int P = 2; P <= 8; ++P)
+    for (int M = 2 * P; M <= 4 * P; ++M) {
+      INFO("P=" << P << " M=" << M);
+      const Schedule s = gen("dualpipev", P, 2, M);
+      const std::vector<std::string> want = pytorch_dualpipev_order(P, M);
+      bool same = true;
+      for (int r = 0; r < P; ++r) {
+        std::string got;
+        for (const auto& slot : s.programs[static_cast<size_t>(r)])
+          if (slot && !is_p2p(slot->op)) got += (got.empty() ? "" : ",") + format_action(*slot);
+        INFO("rank " << r);
+        CHECK(got == want[static_cast<size_t>(r)]);
+        same = same && got == want[static_cast<size_t>(r)];
+      }
+      ++cases;
+      identical += same ? 1 : 0;
+    }
+  CHECK(cases == 7 + 2 * 35);  // 2P+1 values of M for each P = 2..8
+  CHECK(identical == cases);
 }
 
 TEST_CASE("dualpipev refuses anything but two stages per rank, and fewer than 2P micro-batches",

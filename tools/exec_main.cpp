@@ -95,6 +95,7 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o
               {"dp", cfg.run.data_parallel.dp},
               {"world_size", cfg.env.world_size},
               {"fsdp", cfg.run.data_parallel.fsdp},
+              {"overlap_p2p", cfg.run.mode.overlap_p2p},
               {"model", model},
               {"iterations", o.seconds.size()},
               {"loss", losses.empty() ? 0.0 : losses.back()},
@@ -137,7 +138,8 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o
     std::cout << " x " << dpc.dp << " data-parallel replicas (" << cfg.env.world_size << " processes, mesh "
               << to_string(dpc.order) << (dpc.fsdp ? ", fsdp" : "") << ")";
   std::cout << " (" << transport << "), " << model << ", " << s.stages << " stages, " << s.micro_batches
-            << " micro-batches" << (dpc.dp > 1 ? " per replica" : "") << "\n";
+            << " micro-batches" << (dpc.dp > 1 ? " per replica" : "") << (cfg.run.mode.overlap_p2p ? ", --overlap-p2p" : "")
+            << "\n";
   for (size_t k = 0; k < o.seconds.size(); ++k)
     std::cout << "  iteration " << k << ": loss " << num(k < losses.size() ? losses[k] : 0) << ", "
               << num(o.seconds[k]) << " s\n";
@@ -231,7 +233,12 @@ int run(int argc, char** argv) {
   std::string comm = "rendezvous";
   app.add_option("--comm", comm, "P2P semantics the schedule is verified under: rendezvous (default) or eager")
       ->check(CLI::IsMember({"rendezvous", "eager"}));
-  app.add_flag("--overlap-p2p", cfg.run.mode.overlap_p2p, "receives waited by their consumer, sends drained at the end");
+  app.add_flag("--overlap-p2p", cfg.run.mode.overlap_p2p,
+               "receives waited by their consumer, sends drained at the end (the default for a compute_comms CSV)");
+  bool no_overlap_p2p = false;
+  app.add_flag("--no-overlap-p2p", no_overlap_p2p,
+               "run a compute_comms CSV blocking instead of under PyTorch's runtime semantics")
+      ->excludes("--overlap-p2p");
   app.add_flag("--mpipe-batched-recv", cfg.run.mode.mpipe_batched_recv,
                "MPipe executor's batched feature receive (HYPER_PARALLEL_MPIPE_RECV_BATCH=1)");
   app.add_flag("--dyn-shape", cfg.run.mode.dyn_shape, "body FWD P2P exchanges shape/dtype meta at every step");
@@ -264,7 +271,10 @@ int run(int argc, char** argv) {
     install_terminate_handler("rank " + std::to_string(cfg.env.rank), describe_exception);
     if (schedule_file.empty() == gen.family.empty())
       throw InputError({}, "give exactly one of --schedule FILE or --generate FAMILY (with --pp, --micro, ...)");
-    s = schedule_file.empty() ? cli::build_generated(gen) : read_schedule_file(schedule_file);
+    std::optional<CsvKind> csv_kind;
+    s = schedule_file.empty() ? cli::build_generated(gen) : read_schedule_file(schedule_file, {}, {}, &csv_kind);
+    // PyTorch's lowered schedule runs under PyTorch's runtime semantics (schedule_io.hpp).
+    if (selects_overlap_p2p(csv_kind) && !no_overlap_p2p) cfg.run.mode.overlap_p2p = true;
     cfg.model.kind = model_kind == "mlp" ? ModelKind::Mlp : ModelKind::Gpt;
     if (stage_module_opt->count() > 0) {
       // The modules define the model: the built-in model's options would be silently ignored.

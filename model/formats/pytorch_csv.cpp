@@ -63,6 +63,8 @@ class CsvReader {
  public:
   CsvReader(const std::string& file, const CsvReadOptions& options) : file_(file), options_(options) {}
 
+  bool had_comms() const { return comms_; }
+
   Schedule read(std::string_view text) {
     Schedule s;
     s.name = std::filesystem::path(file_).stem().string();
@@ -261,10 +263,14 @@ bool compute_only_action(const Step& st) {
 
 }  // namespace
 
-Schedule read_pytorch_csv(std::string_view text, const std::string& file_name, const CsvReadOptions& options) {
+Schedule read_pytorch_csv(std::string_view text, const std::string& file_name, const CsvReadOptions& options,
+                          CsvKind* kind) {
   // A UTF-8 byte-order mark (Excel writes one) is skipped, as the JSON reader skips it.
   if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
-  return CsvReader(file_name, options).read(text);
+  CsvReader reader(file_name, options);
+  Schedule s = reader.read(text);
+  if (kind) *kind = reader.had_comms() ? CsvKind::ComputeComms : CsvKind::ComputeOnly;
+  return s;
 }
 
 std::string write_pytorch_csv(const Schedule& s, CsvKind kind) {

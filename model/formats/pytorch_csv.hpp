@@ -15,9 +15,10 @@ struct CsvReadOptions {
 };
 enum class CsvKind { ComputeOnly, ComputeComms };
 
-// Reads either kind; a compute-only file gets its P2P steps from insert_p2p (Auto).
+// Reads either kind; a compute-only file gets its P2P steps from insert_p2p (Auto). `kind`, when
+// given, is set to the kind the file was (ComputeComms: it held SEND/RECV actions).
 Schedule read_pytorch_csv(std::string_view text, const std::string& file_name,
-                          const CsvReadOptions& options = {});
+                          const CsvReadOptions& options = {}, CsvKind* kind = nullptr);
 // Writes the kind PyTorch's loaders take (torch/distributed/pipelining/schedules.py,
 // _PipelineScheduleRuntime._load_csv): ComputeComms writes no idle slots (its loader refuses a
 // blank cell: "Expected action to be not None"); ComputeOnly writes only compute actions (F, B,

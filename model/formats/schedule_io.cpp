@@ -74,10 +74,14 @@ FileFormat format_from_name(const std::string& name) {
 }
 
 Schedule read_schedule_file(const std::string& path, std::optional<FileFormat> format,
-                            const CsvReadOptions& csv) {
+                            const CsvReadOptions& csv, std::optional<CsvKind>* csv_kind) {
   const FileFormat f = format ? *format : format_from_path(path);
   const std::string text = read_input_file(path);
-  return f == FileFormat::Json ? read_schedule_json(text, path) : read_pytorch_csv(text, path, csv);
+  if (f == FileFormat::Json) return read_schedule_json(text, path);
+  CsvKind kind = CsvKind::ComputeOnly;
+  Schedule s = read_pytorch_csv(text, path, csv, &kind);
+  if (csv_kind) *csv_kind = kind;
+  return s;
 }
 
 std::string write_schedule(const Schedule& s, FileFormat format, CsvKind csv_kind) {

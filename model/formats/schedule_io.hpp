@@ -25,8 +25,18 @@ inline constexpr uint64_t kMaxCostFileBytes = uint64_t{64} << 20;
 std::string read_input_file(const std::string& path, uint64_t max_bytes = kMaxInputBytes);
 
 // Reads a file (throws InputError with the file name on any problem, unreadable file too).
+// `csv_kind`, when given, is set for a CSV file to the kind it was (left alone for JSON).
 Schedule read_schedule_file(const std::string& path, std::optional<FileFormat> format = {},
-                            const CsvReadOptions& csv = {});
+                            const CsvReadOptions& csv = {}, std::optional<CsvKind>* csv_kind = nullptr);
+
+// The runtime mode a schedule file selects by default: a compute_comms CSV is PyTorch's lowered
+// schedule, whose receives PyTorch's _PipelineScheduleRuntime posts at their RECV action and
+// waits just before the compute that consumes them (sends waited at the end): ppsched's
+// --overlap-p2p. Every other file (JSON, a compute_only CSV, whose P2P steps ppsched places)
+// runs blocking unless told. README "PyTorch pipelining CSV" says why.
+inline bool selects_overlap_p2p(const std::optional<CsvKind>& csv_kind) {
+  return csv_kind && *csv_kind == CsvKind::ComputeComms;
+}
 std::string write_schedule(const Schedule& s, FileFormat format, CsvKind csv_kind = CsvKind::ComputeComms);
 
 }  // namespace ppsched

@@ -53,6 +53,12 @@ Schedule generate_zbv(const GenerateOptions&);
 Schedule generate_zbv_greedy(const GenerateOptions&);
 Schedule generate_dualpipev(const GenerateOptions&);
 Schedule generate_mpipe_transpose(const GenerateOptions&);
+Schedule generate_interleaved_zb(const GenerateOptions&);
+
+// PyTorch's per-rank compute order of ScheduleInterleaved1F1B (zero_bubble false: FWD, BWD) or
+// ScheduleInterleavedZeroBubble (true: FWD, BWD_INPUT, BWD_WEIGHT), idle slots left out
+// (interleaved_zb.cpp restates the rules). M must be a multiple of max(1, M / P).
+std::vector<std::vector<Step>> pytorch_interleaved_order(int P, int V, int M, bool zero_bubble);
 
 // PyTorch's FSDP lowering of a generated (or imported) schedule, for a pipeline x data
 // parallel job: FSDP_UNSHARD before a stage's compute (prefetching up to max_active_stages

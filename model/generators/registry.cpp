@@ -17,6 +17,10 @@ const std::vector<GeneratorInfo>& generators() {
        "P >= 1, V >= 1, M >= 1", generate_interleaved_1f1b},
       {"looped-bfs", "all forwards of each local stage, then backwards in reverse (loop placement)",
        "P >= 1, V >= 1, M >= 1", generate_looped_bfs},
+      {"interleaved-zb",
+       "PyTorch's ScheduleInterleavedZeroBubble (ZB1P over V virtual stages per rank, loop placement): "
+       "split backward, W from backward op r on",
+       "P >= 1, V >= 1, M >= 1 a multiple of max(1, M / P)", generate_interleaved_zb},
       {"zb-h1", "zero bubble H1: split backward, weight gradients delayed into the bubbles (V=1)",
        "P >= 1, M >= 1", generate_zb_h1, 1, 1},
       {"zbv", "zero bubble V (the published ZB-V, PyTorch's ScheduleZBVZeroBubble order): V placement, two stages per rank",

@@ -85,6 +85,9 @@ def main():
         csv = write("rows%d.csv" % rows, "".join("%dF0,%dB0\n" % (r, r) for r in range(rows)))
         case("size", "%d-row compute-only CSV: check" % rows, ["check", csv], expect=[0], stdout_has="verified")
         case("size", "%d-row compute-only CSV: simulate" % rows, ["simulate", csv], expect=[0])
+        # PyTorch's lowering: its sweeps would revisit every rank (rows^2); ours only the ready ones.
+        case("size", "%d-row compute-only CSV: convert --torch-comms" % rows,
+             ["convert", csv, "-o", path("rows%d_torch.csv" % rows), "--torch-comms"], expect=[0])
     comms = write("rows5000_comms.csv", "".join(
         ",".join(([] if r == 0 else ["%dRECV_F0" % r]) + ["%dF0" % r] + ([] if r == 4999 else ["%dSEND_F0" % r])
                  + ([] if r == 4999 else ["%dRECV_B0" % r]) + ["%dB0" % r] + ([] if r == 0 else ["%dSEND_B0" % r]))
@@ -97,6 +100,8 @@ def main():
     case("size", "ALL_REDUCE over %d ranks: check" % n, ["check", ar])
     case("size", "ALL_REDUCE over %d ranks: simulate" % n, ["simulate", ar])
     wide = wjson("stages_micro_2e20.json", schedule(1, 1 << 20, 1 << 20, [[{"op": "FWD", "micro": 0, "stage": 0}]]))
+    case("size", "2^20 stages x 2^20 micro-batches, one step: convert --torch-comms",
+         ["convert", wide, "-o", path("wide_torch.csv"), "--torch-comms"])
     for cmd in ("check", "simulate", "show"):
         case("size", "stages = micro = 2^20, one step: " + cmd, [cmd, wide])
     mbig = wjson("micro_2e20.json", schedule(2, 2, 1 << 20, pipeline(2)["programs"]))

@@ -95,7 +95,8 @@ Action add_calibrate(CLI::App& app) {
 
     std::optional<Prediction> pred;
     if (!st->schedule.empty()) {
-      Schedule s = read_schedule_file(st->schedule);
+      std::optional<CsvKind> kind;
+      Schedule s = read_schedule_file(st->schedule, {}, {}, &kind);
       Location where = in_file(st->schedule);
       if (s.ranks != c.ranks || s.stages != c.stages)
         throw InputError(where, "has " + std::to_string(s.ranks) + " ranks and " + std::to_string(s.stages) +
@@ -109,6 +110,8 @@ Action add_calibrate(CLI::App& app) {
       SimOptions so;
       so.check.memory = c.costs.memory_model(s.stages);
       so.record_trace = false;
+      // A compute_comms CSV ran under --overlap-p2p (ppsched-exec's default for it): predict that.
+      so.check.overlap_p2p = selects_overlap_p2p(kind);
       SimResult r = simulate(s, c.costs, so);
       Prediction p;
       p.predicted_ms = r.makespan_ms;

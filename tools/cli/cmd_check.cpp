@@ -18,7 +18,7 @@ Action add_check(CLI::App& app) {
     std::string budget, activation_bytes, costs;
     CheckOptions options;
     DataParallelFlags dp;
-    bool json = false, suggest = false;
+    bool json = false, suggest = false, no_overlap_p2p = false;
     std::string fix_out;
   };
   auto st = std::make_shared<State>();
@@ -26,7 +26,11 @@ Action add_check(CLI::App& app) {
   add_generator_flags(*cmd, st->gen, false);
   cmd->add_option("--comm", st->comm, "P2P semantics: rendezvous (NCCL-like, default) or eager (buffered sends)")
       ->check(CLI::IsMember({"rendezvous", "eager"}));
-  cmd->add_flag("--overlap-p2p", st->options.overlap_p2p, "receives waited by their consumer, sends drained at the end");
+  cmd->add_flag("--overlap-p2p", st->options.overlap_p2p,
+                "receives waited by their consumer, sends drained at the end (the default for a compute_comms CSV)");
+  cmd->add_flag("--no-overlap-p2p", st->no_overlap_p2p,
+                "check a compute_comms CSV blocking instead of under PyTorch's runtime semantics")
+      ->excludes("--overlap-p2p");
   cmd->add_flag("--mpipe-batched-recv", st->options.mpipe_batched_recv,
                 "MPipe executor: the first MPIPE_FWD_RECV receives every outstanding micro; MPipe sends deferred");
   cmd->add_flag("--dyn-shape", st->options.dyn_shape, "body FWD P2P exchanges shape/dtype meta at every step");
@@ -42,17 +46,31 @@ Action add_check(CLI::App& app) {
     o.comm = st->comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
     if (!st->budget.empty()) o.memory_budget = parse_bytes(st->budget, "--memory-budget");
     std::vector<std::pair<std::string, Schedule>> inputs;
+    std::vector<bool> overlap;  // per input: checked under --overlap-p2p
+    std::vector<bool> by_csv;   // ... because it is a compute_comms CSV
     if (!st->gen.family.empty()) {
       Schedule s = build_generated(st->gen);
       inputs.emplace_back(st->gen.family + " P=" + std::to_string(st->gen.options.pp) + " V=" +
                               std::to_string(st->gen.options.vpp) + " M=" + std::to_string(st->gen.options.micro),
                           std::move(s));
+      overlap.push_back(o.overlap_p2p);
+      by_csv.push_back(false);
     }
-    for (const auto& f : st->files) inputs.emplace_back(f, read_schedule_file(f));
+    for (const auto& f : st->files) {
+      std::optional<CsvKind> kind;
+      inputs.emplace_back(f, read_schedule_file(f, {}, {}, &kind));
+      by_csv.push_back(!o.overlap_p2p && selects_overlap_p2p(kind) && !st->no_overlap_p2p);
+      overlap.push_back(o.overlap_p2p || by_csv.back());
+    }
     if (inputs.empty()) throw InputError({}, "give schedule files or --generate FAMILY --pp P --micro M");
     bool all_ok = true;
     nlohmann::json files = nlohmann::json::array();
-    for (auto& [name, s] : inputs) {
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      auto& [name, s] = inputs[k];
+      o.overlap_p2p = overlap[k];
+      if (by_csv[k])
+        std::cerr << "note: " << name << " is a compute_comms CSV (PyTorch's lowered schedule): checked under "
+                  << "--overlap-p2p, PyTorch's runtime semantics; --no-overlap-p2p checks it blocking\n";
       // Bytes per cache entry come from the cost model, so check and simulate count alike.
       CostModel costs = st->costs.empty() ? default_cost_model(s.stages) : read_cost_file(st->costs);
       o.memory = costs.memory_model(s.stages);
@@ -69,6 +87,7 @@ Action add_check(CLI::App& app) {
                               {"mesh_order", o.dp.mesh_order == MeshOrder::PpDp ? "pp,dp" : "dp,pp"},
                               {"fsdp", o.dp.fsdp},
                               {"world_ranks", static_cast<int64_t>(s.ranks) * o.dp.degree}};
+        j["overlap_p2p"] = o.overlap_p2p;
         if (st->suggest && !report.ok()) suggest_fix(name, s, o, st->fix_out, &j);
         files.push_back(std::move(j));
       } else {

@@ -6,6 +6,7 @@
 #include "model/generators/generator.hpp"
 #include "model/step_types.hpp"
 #include "model/validate.hpp"
+#include "model/formats/torch_lowering.hpp"
 #include "tools/cli/command.hpp"
 
 namespace ppsched::cli {
@@ -43,6 +44,7 @@ Action add_convert(CLI::App& app) {
     std::string in, out, from, to, placement, csv_kind = "compute_comms";
     int micro = 0;
     bool json = false, fsdp_steps = false;
+    bool torch_comms = false;
   };
   auto st = std::make_shared<State>();
   cmd->add_option("input", st->in, "input schedule (.json or .csv)")->required();
@@ -56,6 +58,9 @@ Action add_convert(CLI::App& app) {
   cmd->add_flag("--fsdp-steps", st->fsdp_steps,
                 "insert FSDP_UNSHARD / FSDP_RESHARD / FSDP_REDUCE_GRAD as PyTorch's lowering does (as generate "
                 "--fsdp-steps; for a schedule that has none)");
+  cmd->add_flag("--torch-comms", st->torch_comms,
+                "lower the input's compute order as PyTorch's _PipelineScheduleRuntime does (its _load_csv of a "
+                "compute_only file, then _dump_csv compute_comms): UNSHARD, RESHARD, REDUCE_GRAD, SEND/RECV");
   cmd->add_flag("--json", st->json, "print a JSON summary of what was written");
   return [st]() {
     CsvReadOptions csv;
@@ -64,6 +69,8 @@ Action add_convert(CLI::App& app) {
     std::optional<FileFormat> from;
     if (!st->from.empty()) from = format_from_name(st->from);
     refuse_overwriting_input(st->out, {st->in}, "-o");
+    if (st->torch_comms && st->csv_kind == "compute_only")
+      throw InputError({}, "--torch-comms writes PyTorch's compute_comms lowering; --csv-kind compute_only would drop it");
     Schedule s = read_schedule_file(st->in, from, csv);
     if (st->fsdp_steps) {
       for (const auto& prog : s.programs)
@@ -74,6 +81,7 @@ Action add_convert(CLI::App& app) {
       s = add_fsdp_steps(s);
       validate_structure(s, st->in);
     }
+    if (st->torch_comms) s = lower_like_pytorch(s);
     FileFormat to = !st->to.empty() ? format_from_name(st->to) : format_from_path(st->out);
     write_output(st->out, write_schedule(s, to, st->csv_kind == "compute_only" ? CsvKind::ComputeOnly : CsvKind::ComputeComms));
     if (st->json) {

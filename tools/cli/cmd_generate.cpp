@@ -7,6 +7,7 @@
 #include "checkers/checks.hpp"
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
+#include "model/formats/torch_lowering.hpp"
 #include "model/validate.hpp"
 #include "tools/cli/command.hpp"
 
@@ -80,6 +81,7 @@ Action add_generate(CLI::App& app) {
     std::string format;
     bool list = false;
     bool json = false;
+    bool torch_comms = false;
   };
   auto st = std::make_shared<State>();
   add_generator_flags(*cmd, st->flags, false);
@@ -88,6 +90,9 @@ Action add_generate(CLI::App& app) {
   cmd->add_option("-o,--output", st->out, "output file (.json or .csv); default: JSON on stdout");
   cmd->add_option("--format", st->format, "json|csv (default: from the output extension, else json)")
       ->check(CLI::IsMember({"json", "csv"}));
+  cmd->add_flag("--torch-comms", st->torch_comms,
+                "lower the family's compute order as PyTorch's _PipelineScheduleRuntime does: its UNSHARD, "
+                "RESHARD, REDUCE_GRAD and its own placement of SEND/RECV (the _comms CSV it writes)");
   cmd->add_flag("--list", st->list, "list the families and their constraints");
   cmd->add_flag("--json", st->json, "with --list: as JSON");
   return [st]() {
@@ -108,7 +113,10 @@ Action add_generate(CLI::App& app) {
       return kOk;
     }
     if (st->flags.family.empty()) throw InputError({}, "name a family (ppsched generate --list shows them)");
+    if (st->torch_comms && st->flags.batch)
+      throw InputError({}, "--torch-comms places PyTorch's own sends and receives, one action each; --batch cannot be combined with it");
     Schedule s = build_generated(st->flags);
+    if (st->torch_comms) s = lower_like_pytorch(s);
     FileFormat fmt = !st->format.empty() ? format_from_name(st->format)
                      : (!st->out.empty() && st->out != "-") ? format_from_path(st->out)
                                                             : FileFormat::Json;

@@ -22,12 +22,17 @@ struct SimFlags {
   std::string costs, comm = "rendezvous";
   CheckOptions check;
   DataParallelFlags dp;
+  bool no_overlap_p2p = false;
 };
 
 void add_sim_flags(CLI::App& cmd, SimFlags& f) {
   cmd.add_option("--costs", f.costs, "cost model file (ppsched-costs JSON); default: the embedded model (ppsched costs --default)");
   cmd.add_option("--comm", f.comm, "P2P semantics: rendezvous (default) or eager")->check(CLI::IsMember({"rendezvous", "eager"}));
-  cmd.add_flag("--overlap-p2p", f.check.overlap_p2p, "receives waited by their consumer, sends drained at the end");
+  cmd.add_flag("--overlap-p2p", f.check.overlap_p2p,
+               "receives waited by their consumer, sends drained at the end (the default for a compute_comms CSV)");
+  cmd.add_flag("--no-overlap-p2p", f.no_overlap_p2p,
+               "run a compute_comms CSV blocking instead of under PyTorch's runtime semantics")
+      ->excludes("--overlap-p2p");
   cmd.add_flag("--mpipe-batched-recv", f.check.mpipe_batched_recv, "MPipe executor's batched feature receive");
   add_data_parallel_flags(cmd, f.dp);
 }
@@ -36,11 +41,15 @@ CostModel load_costs(const SimFlags& f, int stages) {
   return f.costs.empty() ? default_cost_model(stages) : read_cost_file(f.costs);
 }
 
-SimOptions sim_options(const SimFlags& f, const CostModel& c, const Schedule& s, const std::string& name, bool trace) {
+// `comms_csv`: the schedule was read from a compute_comms CSV, which selects --overlap-p2p
+// unless --no-overlap-p2p (model/formats/schedule_io.hpp, selects_overlap_p2p).
+SimOptions sim_options(const SimFlags& f, const CostModel& c, const Schedule& s, const std::string& name, bool trace,
+                       bool comms_csv = false) {
   const int stages = s.stages;
   SimOptions o;
   o.check = f.check;
   o.check.dp = data_parallel_options(f.dp, s.ranks, name);
+  o.check.overlap_p2p = f.check.overlap_p2p || (comms_csv && !f.no_overlap_p2p);
   o.check.comm = f.comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
   o.check.memory = c.memory_model(stages);
   if (c.capacity_bytes) o.check.memory_budget = static_cast<int64_t>(*c.capacity_bytes);
@@ -201,8 +210,16 @@ Action add_simulate(CLI::App& app) {
     refuse_overwriting_input(st->trace, st->files, "--trace");
     refuse_overwriting_input(st->svg, st->files, "--svg");
     std::vector<std::pair<std::string, Schedule>> inputs;
-    if (!st->gen.family.empty()) inputs.emplace_back(st->gen.family, build_generated(st->gen));
-    for (const auto& f : st->files) inputs.emplace_back(f, read_schedule_file(f));
+    std::vector<bool> comms_csv;
+    if (!st->gen.family.empty()) {
+      inputs.emplace_back(st->gen.family, build_generated(st->gen));
+      comms_csv.push_back(false);
+    }
+    for (const auto& f : st->files) {
+      std::optional<CsvKind> kind;
+      inputs.emplace_back(f, read_schedule_file(f, {}, {}, &kind));
+      comms_csv.push_back(selects_overlap_p2p(kind));
+    }
     if (inputs.empty()) throw InputError({}, "give schedule files or --generate FAMILY --pp P --micro M");
     if (inputs.size() > 1 && (!st->trace.empty() || !st->svg.empty() || !st->trace_dir.empty()))
       throw InputError({}, "--trace/--svg/--trace-per-rank take one schedule");
@@ -218,16 +235,21 @@ Action add_simulate(CLI::App& app) {
         write_errors.push_back(e.what());
       }
     };
-    for (auto& [name, s] : inputs) {
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      auto& [name, s] = inputs[k];
       CostModel c = load_costs(st->sim, s.stages);
       c.check_fits(s.stages, s.micro_batches);
       bool trace = !st->trace.empty() || !st->svg.empty() || !st->trace_dir.empty();
-      const SimOptions so = sim_options(st->sim, c, s, name, trace);
+      const SimOptions so = sim_options(st->sim, c, s, name, trace, comms_csv[k]);
+      if (comms_csv[k] && !st->sim.check.overlap_p2p && so.check.overlap_p2p)
+        std::cerr << "note: " << name << " is a compute_comms CSV (PyTorch's lowered schedule): simulated under "
+                  << "--overlap-p2p, PyTorch's runtime semantics; --no-overlap-p2p runs it blocking\n";
       SimResult r = simulate(s, c, so);
       ok = ok && r.check.ok() && r.completed;
       if (st->json) {
         auto j = result_json(s, r, c, so.check.dp);
         j["file"] = name;
+        j["overlap_p2p"] = so.check.overlap_p2p;
         all.push_back(std::move(j));
       } else {
         std::cout << result_text(name, s, r, c, so.check.dp) << std::flush;
@@ -279,7 +301,12 @@ Action add_compare(CLI::App& app) {
   cmd->add_flag("--json", st->json, "machine-readable table");
   return [st]() {
     std::vector<Schedule> schedules;
-    for (const auto& f : st->files) schedules.push_back(read_schedule_file(f));
+    std::vector<bool> comms_csv;
+    for (const auto& f : st->files) {
+      std::optional<CsvKind> kind;
+      schedules.push_back(read_schedule_file(f, {}, {}, &kind));
+      comms_csv.push_back(selects_overlap_p2p(kind));
+    }
     // One network for all: when a compared schedule has an MPipe tower, the others run it
     // on stage 0 (sim/tower_on_stage0.hpp), priced from the same cost model.
     std::vector<const Schedule*> all;
@@ -301,7 +328,7 @@ Action add_compare(CLI::App& app) {
       c.check_fits(s.stages, s.micro_batches);
       const bool tower_on_stage0 = tower != Tower::None && !s.mpipe;
       if (tower_on_stage0) c = with_tower_on_stage0(c, s.stages, tower);
-      SimResult r = simulate(s, c, sim_options(st->sim, c, s, f, false));
+      SimResult r = simulate(s, c, sim_options(st->sim, c, s, f, false, comms_csv[k]));
       int messages = 0;
       for (const auto& l : r.links) messages += l.messages;
       bool good = r.check.ok() && r.completed;

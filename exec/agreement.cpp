@@ -89,8 +89,6 @@ void check_data_parallel(const Schedule& s, const ModelConfig& m, const DataPara
   const std::string flag = "--dp " + std::to_string(dp.dp);
   if (dp.fsdp && m.tie_embeddings)
     errors.push_back("--fsdp cannot shard tied parameters (--tie-embeddings): the tied weight belongs to two stages");
-  if (dp.fsdp && s.mpipe && s.mpipe->tower != Tower::None)
-    errors.push_back("--fsdp with an MPipe tower: the tower is replicated on every pipeline rank, not part of a stage's shard");
   // A trainable tower's gradients live on rank 0 in stage-0-backward mode and are stage 0's
   // (its FSDP_REDUCE_GRAD averages them); in owner-backward mode every rank holds them after
   // MPIPE_GRAD_REDUCE, and no step of the other ranks would average them.

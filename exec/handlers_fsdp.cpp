@@ -22,17 +22,24 @@ namespace {
 
 int64_t group_size(const RunContext& c) { return static_cast<int64_t>(c.dp.group.size()); }
 
-// The parameters a stage's FSDP_REDUCE_GRAD averages: its own, and for stage 0 a trainable
-// MPipe tower's in stage-0-backward mode (its gradients are on rank 0, which holds stage 0;
-// the agreement refuses owner-backward under --dp and any tower under --fsdp).
-std::vector<at::Tensor> reduced_params(const RunContext& c, int stage) {
-  std::vector<at::Tensor> out = c.model.chain_of(stage).trainable_parameters();
+// A trainable MPipe tower's parameters, for stage 0 in stage-0-backward mode (its gradients
+// are on rank 0, which holds stage 0; the agreement refuses owner-backward under --dp). The
+// tower is replicated on every pipeline rank and is never part of a shard: with --fsdp too,
+// stage 0's REDUCE_GRAD averages its gradients as DDP would.
+std::vector<at::Tensor> tower_params(const RunContext& c, int stage) {
   const auto& s = c.schedule;
   if (stage == 0 && s.mpipe && s.mpipe->tower == Tower::Trainable && !s.mpipe->owner_backward)
-    for (const auto& p : c.model.tower.trainable_parameters()) out.push_back(p);
-  return out;
+    return c.model.tower.trainable_parameters();
+  return {};
 }
 std::vector<at::Tensor> stage_params(const RunContext& c, int stage) { return c.model.chain_of(stage).trainable_parameters(); }
+// The parameters a stage's FSDP_REDUCE_GRAD averages by all-reduce: its own (replicated, without
+// --fsdp) and the tower's; with --fsdp only the tower's (the stage's own are reduce-scattered).
+std::vector<at::Tensor> reduced_params(const RunContext& c, int stage) {
+  std::vector<at::Tensor> out = c.dp.sharded() ? std::vector<at::Tensor>{} : stage_params(c, stage);
+  for (const auto& p : tower_params(c, stage)) out.push_back(p);
+  return out;
+}
 
 FsdpShard& shard_of(RunContext& c, const StepAt& at) {
   auto it = c.dp.shards.find(at.step.stage);
@@ -105,7 +112,8 @@ void run_reduce_grad(RunContext& c, const StepAt& at) {
   if (group_size(c) <= 1) return;
   torch::NoGradGuard no_grad;
   const double n = static_cast<double>(group_size(c));
-  if (!c.dp.sharded()) {
+  // The replicated parameters: this run's gradient delta, all-reduced and averaged.
+  {
     auto params = reduced_params(c, at.step.stage);
     const auto& snap = c.dp.snapshot.at(at.step.stage);
     // Every replica runs the same steps, so the same parameters have a gradient on each.
@@ -119,11 +127,12 @@ void run_reduce_grad(RunContext& c, const StepAt& at) {
     c.collective_bytes = bytes_of(deltas);
     if (!deltas.empty()) c.dp.world->all_reduce_sum(deltas, c.dp.group);
     for (size_t j = 0; j < with_grad.size(); ++j) params[with_grad[j]].mutable_grad() = snap[with_grad[j]] + deltas[j] / n;
-    return;
+    if (!c.dp.sharded()) return;
   }
+  // The stage's own, sharded: reduce-scattered into this replica's shard.
   FsdpShard& s = shard_of(c, at);
   std::vector<at::Tensor> flat{padded(flat_grads(s), s.shard_numel * group_size(c))};
-  c.collective_bytes = bytes_of(flat);
+  c.collective_bytes += bytes_of(flat);
   c.dp.world->all_reduce_sum(flat, c.dp.group);  // Gloo: no reduce_scatter (see above)
   at::Tensor mine = flat[0].narrow(0, s.shard_numel * c.dp.replica, s.shard_numel) / n;
   s.shard_grad = s.shard_grad.defined() ? s.shard_grad + mine : mine.clone();
@@ -162,7 +171,7 @@ void shard_parameters(RunContext& c) {
 
 void snapshot_stage_grads(RunContext& c) {
   c.dp.snapshot.clear();
-  if (c.dp.mesh.dp <= 1 || c.dp.sharded()) return;
+  if (c.dp.mesh.dp <= 1) return;
   for (int stage : c.model.stages) {
     auto& snap = c.dp.snapshot[stage];
     for (const auto& p : reduced_params(c, stage)) snap.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));

@@ -123,6 +123,33 @@ def _(ctx):
     print(f"two torchrun agents x 2 workers, c10d rendezvous at 127.0.0.1:{port}: ok in {time.monotonic() - t0:.1f} s")
 
 
+@case("torchrun_two_agents_c10d_pp2_dp2_fsdp")
+def _(ctx):
+    # The two-node run: two agents (one per "node"), two workers each, a 1F1B pipeline
+    # of 2 ranks replicated twice (--dp 2, DeviceMesh ("dp", "pp"): node 0 holds replica 0,
+    # node 1 replica 1), parameters sharded over each DP group (--fsdp).
+    port = free_port()
+    t0 = time.monotonic()
+    args = ["--generate", "1f1b", "--pp", "2", "--micro", "4", "--fsdp-steps", "--dp", "2", "--fsdp"] + GPT
+    agents = []
+    for node in (0, 1):
+        agents.append(torchrun(ctx, 2, args + ["--check-parity", "--json", "--timeout", "60"],
+                               extra=["--nnodes", "2", "--node_rank", str(node), "--rdzv_backend", "c10d",
+                                      "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", f"ppsched-{port}"]))
+    results = [finish(a) for a in agents]
+    for node, (rc, out, err) in enumerate(results):
+        if rc != 0:
+            raise Failure(f"agent {node} exited {rc}\n--- stdout\n{out}\n--- stderr\n{err}")
+    out = "\n".join(r[1] for r in results)
+    err = "\n".join(r[2] for r in results)
+    s = json_summary(out, err)
+    check_parity(s, 2, out, err)
+    if s.get("dp") != 2 or s.get("world_size") != 4 or not s.get("fsdp"):
+        raise Failure("the summary does not describe a PP=2 x DP=2 --fsdp job: " + json.dumps(s))
+    print(f"two torchrun agents x 2 workers, PP=2 x DP=2 --fsdp, c10d rendezvous at 127.0.0.1:{port}: ok in "
+          f"{time.monotonic() - t0:.1f} s")
+
+
 FAILURE_BLOCK = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: (\d+)\)\s*$", re.M)
 
 

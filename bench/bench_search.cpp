@@ -3,6 +3,7 @@
 // the search when the best order was reached), makespans in ms, gain over the best family.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -71,6 +72,70 @@ static void BM_TuneP16M64(benchmark::State& state) {
   state.counters["bound_ms"] = r.bound.makespan;
 }
 BENCHMARK(BM_TuneP16M64)->Unit(benchmark::kSecond)->Iterations(1);
+
+// ZB's uniform grid (schedule_search.md §4: P 4 and 8, M P..4P, c 0 and 0.1, memory P and 2P
+// activations, ZB's memory model): per case the span and global makespan found (3000 moves,
+// each objective, seeded with the families' orders), the best family's, ZB's heuristic and the
+// lower bound, as counters <case>_{found,family,zb,lb}_{span,global}. The leaderboard of the
+// closing note. Fails (SkipWithError) when a case is above ZB's span or global.
+static void BM_SearchZbGrid(benchmark::State& state) {
+  struct Row {
+    int P, M;
+    double c;
+    int mem;
+    double zb_span, zb_global;
+  };
+  const std::vector<Row> rows = {
+      {4, 4, 0, 1, 15, 15},         {4, 4, 0, 2, 15, 15},         {4, 8, 0, 1, 27, 27},
+      {4, 8, 0, 2, 24, 27},         {4, 16, 0, 1, 51, 51},        {4, 16, 0, 2, 48, 51},
+      {8, 8, 0, 1, 31, 31},         {8, 8, 0, 2, 31, 31},         {8, 16, 0, 1, 55, 55},
+      {8, 16, 0, 2, 48, 55},        {8, 32, 0, 1, 103, 103},      {8, 32, 0, 2, 96, 103},
+      {4, 4, 0.1, 1, 15.6, 15.6},   {4, 4, 0.1, 2, 15.6, 15.6},   {4, 8, 0.1, 1, 28.2, 28.2},
+      {4, 8, 0.1, 2, 24.6, 27.3},   {4, 16, 0.1, 1, 52.2, 52.2},  {4, 16, 0.1, 2, 48.6, 51.3},
+      {8, 8, 0.1, 1, 32.4, 32.4},   {8, 8, 0.1, 2, 32.4, 32.4},   {8, 16, 0.1, 1, 57.8, 57.8},
+      {8, 16, 0.1, 2, 48.8, 55.7},  {8, 32, 0.1, 1, 105.8, 105.8}, {8, 32, 0.1, 2, 96.8, 103.7},
+  };
+  static std::string why;
+  why.clear();
+  for (auto _ : state) {
+    for (const Row& z : rows) {
+      const Problem p = zb_problem(z.P, z.M, {1.0}, {1.0}, {1.0}, z.c, z.mem * z.P);
+      const std::vector<Found> families = family_seeds(p);
+      SearchSettings st;
+      st.iterations = 3000;
+      st.threads = 0;
+      st.objective = Objective::Span;
+      const SearchOutcome s = ppsched::search::search(p, families, st);
+      st.objective = Objective::Makespan;
+      const SearchOutcome g = ppsched::search::search(p, families, st);
+      double fam_span = 1e300, fam_global = 1e300;
+      for (const Found& f : families) {
+        const Evaluation e = evaluate(p, f.order);  // the seeds carry their order only
+        if (e.ok) fam_span = std::min(fam_span, e.span), fam_global = std::min(fam_global, e.makespan);
+      }
+      const LowerBound lb = lower_bound(p);
+      char key[64];
+      std::snprintf(key, sizeof key, "P%dM%dc%gmem%dP", z.P, z.M, z.c, z.mem);
+      const std::string k(key);
+      state.counters[k + "_found_span"] = s.best.eval.span;
+      state.counters[k + "_found_global"] = g.best.eval.makespan;
+      state.counters[k + "_family_span"] = fam_span;
+      state.counters[k + "_family_global"] = fam_global;
+      state.counters[k + "_zb_span"] = z.zb_span;
+      state.counters[k + "_zb_global"] = z.zb_global;
+      state.counters[k + "_lb_span"] = lb.span;
+      state.counters[k + "_lb_global"] = lb.makespan;
+      if (!(s.best.eval.ok && g.best.eval.ok && s.best.eval.span <= z.zb_span + 1e-6 &&
+            g.best.eval.makespan <= z.zb_global + 1e-6))
+        why += k + " ";
+    }
+  }
+  if (!why.empty()) {
+    why = "above ZB's heuristic: " + why;
+    state.SkipWithError(why.c_str());
+  }
+}
+BENCHMARK(BM_SearchZbGrid)->Unit(benchmark::kSecond)->Iterations(1);
 
 // ZB-V's §6 table (schedule_search.md): V placement, chunk f = b = w = 0.5, 1F1B's memory (2P
 // chunk activations per rank), ZB's memory model, both objectives, seeded with the families'

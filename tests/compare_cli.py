@@ -31,10 +31,14 @@ def main():
         rows = {os.path.basename(r["file"]): r for r in json.loads(run([exe, "compare", inter, mpipe, "--json"]))}
         body = {os.path.basename(r["file"]): r for r in json.loads(run([exe, "compare", inter, mpipe, "--json", "--body-only"]))}
         alone = json.loads(run([exe, "simulate", inter, "--json"]))
+        # simulate takes check's mode flags: --dyn-shape sends a meta before every body FWD P2P,
+        # each costing a link latency, so the makespan grows.
+        dyn = json.loads(run([exe, "simulate", inter, "--json", "--dyn-shape"]))
         text = run([exe, "compare", inter, mpipe])
         print(text)
         i, m = rows["interleaved.json"], rows["mpipe.json"]
         checks = [
+            (dyn["makespan_ms"] > alone["makespan_ms"], "simulate --dyn-shape prices the extra metas"),
             (i["tower_on_stage0"] and not m["tower_on_stage0"], "only the schedule without an MPipe layer gets the tower"),
             ("tower (trainable) on stage 0" in i["costs"], "the priced model names the tower on stage 0"),
             (m["makespan_ms"] < i["makespan_ms"], "owner-backward MPipe is faster on the same network"),

@@ -30,6 +30,7 @@ void add_sim_flags(CLI::App& cmd, SimFlags& f) {
   cmd.add_option("--comm", f.comm, "P2P semantics: rendezvous (default) or eager")->check(CLI::IsMember({"rendezvous", "eager"}));
   cmd.add_flag("--overlap-p2p", f.check.overlap_p2p,
                "receives waited by their consumer, sends drained at the end (the default for a compute_comms CSV)");
+  cmd.add_flag("--dyn-shape", f.check.dyn_shape, "body FWD P2P exchanges shape/dtype meta at every step (as check)");
   cmd.add_flag("--no-overlap-p2p", f.no_overlap_p2p,
                "run a compute_comms CSV blocking instead of under PyTorch's runtime semantics")
       ->excludes("--overlap-p2p");

@@ -353,6 +353,34 @@ TEST_CASE("check --suggest: every deadlock, mismatch and dependency case of test
   }
 }
 
+TEST_CASE("check --suggest under --dp 2 --fsdp: the data-parallel catalogue cases of tests/data/bad") {
+  struct Case {
+    const char* file;
+    int moves;  // 0: no fix by moves (a step is missing or one too many)
+  };
+  const std::vector<Case> cases = {
+      {"dp_compute_before_unshard.csv", 1},       // F0s0 moved after its UNSHARD
+      {"dp_reduce_before_last_backward.csv", 1},  // REDUCE_GRAD moved after the last backward
+      {"dp_left_gathered.csv", 0},                // a RESHARD is missing
+      {"dp_missing_reduce.csv", 0},               // a REDUCE_GRAD is missing
+      {"dp_unshard_twice.csv", 0},                // an UNSHARD too many
+  };
+  CheckOptions o;
+  o.dp.degree = 2;
+  o.dp.fsdp = true;
+  for (const Case& c : cases) {
+    INFO(c.file);
+    const Schedule s = read_schedule_file(bad(c.file));
+    REQUIRE_FALSE(verify(s, o).ok());
+    const Repair r = suggest_repair(s, o);
+    CHECK(r.seconds < 1.0);
+    CHECK(r.found == (c.moves > 0));
+    if (!r.found) continue;
+    CHECK(static_cast<int>(r.moves.size()) == c.moves);
+    CHECK(verify(r.fixed, o).ok());
+  }
+}
+
 TEST_CASE("check --suggest leaves collective and missing-step cases alone with a reason") {
   const Repair r = suggest_repair(read_schedule_file(bad("collective_subset.json")), CheckOptions{});
   CHECK_FALSE(r.found);

@@ -175,6 +175,31 @@ int rank_of(const std::map<int, int>& stage_rank, int stage) {
   return it == stage_rank.end() ? -1 : it->second;
 }
 
+TorchAction torch_act(int stage, const std::string& type, std::optional<int> micro = std::nullopt) {
+  TorchAction a;
+  a.stage = stage;
+  a.type = type;
+  a.micro = micro;
+  return a;
+}
+
+// _add_send_recv's two tests, shared by the loader's compute_only check and the direct
+// restatement of the lowering: whether an action's output crosses to another rank (so it needs
+// a send), and whether its input is there (received, or computed on this rank).
+bool needs_transfer(const TorchAction& a, const std::map<int, int>& stage_rank, int stages) {
+  if (a.type == "F") return a.stage != stages - 1 && rank_of(stage_rank, a.stage + 1) != rank_of(stage_rank, a.stage);
+  if (a.type == "I" || a.type == "B") return a.stage != 0 && rank_of(stage_rank, a.stage - 1) != rank_of(stage_rank, a.stage);
+  return false;
+}
+bool inputs_ready(const TorchAction& a, const std::set<TorchAction>& done, int stages) {
+  if (a.type == "F" && a.stage != 0)
+    return done.count(torch_act(a.stage, "RECV_F", a.micro)) || done.count(torch_act(a.stage - 1, "F", a.micro));
+  if ((a.type == "I" || a.type == "B") && a.stage != stages - 1)
+    return done.count(torch_act(a.stage, "RECV_B", a.micro)) || done.count(torch_act(a.stage + 1, "I", a.micro)) ||
+           done.count(torch_act(a.stage + 1, "B", a.micro));
+  return true;
+}
+
 // compute_comms: no None, and each receive posted before the compute that waits for it.
 void check_compute_comms(const std::vector<std::vector<std::optional<TorchAction>>>& rows,
                          const std::map<int, int>& stage_rank, int stages) {
@@ -214,26 +239,8 @@ void check_compute_only(const std::vector<std::vector<std::optional<TorchAction>
       todo[static_cast<int>(r)].push_back(*a);
     }
   std::map<int, std::set<TorchAction>> prev;
-  auto act = [](int stage, const char* type, std::optional<int> micro) {
-    TorchAction a;
-    a.stage = stage;
-    a.type = type;
-    a.micro = micro;
-    return a;
-  };
-  auto has_comms = [&](const TorchAction& a) {
-    if (a.type == "F") return a.stage != stages - 1 && rank_of(stage_rank, a.stage + 1) != rank_of(stage_rank, a.stage);
-    if (a.type == "I" || a.type == "B") return a.stage != 0 && rank_of(stage_rank, a.stage - 1) != rank_of(stage_rank, a.stage);
-    return false;
-  };
-  auto ready = [&](const TorchAction& a, const std::set<TorchAction>& done) {
-    if (a.type == "F" && a.stage != 0)
-      return done.count(act(a.stage, "RECV_F", a.micro)) || done.count(act(a.stage - 1, "F", a.micro));
-    if ((a.type == "I" || a.type == "B") && a.stage != stages - 1)
-      return done.count(act(a.stage, "RECV_B", a.micro)) || done.count(act(a.stage + 1, "I", a.micro)) ||
-             done.count(act(a.stage + 1, "B", a.micro));
-    return true;
-  };
+  auto has_comms = [&](const TorchAction& a) { return needs_transfer(a, stage_rank, stages); };
+  auto ready = [&](const TorchAction& a, const std::set<TorchAction>& done) { return inputs_ready(a, done, stages); };
   while (!todo.empty()) {
     bool progress = false;
     for (auto it = todo.begin(); it != todo.end();) {
@@ -248,9 +255,9 @@ void check_compute_only(const std::vector<std::vector<std::optional<TorchAction>
         prev[r].insert(p);
         if (!has_comms(p)) continue;
         const bool fwd = p.type == "F";
-        prev[r].insert(act(p.stage, fwd ? "SEND_F" : "SEND_B", p.micro));
+        prev[r].insert(torch_act(p.stage, fwd ? "SEND_F" : "SEND_B", p.micro));
         const int recv_stage = fwd ? p.stage + 1 : p.stage - 1;
-        prev[rank_of(stage_rank, recv_stage)].insert(act(recv_stage, fwd ? "RECV_F" : "RECV_B", p.micro));
+        prev[rank_of(stage_rank, recv_stage)].insert(torch_act(recv_stage, fwd ? "RECV_F" : "RECV_B", p.micro));
       }
       it->second.erase(it->second.begin());
       progress = true;
@@ -372,14 +379,6 @@ std::string repr(const TorchAction& a) {  // _Action.__repr__
   return std::to_string(a.stage) + a.type + (a.micro ? std::to_string(*a.micro) : "");
 }
 
-TorchAction torch_act(int stage, const std::string& type, std::optional<int> micro = std::nullopt) {
-  TorchAction a;
-  a.stage = stage;
-  a.type = type;
-  a.micro = micro;
-  return a;
-}
-
 std::vector<TorchAction> leaves(const TorchAction& a) { return a.subs.empty() ? std::vector<TorchAction>{a} : a.subs; }
 
 // An independent oracle: PyTorch's _prepare_schedule_with_comms(format="compute_only") restated
@@ -437,19 +436,8 @@ std::string naive_pytorch_lowering(const std::string& compute_only_csv, int stag
   std::map<int, std::vector<TorchAction>> out;
   std::map<int, std::set<TorchAction>> prev;
   for (const auto& [r, list] : lists) out[r];
-  auto has_comms = [&](const TorchAction& a) {
-    if (a.type == "F") return a.stage != stages - 1 && rank_of(stage_rank, a.stage + 1) != rank_of(stage_rank, a.stage);
-    if (a.type == "I" || a.type == "B") return a.stage != 0 && rank_of(stage_rank, a.stage - 1) != rank_of(stage_rank, a.stage);
-    return false;
-  };
-  auto ready = [&](const TorchAction& a, const std::set<TorchAction>& done) {
-    if (a.type == "F" && a.stage != 0)
-      return done.count(torch_act(a.stage, "RECV_F", a.micro)) || done.count(torch_act(a.stage - 1, "F", a.micro));
-    if ((a.type == "I" || a.type == "B") && a.stage != stages - 1)
-      return done.count(torch_act(a.stage, "RECV_B", a.micro)) || done.count(torch_act(a.stage + 1, "I", a.micro)) ||
-             done.count(torch_act(a.stage + 1, "B", a.micro));
-    return true;
-  };
+  auto has_comms = [&](const TorchAction& a) { return needs_transfer(a, stage_rank, stages); };
+  auto ready = [&](const TorchAction& a, const std::set<TorchAction>& done) { return inputs_ready(a, done, stages); };
   for (auto it = lists.begin(); it != lists.end();) it = it->second.empty() ? lists.erase(it) : std::next(it);
   while (!lists.empty()) {
     bool progress = false;

@@ -99,15 +99,13 @@ def _(ctx):
           f"{time.monotonic() - t0:.1f} s")
 
 
-@case("torchrun_two_agents_c10d_pp4")
-def _(ctx):
-    # Two "nodes" on this machine: two agents meeting through the c10d rendezvous, two workers
-    # each; the agents pick MASTER_ADDR/MASTER_PORT and rank 0 hosts the store there.
-    port = free_port()
-    t0 = time.monotonic()
+def two_agents(ctx, args, port):
+    """Two torchrun agents ("nodes") of two workers each meeting through the c10d rendezvous at
+    127.0.0.1:port; both must exit 0 and only rank 0 prints a JSON summary. Returns (stdout,
+    stderr) of both."""
     agents = []
     for node in (0, 1):
-        agents.append(torchrun(ctx, 2, PP4 + ["--check-parity", "--json", "--timeout", "60"],
+        agents.append(torchrun(ctx, 2, args + ["--check-parity", "--json", "--timeout", "60"],
                                extra=["--nnodes", "2", "--node_rank", str(node), "--rdzv_backend", "c10d",
                                       "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", f"ppsched-{port}"]))
     results = [finish(a) for a in agents]
@@ -117,8 +115,16 @@ def _(ctx):
     summaries = [ln for rc, out, err in results for ln in out.splitlines() if '"parity"' in ln]
     if len(summaries) != 1:
         raise Failure(f"expected one JSON summary (rank 0's), got {len(summaries)}: {summaries}")
-    out = "\n".join(r[1] for r in results)
-    err = "\n".join(r[2] for r in results)
+    return "\n".join(r[1] for r in results), "\n".join(r[2] for r in results)
+
+
+@case("torchrun_two_agents_c10d_pp4")
+def _(ctx):
+    # Two "nodes" on this machine: two agents meeting through the c10d rendezvous, two workers
+    # each; the agents pick MASTER_ADDR/MASTER_PORT and rank 0 hosts the store there.
+    port = free_port()
+    t0 = time.monotonic()
+    out, err = two_agents(ctx, PP4, port)
     check_parity(json_summary(out, err), 4, out, err)
     print(f"two torchrun agents x 2 workers, c10d rendezvous at 127.0.0.1:{port}: ok in {time.monotonic() - t0:.1f} s")
 
@@ -131,17 +137,7 @@ def _(ctx):
     port = free_port()
     t0 = time.monotonic()
     args = ["--generate", "1f1b", "--pp", "2", "--micro", "4", "--fsdp-steps", "--dp", "2", "--fsdp"] + GPT
-    agents = []
-    for node in (0, 1):
-        agents.append(torchrun(ctx, 2, args + ["--check-parity", "--json", "--timeout", "60"],
-                               extra=["--nnodes", "2", "--node_rank", str(node), "--rdzv_backend", "c10d",
-                                      "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", f"ppsched-{port}"]))
-    results = [finish(a) for a in agents]
-    for node, (rc, out, err) in enumerate(results):
-        if rc != 0:
-            raise Failure(f"agent {node} exited {rc}\n--- stdout\n{out}\n--- stderr\n{err}")
-    out = "\n".join(r[1] for r in results)
-    err = "\n".join(r[2] for r in results)
+    out, err = two_agents(ctx, args, port)
     s = json_summary(out, err)
     check_parity(s, 2, out, err)
     if s.get("dp") != 2 or s.get("world_size") != 4 or not s.get("fsdp"):

@@ -743,3 +743,67 @@ TEST_CASE("the SAX reader locates errors in sub-steps, tensors and annotations",
       "ranks": 2, "stages": 2, "format": "ppsched-schedule", "version": 1})", "x.json");
   CHECK(s.placement == Placement::v(2, 2));
 }
+
+TEST_CASE("a step in the writer's plain shape and its near misses read as the events read them",
+          "[formats][errors][json]") {
+  // The reader takes {"op": ..., "micro": ..., "stage": ..., "peer": ...} in one pass over its
+  // bytes and leaves everything else to the SAX events: each near miss below must still give
+  // the events' value or their located message.
+  const std::string head = R"({"format": "ppsched-schedule", "version": 1, "ranks": 2, "stages": 2,
+      "micro_batches": 4, "programs": [[null, )";
+  auto read_step = [&](const std::string& step) {
+    const Schedule s = read_schedule_json(head + step + "], []]}", "x.json");
+    REQUIRE(s.programs[0].size() == 2);
+    REQUIRE(s.programs[0][1]);
+    return *s.programs[0][1];
+  };
+  auto step_error = [&](const std::string& step) {
+    return expect_error([&] { read_schedule_json(head + step + "], []]}", "x.json"); });
+  };
+  // Taken: any key order and whitespace, compact, the largest int32 (validation then judges it).
+  CHECK(read_step(R"({"op": "FWD", "micro": 3, "stage": 0})") == make_step(Op::FWD, 3, 0));
+  CHECK(read_step("{ \"stage\"\t:1 ,\r\n\"micro\" : 0,\"op\":\"BWD\" }") == make_step(Op::BWD, 0, 1));
+  Step send = make_step(Op::FWD_SEND, 2, 0);
+  send.peer = 1;
+  CHECK(read_step(R"({"op":"FWD_SEND","micro":2,"stage":0,"peer":1})") == send);
+  auto e = step_error(R"({"op": "FWD", "micro": 2147483647, "stage": 0})");
+  CHECK(e.where().index == 1);
+  CHECK_THAT(e.message(), Catch::Contains("micro 2147483647 is out of range"));
+  // Declined, and read by the events to the same value.
+  CHECK(read_step(R"({"op": "F\u0057D", "\u006dicro": 3, "stage": 0})") == make_step(Op::FWD, 3, 0));
+  CHECK(read_step(R"({"op": "FWD", "micro": -0, "stage": 0, "x-note": 1})") == make_step(Op::FWD, 0, 0));
+  // Declined, and refused by the events with their location.
+  e = step_error(R"({"op": "FWD", "micro": 2147483648, "stage": 0})");
+  CHECK(e.where().field == "programs[0][1].micro");
+  CHECK_THAT(e.message(), Catch::Contains("expected an integer >= 0 for programs[0][1].micro, got 2147483648"));
+  e = step_error(R"({"op": "FWD", "micro": 12345678901234, "stage": 0})");
+  CHECK_THAT(e.message(), Catch::Contains("got 12345678901234"));
+  e = step_error(R"({"op": "FWD", "micro": 1.0, "stage": 0})");
+  CHECK_THAT(e.message(), Catch::Contains("expected an integer for programs[0][1].micro, got a number with a fraction"));
+  e = step_error(R"({"op": "FWD", "micro": 1e0, "stage": 0})");
+  CHECK_THAT(e.message(), Catch::Contains("got a number with a fraction"));
+  e = step_error(R"({"op": "FWD", "micro": 01, "stage": 0})");
+  CHECK(e.where().line == 2);
+  CHECK_THAT(e.message(), Catch::Contains("syntax error"));
+  e = step_error(R"({"op": "FWD", "micro": 1, "micro": 1, "stage": 0})");
+  CHECK(e.where().field == "programs[0][1].micro");
+  CHECK_THAT(e.message(), Catch::Contains("duplicate key 'micro' in programs[0][1]"));
+  e = step_error(R"({"micro": 1, "stage": 0})");
+  CHECK(e.where().field == "programs[0][1].op");
+  CHECK_THAT(e.message(), Catch::Contains("missing key 'op' in programs[0][1]"));
+  e = step_error(R"({"op": "FORWARD", "micro": 1, "stage": 0})");
+  CHECK(e.where().field == "programs[0][1].op");
+  CHECK_THAT(e.message(), Catch::Contains("unknown op 'FORWARD'"));
+  e = step_error(R"({"op": "FWD", "micro": 1, "stage": -1})");
+  CHECK(e.where().field == "programs[0][1].stage");
+  CHECK_THAT(e.message(), Catch::Contains("stage -1 means no stage, but FWD needs a stage"));
+  e = step_error(R"({"op": "FWD", "micro": 1, "stage": 0, "tensor": []})");
+  CHECK(e.where().field == "programs[0][1].tensor");
+  CHECK_THAT(e.message(), Catch::Contains("unknown key 'tensor' in step programs[0][1]"));
+  e = step_error(R"({"op": "FWD", "micro": 1, "stage": 0,})");
+  CHECK_THAT(e.message(), Catch::Contains("syntax error while parsing object key"));
+  e = step_error(R"({"op": "FWD", "micro": 1, "stage": 0)");
+  CHECK_THAT(e.message(), Catch::Contains("syntax error"));
+  e = expect_error([&] { read_schedule_json(head + R"({"op": "FWD", "micro": 1)", "x.json"); });
+  CHECK_THAT(e.message(), Catch::Contains("unexpected end of input"));
+}

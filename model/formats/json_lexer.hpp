@@ -7,7 +7,15 @@
 // number_integer(int64) for negative integers, number_unsigned(uint64) for the others, and
 // number_float(double, text) for numbers with a fraction or an exponent and for integers
 // beyond 64 bits; string(s), key(s) with a std::string_view valid until the next event, start_object(-1)/end_object(), start_array(-1)/end_array().
-// A handler returning false stops the parse. On malformed input it calls
+// A handler returning false stops the parse.
+//
+// A handler may also read some objects itself: if it has `const char* claim_object(const char*
+// p, const char* end)`, the parser calls it at each '{' (p points at it) before anything else.
+// It returns nullptr to decline (having done nothing: the parser then goes on as usual), or
+// one past the object's closing '}' when it read the whole object from the text and took it
+// as the events of that object would have. It may claim only what this parser accepts, with
+// the same meaning (the schedule reader claims the plain shape of a step, in one pass over its
+// bytes, and declines anything else, which the events then read and locate as usual). On malformed input it calls
 // parse_error(position, message) once, with position the number of bytes read (1-based index
 // of the offending byte) and a message in nlohmann's words; it returns what that returns.
 //
@@ -26,6 +34,8 @@
 #include <cmath>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace ppsched {
@@ -70,6 +80,14 @@ inline void put_utf8(std::string& out, uint32_t cp) {
   }
 }
 
+// Whether Handler has claim_object (see JsonSaxParser).
+template <class H, class = void>
+struct claims_objects : std::false_type {};
+template <class H>
+struct claims_objects<H, std::void_t<decltype(std::declval<H&>().claim_object(std::declval<const char*>(),
+                                                                               std::declval<const char*>()))>>
+    : std::true_type {};
+
 }  // namespace json_lexer_detail
 
 template <class Handler>
@@ -87,6 +105,12 @@ class JsonSaxParser {
       if (p_ == end_) return eof_error("value", "'[', '{', or a literal");
       switch (*p_) {
         case '{':
+          if constexpr (json_lexer_detail::claims_objects<Handler>::value) {
+            if (const char* past = h_.claim_object(p_, end_)) {
+              p_ = past;
+              break;
+            }
+          }
           ++p_;
           if (!h_.start_object(static_cast<std::size_t>(-1))) return false;
           skip_ws();

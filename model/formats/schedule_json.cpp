@@ -5,7 +5,8 @@
 // time and memory are those of the text and the IR. It refuses duplicate keys, which
 // nlohmann's DOM would silently collapse. Every type and key problem is an InputError
 // located by rank, step index and field path; ranges and field presence are then checked by
-// validate_structure.
+// validate_structure. A step in the writer's plain shape is read in one pass over its bytes
+// (Reader::claim_object) instead of through eight events: half the time of a file as written.
 //
 // Writing is by hand into one string buffer: the output is canonical (fixed key order, one
 // step per line) and must stay fast for millions of steps.
@@ -107,6 +108,7 @@ class Reader {
   bool end_object() { return close(); }
   bool end_array() { return close(); }
   bool key(std::string_view k);
+  const char* claim_object(const char* p, const char* end);
   bool parse_error(std::size_t position, const std::string& message);
 
  private:
@@ -135,56 +137,43 @@ class Reader {
   // What an open container is.
   enum class Ctx : uint8_t { Top, Placement, MPipe, Owners, Programs, Program, Step, SubSteps, Tensors, Tensor,
                              Shape, Group, Skip };
+  // A container's own place in its parent is the parent's pending key or element (which
+  // cannot change while the container is open), so a frame stores no label. Frames are
+  // reused: a push resets one, a pop only lowers depth_, so a step costs no allocation.
   struct Frame {
-    Ctx ctx;
-    bool object;
-    std::string label;  // this container's place in its parent: a key, or "" with index >= 0
-    long index = -1;
-    std::string_view known_key;  // objects: the key whose value comes next, when in the frame's key list
-    std::string key_store;       // objects: the key whose value comes next, when not
-    int key_id = -1;         // its position in the frame's key list (kTopKeys, ...), -1 if none
-    long count = 0;          // arrays: elements begun so far
-    uint32_t seen = 0;       // objects: known keys seen (bit per key in the frame's key list)
+    Ctx ctx = Ctx::Top;
+    bool object = false;
     bool annotation = false; // objects: the pending key is "comment" or "x-...", its value skipped
     int depth = 0;           // steps: 0 for a program's step, 1 for a sub-step, ...
+    int key_id = -1;         // objects: the pending key's position in the frame's key list, -1 if none
+    uint32_t seen = 0;       // objects: known keys seen (bit per key in the frame's key list)
+    long count = 0;          // arrays: elements begun so far
+    std::string_view known_key;  // objects: the key whose value comes next, when in the frame's key list
+    std::string key_store;       // objects: the key whose value comes next, when not
     Step* step = nullptr;    // Step frames (and the owner of SubSteps/Tensors/Group frames)
     TensorDesc* tensor = nullptr;
     std::unique_ptr<std::unordered_set<std::string>> others;  // annotation / unknown-context keys seen
     // (Not a view into key_store: frames move when the stack grows.)
     std::string_view key() const { return key_id >= 0 ? known_key : std::string_view(key_store); }
   };
+  Frame& top() { return stack_[depth_ - 1]; }
+  const Frame& top() const { return stack_[depth_ - 1]; }
 
   // ---- locations ----
   // The path of the value about to be read (the pending key or element of the innermost frame).
-  std::string path() const {
-    std::string out;
-    auto add = [&](std::string_view key, long index) {
-      if (index >= 0) {
-        out += "[" + std::to_string(index) + "]";
-      } else if (!key.empty()) {
-        if (!out.empty()) out += '.';
-        out += key;
-      }
-    };
-    for (const Frame& f : stack_) add(f.label, f.index);
-    if (!stack_.empty()) {
-      const Frame& f = stack_.back();
-      if (f.object) {
-        add(f.key(), -1);
-      } else {
-        add({}, f.count);
-      }
-    }
-    return out;
-  }
+  std::string path() const { return path_of(depth_); }
   // The path of the innermost open container itself.
-  std::string container_path() const {
+  std::string container_path() const { return path_of(depth_ == 0 ? 0 : depth_ - 1); }
+  // The pending keys or elements of the outermost `frames` frames, joined.
+  std::string path_of(size_t frames) const {
     std::string out;
-    for (const Frame& f : stack_) {
-      if (f.index >= 0) {
-        out += "[" + std::to_string(f.index) + "]";
-      } else if (!f.label.empty()) {
-        out += out.empty() ? f.label : "." + f.label;
+    for (size_t k = 0; k < frames; ++k) {
+      const Frame& f = stack_[k];
+      if (!f.object) {
+        out += "[" + std::to_string(f.count) + "]";
+      } else if (!f.key().empty()) {
+        if (!out.empty()) out += '.';
+        out += f.key();
       }
     }
     return out;
@@ -266,10 +255,14 @@ class Reader {
   }
 
   // ---- keys ----
-  // The position of `key` in `known`, or -1.
-  static int key_index(const Keys& known, std::string_view key) {
-    // Length and first byte first: the keys are short and a call to memcmp costs more.
-    for (size_t k = 0; k < known.size(); ++k) {
+  // The position of `key` in `known`, or -1. The search starts after `after` (the key
+  // before it in this object) and wraps: the writer puts keys in list order, so the first
+  // candidate is nearly always the one.
+  static int key_index(const Keys& known, std::string_view key, int after) {
+    const size_t n = known.size();
+    size_t k = after + 1 < static_cast<int>(n) ? static_cast<size_t>(after + 1) : 0;
+    for (size_t tries = 0; tries < n; ++tries, k = k + 1 == n ? 0 : k + 1) {
+      // Length and first byte first: the keys are short and a call to memcmp costs more.
       const std::string_view c = known[k];
       if (c.size() != key.size() || c.empty() || c[0] != key[0]) continue;
       size_t i = 1;
@@ -300,14 +293,19 @@ class Reader {
 
   // ---- containers ----
   Frame& push(Ctx ctx, bool object) {
-    const Frame* parent = stack_.empty() ? nullptr : &stack_.back();
-    std::string label = parent && parent->object ? std::string(parent->key()) : std::string();
-    const long index = parent && !parent->object ? parent->count : -1;
-    Frame& f = stack_.emplace_back();
+    if (depth_ == stack_.size()) stack_.emplace_back();
+    Frame& f = stack_[depth_++];
     f.ctx = ctx;
     f.object = object;
-    f.label = std::move(label);
-    f.index = index;
+    f.annotation = false;
+    f.depth = 0;
+    f.key_id = -1;
+    f.seen = 0;
+    f.count = 0;
+    f.step = nullptr;
+    f.tensor = nullptr;
+    f.key_store.clear();
+    if (f.others) f.others.reset();
     return f;
   }
 
@@ -315,7 +313,7 @@ class Reader {
   bool scalar(const Value& v);
   bool close();
   void begin_element() {
-    Frame& f = stack_.back();
+    Frame& f = top();
     if (f.ctx == Ctx::Programs) {
       rank_ = static_cast<int>(f.count);
       index_ = -1;
@@ -324,7 +322,7 @@ class Reader {
     }
   }
   void end_element() {
-    if (!stack_.empty() && !stack_.back().object) ++stack_.back().count;
+    if (depth_ != 0 && !top().object) ++top().count;
   }
   void step_value(Frame& f, const Value* v, Kind kind);
   void finish_step(const Frame& f);
@@ -332,7 +330,8 @@ class Reader {
 
   std::string_view text_;
   const std::string& file_;
-  std::vector<Frame> stack_;
+  std::vector<Frame> stack_;  // the open containers are stack_[0, depth_)
+  size_t depth_ = 0;
   Schedule s_;
   int rank_ = -1;
   int index_ = -1;
@@ -345,9 +344,9 @@ class Reader {
 };
 
 bool Reader::key(std::string_view k) {
-  Frame& f = stack_.back();
+  Frame& f = top();
   const Keys* known = keys_of(f.ctx);
-  const int at = known ? key_index(*known, k) : -1;
+  const int at = known ? key_index(*known, k, f.key_id) : -1;
   if (at >= 0) {
     if (f.seen & (1u << at)) duplicate(k);
     f.seen |= 1u << at;
@@ -371,16 +370,87 @@ bool Reader::key(std::string_view k) {
   return true;
 }
 
+// The plain shape of a program's step, read in one pass over its bytes: {"op": "NAME"} with
+// any of "micro", "stage" and "peer" as integers from 0 to 2^31 - 1, each key once, keys and
+// name in plain ASCII (no escapes), any JSON whitespace between tokens. That is how the writer
+// writes every step without sub-steps, tensors or a group, so a file as written reads at the
+// cost of its bytes instead of eight events a step. Anything else (other keys, escapes,
+// duplicates, a sign, a fraction, more than ten digits, an unknown op, malformed JSON) is
+// declined before anything is stored, and the events read it with their checks and located
+// messages; what is claimed is exactly what they would have built.
+const char* Reader::claim_object(const char* p, const char* end) {
+  namespace d = json_lexer_detail;
+  if (depth_ == 0 || top().ctx != Ctx::Program) return nullptr;
+  auto skip_ws = [&] {
+    while (p != end && d::is_ws(*p)) ++p;
+  };
+  // A string of plain bytes (which decodes to itself): its text, or false.
+  auto plain_string = [&](std::string_view& out) {
+    if (p == end || *p != '"') return false;
+    const char* run = ++p;
+    while (p != end && d::plain(*p)) ++p;
+    if (p == end || *p != '"') return false;
+    out = std::string_view(run, static_cast<size_t>(p - run));
+    ++p;
+    return true;
+  };
+  auto digit = [&] { return p != end && *p >= '0' && *p <= '9'; };
+  Step st;
+  uint32_t seen = 0;
+  int at = -1;
+  ++p;  // the '{'
+  for (;;) {
+    skip_ws();
+    std::string_view key;
+    if (!plain_string(key)) return nullptr;
+    at = key_index(kStepKeys, key, at);
+    if (at < 0 || at > kStepPeer || (seen & (1u << at))) return nullptr;
+    seen |= 1u << at;
+    skip_ws();
+    if (p == end || *p != ':') return nullptr;
+    ++p;
+    skip_ws();
+    if (at == kStepOp) {
+      std::string_view name;
+      if (!plain_string(name)) return nullptr;
+      const auto op = op_named(name);
+      if (!op) return nullptr;
+      st.op = *op;
+    } else {
+      // 0 or [1-9][0-9]{0,9}, then no fraction or exponent.
+      if (!digit()) return nullptr;
+      int64_t v = *p++ - '0';
+      for (int digits = 1; v != 0 && digit(); ++p) {
+        if (++digits > 10) return nullptr;
+        v = v * 10 + (*p - '0');
+      }
+      if (digit() || (p != end && (*p == '.' || *p == 'e' || *p == 'E'))) return nullptr;
+      if (v > std::numeric_limits<int32_t>::max()) return nullptr;
+      (at == kStepMicro ? st.micro : at == kStepStage ? st.stage : st.peer) = static_cast<int32_t>(v);
+    }
+    skip_ws();
+    if (p == end) return nullptr;
+    if (*p == '}') break;
+    if (*p != ',') return nullptr;
+    ++p;
+  }
+  if (!(seen & (1u << kStepOp))) return nullptr;
+  begin_element();
+  s_.programs.back().emplace_back(std::move(st));
+  end_element();
+  return p + 1;
+}
+
 // A container begins: check that one is allowed here and push its frame.
 bool Reader::open(Kind kind) {
   const bool object = kind == Kind::Object;
-  if (stack_.empty()) {
+  if (depth_ == 0) {
     if (done_) return true;  // not reached: the parser refuses a second value
     if (!object) fail_at({}, std::string("expected a JSON object at the top level, got ") + type_name(kind));
     push(Ctx::Top, true);
     return true;
   }
-  Frame& f = stack_.back();
+  Frame& f = top();
   begin_element();
   if (f.ctx == Ctx::Skip || (f.object && f.annotation)) {
     push(Ctx::Skip, object);
@@ -512,11 +582,11 @@ void Reader::step_value(Frame& f, const Value* v, Kind kind) {
 
 // A scalar value: checked against where it lands and stored.
 bool Reader::scalar(const Value& v) {
-  if (stack_.empty()) {
+  if (depth_ == 0) {
     if (!done_) fail_at({}, std::string("expected a JSON object at the top level, got ") + type_name(v.kind));
     return true;
   }
-  Frame& f = stack_.back();
+  Frame& f = top();
   begin_element();
   if (f.ctx == Ctx::Skip || (f.object && f.annotation)) {
     end_element();
@@ -630,7 +700,7 @@ void Reader::finish_step(const Frame& f) {
 }
 
 bool Reader::close() {
-  Frame& f = stack_.back();
+  Frame& f = top();
   if (f.ctx == Ctx::Step) finish_step(f);
   if (f.ctx == Ctx::Tensor) {
     if (!(f.seen & (1u << kTensorShape))) missing("shape", "an array of dimensions");
@@ -646,7 +716,7 @@ bool Reader::close() {
     done_ = true;
   }
   const Ctx ctx = f.ctx;
-  stack_.pop_back();
+  --depth_;
   if (ctx == Ctx::Program) {
     index_ = -1;
     Program& prog = s_.programs.back();

@@ -2,9 +2,10 @@
 // interleaved-1F1B schedule: the canonical JSON (SAX straight into the IR) against PyTorch's
 // CSV (compute_comms), both from text already in memory. `steps_per_s` and `MB_per_s`
 // compare them; the JSON text is about five times the CSV's. The JSON reader runs on
-// ppsched's own parser (json_lexer.hpp): 91-96 ms against the CSV's 42-45 ms here (it was
-// 0.24-0.27 s on nlohmann's SAX parser), which keeps `ppsched check` of the JSON within 1.5x
-// the CSV's time. BM_JsonOverCsv fails when the JSON read takes over 3x the CSV read
+// ppsched's own parser (json_lexer.hpp) and reads each step in the writer's plain shape in one
+// pass over its bytes: 48-50 ms against the CSV's 44-45 ms here (94-96 ms through the SAX
+// events alone, 0.24-0.27 s on nlohmann's SAX parser), which keeps `ppsched check` of the JSON
+// within 1.5x the CSV's time (1.00-1.06x). BM_JsonOverCsv fails when the JSON read takes over 3x the CSV read
 // (best of its iterations; on nlohmann's parser it was 5.5x); BM_CheckJsonOverCsv, when
 // reading and verifying the JSON takes over 1.5x the CSV's (the target of `ppsched check`).
 // Run: build/bench/bench_read (or `meson test --benchmark`).

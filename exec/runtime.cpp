@@ -209,6 +209,7 @@ void Runtime::run_iteration(int iteration) {
     in_flight_.clear();
     post_of_.clear();
     posts_.clear();
+    post_slice_.clear();
     for (size_t k = 0; k < actions.size(); ++k) {
       const Action& a = actions[k];
       index = a.step_index;
@@ -396,10 +397,12 @@ void Runtime::run_post(const Action& a) {
   const Step& top = *ctx_.schedule.programs[static_cast<size_t>(ctx_.rank)][static_cast<size_t>(a.step_index)];
   const StepAt at = msgs.size() == 1 ? owners[0]->at : StepAt{top, a.step_index, -1, 0};
   int handle = -1;
-  ctx_.timed(interval_of(at, sends ? Lane::Send : Lane::Recv, bytes, false, first, static_cast<int>(ops.size())),
-             [&] { handle = ctx_.transport.post(ops); });
+  const size_t slice = ctx_.timed(
+      interval_of(at, sends ? Lane::Send : Lane::Recv, bytes, false, first, static_cast<int>(ops.size())),
+      [&] { handle = ctx_.transport.post(ops); });
   for (int32_t id : ids) post_of_[id] = handle;
   posts_[handle] = ids;
+  if (slice != RunContext::kUntimed) post_slice_[handle] = slice;
 }
 
 void Runtime::run_wait(const Action& a) {
@@ -416,6 +419,12 @@ void Runtime::run_wait(const Action& a) {
       const Channel& ch = lowering_.channels[static_cast<size_t>(m.channel)];
       BlockedOn blocked(progress_, failed_peer_, ctx_.dp.mesh.global_rank(ctx_.dp.replica, m.send ? ch.dst : ch.src));
       ctx_.transport.wait(p->second);
+    }
+    // Traced: the post's slice runs until its wait returned, as the simulator draws it (from
+    // the post to the completion), so the flow that ends in it ends after it began.
+    if (auto s = post_slice_.find(p->second); s != post_slice_.end()) {
+      if (ctx_.clock) ctx_.clock->extend(s->second);
+      post_slice_.erase(s);
     }
     for (int32_t m : done) {
       const int32_t key = key_of(lowering_.messages[static_cast<size_t>(m)]);

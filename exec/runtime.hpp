@@ -156,16 +156,18 @@ struct RunContext {
   void send_meta(const StepAt& at, int peer, const TensorMeta& m, int tensor);
   TensorMeta recv_meta_from(const StepAt& at, int peer, int tensor);
   void collective(const StepAt& at, const std::vector<int>& members);  // logs one collective call
-  // Runs f, timing it as `iv` when this iteration is traced.
+  // Runs f, timing it as `iv` when this iteration is traced; returns the interval's index in
+  // the clock (for StepClock::extend), kUntimed when not traced.
+  static constexpr size_t kUntimed = static_cast<size_t>(-1);
   template <class F>
-  void timed(const TracedInterval& iv, F&& f) {
+  size_t timed(const TracedInterval& iv, F&& f) {
     if (!clock) {
       f();
-      return;
+      return kUntimed;
     }
     const size_t mark = clock->begin();
     f();
-    clock->end(mark, iv);
+    return clock->end(mark, iv);
   }
 };
 
@@ -262,6 +264,7 @@ class Runtime {
   std::map<int32_t, InFlight> in_flight_;  // keyed like payload_count_
   std::map<int32_t, int> post_of_;           // posted message id -> transport handle (this run)
   std::map<int, std::vector<int32_t>> posts_;  // handle -> its message ids, until waited
+  std::map<int, size_t> post_slice_;            // handle -> its traced interval (--trace), until waited
   Progress& progress_;
   int failed_peer_ = -1;  // the peer of the transport call that threw (this iteration)
   std::function<void()> poll_peers_;  // throws when another rank reported a failure

@@ -119,6 +119,7 @@ TraceWritten write_measured_trace(const compat::StorePtr& store, const Schedule&
   TraceOptions o;
   // The transport in the label: ppsched calibrate prices Gloo's rendezvous sends accordingly.
   o.label = "measured (" + transport + ")";
+  o.mode = mode;
   std::string doc = chrome_trace_json(s, run.result, o);
   // Which replica this is (--dp): otherData.mesh gives the DP degree and, per pipeline rank
   // of the trace, the global rank that ran it. The label stays the transport's (calibrate reads it).

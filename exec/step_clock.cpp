@@ -29,15 +29,26 @@ size_t StepClock::begin() {
   return host_marks_.size() - 1;
 }
 
-void StepClock::end(size_t mark, TracedInterval iv) {
+size_t StepClock::end(size_t mark, TracedInterval iv) {
   if (cuda_) {
     events_.push_back(compat::cuda_event_record(device_));
     pending_.push_back({iv, mark, events_.size() - 1});
-    return;
+    return pending_.size() - 1;
   }
   iv.start_ms = host_marks_[mark];
   iv.end_ms = host_now_ms();
   pending_.push_back({iv, 0, 0});
+  return pending_.size() - 1;
+}
+
+void StepClock::extend(size_t index) {
+  Pending& p = pending_.at(index);
+  if (cuda_) {
+    events_.push_back(compat::cuda_event_record(device_));
+    p.end = events_.size() - 1;
+    return;
+  }
+  p.iv.end_ms = host_now_ms();
 }
 
 std::vector<TracedInterval> StepClock::resolve() {

@@ -23,8 +23,11 @@ class StepClock {
 
   void start();  // the epoch: call right after the barrier that opens the iteration
   size_t begin();
-  // Records `iv` (its times filled in from the mark to now).
-  void end(size_t mark, TracedInterval iv);
+  // Records `iv` (its times filled in from the mark to now); returns its index for extend().
+  size_t end(size_t mark, TracedInterval iv);
+  // Moves the end of recorded interval `index` to now (a posted message's slice runs until
+  // the wait that completed it, as in the simulator).
+  void extend(size_t index);
   // Every recorded interval with its times (CUDA: waits for the last event first).
   std::vector<TracedInterval> resolve();
   bool cuda() const { return cuda_; }

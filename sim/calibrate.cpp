@@ -183,6 +183,25 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
     if (other.contains("stages") && other["stages"].is_number_integer()) cal.stages = other["stages"].get<int>();
     if (other.contains("micro_batches") && other["micro_batches"].is_number_integer())
       cal.micro_batches = other["micro_batches"].get<int>();
+    if (other.contains("mode")) {
+      // The runtime mode the run had (traces/chrome_trace.hpp TraceOptions::mode).
+      const json& m = other["mode"];
+      auto flag = [&](const char* key) {
+        if (!m.contains(key)) return false;
+        if (!m[key].is_boolean()) fail(file, -1, std::string("otherData.mode.") + key + ": expected true or false");
+        return m[key].get<bool>();
+      };
+      if (!m.is_object()) fail(file, -1, "otherData.mode: expected an object");
+      CheckOptions mode;
+      if (m.contains("comm")) {
+        if (m["comm"] == "eager") mode.comm = CommMode::Eager;
+        else if (m["comm"] != "rendezvous") fail(file, -1, "otherData.mode.comm: expected \"rendezvous\" or \"eager\"");
+      }
+      mode.overlap_p2p = flag("overlap_p2p");
+      mode.mpipe_batched_recv = flag("mpipe_batched_recv");
+      mode.dyn_shape = flag("dyn_shape");
+      cal.mode = mode;
+    }
   }
   if (options.stages > 0) cal.stages = options.stages;
   if (cal.stages > (1 << 20)) fail(file, -1, "otherData.stages is " + std::to_string(cal.stages) + ", beyond 2^20");
@@ -320,6 +339,13 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
     c.eager_threshold_bytes = 0;
     cal.notes.push_back("a Gloo run: its sends wait for the receiver, so the fitted model has eager threshold 0");
   }
+  if (options.compute_blocks_host) {
+    c.compute_blocks_host = *options.compute_blocks_host;
+  } else if (cal.label == "measured (gloo)") {
+    c.compute_blocks_host = true;
+    cal.notes.push_back("a Gloo run computes on the CPU that posts the communication, so the fitted model has "
+                        "compute_blocks_host: true (nothing is posted while a compute runs)");
+  }
   c.source = "calibrated from " + (file.empty() ? std::string("a trace") : file);
   std::map<ComputeKind, std::map<int, std::vector<double>>> samples;
   int composites = 0, sub_slices = 0;
@@ -456,13 +482,32 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
     auto pos = std::lower_bound(v.begin(), v.end(), std::make_pair(step, -1e300));
     return pos == v.begin() ? -1e300 : (pos - 1)->second;
   };
+  // Where compute blocks the host (a Gloo run), a receive posted early and waited later
+  // (--overlap-p2p, a batched MPipe receive) ends when its wait returned, which may be long
+  // after the payload arrived: the rank computed meanwhile. Such a receive times no transfer.
+  // (A simulated trace ends every receive at the arrival.)
+  std::map<int, std::vector<std::pair<double, double>>> computes;  // pid -> (start, end), by start
+  for (const auto& s : slices)
+    if (s.lane == LaneKind::Compute) computes[s.pid].push_back({s.ts, s.end()});
+  for (auto& [pid, v] : computes) std::sort(v.begin(), v.end());
+  auto computed_during = [&](const Slice& r) {
+    if (!c.compute_blocks_host) return false;
+    auto it = computes.find(r.pid);
+    if (it == computes.end()) return false;
+    auto pos = std::lower_bound(it->second.begin(), it->second.end(), std::make_pair(r.ts, -1e300));
+    return pos != it->second.end() && pos->second <= r.end() && pos->first < r.end();
+  };
   std::vector<double> xs, ys;
-  int skipped_multi = 0, skipped_negative = 0;
+  int skipped_multi = 0, skipped_negative = 0, skipped_deferred = 0;
   for (const auto& [a, b] : pairs) {
     const Slice& snd = slices[static_cast<size_t>(a)];
     const Slice& rcv = slices[static_cast<size_t>(b)];
     if (snd.flows != 1 || rcv.flows != 1) {
       ++skipped_multi;
+      continue;
+    }
+    if (computed_during(rcv)) {
+      ++skipped_deferred;
       continue;
     }
     const double start = std::max({snd.ts, rcv.ts, ready_at(snd.pid, snd.step_index)});
@@ -477,6 +522,10 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
   if (skipped_multi)
     cal.notes.push_back(std::to_string(skipped_multi) +
                         " flow(s) share a slice with other messages (a batch's group) and were left out of the link fit");
+  if (skipped_deferred)
+    cal.notes.push_back(std::to_string(skipped_deferred) +
+                        " receive(s) were waited after a compute of their rank (posted early): their end is the wait's, "
+                        "not the arrival, and they were left out of the link fit");
   if (skipped_negative)
     cal.notes.push_back(std::to_string(skipped_negative) +
                         " transfer(s) ended before both ends were posted (clock skew between ranks) and were left out");

@@ -38,6 +38,10 @@ struct CalibrateOptions {
   // rendezvous, from the later post). Unset: 0 for a trace labelled "measured (gloo)" (Gloo's
   // TCP pairs send only once the receiver posted), else the cost model's 4 MiB (NCCL's buffer).
   std::optional<double> eager_threshold_bytes;
+  // Written to the protocol section too. Unset: true for a trace labelled "measured (gloo)"
+  // (the executor's Gloo runs compute on the CPU thread that posts the communication), else
+  // false (a GPU run launches compute on a stream and goes on posting).
+  std::optional<bool> compute_blocks_host;
 };
 
 struct ComputeFit {
@@ -64,6 +68,9 @@ struct Calibration {
   std::string schedule;      // otherData.schedule
   std::string label;         // otherData.label ("measured", "simulated", ...)
   int ranks = 0, stages = 0, micro_batches = 0;
+  // otherData.mode: the runtime mode the traced run had (comm, overlap_p2p, mpipe_batched_recv,
+  // dyn_shape); unset for a trace that does not say.
+  std::optional<CheckOptions> mode;
   std::vector<ComputeFit> compute;  // by cost key, then stage
   LinkFit link;
   double measured_makespan_ms = 0;  // last slice end - first slice start

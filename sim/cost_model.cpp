@@ -43,8 +43,10 @@
 //     applies to both directions unless the reverse direction is listed too; its missing
 //     fields come from the link it replaces.
 //   "collectives": {"algorithm": "ring" | "tree"},                                (ring)
-//   "protocol": {"eager_threshold_bytes": 4194304},    payloads up to this may complete before
+//   "protocol": {"eager_threshold_bytes": 4194304,     payloads up to this may complete before
 //                                                      the receiver posts (NCCL's buffer)
+//                "compute_blocks_host": false},       true: the host runs each compute itself
+//                                                      (CPUs) and posts nothing meanwhile
 //   "overlap_efficiency": 0.5,    OVERLAP_F_B / OVERLAP_B_F: 1 = shorter sub-step fully hidden
 //   "memory": {
 //     "capacity_bytes": number or null (per rank), "activation_bytes": StageValue (kept from
@@ -124,7 +126,7 @@ const Keys kLinkKeys = {"latency_ms", "bandwidth_GBps", "intra_node", "inter_nod
 const Keys kLinkValueKeys = {"latency_ms", "bandwidth_GBps"};
 const Keys kPairKeys = {"src", "dst", "latency_ms", "bandwidth_GBps"};
 const Keys kCollectiveKeys = {"algorithm"};
-const Keys kProtocolKeys = {"eager_threshold_bytes"};
+const Keys kProtocolKeys = {"eager_threshold_bytes", "compute_blocks_host"};
 const Keys kMemoryKeys = {"capacity_bytes", "activation_bytes", "tower_graph_bytes", "tower_copy_bytes"};
 
 Keys compute_key_names() {
@@ -430,6 +432,11 @@ class Reader {
       const json& j = object(root["protocol"], "protocol", kProtocolKeys);
       if (j.contains("eager_threshold_bytes"))
         c.eager_threshold_bytes = number(j["eager_threshold_bytes"], "protocol.eager_threshold_bytes", Quantity::Bytes);
+      if (j.contains("compute_blocks_host")) {
+        const json& b = j["compute_blocks_host"];
+        if (!b.is_boolean()) fail("protocol.compute_blocks_host", "expected true or false, got " + type_of(b));
+        c.compute_blocks_host = b.get<bool>();
+      }
     }
     if (root.contains("overlap_efficiency"))
       c.overlap_efficiency = number(root["overlap_efficiency"], "overlap_efficiency", Quantity::Fraction);
@@ -755,7 +762,9 @@ Comments template_comments(const CostModel& c, int stages) {
   k.intra = {"NVLink 4 between two GPUs of a node: ~450 GB/s per direction effective, ~5 us."};
   k.inter = {"400 Gb/s InfiniBand NDR between nodes: ~50 GB/s, ~10 us."};
   k.collectives = {"Collective algorithm over the group's links: \"ring\" or \"tree\"."};
-  k.protocol = {"Payloads up to eager_threshold_bytes may complete before the receiver posts (NCCL's per-peer buffer)."};
+  k.protocol = {"Payloads up to eager_threshold_bytes may complete before the receiver posts (NCCL's per-peer buffer).",
+                "compute_blocks_host: false on GPUs (the host launches a compute and goes on posting communication);",
+                "true on CPUs (the host runs the compute itself and posts nothing until it has finished)."};
   k.memory = {"capacity_bytes: per rank (null = no limit; default 80 GiB). activation_bytes: kept from FWD to BWD per micro-",
               f("batch and stage: 34 s h bytes per layer (Korthikanti et al. 2022, FlashAttention) = %.2f GiB x %g layers.",
                 kLayerKeptBytes / kGiB, kLayers / stages),
@@ -808,6 +817,7 @@ ordered_json model_json(const CostModel& c, const Comments* k) {
   ordered_json protocol;
   note(protocol, k ? k->protocol : Comment{});
   protocol["eager_threshold_bytes"] = quantity(c.eager_threshold_bytes);
+  protocol["compute_blocks_host"] = c.compute_blocks_host;
   root["protocol"] = std::move(protocol);
   root["overlap_efficiency"] = c.overlap_efficiency;
   ordered_json memory;

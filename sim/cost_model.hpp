@@ -70,6 +70,10 @@ struct CostModel {
   CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::Ring;
   // protocol and overlap
   double eager_threshold_bytes = 4.0 * 1024 * 1024;  // NCCL's per-peer buffer
+  // false (GPUs): the host launches a compute and goes on posting communication while the
+  // stream runs it. true (CPUs, e.g. a Gloo run): the host runs the compute itself, so it
+  // posts nothing until the compute has finished.
+  bool compute_blocks_host = false;
   double overlap_efficiency = 0.5;  // OVERLAP_*: 1 = the shorter sub-step is fully hidden
   // memory
   std::optional<double> capacity_bytes;   // per rank; reported against the peak

@@ -2,7 +2,8 @@
 //
 // Each rank has a host that issues its lowered actions (lowering/comm_model.hpp) in order,
 // a compute stream, and communication. Compute is launched asynchronously: it starts when
-// the stream is free and the host has reached it. A send's payload is ready when the compute
+// the stream is free and the host has reached it (with the cost model's compute_blocks_host,
+// a CPU run, the host itself runs it and goes on only when it has finished). A send's payload is ready when the compute
 // launched before it has finished. Blocking actions (phases, waits, collectives) hold the
 // host until every message in them completed. A transfer takes latency + bytes / bandwidth
 // of its link and starts when both ends are posted, except that payloads up to the eager
@@ -307,6 +308,10 @@ class Engine {
     apply(r, mem.produced, end);
     compute_free_[ri] = end;
     compute_last_[ri] = sl;
+    if (c_.compute_blocks_host) {
+      host_[ri] = end;
+      host_cause_[ri] = sl;
+    }
     busy_[ri] += d;
     if (o_.check.dp.degree > 1 && !a.composite) dp_ms_[ri] += dp_collective_ms(leaf_of(a));
   }

@@ -60,6 +60,7 @@ TEST_CASE("the smallest valid cost file is accepted as is and means what it says
   CHECK(m.stage_count() == 1);
   CHECK(m.overlap_efficiency == 0.5);
   CHECK(m.eager_threshold_bytes == 4.0 * kMiB);
+  CHECK_FALSE(m.compute_blocks_host);  // GPUs: the host launches compute and goes on
   CHECK_FALSE(m.capacity_bytes.has_value());
   CHECK(m.collective_algorithm == CollectiveAlgorithm::Ring);
 }
@@ -231,6 +232,7 @@ TEST_CASE("links: intra- or inter-node by ranks_per_node, per-pair overrides in 
   CHECK(m.link(3, 4).transfer_ms(1e9) == Approx(0.02 + 40.0));
   CHECK(m.collective_algorithm == CollectiveAlgorithm::Tree);
   CHECK(m.eager_threshold_bytes == 65536);
+  CHECK(m.compute_blocks_host);
   CHECK(m.overlap_efficiency == 0.75);
 }
 
@@ -299,6 +301,7 @@ TEST_CASE("bad cost files are reported with the file, the JSON path and what was
       {"bad_link_mixed.json", "link", "not both"},
       {"bad_bwd_input_exceeds.json", "compute.BWD_INPUT", "3 ms exceeds BWD (2 ms)"},
       {"bad_algorithm.json", "collectives.algorithm", "\"ring\" or \"tree\", got \"butterfly\""},
+      {"bad_blocks_host.json", "protocol.compute_blocks_host", "expected true or false, got a string"},
       {"bad_ranks_per_node.json", "link.ranks_per_node", "ranks >= 1, got 0"},
       {"bad_nested_too_deep.json", "compute.FWD[0][0]", "got an array"},
       {"bad_unknown_link_key.json", "link.intra_node.bandwidth_Gbps", "expected one of latency_ms, bandwidth_GBps"},

@@ -548,6 +548,10 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
       .raw(",\"completed\":").boolean(r.completed).raw(",\"steps\":").integer(static_cast<int64_t>(r.steps))
       .raw(",\"violations\":").integer(static_cast<int64_t>(r.check.violations.size()))
       .raw(",\"flows_left_out\":").integer(flows_left_out)
+      .raw(",\"mode\":{\"comm\":").str(options.mode.comm == CommMode::Eager ? "eager" : "rendezvous")
+      .raw(",\"overlap_p2p\":").boolean(options.mode.overlap_p2p)
+      .raw(",\"mpipe_batched_recv\":").boolean(options.mode.mpipe_batched_recv)
+      .raw(",\"dyn_shape\":").boolean(options.mode.dyn_shape).raw("}")
       .raw(",\"time_unit\":\"ts and dur in microseconds; simulated times are milliseconds\"}}\n");
   return out.take();
 }

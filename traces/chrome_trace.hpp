@@ -16,6 +16,9 @@ struct TraceOptions {
   // "distributedInfo": {"rank": r}. -1 = one file with every rank.
   int only_rank = -1;
   std::string label;  // e.g. "simulated" / "measured"; goes into the metadata
+  // The runtime mode the run had (otherData.mode: comm, overlap_p2p, mpipe_batched_recv,
+  // dyn_shape), so that `ppsched calibrate --schedule` predicts it in the same mode.
+  CheckOptions mode;
 };
 
 // {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}} (plus "distributedInfo"

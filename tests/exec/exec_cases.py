@@ -546,10 +546,9 @@ def predict_run(ctx, ranks, generate, model, factor):
 @case("trace_calibrate_predict_pytorch_comms_interleaved_pp2")
 def _(ctx):
     # PyTorch's lowered CSV runs, is traced and predicted under --overlap-p2p, all by default: the
-    # executor's records pair with the comm model of that mode, and calibrate --schedule and
-    # simulate price the same mode. (Under --overlap-p2p a send is waited at the end of the run, so
-    # the measured trace leaves out the flows whose receive ended before that wait began:
-    # otherData.flows_left_out; check_measured_trace wants none, so only the strict validator runs.)
+    # executor's records pair with the comm model of that mode, the trace says the mode
+    # (otherData.mode), and calibrate --schedule and simulate price the same mode. A posted message's
+    # slice runs until its wait returned, as the simulator draws it, so no flow is left out.
     csv = os.path.join(ctx.data, "schedules", "pytorch_comms", "Interleaved1F1B_pp2_m4.csv")
     with tempfile.TemporaryDirectory() as tmp:
         trace = os.path.join(tmp, "run.trace.json")
@@ -559,7 +558,15 @@ def _(ctx):
         s = summary(out)
         if not s["ok"] or not s["parity"]["ok"] or not s["overlap_p2p"] or s["trace"]["notes"]:
             raise Failure("run failed, ran blocking or its records did not pair with the comm model: " + json.dumps(s))
+        as_json = os.path.join(tmp, "sched.json")  # the same IR, step for step, in ppsched's JSON
+        run_ppsched(ctx, ["convert", csv, "-o", as_json])
+        with open(as_json) as f:
+            check_measured_trace(trace, json.load(f))
         validate_trace(ctx, trace)
+        with open(trace) as f:
+            mode = json.load(f)["otherData"].get("mode", {})
+        if not mode.get("overlap_p2p") or mode.get("comm") != "rendezvous":
+            raise Failure(f"the trace does not say the run's mode (--overlap-p2p, rendezvous): otherData.mode = {mode}")
         nslices, nflows = s["trace"]["slices"], s["trace"]["flows"]
         cal = json.loads(run_ppsched(ctx, ["calibrate", trace, "-o", costs, "--schedule", csv, "--json"]))
         sim = json.loads(run_ppsched(ctx, ["simulate", "--costs", costs, csv, "--json"]))
@@ -567,6 +574,8 @@ def _(ctx):
         p = cal["prediction"]
         print(f"{nslices} slices, {nflows} flows; measured {p['measured_ms']:.3f} ms, predicted {p['predicted_ms']:.3f} ms "
               f"(--overlap-p2p), {blocking['makespan_ms']:.3f} ms blocking")
+        if p.get("mode") != "--overlap-p2p":
+            raise Failure(f"calibrate predicted in mode '{p.get('mode')}', not the trace's --overlap-p2p")
         if not sim["overlap_p2p"] or abs(sim["makespan_ms"] - p["predicted_ms"]) > 1e-6 * max(1.0, p["predicted_ms"]):
             raise Failure(f"simulate ({sim['makespan_ms']} ms, overlap_p2p={sim['overlap_p2p']}) and calibrate "
                           f"({p['predicted_ms']} ms) do not price the same mode")

@@ -29,7 +29,19 @@ struct Prediction {
   double predicted_ms = 0, error = 0;
   bool completed = false;
   size_t violations = 0;
+  std::string mode;  // the runtime mode it was simulated in, as ppsched check's flags
 };
+
+// The runtime mode as the flags that select it ("" = the default: rendezvous, blocking).
+std::string mode_flags(const CheckOptions& o) {
+  std::string f;
+  auto add = [&](const char* flag) { f += (f.empty() ? "" : " ") + std::string(flag); };
+  if (o.comm == CommMode::Eager) add("--comm eager");
+  if (o.overlap_p2p) add("--overlap-p2p");
+  if (o.mpipe_batched_recv) add("--mpipe-batched-recv");
+  if (o.dyn_shape) add("--dyn-shape");
+  return f;
+}
 
 std::string summary_text(const Calibration& c, const std::string& trace, Statistic st) {
   std::string out = "calibrated from " + trace + " (" + (c.label.empty() ? "unlabelled" : c.label) + ", '" + c.schedule +
@@ -110,10 +122,19 @@ Action add_calibrate(CLI::App& app) {
       SimOptions so;
       so.check.memory = c.costs.memory_model(s.stages);
       so.record_trace = false;
-      // A compute_comms CSV ran under --overlap-p2p (ppsched-exec's default for it): predict that.
-      so.check.overlap_p2p = selects_overlap_p2p(kind);
+      // Predicted in the mode the trace says the run had; a trace that does not say: a
+      // compute_comms CSV ran under --overlap-p2p (ppsched-exec's default for it).
+      if (c.mode) {
+        so.check.comm = c.mode->comm;
+        so.check.overlap_p2p = c.mode->overlap_p2p;
+        so.check.mpipe_batched_recv = c.mode->mpipe_batched_recv;
+        so.check.dyn_shape = c.mode->dyn_shape;
+      } else {
+        so.check.overlap_p2p = selects_overlap_p2p(kind);
+      }
       SimResult r = simulate(s, c.costs, so);
       Prediction p;
+      p.mode = mode_flags(so.check);
       p.predicted_ms = r.makespan_ms;
       p.error = c.measured_makespan_ms > 0 ? (r.makespan_ms - c.measured_makespan_ms) / c.measured_makespan_ms : 0;
       p.completed = r.completed;
@@ -164,6 +185,7 @@ Action add_calibrate(CLI::App& app) {
         j["prediction"] = {{"schedule", st->schedule},
                            {"measured_ms", c.measured_makespan_ms},
                            {"predicted_ms", pred->predicted_ms},
+                           {"mode", pred->mode},
                            {"relative_error", pred->error},
                            {"completed", pred->completed},
                            {"violations", pred->violations}};
@@ -173,7 +195,7 @@ Action add_calibrate(CLI::App& app) {
       os << summary_text(c, st->trace, o.statistic);
       if (wrote && st->out != "-") os << "  wrote " << st->out << "\n";
       if (pred)
-        os << "prediction for " << st->schedule << ": measured " << fixed(c.measured_makespan_ms) << " ms, predicted "
+        os << "prediction for " << st->schedule << (pred->mode.empty() ? "" : " (" + pred->mode + ")") << ": measured " << fixed(c.measured_makespan_ms) << " ms, predicted "
            << fixed(pred->predicted_ms) << " ms, error " << (pred->error >= 0 ? "+" : "") << fixed(100 * pred->error, 1)
            << "%" << (pred->completed ? "" : " (the simulation stopped: deadlock)")
            << (pred->violations ? " (" + std::to_string(pred->violations) + " violation(s): ppsched check shows them)" : "")

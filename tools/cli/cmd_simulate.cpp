@@ -256,7 +256,12 @@ Action add_simulate(CLI::App& app) {
         std::cout << result_text(name, s, r, c, so.check.dp) << std::flush;
       }
       // Labelled, so a simulated and a measured trace (ppsched-exec --trace) tell themselves apart.
-      if (!st->trace.empty()) try_write(st->trace, chrome_trace_json(s, r, TraceOptions{-1, "simulated"}));
+      if (!st->trace.empty()) {
+        TraceOptions to;
+        to.label = "simulated";
+        to.mode = so.check;
+        try_write(st->trace, chrome_trace_json(s, r, to));
+      }
       if (!st->trace_dir.empty()) {
         // The folder (and its parents) is made when missing, like `mkdir -p`.
         std::error_code ec;
@@ -269,6 +274,7 @@ Action add_simulate(CLI::App& app) {
             TraceOptions to;
             to.only_rank = rank;
             to.label = "simulated";
+            to.mode = so.check;
             const std::string path = st->trace_dir + "/rank" + std::to_string(rank) + ".json";
             refuse_overwriting_input(path, st->files, "--trace-per-rank");
             try_write(path, chrome_trace_json(s, r, to));

@@ -119,7 +119,15 @@ TraceWritten write_measured_trace(const compat::StorePtr& store, const Schedule&
   TraceOptions o;
   // The transport in the label: ppsched calibrate prices Gloo's rendezvous sends accordingly.
   o.label = "measured (" + transport + ")";
+  // The mode that ran: the Gloo and NCCL transports block a send until its receive is posted
+  // (exec/agreement.cpp refuses --comm eager for a schedule that needs buffered sends), so an
+  // eager run was a rendezvous run, and calibrate --schedule predicts it as one.
   o.mode = mode;
+  if (mode.comm == CommMode::Eager) {
+    o.mode.comm = CommMode::Rendezvous;
+    o.mode_note = "--comm eager was verified with buffered sends and ran with the " + transport +
+                  " transport's blocking sends (each waits for its receive): a rendezvous run";
+  }
   std::string doc = chrome_trace_json(s, run.result, o);
   // Which replica this is (--dp): otherData.mesh gives the DP degree and, per pipeline rank
   // of the trace, the global rank that ran it. The label stays the transport's (calibrate reads it).

@@ -201,6 +201,7 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
       mode.mpipe_batched_recv = flag("mpipe_batched_recv");
       mode.dyn_shape = flag("dyn_shape");
       cal.mode = mode;
+      if (m.contains("note") && m["note"].is_string()) cal.notes.push_back("the run's mode: " + m["note"].get<std::string>());
     }
   }
   if (options.stages > 0) cal.stages = options.stages;

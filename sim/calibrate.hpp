@@ -5,7 +5,8 @@
 //  - compute: every slice on a compute thread whose args name a step type with a compute kind
 //    (FWD, BWD, BWD_INPUT, BWD_WEIGHT, MPIPE_TRANSPOSE_FWD/BWD, DATA_LOAD, the backward of
 //    MPIPE_GRAD_RECV_WITH_BACKWARD, ...) is one sample of (kind, stage); the model's value is
-//    the median of the samples (or the mean). A composite's single slice (a simulated
+//    the mean of the samples (the model adds step times up, so the mean reproduces the run's
+//    total) or their median. A composite's single slice (a simulated
 //    OVERLAP_*) prices two kinds at once and is not used; the executor records its sub-steps
 //    separately (args.sub), which are.
 //  - link: one flat latency + bandwidth, by least squares over P2P transfers t = L + bytes / B
@@ -17,6 +18,9 @@
 //    receive, so waiting for the peer is not counted.
 //  - bytes: the median payload of each kind (activation / gradient per stage boundary, data,
 //    features, ..., meta, collective payloads) as the slices' args.bytes give them.
+//  - protocol: a Gloo run's sends wait for their receiver (eager threshold 0) and its compute
+//    runs on the thread that posts the communication (compute_blocks_host).
+//  - mode: otherData.mode, the runtime mode the run had, for predicting it (Calibration::mode).
 // Memory is not in a trace: the fitted model has no capacity and no kept activations.
 #pragma once
 
@@ -32,7 +36,7 @@ namespace ppsched {
 enum class Statistic { Median, Mean };
 
 struct CalibrateOptions {
-  Statistic statistic = Statistic::Median;
+  Statistic statistic = Statistic::Mean;
   int stages = -1;  // -1: otherData.stages of the trace
   // Written to the fitted model's protocol section (the fit itself times every transfer as a
   // rendezvous, from the later post). Unset: 0 for a trace labelled "measured (gloo)" (Gloo's

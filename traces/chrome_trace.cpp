@@ -551,7 +551,9 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
       .raw(",\"mode\":{\"comm\":").str(options.mode.comm == CommMode::Eager ? "eager" : "rendezvous")
       .raw(",\"overlap_p2p\":").boolean(options.mode.overlap_p2p)
       .raw(",\"mpipe_batched_recv\":").boolean(options.mode.mpipe_batched_recv)
-      .raw(",\"dyn_shape\":").boolean(options.mode.dyn_shape).raw("}")
+      .raw(",\"dyn_shape\":").boolean(options.mode.dyn_shape);
+  if (!options.mode_note.empty()) out.raw(",\"note\":").str(options.mode_note);
+  out.raw("}")
       .raw(",\"time_unit\":\"ts and dur in microseconds; simulated times are milliseconds\"}}\n");
   return out.take();
 }

@@ -19,6 +19,7 @@ struct TraceOptions {
   // The runtime mode the run had (otherData.mode: comm, overlap_p2p, mpipe_batched_recv,
   // dyn_shape), so that `ppsched calibrate --schedule` predicts it in the same mode.
   CheckOptions mode;
+  std::string mode_note;  // otherData.mode.note when not empty (how the run's mode came about)
 };
 
 // {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}} (plus "distributedInfo"

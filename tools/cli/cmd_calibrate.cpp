@@ -72,7 +72,7 @@ std::string summary_text(const Calibration& c, const std::string& trace, Statist
 
 Action add_calibrate(CLI::App& app) {
   struct State {
-    std::string trace, out, schedule, statistic = "median";
+    std::string trace, out, schedule, statistic = "mean";
     int stages = -1;
     double eager = -1;
     bool json = false;
@@ -81,13 +81,13 @@ Action add_calibrate(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "calibrate",
       "Fit a cost model to a trace (ppsched-exec --trace or ppsched simulate --trace): per-stage step times "
-      "(median of the slices), link latency and bandwidth (least squares over P2P transfers, timed from the later "
+      "(mean of the slices), link latency and bandwidth (least squares over P2P transfers, timed from the later "
       "of the two posts to the end of the receive), payload bytes. With --schedule, simulate that schedule with the "
       "fitted model and report measured vs predicted iteration time.");
   cmd->add_option("TRACE", st->trace, "Chrome trace JSON written by ppsched")->required();
   cmd->add_option("-o,--output", st->out, "write the fitted ppsched-costs file here ('-' = stdout)");
   cmd->add_option("--schedule", st->schedule, "the schedule that ran: predict it with the fitted model");
-  cmd->add_option("--statistic", st->statistic, "per-stage step time: median (default; robust to preempted steps) or mean")
+  cmd->add_option("--statistic", st->statistic, "per-stage step time: mean (default: the model adds step times up, so their mean reproduces the run's total) or median (robust to a step descheduled on a busy machine)")
       ->check(CLI::IsMember({"median", "mean"}));
   cmd->add_option("--stages", st->stages, "stage count, when the trace does not say (otherData.stages)")
       ->check(whole_in(1, kMaxCount));

@@ -10,8 +10,10 @@
 //  - with N > 1 each stage's weight gradients are reduced over its DP group once, by an
 //    FSDP_REDUCE_GRAD after its last weight-gradient backward (PyTorch's _add_reduce_grad):
 //    one before a later backward leaves that backward's gradients unreduced, none leaves the
-//    replicas to diverge. A schedule with no FSDP steps at all gets a note instead (its author
-//    may reduce outside the schedule).
+//    replicas to diverge; a trainable MPipe tower's backward (stage-0-backward mode) counts as
+//    a backward of stage 0, whose gradients it adds to, and an owner-backward trainable tower
+//    is an error (no DP step averages its gradients). A schedule with no FSDP steps at all
+//    gets a note instead (its author may reduce outside the schedule).
 // The lifecycle uses `cache_violation`, a compute on sharded parameters and a misplaced or
 // missing reduction `dependency`.
 #include <map>
@@ -54,6 +56,16 @@ void check_data_parallel(const Schedule& s, const CheckOptions& o, std::vector<V
   const DataParallelOptions& dp = o.dp;
   if (dp.degree <= 1) return;
   const bool sharded = dp.fsdp;
+  // A trainable MPipe tower's gradients: in stage-0-backward mode the tower's backward (on
+  // rank 0) adds them to stage 0's, whose REDUCE_GRAD then averages them; in owner-backward
+  // mode every rank holds them after MPIPE_GRAD_REDUCE and no DP step averages them.
+  const bool tower_grads = s.mpipe && s.mpipe->tower == Tower::Trainable;
+  if (tower_grads && s.mpipe->owner_backward)
+    out.push_back(located(ViolationKind::Dependency, s, 0, {},
+                          "--dp " + std::to_string(dp.degree) + " with an owner-backward MPipe tower: every rank holds "
+                          "the tower's gradients after MPIPE_GRAD_REDUCE and no step averages them over the "
+                          "data-parallel group, so the replicas diverge; generate mpipe-transpose without "
+                          "--owner-backward (stage 0's FSDP_REDUCE_GRAD then averages the tower)"));
   bool any_dp_step = false;
   for (const auto& prog : s.programs)
     for (const auto& slot : prog) any_dp_step = any_dp_step || (slot && info(slot->op).collective == CollectiveScope::DataParallel);
@@ -116,9 +128,20 @@ void check_data_parallel(const Schedule& s, const CheckOptions& o, std::vector<V
           is_composite(top.op) ? std::vector<Step>(top.sub_steps.begin(), top.sub_steps.end()) : std::vector<Step>{top};
       for (int k = 0; k < static_cast<int>(leaves.size()); ++k) {
         const Step& leaf = leaves[static_cast<size_t>(k)];
+        const int sub = is_composite(top.op) ? k : -1;
+        if (tower_grads && !s.mpipe->owner_backward && info(leaf.op).compute == ComputeKind::TowerBackward) {
+          StageState& st0 = stages[0];  // the tower's backward adds to stage 0's gradients
+          if (st0.reduced_at >= 0)
+            out.push_back(located(ViolationKind::Dependency, s, r, {{i, sub}, {st0.reduced_at, -1}},
+                                  short_label(leaf) + " adds the tower's gradients to stage 0's after its "
+                                      "FSDP_REDUCE_GRAD at step " + std::to_string(st0.reduced_at) +
+                                      ": they are never reduced over the DP group, so the " +
+                                      std::to_string(dp.degree) + " replicas diverge."));
+          st0.last_backward = i;
+          continue;
+        }
         if (!is_compute(leaf.op) || !stage_places(leaf.op) || leaf.stage < 0) continue;
         StageState& st = stages[leaf.stage];
-        const int sub = is_composite(top.op) ? k : -1;
         if (accumulates_weight_grads(leaf.op)) {
           if (st.reduced_at >= 0)
             out.push_back(located(ViolationKind::Dependency, s, r, {{i, sub}, {st.reduced_at, -1}},

@@ -83,74 +83,25 @@ void check_tied(const Schedule& s, const ModelConfig& m, std::vector<std::string
   }
 }
 
-// Data parallelism: where the schedule's FSDP steps must be for the replicas to stay in step.
+// Data parallelism: what the executor needs beyond the schedule's own rules (the checker's
+// data_parallel pass, which ppsched-exec runs under the same --dp options, places the FSDP
+// steps: a stage computing on sharded parameters, a missing or early REDUCE_GRAD, a trainable
+// tower's gradients).
 void check_data_parallel(const Schedule& s, const ModelConfig& m, const DataParallelConfig& dp,
                          std::vector<std::string>& errors) {
-  const std::string flag = "--dp " + std::to_string(dp.dp);
   if (dp.fsdp && m.tie_embeddings)
     errors.push_back("--fsdp cannot shard tied parameters (--tie-embeddings): the tied weight belongs to two stages");
-  // A trainable tower's gradients live on rank 0 in stage-0-backward mode and are stage 0's
-  // (its FSDP_REDUCE_GRAD averages them); in owner-backward mode every rank holds them after
-  // MPIPE_GRAD_REDUCE, and no step of the other ranks would average them.
-  const bool tower_grads = s.mpipe && s.mpipe->tower == Tower::Trainable;
-  if (dp.dp > 1 && tower_grads && s.mpipe->owner_backward)
-    errors.push_back(flag + " with an owner-backward MPipe tower: every rank holds the tower's gradients after "
-                     "MPIPE_GRAD_REDUCE and no step averages them over the data-parallel group; generate "
-                     "mpipe-transpose without --owner-backward (stage 0's FSDP_REDUCE_GRAD then averages the tower)");
-  // Per rank, in program order: the last backward of each stage and what follows it.
-  for (int r = 0; r < static_cast<int>(s.programs.size()); ++r) {
-    const auto& prog = s.programs[static_cast<size_t>(r)];
-    std::map<int, int> last_backward, reduce_after;  // stage -> step index
-    std::map<int, bool> gathered;                    // --fsdp: stage -> parameters gathered now
-    std::set<int> stages;
-    for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
-      if (!prog[static_cast<size_t>(i)]) continue;
-      const Step& top = *prog[static_cast<size_t>(i)];
-      std::vector<const Step*> leaves;
-      if (top.sub_steps.empty()) leaves.push_back(&top);
-      for (const auto& sub : top.sub_steps) leaves.push_back(&sub);
-      for (const Step* st : leaves) {
-        const auto& inf = info(st->op);
-        if (inf.collective == CollectiveScope::DataParallel) {
-          // The step table's kinds: UNSHARD gathers, RESHARD releases, REDUCE_GRAD reduces.
-          if (inf.collective_kind == CollectiveKind::AllGather) gathered[st->stage] = true;
-          if (inf.collective_kind == CollectiveKind::Release) gathered[st->stage] = false;
-          if (inf.collective_kind == CollectiveKind::ReduceScatter) reduce_after[st->stage] = i;
-        }
-        if (inf.compute == ComputeKind::TowerBackward && tower_grads) {
-          // The tower's backward (MPIPE_TRANSPOSE_BWD, rank 0) adds to stage 0's gradients.
-          last_backward[0] = i;
-          reduce_after.erase(0);
-        }
-        const bool compute = inf.kind == StepKind::Compute && st->stage >= 0 && !inf.mpipe;
-        if (!compute) continue;
-        stages.insert(st->stage);
-        if (dp.fsdp && dp.dp > 1 && !gathered[st->stage])
-          errors.push_back("--fsdp: " + where(r, i, *st) + " computes with stage " + std::to_string(st->stage) +
-                           "'s parameters while they are sharded: an FSDP_UNSHARD of the stage must come before it "
-                           "(after any FSDP_RESHARD)");
-        if (inf.compute == ComputeKind::Backward || inf.compute == ComputeKind::BackwardWeight) {
-          last_backward[st->stage] = i;
-          reduce_after.erase(st->stage);
-        }
-      }
-    }
-    if (dp.dp <= 1) continue;
-    for (int stage : stages) {
-      if (reduce_after.count(stage)) continue;
-      auto lb = last_backward.find(stage);
-      errors.push_back(flag + ": stage " + std::to_string(stage) + " on rank " + std::to_string(r) +
-                       " has no FSDP_REDUCE_GRAD (PyTorch's REDUCE_GRAD) after its last backward" +
-                       (stage == 0 && tower_grads ? std::string(" or the tower's") : std::string()) +
-                       (lb == last_backward.end() ? std::string()
-                                                  : " (step " + std::to_string(lb->second) + ", " +
-                                                        short_label(*prog[static_cast<size_t>(lb->second)]) + ")") +
-                       ", so its gradients would not be averaged over its data-parallel group; the executor adds "
-                       "no communication the schedule does not list: insert one where PyTorch's _add_reduce_grad "
-                       "puts it (right after the stage's last BWD / BWD_WEIGHT; ppsched generate --fsdp-steps or ppsched "
-                       "convert --fsdp-steps add PyTorch's FSDP steps), or run a lowered PyTorch CSV");
-    }
-  }
+  if (dp.dp <= 1) return;
+  // The checker only notes a schedule without FSDP steps (its author may reduce outside it);
+  // the executor adds no communication the schedule does not list, so the replicas would diverge.
+  bool any = false;
+  for_each_leaf(s, [&](int, int, const Step& st) { any = any || info(st.op).collective == CollectiveScope::DataParallel; });
+  if (!any)
+    errors.push_back("--dp " + std::to_string(dp.dp) + ": the schedule has no FSDP_* steps, so nothing would average "
+                     "the gradients over the data-parallel groups and the replicas would diverge; the executor adds "
+                     "no communication the schedule does not list: ppsched generate --fsdp-steps or ppsched convert "
+                     "--fsdp-steps insert PyTorch's FSDP steps (FSDP_REDUCE_GRAD right after each stage's last "
+                     "BWD / BWD_WEIGHT, and the tower's), or run a lowered PyTorch CSV");
 }
 
 }  // namespace

@@ -6,13 +6,12 @@ wrong; on a simulated trace: exit 0, a cost file `ppsched costs` accepts, and a 
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from cli import run  # noqa: E402
 
 
-def run(args):
-    return subprocess.run(args, capture_output=True, text=True, timeout=120)
 
 
 def main():
@@ -34,7 +33,7 @@ def main():
             f.write("this is not a trace\n")
         bad.append((notjson, None, "not JSON"))
         for path, extra, needle in bad:
-            p = run([exe, "calibrate", path, "-o", os.path.join(tmp, "c.json")] + (extra or []))
+            p = run([exe, "calibrate", path, "-o", os.path.join(tmp, "c.json")] + (extra or []), expect=None)
             ok = p.returncode == 2 and (needle is None or needle in p.stderr) and path.split("/")[-1] in p.stderr
             print(f"calibrate {path}: exit {p.returncode}: {p.stderr.strip()}")
             if not ok:
@@ -47,10 +46,10 @@ def main():
         costs = os.path.join(tmp, "fitted.json")
         for cmd in ([exe, "generate", "1f1b", "--pp", "4", "--micro", "8", "-o", sched],
                     [exe, "simulate", sched, "--trace", trace]):
-            p = run(cmd)
+            p = run(cmd, expect=None)
             if p.returncode != 0:
                 failures.append(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr}")
-        p = run([exe, "calibrate", trace, "-o", costs, "--schedule", sched, "--json"])
+        p = run([exe, "calibrate", trace, "-o", costs, "--schedule", sched, "--json"], expect=None)
         print(p.stdout.strip())
         if p.returncode != 0:
             failures.append(f"calibrate of a simulated trace: exit {p.returncode}: {p.stderr}")
@@ -62,7 +61,7 @@ def main():
             # 64-byte metas are eager; their fit is what keeps this from being exact.
             if abs(err) > 0.01:
                 failures.append(f"a simulated trace predicted with its own fit is off by {err:.3g}")
-            c = run([exe, "costs", costs])
+            c = run([exe, "costs", costs], expect=None)
             if c.returncode != 0:
                 failures.append(f"ppsched costs rejects the fitted file: {c.stderr}")
         # A trace whose slices last 10^12 ms: the fit would be a cost file `costs` refuses (times
@@ -76,14 +75,14 @@ def main():
         with open(absurd_path, "w") as f:
             json.dump(absurd, f)
         refused = os.path.join(tmp, "absurd_costs.json")
-        p = run([exe, "calibrate", absurd_path, "-o", refused])
+        p = run([exe, "calibrate", absurd_path, "-o", refused], expect=None)
         print(f"calibrate of a trace with absurd durations: exit {p.returncode}: {p.stderr.strip()}")
         if p.returncode != 2 or "over the limit of 1e9 ms" not in p.stderr or "traceEvents[" not in p.stderr or os.path.exists(refused):
             failures.append(f"absurd trace: expected exit 2 and no file, got {p.returncode}: {p.stderr}")
         # A schedule that did not run: exit 2.
         other = os.path.join(tmp, "2.json")
         run([exe, "generate", "1f1b", "--pp", "2", "--micro", "4", "-o", other])
-        p = run([exe, "calibrate", trace, "--schedule", other])
+        p = run([exe, "calibrate", trace, "--schedule", other], expect=None)
         print(f"calibrate --schedule (wrong schedule): exit {p.returncode}: {p.stderr.strip()}")
         if p.returncode != 2 or "not the schedule that ran" not in p.stderr:
             failures.append(f"wrong --schedule: expected exit 2, got {p.returncode}: {p.stderr}")

@@ -7,16 +7,12 @@ a schedule without an MPipe layer runs the tower on stage 0 (marked, and the tab
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from cli import run  # noqa: E402
 
 
-def run(args):
-    p = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    if p.returncode != 0:
-        sys.exit(f"{' '.join(args)}: exit {p.returncode}: {p.stderr}")
-    return p.stdout
 
 
 def main():
@@ -28,13 +24,13 @@ def main():
         run([exe, "generate", "interleaved-1f1b", "--pp", "4", "--vpp", "2", "--micro", "8", "-o", inter])
         run([exe, "generate", "mpipe-transpose", "--pp", "4", "--vpp", "2", "--micro", "8", "--tower", "trainable",
              "--owner-backward", "-o", mpipe])
-        rows = {os.path.basename(r["file"]): r for r in json.loads(run([exe, "compare", inter, mpipe, "--json"]))}
-        body = {os.path.basename(r["file"]): r for r in json.loads(run([exe, "compare", inter, mpipe, "--json", "--body-only"]))}
-        alone = json.loads(run([exe, "simulate", inter, "--json"]))
+        rows = {os.path.basename(r["file"]): r for r in json.loads(run([exe, "compare", inter, mpipe, "--json"]).stdout)}
+        body = {os.path.basename(r["file"]): r for r in json.loads(run([exe, "compare", inter, mpipe, "--json", "--body-only"]).stdout)}
+        alone = json.loads(run([exe, "simulate", inter, "--json"]).stdout)
         # simulate takes check's mode flags: --dyn-shape sends a meta before every body FWD P2P,
         # each costing a link latency, so the makespan grows.
-        dyn = json.loads(run([exe, "simulate", inter, "--json", "--dyn-shape"]))
-        text = run([exe, "compare", inter, mpipe])
+        dyn = json.loads(run([exe, "simulate", inter, "--json", "--dyn-shape"]).stdout)
+        text = run([exe, "compare", inter, mpipe]).stdout
         print(text)
         i, m = rows["interleaved.json"], rows["mpipe.json"]
         checks = [

@@ -8,16 +8,12 @@ message naming the flag.
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from cli import run  # noqa: E402
 
 
-def run(args, code=0):
-    p = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    if p.returncode != code:
-        sys.exit(f"{' '.join(args)}: exit {p.returncode}, expected {code}: {p.stdout[-2000:]} {p.stderr[-2000:]}")
-    return p
 
 
 def main():
@@ -74,11 +70,34 @@ def main():
                                (["--dp", "1048577"], "--dp"),
                                (["--dp", "262145"], "(--dp): the world of 4 pipeline ranks x 262145"),
                                (["--mesh-order", "dp"], "--mesh-order"), (["--mesh-order", "pp,pp"], "--mesh-order")):
-                p = run([exe] + cmd + args, code=2)
+                p = run([exe] + cmd + args, expect=2)
                 err = p.stderr + p.stdout
                 expect(says in err and "terminate" not in err, f"{cmd[0]} {' '.join(args)}: {err.strip()[:300]}")
         # the largest world that fits runs (no FSDP steps are needed to price it)
         run([exe, "check", sched, "--dp", "262144"])
+
+        # A trainable MPipe tower: its backward adds to stage 0's gradients, so stage 0's
+        # REDUCE_GRAD must follow it (the generated schedule has it there); owner-backward
+        # leaves every rank with tower gradients that no DP step averages.
+        mp = os.path.join(tmp, "mpipe_fsdp.json")
+        run([exe, "generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--fsdp-steps", "-o", mp])
+        run([exe, "check", mp, "--dp", "2"])
+        doc = json.load(open(mp))
+        prog = doc["programs"][0]
+        tower = next(i for i, st in enumerate(prog) if st and st["op"] == "MPIPE_TRANSPOSE_BWD")
+        rg = next(i for i, st in enumerate(prog) if st and st["op"] == "FSDP_REDUCE_GRAD" and st.get("stage") == 0)
+        expect(rg > tower, f"--fsdp-steps puts stage 0's REDUCE_GRAD (step {rg}) after the tower's backward ({tower})")
+        prog.insert(tower, prog.pop(rg))  # now just before the tower's backward
+        early = os.path.join(tmp, "mpipe_early_reduce.json")
+        json.dump(doc, open(early, "w"))
+        p = run([exe, "check", early, "--dp", "2"], expect=1)
+        expect("adds the tower's gradients to stage 0's after its FSDP_REDUCE_GRAD" in p.stdout,
+               f"a REDUCE_GRAD before the tower's backward: {p.stdout[:600]}")
+        run([exe, "check", early])  # without --dp nothing is averaged, so nothing is early
+        ob = os.path.join(tmp, "mpipe_ob_fsdp.json")
+        run([exe, "generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--owner-backward", "--fsdp-steps", "-o", ob])
+        p = run([exe, "check", ob, "--dp", "2"], expect=1)
+        expect("with an owner-backward MPipe tower" in p.stdout, f"owner-backward under --dp: {p.stdout[:600]}")
 
     for f in failures:
         print("FAIL:", f)

@@ -8,16 +8,12 @@ is checked and simulated under --overlap-p2p (PyTorch's runtime semantics) unles
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from cli import run  # noqa: E402
 
 
-def run(args, rc=0):
-    p = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    if p.returncode != rc:
-        sys.exit(f"{' '.join(args)}: exit {p.returncode}, expected {rc}: {p.stdout}{p.stderr}")
-    return p
 
 
 def main():
@@ -44,10 +40,10 @@ def main():
         gen = run([exe, "generate", "interleaved-1f1b", "--pp", "4", "--vpp", "2", "--micro", "8", "--format", "csv",
                    "--torch-comms"]).stdout
         expect(gen == want, "generate --torch-comms writes the same")
-        err = run([exe, "generate", "zbv", "--pp", "2", "--vpp", "2", "--micro", "4", "--torch-comms", "--batch"], rc=2).stderr
+        err = run([exe, "generate", "zbv", "--pp", "2", "--vpp", "2", "--micro", "4", "--torch-comms", "--batch"], expect=2).stderr
         expect("--batch cannot be combined" in err, "--torch-comms refuses --batch (exit 2)")
         err = run([exe, "generate", "interleaved-1f1b", "--pp", "2", "--vpp", "2", "--micro", "4", "--overlap-b-f",
-                   "--torch-comms"], rc=2).stderr
+                   "--torch-comms"], expect=2).stderr
         expect("has no place in PyTorch's compute-only schedule" in err,
                "an OVERLAP_B_F has no PyTorch lowering (exit 2): " + err.strip()[:120])
 
@@ -72,7 +68,7 @@ def main():
         expect(o_default and o_explicit and not o_blocking, "simulate reports the mode it ran")
         expect(abs(ms_default - ms_explicit) < 1e-9 and ms_blocking > ms_default,
                f"simulate: default = --overlap-p2p ({ms_default:.1f} ms), blocking slower ({ms_blocking:.1f} ms)")
-        err = run([exe, "check", comms, "--overlap-p2p", "--no-overlap-p2p"], rc=2).stderr
+        err = run([exe, "check", comms, "--overlap-p2p", "--no-overlap-p2p"], expect=2).stderr
         expect("excludes" in err, "--overlap-p2p and --no-overlap-p2p exclude each other (exit 2)")
     if failures:
         sys.exit(f"{len(failures)} failed")

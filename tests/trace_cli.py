@@ -10,9 +10,10 @@ wraps to --width, else $COLUMNS, else 120 when stdout is not a terminal.
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from cli import run  # noqa: E402
 
 # The quick start's families and flags (tools/quickstart).
 FAMILIES = [
@@ -29,11 +30,6 @@ FAMILIES = [
 ]
 
 
-def run(args, env=None, expect=0):
-    p = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
-    if expect is not None and p.returncode != expect:
-        raise SystemExit(f"FAILED: {' '.join(args)}: exit {p.returncode}, expected {expect}\n{p.stdout}\n{p.stderr}")
-    return p
 
 
 def lines_within(text, width, what):

@@ -157,16 +157,23 @@ for _mode in MATRIX_MODES:
         case(f"matrix_{_mode}_pp{_pp}")(_matrix)
 
 
+def expect_parity_failure(ctx, ranks, args, min_error, worst, what):
+    """A negative control: the run (with a --fail-at ...:corrupt) must fail the parity check
+    (exit 1, parity.ok false) with a max relative error of at least `min_error`, its worst
+    gradient naming `worst`."""
+    rc, out, err, _ = launch(ctx, ranks, args + ["--check-parity", "--json"], expect_rc=1)
+    p = summary(out)["parity"]
+    if p["ok"] or p["max_rel_error"] < min_error or worst not in p["worst"]:
+        raise Failure(f"the run with {what} passed the parity check: " + json.dumps(p))
+    print(f"{what} detected: max_rel_error={p['max_rel_error']:.3g} ({p['worst']})")
+
+
 @case("parity_check_detects_a_wrong_gradient")
 def _(ctx):
     # Negative control: scale rank 1's gradients by 1.001 after one of its steps; the parity
     # check must fail (exit 1, parity.ok false).
-    rc, out, err, _ = launch(ctx, 2, ["--generate", "1f1b", "--pp", "2", "--micro", "4", "--fail-at", "1:3:corrupt",
-                                      "--check-parity", "--json"] + GPT, expect_rc=1)
-    p = summary(out)["parity"]
-    if p["ok"] or p["max_rel_error"] < 1e-4:
-        raise Failure("the corrupted run passed the parity check: " + json.dumps(p))
-    print(f"corrupted gradients detected: max_rel_error={p['max_rel_error']:.3g}")
+    expect_parity_failure(ctx, 2, ["--generate", "1f1b", "--pp", "2", "--micro", "4", "--fail-at", "1:3:corrupt"] + GPT,
+                          1e-4, "", "corrupted gradients")
 
 
 # ---- pipeline x data parallel (--dp, --mesh-order, --fsdp) ----------------------------------
@@ -379,12 +386,8 @@ def _(ctx):
     with open(path) as f:
         prog = json.load(f)["programs"][1]
     step = next(i for i, st in enumerate(prog) if st and st["op"] == "BWD")
-    rc, out, err, _ = launch(ctx, 4, ["--schedule", path, "--dp", "2", "--fail-at", f"3:{step}:corrupt", "--check-parity",
-                                      "--json"] + GPT, expect_rc=1)
-    p = summary(out)["parity"]
-    if p["ok"] or p["max_rel_error"] < 1e-5 or "(dp " not in p["worst"]:
-        raise Failure("the corrupted replica passed the parity check: " + json.dumps(p))
-    print(f"corrupted replica detected: max_rel_error={p['max_rel_error']:.3g} ({p['worst']})")
+    expect_parity_failure(ctx, 4, ["--schedule", path, "--dp", "2", "--fail-at", f"3:{step}:corrupt"] + GPT, 1e-5, "(dp ",
+                          "a corrupted replica")
 
 
 @case("refuses_dp_mistakes")
@@ -393,9 +396,17 @@ def _(ctx):
     expect_refusal(ctx, one + ["--dp", "2"], "WORLD_SIZE is 3 but --dp 2 replicas of the 2-rank pipeline need 2 x 2 = 4 "
                    "processes", world=3)
     expect_refusal(ctx, one, "WORLD_SIZE is 4 but the schedule has 2 ranks", world=4)
-    # No FSDP_REDUCE_GRAD: the replicas would diverge; refused, naming the stage and the fix.
-    expect_refusal(ctx, one + ["--dp", "2"], "--dp 2: stage 0 on rank 0 has no FSDP_REDUCE_GRAD (PyTorch's "
-                   "REDUCE_GRAD) after its last backward", world=4)
+    # No FSDP steps: nothing averages the gradients, the replicas would diverge; refused with the fix.
+    expect_refusal(ctx, one + ["--dp", "2"], "--dp 2: the schedule has no FSDP_* steps", world=4)
+    # A stage without its REDUCE_GRAD: the verifier's data-parallel pass names it.
+    no_rg = fsdp_schedule(ctx, ["1f1b", "--pp", "2", "--micro", "4"])
+    with open(no_rg) as f:
+        doc = json.load(f)
+    doc["programs"][0] = [st for st in doc["programs"][0] if not (st and st["op"] == "FSDP_REDUCE_GRAD")]
+    with open(no_rg, "w") as f:
+        json.dump(doc, f)
+    expect_refusal(ctx, ["--schedule", no_rg, "--dp", "2"] + GPT, "the weight gradients of stage 0 are never reduced "
+                   "over its DP group", world=4)
     # --fsdp needs an FSDP_UNSHARD before a stage computes.
     rg_only = fsdp_schedule(ctx, ["1f1b", "--pp", "2", "--micro", "4"], unshard_reshard=False)
     expect_refusal(ctx, ["--schedule", rg_only, "--dp", "2", "--fsdp"] + GPT,
@@ -405,10 +416,19 @@ def _(ctx):
                    "--fail-at 4:0: rank 4 is not one of the job's ranks 0..3", world=4)
     expect_refusal(ctx, ["--generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--owner-backward", "--dp", "2"] +
                    GPT, "--dp 2 with an owner-backward MPipe tower", world=4)
-    # A trainable tower's gradients are stage 0's: its REDUCE_GRAD must follow the tower's backward too.
-    expect_refusal(ctx, ["--generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--dp", "2"] + GPT,
-                   "stage 0 on rank 0 has no FSDP_REDUCE_GRAD (PyTorch's REDUCE_GRAD) after its last backward or the "
-                   "tower's (step", world=4)
+    # A trainable tower's gradients are stage 0's: its REDUCE_GRAD must follow the tower's backward
+    # too (tests/data_parallel_cli.py has the checker's case).
+    mp = fsdp_schedule(ctx, ["mpipe-transpose", "--pp", "2", "--micro", "4"])
+    with open(mp) as f:
+        doc = json.load(f)
+    prog = doc["programs"][0]
+    tower = next(i for i, st in enumerate(prog) if st and st["op"] == "MPIPE_TRANSPOSE_BWD")
+    rg = next(i for i, st in enumerate(prog) if st and st["op"] == "FSDP_REDUCE_GRAD" and st.get("stage") == 0)
+    prog.insert(tower, prog.pop(rg))
+    with open(mp, "w") as f:
+        json.dump(doc, f)
+    expect_refusal(ctx, ["--schedule", mp, "--dp", "2"] + GPT + ["--tower-layers", "2"],
+                   "adds the tower's gradients to stage 0's after its FSDP_REDUCE_GRAD", world=4)
     expect_refusal(ctx, one + ["--dp", "0"], "--dp", world=4)
 
 
@@ -831,13 +851,8 @@ for _name, (_ranks, _gen, _stages, _kind) in STAGE_CASES.items():
 def _(ctx):
     # The negative control with stage modules: a corrupted gradient must fail the check.
     d = stage_dir(ctx, 2)
-    launch_args = ["--generate", "1f1b", "--pp", "2", "--micro", "4", "--stage-module", d, "--fail-at", "1:3:corrupt",
-                   "--check-parity", "--json"]
-    rc, out, err, _ = launch(ctx, 2, launch_args, expect_rc=1)
-    p = summary(out)["parity"]
-    if p["ok"] or p["max_rel_error"] < 1e-4 or "stage1." not in p["worst"]:
-        raise Failure("the corrupted run passed the parity check: " + json.dumps(p))
-    print(f"corrupted stage-module gradients detected: max_rel_error={p['max_rel_error']:.3g} ({p['worst']})")
+    expect_parity_failure(ctx, 2, ["--generate", "1f1b", "--pp", "2", "--micro", "4", "--stage-module", d, "--fail-at",
+                                   "1:3:corrupt"], 1e-4, "stage1.", "corrupted stage-module gradients")
 
 
 @case("refuses_stage_module_mistakes")

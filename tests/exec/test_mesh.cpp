@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "checkers/checks.hpp"
 #include "exec/agreement.hpp"
 #include "exec/flag_limits.hpp"
 #include "exec/mesh.hpp"
@@ -82,17 +83,29 @@ TEST_CASE("WORLD_SIZE must be pipeline ranks x DP, refused with both numbers", "
              Catch::StartsWith("WORLD_SIZE is 4 but the schedule has 2 ranks: start exactly one process per pipeline rank"));
 }
 
-TEST_CASE("at --dp 2 every stage needs an FSDP_REDUCE_GRAD after its last backward", "[mesh][agreement]") {
+std::string violations(const Schedule& s, int dp, bool fsdp) {
+  CheckOptions o;
+  o.dp.degree = dp;
+  o.dp.fsdp = fsdp;
+  std::string out;
+  for (const auto& v : verify(s, o).violations) out += v.message + "\n";
+  return out;
+}
+
+TEST_CASE("at --dp 2 the executor needs the schedule's FSDP steps; where they go is the verifier's rule",
+          "[mesh][agreement]") {
   DataParallelConfig dp2;
   dp2.dp = 2;
   const Schedule plain = one_f_one_b(2, 4);
   const std::string e = all_errors(plain, 4, dp2);
-  CHECK_THAT(e, Catch::Contains("--dp 2: stage 0 on rank 0 has no FSDP_REDUCE_GRAD (PyTorch's REDUCE_GRAD) after its last backward"));
-  CHECK_THAT(e, Catch::Contains("stage 1 on rank 1 has no FSDP_REDUCE_GRAD"));
+  CHECK_THAT(e, Catch::Contains("--dp 2: the schedule has no FSDP_* steps"));
+  CHECK_THAT(e, Catch::Contains("--fsdp-steps"));
   // At --dp 1 nothing is needed, and PyTorch's placement is accepted at --dp 2.
   CHECK(all_errors(plain, 2, DataParallelConfig{}).empty());
   CHECK(all_errors(with_fsdp_steps(plain), 4, dp2).empty());
-  // A REDUCE_GRAD before a backward of its stage leaves that backward unreduced.
+  CHECK(violations(with_fsdp_steps(plain), 2, false).empty());
+  // A REDUCE_GRAD before a backward of its stage leaves that backward unreduced: the
+  // verifier's data-parallel pass (ppsched-exec runs it under the same --dp) says so.
   Schedule early = with_fsdp_steps(plain);
   auto& prog = early.programs[1];
   auto rg = std::find_if(prog.begin(), prog.end(), [](const Slot& x) { return x && x->op == Op::FSDP_REDUCE_GRAD; });
@@ -100,20 +113,22 @@ TEST_CASE("at --dp 2 every stage needs an FSDP_REDUCE_GRAD after its last backwa
   Slot moved = *rg;
   prog.erase(rg);
   prog.insert(prog.begin() + 1, moved);
-  CHECK_THAT(all_errors(early, 4, dp2), Catch::Contains("stage 1 on rank 1 has no FSDP_REDUCE_GRAD"));
+  CHECK(all_errors(early, 4, dp2).empty());
+  CHECK_THAT(violations(early, 2, false), Catch::Contains("after its FSDP_REDUCE_GRAD at step 1"));
 }
 
-TEST_CASE("--fsdp needs each stage gathered (FSDP_UNSHARD) before it computes", "[mesh][agreement]") {
+TEST_CASE("--fsdp needs each stage gathered (FSDP_UNSHARD) before it computes: the verifier's rule", "[mesh][agreement]") {
   DataParallelConfig fsdp;
   fsdp.dp = 2;
   fsdp.fsdp = true;
   const Schedule plain = one_f_one_b(2, 4);
   CHECK(all_errors(with_fsdp_steps(plain), 4, fsdp).empty());
-  CHECK_THAT(all_errors(with_fsdp_steps(plain, false), 4, fsdp),
-             Catch::Contains("--fsdp: rank 0 step 0 (F0s0) computes with stage 0's parameters while they are sharded"));
+  CHECK(violations(with_fsdp_steps(plain), 2, true).empty());
+  CHECK_THAT(violations(with_fsdp_steps(plain, false), 2, true), Catch::Contains("F0s0 computes stage 0 on sharded parameters"));
   // --fsdp at --dp 1: nothing is sharded, nothing is required.
   fsdp.dp = 1;
   CHECK(all_errors(plain, 2, fsdp).empty());
+  CHECK(violations(plain, 1, true).empty());
 }
 
 TEST_CASE("--fail-at takes a global rank with --dp", "[mesh][flags]") {

@@ -470,8 +470,13 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
   // The end of the last compute slice issued before a step, per rank (a send's payload is
   // ready then at the earliest).
   std::map<int, std::vector<std::pair<int, double>>> compute_ends;  // pid -> (step_index, end), by step
+  std::map<int, std::vector<std::pair<double, double>>> computes;   // pid -> (start, end), by start
   for (const auto& s : slices)
-    if (s.lane == LaneKind::Compute) compute_ends[s.pid].push_back({s.step_index, s.end()});
+    if (s.lane == LaneKind::Compute) {
+      compute_ends[s.pid].push_back({s.step_index, s.end()});
+      computes[s.pid].push_back({s.ts, s.end()});
+    }
+  for (auto& [pid, v] : computes) std::sort(v.begin(), v.end());
   for (auto& [pid, v] : compute_ends) {
     std::sort(v.begin(), v.end());
     for (size_t k = 1; k < v.size(); ++k) v[k].second = std::max(v[k].second, v[k - 1].second);
@@ -487,10 +492,6 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
   // (--overlap-p2p, a batched MPipe receive) ends when its wait returned, which may be long
   // after the payload arrived: the rank computed meanwhile. Such a receive times no transfer.
   // (A simulated trace ends every receive at the arrival.)
-  std::map<int, std::vector<std::pair<double, double>>> computes;  // pid -> (start, end), by start
-  for (const auto& s : slices)
-    if (s.lane == LaneKind::Compute) computes[s.pid].push_back({s.ts, s.end()});
-  for (auto& [pid, v] : computes) std::sort(v.begin(), v.end());
   auto computed_during = [&](const Slice& r) {
     if (!c.compute_blocks_host) return false;
     auto it = computes.find(r.pid);

@@ -44,15 +44,21 @@ def summary(stdout):
     raise Failure("rank 0 printed no JSON summary:\n" + stdout)
 
 
+def expect_parity(s, err, what, dt):
+    """Prints the run's parity line (`what` names the run) and fails unless the run and its
+    parity check passed."""
+    p = s["parity"]
+    print(f"{what}: parity ok={p['ok']} max_rel_error={p['max_rel_error']:.3g} loss_rel_error={p['loss_rel_error']:.3g} "
+          f"over {p['tensors']} gradients ({dt:.1f} s wall)")
+    if not p["ok"] or not s["ok"]:
+        raise Failure("parity failed: " + json.dumps(p, indent=1) + "\n" + err)
+
+
 def parity_run(ctx, ranks, args, iterations):
     rc, out, err, dt = launch(ctx, ranks, args + ["--check-parity", "--json", "--iterations", str(iterations)])
     s = summary(out)
-    p = s["parity"]
-    print(f"{s['schedule']} P={s['ranks']} stages={s['stages']} M={s['micro_batches']} iterations={s['iterations']}: "
-          f"parity ok={p['ok']} max_rel_error={p['max_rel_error']:.3g} loss_rel_error={p['loss_rel_error']:.3g} "
-          f"over {p['tensors']} gradients, losses={s['losses']} ({dt:.1f} s wall)")
-    if not p["ok"] or not s["ok"]:
-        raise Failure("parity failed: " + json.dumps(p, indent=1) + "\n" + err)
+    expect_parity(s, err, f"{s['schedule']} P={s['ranks']} stages={s['stages']} M={s['micro_batches']} "
+                          f"iterations={s['iterations']}, losses={s['losses']}", dt)
     if len(s["losses"]) != iterations:
         raise Failure(f"expected {iterations} losses, got {s['losses']}")
 
@@ -79,12 +85,7 @@ def pytorch_csv_run(ctx, cls, pp, extra=(), overlap=True, dp=1):
         extra = list(extra) + ["--dp", str(dp)]
     rc, out, err, dt = launch(ctx, pp * dp, ["--schedule", path] + list(extra) + GPT + ["--check-parity", "--json"])
     s = summary(out)
-    p = s["parity"]
-    print(f"{cls} P={pp} DP={dp} M={2 * pp} overlap_p2p={s['overlap_p2p']}: parity ok={p['ok']} "
-          f"max_rel_error={p['max_rel_error']:.3g} loss_rel_error={p['loss_rel_error']:.3g} over {p['tensors']} "
-          f"gradients ({dt:.1f} s wall)")
-    if not p["ok"] or not s["ok"]:
-        raise Failure("parity failed: " + json.dumps(p, indent=1) + "\n" + err)
+    expect_parity(s, err, f"{cls} P={pp} DP={dp} M={2 * pp} overlap_p2p={s['overlap_p2p']}", dt)
     if s["overlap_p2p"] is not overlap:
         raise Failure(f"ran with overlap_p2p={s['overlap_p2p']}, expected {overlap}")
     if dp > 1 and s.get("dp") != dp:
@@ -201,12 +202,8 @@ def dp_run(ctx, pp, dp, generate, flags, model=GPT, iterations=2):
     rc, out, err, dt = launch(ctx, pp * dp, ["--schedule", path, "--dp", str(dp), "--check-parity", "--json",
                                              "--iterations", str(iterations)] + flags + model)
     s = summary(out)
-    p = s["parity"]
-    print(f"{s['schedule']} PP={s['ranks']} x DP={s['dp']} ({s['world_size']} processes, mesh {s['mesh']['order']}, "
-          f"fsdp={s['fsdp']}): parity ok={p['ok']} max_rel_error={p['max_rel_error']:.3g} "
-          f"loss_rel_error={p['loss_rel_error']:.3g} over {p['tensors']} gradients, losses={s['losses']} ({dt:.1f} s wall)")
-    if not p["ok"] or not s["ok"]:
-        raise Failure("parity failed: " + json.dumps(p, indent=1) + "\n" + err)
+    expect_parity(s, err, f"{s['schedule']} PP={s['ranks']} x DP={s['dp']} ({s['world_size']} processes, mesh "
+                          f"{s['mesh']['order']}, fsdp={s['fsdp']}), losses={s['losses']}", dt)
     if s["dp"] != dp or s["world_size"] != pp * dp or s["mesh"]["shape"] != [dp, pp]:
         raise Failure(f"the summary does not state the mesh: {json.dumps(s)}")
     order = s["mesh"]["order"]

@@ -13,6 +13,7 @@ A measurement, not a test: run it on a quiet machine (nothing else on the cores)
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,8 +37,9 @@ def run(cmd, timeout=300):
     return p.stdout
 
 
-def one(args, c, flags, tmp):
-    """One measured run of cell `c` in mode `flags`: (measured ms, predicted ms)."""
+def one(args, c, flags, tmp, keep=None):
+    """One measured run of cell `c` in mode `flags`: (measured ms, predicted ms). With `keep` (a
+    folder), the schedule and the trace are copied there, to fit them again later."""
     sched = c.schedule
     if sched is None:
         sched = os.path.join(tmp, "sched.json")
@@ -50,6 +52,11 @@ def one(args, c, flags, tmp):
     # runs with the transports' blocking sends, a rendezvous run).
     cal = json.loads(run([args.ppsched, "calibrate", trace, "-o", costs, "--schedule", sched, "--json",
                           "--statistic", args.statistic]))
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        shutil.copy(sched, os.path.join(keep, "sched.json"))
+        n = len([f for f in os.listdir(keep) if f.endswith(".trace.json")])
+        shutil.copy(trace, os.path.join(keep, f"run{n}.trace.json"))
     return cal["prediction"]["measured_ms"], cal["prediction"]["predicted_ms"]
 
 
@@ -66,6 +73,7 @@ def main():
     ap.add_argument("--families", default="", help="comma-separated (default: every family of each mode)")
     ap.add_argument("--statistic", default="mean", choices=("median", "mean"),
                     help="calibrate's per-stage step time (default: mean, calibrate's default)")
+    ap.add_argument("--keep", default="", help="copy each cell's schedule and traces to KEEP/<mode>/<family>/")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -81,7 +89,8 @@ def main():
             errors, pairs = [], []
             with tempfile.TemporaryDirectory() as tmp:
                 for _ in range(args.runs):
-                    measured, predicted = one(args, c, flags, tmp)
+                    keep = os.path.join(args.keep, mode, fam) if args.keep else None
+                    measured, predicted = one(args, c, flags, tmp, keep)
                     pairs.append((measured, predicted))
                     errors.append(predicted / measured - 1)
             med = statistics.median(abs(e) for e in errors)

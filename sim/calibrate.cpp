@@ -347,6 +347,20 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
     cal.notes.push_back("a Gloo run computes on the CPU that posts the communication, so the fitted model has "
                         "compute_blocks_host: true (nothing is posted while a compute runs)");
   }
+  if (options.background_progress) {
+    c.background_progress = *options.background_progress;
+  } else if (cal.label == "measured (gloo)") {
+    c.background_progress = false;
+    cal.notes.push_back("a Gloo run's receiver reads a payload in on its transport thread, which gets a core only "
+                        "while the rank waits, so the fitted model has background_progress: false");
+  }
+  if (options.send_completes_at_handoff) {
+    c.send_completes_at_handoff = *options.send_completes_at_handoff;
+  } else if (cal.label == "measured (gloo)") {
+    c.send_completes_at_handoff = true;
+    cal.notes.push_back("a Gloo send returns once the transport took its payload, before it arrives, so the fitted "
+                        "model has send_completes_at_handoff: true");
+  }
   c.source = "calibrated from " + (file.empty() ? std::string("a trace") : file);
   std::map<ComputeKind, std::map<int, std::vector<double>>> samples;
   int composites = 0, sub_slices = 0;

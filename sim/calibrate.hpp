@@ -18,8 +18,10 @@
 //    receive, so waiting for the peer is not counted.
 //  - bytes: the median payload of each kind (activation / gradient per stage boundary, data,
 //    features, ..., meta, collective payloads) as the slices' args.bytes give them.
-//  - protocol: a Gloo run's sends wait for their receiver (eager threshold 0) and its compute
-//    runs on the thread that posts the communication (compute_blocks_host).
+//  - protocol: a Gloo run's sends wait for their receiver (eager threshold 0), its compute
+//    runs on the thread that posts the communication (compute_blocks_host), and a receiver
+//    reads a payload in only while it waits (background_progress false), and a send
+//    returns once the transport took its payload (send_completes_at_handoff).
 //  - mode: otherData.mode, the runtime mode the run had, for predicting it (Calibration::mode).
 // Memory is not in a trace: the fitted model has no capacity and no kept activations.
 #pragma once
@@ -46,6 +48,11 @@ struct CalibrateOptions {
   // (the executor's Gloo runs compute on the CPU thread that posts the communication), else
   // false (a GPU run launches compute on a stream and goes on posting).
   std::optional<bool> compute_blocks_host;
+  // The same: unset, false for a trace labelled "measured (gloo)" (one core per rank: Gloo's
+  // thread of the receiver reads a payload in only while the rank waits), else true.
+  std::optional<bool> background_progress;
+  // The same: unset, true for a trace labelled "measured (gloo)", else false.
+  std::optional<bool> send_completes_at_handoff;
 };
 
 struct ComputeFit {

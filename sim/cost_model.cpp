@@ -45,8 +45,12 @@
 //   "collectives": {"algorithm": "ring" | "tree"},                                (ring)
 //   "protocol": {"eager_threshold_bytes": 4194304,     payloads up to this may complete before
 //                                                      the receiver posts (NCCL's buffer)
-//                "compute_blocks_host": false},       true: the host runs each compute itself
+//                "compute_blocks_host": false,        true: the host runs each compute itself
 //                                                      (CPUs) and posts nothing meanwhile
+//                "background_progress": true,         false: a receiver takes a payload in only
+//                                                      while it waits (CPUs, a core per rank)
+//                "send_completes_at_handoff": false},  true: a rendezvous send completes a
+//                                                      latency after both ends are posted (Gloo)
 //   "overlap_efficiency": 0.5,    OVERLAP_F_B / OVERLAP_B_F: 1 = shorter sub-step fully hidden
 //   "memory": {
 //     "capacity_bytes": number or null (per rank), "activation_bytes": StageValue (kept from
@@ -126,7 +130,8 @@ const Keys kLinkKeys = {"latency_ms", "bandwidth_GBps", "intra_node", "inter_nod
 const Keys kLinkValueKeys = {"latency_ms", "bandwidth_GBps"};
 const Keys kPairKeys = {"src", "dst", "latency_ms", "bandwidth_GBps"};
 const Keys kCollectiveKeys = {"algorithm"};
-const Keys kProtocolKeys = {"eager_threshold_bytes", "compute_blocks_host"};
+const Keys kProtocolKeys = {"eager_threshold_bytes", "compute_blocks_host", "background_progress",
+                            "send_completes_at_handoff"};
 const Keys kMemoryKeys = {"capacity_bytes", "activation_bytes", "tower_graph_bytes", "tower_copy_bytes"};
 
 Keys compute_key_names() {
@@ -432,10 +437,13 @@ class Reader {
       const json& j = object(root["protocol"], "protocol", kProtocolKeys);
       if (j.contains("eager_threshold_bytes"))
         c.eager_threshold_bytes = number(j["eager_threshold_bytes"], "protocol.eager_threshold_bytes", Quantity::Bytes);
-      if (j.contains("compute_blocks_host")) {
-        const json& b = j["compute_blocks_host"];
-        if (!b.is_boolean()) fail("protocol.compute_blocks_host", "expected true or false, got " + type_of(b));
-        c.compute_blocks_host = b.get<bool>();
+      for (auto [key, field] : {std::pair{"compute_blocks_host", &CostModel::compute_blocks_host},
+                                std::pair{"background_progress", &CostModel::background_progress},
+                                std::pair{"send_completes_at_handoff", &CostModel::send_completes_at_handoff}}) {
+        if (!j.contains(key)) continue;
+        const json& b = j[key];
+        if (!b.is_boolean()) fail(std::string("protocol.") + key, "expected true or false, got " + type_of(b));
+        c.*field = b.get<bool>();
       }
     }
     if (root.contains("overlap_efficiency"))
@@ -764,7 +772,11 @@ Comments template_comments(const CostModel& c, int stages) {
   k.collectives = {"Collective algorithm over the group's links: \"ring\" or \"tree\"."};
   k.protocol = {"Payloads up to eager_threshold_bytes may complete before the receiver posts (NCCL's per-peer buffer).",
                 "compute_blocks_host: false on GPUs (the host launches a compute and goes on posting communication);",
-                "true on CPUs (the host runs the compute itself and posts nothing until it has finished)."};
+                "true on CPUs (the host runs the compute itself and posts nothing until it has finished).",
+                "background_progress: true on GPUs (a posted transfer moves on its own); false on CPUs with a core per",
+                "rank (the receiver's transport thread reads a payload in only while that rank waits).",
+                "send_completes_at_handoff: false on NCCL (a send completes when its payload arrived); true on Gloo (once",
+                "the transport took it, a link latency after both ends were posted)."};
   k.memory = {"capacity_bytes: per rank (null = no limit; default 80 GiB). activation_bytes: kept from FWD to BWD per micro-",
               f("batch and stage: 34 s h bytes per layer (Korthikanti et al. 2022, FlashAttention) = %.2f GiB x %g layers.",
                 kLayerKeptBytes / kGiB, kLayers / stages),
@@ -818,6 +830,8 @@ ordered_json model_json(const CostModel& c, const Comments* k) {
   note(protocol, k ? k->protocol : Comment{});
   protocol["eager_threshold_bytes"] = quantity(c.eager_threshold_bytes);
   protocol["compute_blocks_host"] = c.compute_blocks_host;
+  protocol["background_progress"] = c.background_progress;
+  protocol["send_completes_at_handoff"] = c.send_completes_at_handoff;
   root["protocol"] = std::move(protocol);
   root["overlap_efficiency"] = c.overlap_efficiency;
   ordered_json memory;

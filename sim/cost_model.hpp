@@ -74,6 +74,16 @@ struct CostModel {
   // stream runs it. true (CPUs, e.g. a Gloo run): the host runs the compute itself, so it
   // posts nothing until the compute has finished.
   bool compute_blocks_host = false;
+  // true (GPUs): a posted transfer moves on its own (NCCL's kernels) once both ends are
+  // posted. false (a CPU run with one core per rank, e.g. Gloo): the sender's payload goes out
+  // when posted, but the receiver's transport thread reads it in only on a free core, which it
+  // gets while the receiving rank waits, so a transfer starts at the receiver's first waiting
+  // moment.
+  bool background_progress = true;
+  // false (NCCL): a rendezvous send completes when its payload has arrived. true (Gloo): it
+  // completes once the transport took the payload, a link latency after both ends were
+  // posted; the receiver still gets it a transfer time after that.
+  bool send_completes_at_handoff = false;
   double overlap_efficiency = 0.5;  // OVERLAP_*: 1 = the shorter sub-step is fully hidden
   // memory
   std::optional<double> capacity_bytes;   // per rank; reported against the peak

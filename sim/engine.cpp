@@ -3,12 +3,15 @@
 // Each rank has a host that issues its lowered actions (lowering/comm_model.hpp) in order,
 // a compute stream, and communication. Compute is launched asynchronously: it starts when
 // the stream is free and the host has reached it (with the cost model's compute_blocks_host,
-// a CPU run, the host itself runs it and goes on only when it has finished). A send's payload is ready when the compute
-// launched before it has finished. Blocking actions (phases, waits, collectives) hold the
-// host until every message in them completed. A transfer takes latency + bytes / bandwidth
-// of its link and starts when both ends are posted, except that payloads up to the eager
-// threshold (and every payload in eager mode) leave as soon as they are ready and the send
-// completes without its receiver, as small NCCL sends do.
+// a CPU run, the host itself runs it and goes on only when it has finished). A send's payload
+// is ready when the compute launched before it has finished. Blocking actions (phases, waits,
+// collectives) hold the host until every message in them completed. A transfer takes latency
+// + bytes / bandwidth of its link and starts when both ends are posted (with the cost model's
+// background_progress false, a CPU run with a core per rank, once the receiver waits);
+// its send completes with it (with send_completes_at_handoff, Gloo, a latency
+// after it started). Payloads up to the eager threshold (and every payload in eager mode)
+// leave as soon as they are ready and the send completes without its receiver, as small
+// NCCL sends do.
 //
 // Data parallelism (options.check.dp, README "Pipeline x data parallel"): the replicas of a
 // pipeline run the same programs in lockstep, so one replica is simulated and each FSDP_*
@@ -22,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <queue>
 #include <set>
@@ -101,6 +105,11 @@ class Engine {
       channel_link_[k] = &c_.link(global(model_.channels[k].src), global(model_.channels[k].dst));
     dp_ms_.assign(R, 0.0);
     if (gathers_) gathered_.resize(R);
+    if (!c.background_progress) {
+      waits_.resize(R);
+      stalled_.resize(R);
+      dirty_flag_.assign(R, false);
+    }
   }
 
   SimResult run() {
@@ -113,14 +122,19 @@ class Engine {
     causes_.reserve(actions);
     if (o_.record_trace) slice_bytes_.reserve(actions);
     for (int r = 0; r < s_.ranks; ++r) push(0.0, r);
-    while (!queue_.empty()) {
-      Event e = queue_.top();
-      queue_.pop();
-      ++events_;
-      if (done_[static_cast<size_t>(e.rank)]) continue;
-      host_[static_cast<size_t>(e.rank)] = std::max(host_[static_cast<size_t>(e.rank)], e.time);
-      advance(e.rank);
-    }
+    do {
+      while (!queue_.empty()) {
+        Event e = queue_.top();
+        queue_.pop();
+        ++events_;
+        if (done_[static_cast<size_t>(e.rank)]) continue;
+        host_[static_cast<size_t>(e.rank)] = std::max(host_[static_cast<size_t>(e.rank)], e.time);
+        advance(e.rank);
+        retry_stalled();
+      }
+      // Every rank waits or has finished, and transfers are still stalled on receivers that
+      // wait for something else: nothing timed can wake those any more, so they wait still.
+    } while (start_any_stalled());
     res.completed = std::all_of(done_.begin(), done_.end(), [](bool d) { return d; });
     finish(res);
     return res;
@@ -308,6 +322,7 @@ class Engine {
     apply(r, mem.produced, end);
     compute_free_[ri] = end;
     compute_last_[ri] = sl;
+
     if (c_.compute_blocks_host) {
       host_[ri] = end;
       host_cause_[ri] = sl;
@@ -371,16 +386,129 @@ class Engine {
       return;
     }
     double start = std::max(s.ready, rv.post);
+    if (!c_.background_progress) {
+      const int q = model_.messages[static_cast<size_t>(recv_id)].rank;
+      const double t = known_wait(q, start, recv_id);
+      if (t == kUnknown) {
+        stalled_[static_cast<size_t>(q)].push_back({send_id, recv_id, start});
+        return;
+      }
+      start = t;
+    }
+    transfer(send_id, recv_id, start);
+  }
+
+  // A rendezvous transfer leaves at `start`: both complete a transfer time later.
+  void transfer(int32_t send_id, int32_t recv_id, double start) {
+    const Message& ms = model_.messages[static_cast<size_t>(send_id)];
+    MsgState& s = msgs_[static_cast<size_t>(send_id)];
+    MsgState& rv = msgs_[static_cast<size_t>(recv_id)];
+    const double bytes = msg_bytes_[static_cast<size_t>(send_id)];
     int32_t cause = rv.slice;
     if (s.ready >= rv.post) {
       if (s.slice >= 0) causes_[static_cast<size_t>(s.slice)] = s.ready_cause;
       cause = s.slice;
     }
-    double end = start + link.transfer_ms(bytes);
-    account(ch, bytes);
-    complete(send_id, end, cause);
+    rv.ready = start;  // a receive's `ready`: when its transfer left (for the trace's flow)
+    const Link& link = *channel_link_[static_cast<size_t>(ms.channel)];
+    const double end = start + link.transfer_ms(bytes);
+    account(model_.channels[static_cast<size_t>(ms.channel)], bytes);
+    // send_completes_at_handoff (Gloo): the sender goes on once the transport has the payload.
+    complete(send_id, c_.send_completes_at_handoff ? start + link.latency_ms : end, cause);
     complete(recv_id, end, cause);
   }
+
+  // ---- background_progress false: a receiver takes a payload in only while it waits -------
+  // A CPU run with a core per rank (Gloo): a send's payload goes out when the sender posts it,
+  // and the receiving rank's transport thread reads it in on a free core, which it finds only
+  // while the receiver's host waits (or once it has finished): it does not get one while the
+  // rank computes, nor while it posts. So a rendezvous transfer that could start at t starts
+  // at the receiver's first waiting moment from t on. Each rank keeps the spans in which it
+  // waited. Ranks run ahead of each other: when the receiver's record does not reach t yet,
+  // the transfer is stalled under the receiver and tried again when it starts or stops
+  // waiting.
+  struct Stalled {
+    int32_t send, recv;
+    double start;  // when it could start were the receiver waiting
+  };
+  struct WaitSpan {
+    double from, to;  // to: kUnknown while the rank still waits, infinite once it finished
+  };
+
+  // The first moment >= t at which rank q is known to wait for receive `recv`, or kUnknown
+  // when its record does not tell yet. A rank that has waited since before t and is not woken
+  // yet still waits at t when it waits for `recv` itself (it cannot be woken before that
+  // arrives); otherwise only `assume_waiting` says so (see run()).
+  double known_wait(int q, double t, int32_t recv, bool assume_waiting = false) const {
+    const auto& w = waits_[static_cast<size_t>(q)];
+    auto it = std::partition_point(w.begin(), w.end(), [t](const WaitSpan& x) { return x.to != kUnknown && x.to <= t; });
+    if (it == w.end()) return kUnknown;
+    if (it->to != kUnknown || t <= it->from) return std::max(it->from, t);
+    return assume_waiting || waits_for(q, recv) ? t : kUnknown;
+  }
+  bool waits_for(int q, int32_t msg) const {
+    const size_t qi = static_cast<size_t>(q);
+    if (!blocked_[qi] || pc_[qi] >= static_cast<int>(model_.actions[qi].size())) return false;
+    const Action& a = model_.actions[qi][static_cast<size_t>(pc_[qi])];
+    if (a.kind != ActionKind::Phase && a.kind != ActionKind::Wait) return false;
+    for (int j = 0; j < a.count; ++j)
+      if (model_.action_messages[static_cast<size_t>(a.first + j)] == msg) return true;
+    return false;
+  }
+  bool start_any_stalled() {
+    bool started = false;
+    for (int q = 0; q < static_cast<int>(stalled_.size()); ++q) started = start_stalled(q, true) || started;
+    return started;
+  }
+  // Rank r starts waiting at its host's time (`to` kUnknown until it is woken, or infinite:
+  // it has finished), or stops waiting at `to`. Its stalled transfers may start now.
+  void begin_wait(int r, double to = kUnknown) {
+    if (c_.background_progress) return;
+    waits_[static_cast<size_t>(r)].push_back({host_[static_cast<size_t>(r)], to});
+    retry(r);
+  }
+  void end_wait(int r, double to) {
+    if (c_.background_progress) return;
+    auto& w = waits_[static_cast<size_t>(r)];
+    if (w.empty() || w.back().to != kUnknown) return;
+    w.back().to = std::max(to, w.back().from);
+    retry(r);
+  }
+  void retry(int q) {
+    const size_t qi = static_cast<size_t>(q);
+    if (stalled_[qi].empty() || dirty_flag_[qi]) return;
+    dirty_flag_[qi] = true;
+    dirty_.push_back(q);
+  }
+  void retry_stalled() {
+    while (!dirty_.empty()) {
+      const int q = dirty_.back();
+      dirty_.pop_back();
+      dirty_flag_[static_cast<size_t>(q)] = false;
+      start_stalled(q, false);
+    }
+  }
+  // Starts rank q's stalled transfers whose start is known now; true when one started.
+  bool start_stalled(int q, bool assume_waiting) {
+    auto& list = stalled_[static_cast<size_t>(q)];
+    bool started = false;
+    for (size_t k = 0; k < list.size();) {
+      const Stalled x = list[k];
+      const double t = known_wait(q, x.start, x.recv, assume_waiting);
+      if (t == kUnknown) {
+        ++k;
+        continue;
+      }
+      list[k] = list.back();
+      list.pop_back();
+      transfer(x.send, x.recv, t);  // may wake a rank, which retries its own
+      started = true;
+    }
+    return started;
+  }
+
+
+
 
   void account(const Channel& ch, double bytes) {
     const size_t k = static_cast<size_t>(&ch - model_.channels.data());
@@ -427,6 +555,7 @@ class Engine {
     }
     blocked_[ri] = false;
     wake_cause_[ri] = cause;
+    end_wait(r, t);
     push(t, r);
   }
 
@@ -441,6 +570,7 @@ class Engine {
     while (true) {
       if (pc_[ri] >= static_cast<int>(acts.size())) {
         done_[ri] = true;
+        begin_wait(r, std::numeric_limits<double>::infinity());
         return;
       }
       const Action& a = acts[static_cast<size_t>(pc_[ri])];
@@ -497,6 +627,7 @@ class Engine {
           }
           if (!all) {
             blocked_[ri] = true;
+            begin_wait(r);
             return;
           }
           if (t > host_[ri]) {
@@ -541,12 +672,16 @@ class Engine {
                 add_slice(q, collective_step(q, call), -1, Lane::Collective, inst.start, inst.end,
                           collective_bytes(a.op), false, inst.cause);
                 wake_cause_[static_cast<size_t>(q)] = static_cast<int32_t>(slices_.size()) - 1;
-                if (q != r) push(inst.end, q);
+                if (q != r) {
+                  end_wait(q, inst.end);
+                  push(inst.end, q);
+                }
               }
               host_[ri] = inst.end;
               host_cause_[ri] = wake_cause_[ri];
               wake_cause_[ri] = -1;
             } else {
+              begin_wait(r);
               return;  // wait for the group
             }
           }
@@ -671,8 +806,9 @@ class Engine {
         // As settle() timed it: an eager payload leaves when ready, a rendezvous one once the
         // receive is posted too; it arrives when the sender's transfer completes.
         if (a.end != kUnknown) {
-          f.leave_ms = eager(msg_bytes_[static_cast<size_t>(sid)]) ? a.ready : std::max(a.ready, b.post);
-          f.arrive_ms = a.end;
+          const bool is_eager = eager(msg_bytes_[static_cast<size_t>(sid)]);
+          f.leave_ms = is_eager ? a.ready : b.ready;
+          f.arrive_ms = is_eager ? a.end : b.end;
         }
         res.flows.push_back(f);
       }
@@ -742,6 +878,10 @@ class Engine {
   // Filled on first use; -1 (consumed -1): not known yet. Empty when prices vary by micro.
   std::vector<double> compute_table_, payload_table_;  // [(stage + 1) * kOpCount + op]
   std::vector<Delta> effects_table_;                   // [(stage * kOpCount + op) * 2 + owner bit]
+  std::vector<std::vector<WaitSpan>> waits_;  // per rank, background_progress false
+  std::vector<std::vector<Stalled>> stalled_;  // per receiving rank
+  std::vector<int> dirty_;                      // ranks with stalled transfers that started or stopped waiting
+  std::vector<uint8_t> dirty_flag_;
   int current_step_ = -1;
   int32_t last_slice_ = -1;  // see note_end
   double last_end_ = 0;

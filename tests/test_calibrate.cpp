@@ -69,7 +69,7 @@ std::string simulated_trace() {
   g.pp = 2;
   g.micro = 4;
   Schedule s = generate("1f1b", g);
-  return chrome_trace_json(s, simulate(s, known_costs()), TraceOptions{-1, "simulated"});
+  return chrome_trace_json(s, simulate(s, known_costs()), TraceOptions::labelled("simulated"));
 }
 
 // Trace times are whole nanoseconds; a fitted value is within a few of them.
@@ -291,4 +291,42 @@ TEST_CASE("a trace calibration cannot use is refused with a located error") {
     t["otherData"].erase("stages");
     CHECK_THAT(expect_error([&] { calibrate_trace(t.dump(), "st.json"); }).what(), Catch::Contains("otherData.stages"));
   }
+}
+
+TEST_CASE("a Gloo trace gets the CPU run's protocol, any other the GPU's, and the options override either") {
+  GenerateOptions g;
+  g.pp = 2;
+  g.micro = 4;
+  const Schedule s = generate("1f1b", g);
+  const SimResult r = simulate(s, known_costs());
+  const auto fit = [&](const char* label, const CalibrateOptions& o) {
+    return calibrate_trace(chrome_trace_json(s, r, TraceOptions::labelled(label)), "t.json", o);
+  };
+  const Calibration gloo = fit("measured (gloo)", {});
+  CHECK(gloo.costs.eager_threshold_bytes == 0);
+  CHECK(gloo.costs.compute_blocks_host);
+  CHECK_FALSE(gloo.costs.background_progress);
+  CHECK(gloo.costs.send_completes_at_handoff);
+  const auto said = [](const Calibration& c, const char* what) {
+    for (const auto& n : c.notes)
+      if (n.find(what) != std::string::npos) return true;
+    return false;
+  };
+  CHECK(said(gloo, "compute_blocks_host: true"));
+  CHECK(said(gloo, "background_progress: false"));
+  CHECK(said(gloo, "send_completes_at_handoff: true"));
+  const Calibration sim = fit("simulated", {});
+  CHECK(sim.costs.eager_threshold_bytes == CostModel{}.eager_threshold_bytes);
+  CHECK_FALSE(sim.costs.compute_blocks_host);
+  CHECK(sim.costs.background_progress);
+  CHECK_FALSE(sim.costs.send_completes_at_handoff);
+  CHECK_FALSE(said(sim, "background_progress"));
+  CalibrateOptions o;
+  o.compute_blocks_host = false;
+  o.background_progress = true;
+  o.send_completes_at_handoff = false;
+  const Calibration overridden = fit("measured (gloo)", o);
+  CHECK_FALSE(overridden.costs.compute_blocks_host);
+  CHECK(overridden.costs.background_progress);
+  CHECK_FALSE(overridden.costs.send_completes_at_handoff);
 }

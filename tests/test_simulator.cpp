@@ -197,6 +197,101 @@ TEST_CASE("compute_blocks_host (a CPU run): nothing is posted while the rank com
   CHECK(aheads > 0);
 }
 
+TEST_CASE("background_progress false (Gloo, a core per rank): a receiver takes a payload in only while it waits",
+          "[simulator]") {
+  struct Fam {
+    const char* name;
+    int V;
+  };
+  constexpr double eps = 1e-9;
+  int delayed = 0, slower = 0;
+  for (const bool overlap : {false, true})
+    for (const Fam f : {Fam{"gpipe", 1}, Fam{"1f1b", 1}, Fam{"interleaved-1f1b", 2}, Fam{"zb-h1", 1},
+                        Fam{"zbv", 2}, Fam{"dualpipev", 2}})
+      for (int P : {2, 4}) {
+        const Schedule s = gen(f.name, P, 2 * P, f.V);
+        CostModel cpu = uniform(1.0, 2.0, 0.05);
+        cpu.eager_threshold_bytes = -1;  // every payload rendezvous, as on Gloo
+        cpu.compute_blocks_host = true;
+        CostModel gloo = cpu;
+        gloo.background_progress = false;
+        SimOptions o;
+        o.record_trace = true;
+        o.check.overlap_p2p = overlap;
+        const SimResult a = simulate(s, cpu, o), b = simulate(s, gloo, o);
+        INFO(f.name << " P=" << P << (overlap ? " --overlap-p2p" : " blocking"));
+        REQUIRE(a.completed);
+        REQUIRE(b.completed);
+        CHECK(b.makespan_ms >= a.makespan_ms - eps);
+        REQUIRE(b.flows.size() == a.flows.size());
+        // Whether rank computes at t; whether one of its slices (of any lane) ends at t.
+        const auto computes_at = [&](int rank, double t) {
+          for (const SimSlice& c : b.slices)
+            if (c.rank == rank && c.lane == Lane::Compute && c.start_ms < t - eps && t < c.end_ms - eps) return true;
+          return false;
+        };
+        const auto ends_at = [&](int rank, double t) {
+          for (const SimSlice& c : b.slices)
+            if (c.rank == rank && std::abs(c.end_ms - t) < eps) return true;
+          return false;
+        };
+        for (const SimFlow& fl : b.flows) {
+          const SimSlice& snd = b.slices[static_cast<size_t>(fl.send_slice)];
+          const SimSlice& rcv = b.slices[static_cast<size_t>(fl.recv_slice)];
+          const double posted = std::max(snd.start_ms, rcv.start_ms);
+          INFO("flow " << fl.id << " r" << snd.rank << " -> r" << rcv.rank << " posted " << posted << " leaves "
+                       << fl.leave_ms);
+          CHECK(fl.leave_ms >= posted - eps);
+          CHECK_FALSE(computes_at(rcv.rank, fl.leave_ms));  // never while the receiver computes
+          if (fl.leave_ms > posted + eps) {
+            ++delayed;
+            CHECK(ends_at(rcv.rank, fl.leave_ms));  // held back until the receiver went to wait
+          }
+        }
+        // A blocking receive waits off the compute: rendezvous runs do not change.
+        if (!overlap) CHECK(b.makespan_ms == Approx(a.makespan_ms));
+        slower += b.makespan_ms > a.makespan_ms + eps;
+      }
+  // Receives posted early (--overlap-p2p) are where it matters.
+  CHECK(delayed > 0);
+  CHECK(slower > 0);
+}
+
+TEST_CASE("send_completes_at_handoff (Gloo): a blocking send returns a latency after the transfer starts, the receive "
+          "a transfer time after", "[simulator]") {
+  constexpr double lat = 0.05, eps = 1e-9;
+  int faster = 0;
+  for (const char* fam : {"gpipe", "1f1b", "zb-h1", "dualpipev"})
+    for (int P : {2, 4}) {
+      const Schedule s = gen(fam, P, 2 * P, std::string(fam) == "dualpipev" ? 2 : 1);
+      CostModel nccl = uniform(1.0, 2.0, lat);
+      nccl.eager_threshold_bytes = -1;
+      nccl.activation_bytes = nccl.gradient_bytes = StageValue::scalar(1e6);
+      nccl.intra_node.bandwidth_GBps = nccl.inter_node.bandwidth_GBps = 1.0;  // 1 ms per payload
+      CostModel gloo = nccl;
+      gloo.send_completes_at_handoff = true;
+      const SimResult a = run(s, nccl), b = run(s, gloo);
+      INFO(fam << " P=" << P);
+      REQUIRE(a.completed);
+      REQUIRE(b.completed);
+      CHECK(b.makespan_ms <= a.makespan_ms + eps);
+      faster += b.makespan_ms < a.makespan_ms - eps;
+      int payloads = 0;
+      for (const SimFlow& f : b.flows) {
+        const SimSlice& snd = b.slices[static_cast<size_t>(f.send_slice)];
+        const SimSlice& rcv = b.slices[static_cast<size_t>(f.recv_slice)];
+        if (rcv.meta) continue;
+        ++payloads;
+        INFO("flow " << f.id);
+        CHECK(snd.end_ms == Approx(f.leave_ms + lat));
+        CHECK(rcv.end_ms == Approx(f.leave_ms + lat + 1.0));
+        CHECK(f.arrive_ms == Approx(rcv.end_ms));
+      }
+      CHECK(payloads > 0);
+    }
+  CHECK(faster > 0);
+}
+
 TEST_CASE("the critical path runs from the first step to the last without gaps", "[simulator]") {
   SimResult r = run(gen("1f1b", 4, 8), uniform(1.0, 2.0, 0.1));
   REQUIRE(!r.critical_path.empty());

@@ -943,7 +943,7 @@ TEST_CASE("every trace the quick start writes passes the strict validator, one f
     so.record_trace = true;
     SimResult r = simulate(s, default_cost_model(s.stages), so);
     REQUIRE_FALSE(r.flows.empty());
-    TraceCheck c = validate_trace(chrome_trace_json(s, r, TraceOptions{-1, "simulated"}));
+    TraceCheck c = validate_trace(chrome_trace_json(s, r, TraceOptions::labelled("simulated")));
     INFO(problems_of(c));
     CHECK(c.problem_count() == 0);
     CHECK(c.slices == r.slices.size());

@@ -20,6 +20,12 @@ struct TraceOptions {
   // dyn_shape), so that `ppsched calibrate --schedule` predicts it in the same mode.
   CheckOptions mode;
   std::string mode_note;  // otherData.mode.note when not empty (how the run's mode came about)
+
+  static TraceOptions labelled(std::string l) {
+    TraceOptions o;
+    o.label = std::move(l);
+    return o;
+  }
 };
 
 // {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}} (plus "distributedInfo"

@@ -262,7 +262,7 @@ TEST_CASE("measured records of a later iteration pair with the comm model: one f
     CHECK(run.result.ranks.size() == static_cast<size_t>(s.ranks));
     // These made-up clocks disagree between ranks: a flow whose receive returned before its
     // send began is left out (and counted); every other one binds and runs forward.
-    const std::string text = chrome_trace_json(s, run.result, TraceOptions{-1, "measured (gloo)"});
+    const std::string text = chrome_trace_json(s, run.result, TraceOptions::labelled("measured (gloo)"));
     const ppsched::testing::TraceCheck c = ppsched::testing::validate_trace(text);
     INFO(c.summary());
     CHECK(c.problem_count() == 0);

@@ -92,6 +92,12 @@ double statistic(std::vector<double> v, Statistic s) {
 // noise, and round numbers keep the written cost file readable.
 double to_ns_ms(double ms) { return std::round(ms * 1e6) / 1e6; }
 
+std::string three_places(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
 std::string_view key_of(ComputeKind kind) {
   for (const auto& k : compute_keys())
     if (k.kind == kind) return k.key;
@@ -354,13 +360,7 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
     cal.notes.push_back("a Gloo run's receiver reads a payload in on its transport thread, which gets a core only "
                         "while the rank waits, so the fitted model has background_progress: false");
   }
-  if (options.send_completes_at_handoff) {
-    c.send_completes_at_handoff = *options.send_completes_at_handoff;
-  } else if (cal.label == "measured (gloo)") {
-    c.send_completes_at_handoff = true;
-    cal.notes.push_back("a Gloo send returns once the transport took its payload, before it arrives, so the fitted "
-                        "model has send_completes_at_handoff: true");
-  }
+  const bool fit_handoff = options.send_handoff.value_or(cal.label == "measured (gloo)");
   c.source = "calibrated from " + (file.empty() ? std::string("a trace") : file);
   std::map<ComputeKind, std::map<int, std::vector<double>>> samples;
   int composites = 0, sub_slices = 0;
@@ -514,6 +514,7 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
     return pos != it->second.end() && pos->second <= r.end() && pos->first < r.end();
   };
   std::vector<double> xs, ys;
+  double handoff_sum = 0;  // ms from a fitted transfer's start to its send's return
   int skipped_multi = 0, skipped_negative = 0, skipped_deferred = 0;
   for (const auto& [a, b] : pairs) {
     const Slice& snd = slices[static_cast<size_t>(a)];
@@ -534,6 +535,13 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
     }
     xs.push_back(rcv.bytes);
     ys.push_back(t);
+    handoff_sum += std::max(0.0, (snd.end() - start) / 1e3);
+  }
+  if (fit_handoff && !xs.empty()) {
+    c.send_handoff_ms = to_ns_ms(handoff_sum / static_cast<double>(xs.size()));
+    cal.notes.push_back("a Gloo send returns once the transport took its payload, before the receive ends: "
+                        "send_handoff_ms " + three_places(*c.send_handoff_ms) + " (the mean from the start of the " +
+                        std::to_string(xs.size()) + " fitted transfers to their send's return)");
   }
   if (skipped_multi)
     cal.notes.push_back(std::to_string(skipped_multi) +

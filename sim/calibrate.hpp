@@ -21,7 +21,8 @@
 //  - protocol: a Gloo run's sends wait for their receiver (eager threshold 0), its compute
 //    runs on the thread that posts the communication (compute_blocks_host), and a receiver
 //    reads a payload in only while it waits (background_progress false), and a send
-//    returns once the transport took its payload (send_completes_at_handoff).
+//    returns once the transport took its payload (send_handoff_ms: the mean time from a
+//    fitted transfer's start to its send's end).
 //  - mode: otherData.mode, the runtime mode the run had, for predicting it (Calibration::mode).
 // Memory is not in a trace: the fitted model has no capacity and no kept activations.
 #pragma once
@@ -51,8 +52,8 @@ struct CalibrateOptions {
   // The same: unset, false for a trace labelled "measured (gloo)" (one core per rank: Gloo's
   // thread of the receiver reads a payload in only while the rank waits), else true.
   std::optional<bool> background_progress;
-  // The same: unset, true for a trace labelled "measured (gloo)", else false.
-  std::optional<bool> send_completes_at_handoff;
+  // Whether to fit protocol.send_handoff_ms. Unset: for a trace labelled "measured (gloo)".
+  std::optional<bool> send_handoff;
 };
 
 struct ComputeFit {

@@ -49,8 +49,8 @@
 //                                                      (CPUs) and posts nothing meanwhile
 //                "background_progress": true,         false: a receiver takes a payload in only
 //                                                      while it waits (CPUs, a core per rank)
-//                "send_completes_at_handoff": false},  true: a rendezvous send completes a
-//                                                      latency after both ends are posted (Gloo)
+//                "send_handoff_ms": null},            a number: a rendezvous send completes that
+//                                                      long after its transfer starts (Gloo)
 //   "overlap_efficiency": 0.5,    OVERLAP_F_B / OVERLAP_B_F: 1 = shorter sub-step fully hidden
 //   "memory": {
 //     "capacity_bytes": number or null (per rank), "activation_bytes": StageValue (kept from
@@ -131,7 +131,7 @@ const Keys kLinkValueKeys = {"latency_ms", "bandwidth_GBps"};
 const Keys kPairKeys = {"src", "dst", "latency_ms", "bandwidth_GBps"};
 const Keys kCollectiveKeys = {"algorithm"};
 const Keys kProtocolKeys = {"eager_threshold_bytes", "compute_blocks_host", "background_progress",
-                            "send_completes_at_handoff"};
+                            "send_handoff_ms"};
 const Keys kMemoryKeys = {"capacity_bytes", "activation_bytes", "tower_graph_bytes", "tower_copy_bytes"};
 
 Keys compute_key_names() {
@@ -438,13 +438,14 @@ class Reader {
       if (j.contains("eager_threshold_bytes"))
         c.eager_threshold_bytes = number(j["eager_threshold_bytes"], "protocol.eager_threshold_bytes", Quantity::Bytes);
       for (auto [key, field] : {std::pair{"compute_blocks_host", &CostModel::compute_blocks_host},
-                                std::pair{"background_progress", &CostModel::background_progress},
-                                std::pair{"send_completes_at_handoff", &CostModel::send_completes_at_handoff}}) {
+                                std::pair{"background_progress", &CostModel::background_progress}}) {
         if (!j.contains(key)) continue;
         const json& b = j[key];
         if (!b.is_boolean()) fail(std::string("protocol.") + key, "expected true or false, got " + type_of(b));
         c.*field = b.get<bool>();
       }
+      if (j.contains("send_handoff_ms") && !j["send_handoff_ms"].is_null())
+        c.send_handoff_ms = number(j["send_handoff_ms"], "protocol.send_handoff_ms", Quantity::Time);
     }
     if (root.contains("overlap_efficiency"))
       c.overlap_efficiency = number(root["overlap_efficiency"], "overlap_efficiency", Quantity::Fraction);
@@ -775,8 +776,8 @@ Comments template_comments(const CostModel& c, int stages) {
                 "true on CPUs (the host runs the compute itself and posts nothing until it has finished).",
                 "background_progress: true on GPUs (a posted transfer moves on its own); false on CPUs with a core per",
                 "rank (the receiver's transport thread reads a payload in only while that rank waits).",
-                "send_completes_at_handoff: false on NCCL (a send completes when its payload arrived); true on Gloo (once",
-                "the transport took it, a link latency after both ends were posted)."};
+                "send_handoff_ms: null on NCCL (a send completes when its payload arrived); on Gloo the time from a",
+                "transfer's start to its send's return (the transport took the payload; the receive ends later)."};
   k.memory = {"capacity_bytes: per rank (null = no limit; default 80 GiB). activation_bytes: kept from FWD to BWD per micro-",
               f("batch and stage: 34 s h bytes per layer (Korthikanti et al. 2022, FlashAttention) = %.2f GiB x %g layers.",
                 kLayerKeptBytes / kGiB, kLayers / stages),
@@ -831,7 +832,7 @@ ordered_json model_json(const CostModel& c, const Comments* k) {
   protocol["eager_threshold_bytes"] = quantity(c.eager_threshold_bytes);
   protocol["compute_blocks_host"] = c.compute_blocks_host;
   protocol["background_progress"] = c.background_progress;
-  protocol["send_completes_at_handoff"] = c.send_completes_at_handoff;
+  protocol["send_handoff_ms"] = c.send_handoff_ms ? quantity(*c.send_handoff_ms) : ordered_json(nullptr);
   root["protocol"] = std::move(protocol);
   root["overlap_efficiency"] = c.overlap_efficiency;
   ordered_json memory;

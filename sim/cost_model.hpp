@@ -80,10 +80,10 @@ struct CostModel {
   // gets while the receiving rank waits, so a transfer starts at the receiver's first waiting
   // moment.
   bool background_progress = true;
-  // false (NCCL): a rendezvous send completes when its payload has arrived. true (Gloo): it
-  // completes once the transport took the payload, a link latency after both ends were
-  // posted; the receiver still gets it a transfer time after that.
-  bool send_completes_at_handoff = false;
+  // Unset (NCCL): a rendezvous send completes when its payload has arrived. Set (Gloo): it
+  // completes once the transport took the payload, this long after the transfer started (at
+  // most at the arrival); the receiver still gets it a transfer time after the start.
+  std::optional<double> send_handoff_ms;
   double overlap_efficiency = 0.5;  // OVERLAP_*: 1 = the shorter sub-step is fully hidden
   // memory
   std::optional<double> capacity_bytes;   // per rank; reported against the peak

@@ -8,8 +8,8 @@
 // collectives) hold the host until every message in them completed. A transfer takes latency
 // + bytes / bandwidth of its link and starts when both ends are posted (with the cost model's
 // background_progress false, a CPU run with a core per rank, once the receiver waits);
-// its send completes with it (with send_completes_at_handoff, Gloo, a latency
-// after it started). Payloads up to the eager threshold (and every payload in eager mode)
+// its send completes with it (with send_handoff_ms, Gloo, that long after it
+// started). Payloads up to the eager threshold (and every payload in eager mode)
 // leave as soon as they are ready and the send completes without its receiver, as small
 // NCCL sends do.
 //
@@ -413,8 +413,8 @@ class Engine {
     const Link& link = *channel_link_[static_cast<size_t>(ms.channel)];
     const double end = start + link.transfer_ms(bytes);
     account(model_.channels[static_cast<size_t>(ms.channel)], bytes);
-    // send_completes_at_handoff (Gloo): the sender goes on once the transport has the payload.
-    complete(send_id, c_.send_completes_at_handoff ? start + link.latency_ms : end, cause);
+    // send_handoff_ms (Gloo): the sender goes on once the transport took the payload.
+    complete(send_id, c_.send_handoff_ms ? std::min(start + *c_.send_handoff_ms, end) : end, cause);
     complete(recv_id, end, cause);
   }
 

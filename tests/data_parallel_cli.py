@@ -12,6 +12,7 @@ import sys
 import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 from cli import run  # noqa: E402
+from schedules import move_reduce_grad_before_tower  # noqa: E402
 
 
 
@@ -83,11 +84,8 @@ def main():
         run([exe, "generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--fsdp-steps", "-o", mp])
         run([exe, "check", mp, "--dp", "2"])
         doc = json.load(open(mp))
-        prog = doc["programs"][0]
-        tower = next(i for i, st in enumerate(prog) if st and st["op"] == "MPIPE_TRANSPOSE_BWD")
-        rg = next(i for i, st in enumerate(prog) if st and st["op"] == "FSDP_REDUCE_GRAD" and st.get("stage") == 0)
+        tower, rg = move_reduce_grad_before_tower(doc)
         expect(rg > tower, f"--fsdp-steps puts stage 0's REDUCE_GRAD (step {rg}) after the tower's backward ({tower})")
-        prog.insert(tower, prog.pop(rg))  # now just before the tower's backward
         early = os.path.join(tmp, "mpipe_early_reduce.json")
         json.dump(doc, open(early, "w"))
         p = run([exe, "check", early, "--dp", "2"], expect=1)

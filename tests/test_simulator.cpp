@@ -257,8 +257,8 @@ TEST_CASE("background_progress false (Gloo, a core per rank): a receiver takes a
   CHECK(slower > 0);
 }
 
-TEST_CASE("send_completes_at_handoff (Gloo): a blocking send returns a latency after the transfer starts, the receive "
-          "a transfer time after", "[simulator]") {
+TEST_CASE("send_handoff_ms (Gloo): a blocking send returns that long after its transfer starts (at most at the "
+          "arrival), the receive a transfer time after", "[simulator]") {
   constexpr double lat = 0.05, eps = 1e-9;
   int faster = 0;
   for (const char* fam : {"gpipe", "1f1b", "zb-h1", "dualpipev"})
@@ -269,7 +269,7 @@ TEST_CASE("send_completes_at_handoff (Gloo): a blocking send returns a latency a
       nccl.activation_bytes = nccl.gradient_bytes = StageValue::scalar(1e6);
       nccl.intra_node.bandwidth_GBps = nccl.inter_node.bandwidth_GBps = 1.0;  // 1 ms per payload
       CostModel gloo = nccl;
-      gloo.send_completes_at_handoff = true;
+      gloo.send_handoff_ms = 0.25;
       const SimResult a = run(s, nccl), b = run(s, gloo);
       INFO(fam << " P=" << P);
       REQUIRE(a.completed);
@@ -283,11 +283,19 @@ TEST_CASE("send_completes_at_handoff (Gloo): a blocking send returns a latency a
         if (rcv.meta) continue;
         ++payloads;
         INFO("flow " << f.id);
-        CHECK(snd.end_ms == Approx(f.leave_ms + lat));
+        CHECK(snd.end_ms == Approx(f.leave_ms + 0.25));
         CHECK(rcv.end_ms == Approx(f.leave_ms + lat + 1.0));
         CHECK(f.arrive_ms == Approx(rcv.end_ms));
       }
       CHECK(payloads > 0);
+      // A hand-off longer than the transfer ends with the arrival: a send never outlasts it.
+      gloo.send_handoff_ms = 5.0;
+      const SimResult c = run(s, gloo);
+      REQUIRE(c.completed);
+      CHECK(c.makespan_ms == Approx(a.makespan_ms));
+      for (const SimFlow& f : c.flows)
+        if (!c.slices[static_cast<size_t>(f.recv_slice)].meta)
+          CHECK(c.slices[static_cast<size_t>(f.send_slice)].end_ms == Approx(f.arrive_ms));
     }
   CHECK(faster > 0);
 }

@@ -17,6 +17,9 @@ import tempfile
 import time
 
 from harness import GPT, Failure, free_port, registry, strict_json
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from schedules import move_reduce_grad_before_tower  # noqa: E402
 from matrix import MATRIX_MODES, cell
 
 MLP = ["--model", "mlp", "--layers", "8", "--hidden", "16", "--micro-batch-size", "2"]
@@ -418,10 +421,7 @@ def _(ctx):
     mp = fsdp_schedule(ctx, ["mpipe-transpose", "--pp", "2", "--micro", "4"])
     with open(mp) as f:
         doc = json.load(f)
-    prog = doc["programs"][0]
-    tower = next(i for i, st in enumerate(prog) if st and st["op"] == "MPIPE_TRANSPOSE_BWD")
-    rg = next(i for i, st in enumerate(prog) if st and st["op"] == "FSDP_REDUCE_GRAD" and st.get("stage") == 0)
-    prog.insert(tower, prog.pop(rg))
+    move_reduce_grad_before_tower(doc)
     with open(mp, "w") as f:
         json.dump(doc, f)
     expect_refusal(ctx, ["--schedule", mp, "--dp", "2"] + GPT + ["--tower-layers", "2"],

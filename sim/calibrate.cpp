@@ -514,20 +514,26 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
     return pos != it->second.end() && pos->second <= r.end() && pos->first < r.end();
   };
   std::vector<double> xs, ys;
-  double handoff_sum = 0;  // ms from a fitted transfer's start to its send's return
-  int skipped_multi = 0, skipped_negative = 0, skipped_deferred = 0;
+  double handoff_sum = 0;  // ms from a fitted single transfer's start to its send's return
+  int singles = 0, skipped_negative = 0, skipped_deferred = 0, groups = 0;
+  // A slice that several flows share (a batch's group, a batched MPipe receive) ends with the
+  // last of its messages, as the simulator ends a group: it is one sample, timed from the
+  // latest start of its flows (either way), of a message of the group's mean size.
+  std::map<int, double> group_start;  // slice -> the latest start of its flows
   for (const auto& [a, b] : pairs) {
     const Slice& snd = slices[static_cast<size_t>(a)];
     const Slice& rcv = slices[static_cast<size_t>(b)];
-    if (snd.flows != 1 || rcv.flows != 1) {
-      ++skipped_multi;
-      continue;
-    }
     if (computed_during(rcv)) {
       ++skipped_deferred;
       continue;
     }
     const double start = std::max({snd.ts, rcv.ts, ready_at(snd.pid, snd.step_index)});
+    for (int k : {a, b})
+      if (slices[static_cast<size_t>(k)].flows > 1) {
+        auto [it, fresh] = group_start.try_emplace(k, start);
+        if (!fresh) it->second = std::max(it->second, start);
+      }
+    if (rcv.flows != 1) continue;
     const double t = (rcv.end() - start) / 1e3;
     if (t < 0) {
       ++skipped_negative;
@@ -535,17 +541,32 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
     }
     xs.push_back(rcv.bytes);
     ys.push_back(t);
-    handoff_sum += std::max(0.0, (snd.end() - start) / 1e3);
+    if (snd.flows == 1) {  // a group's send slice ends with the group
+      handoff_sum += std::max(0.0, (snd.end() - start) / 1e3);
+      ++singles;
+    }
   }
-  if (fit_handoff && !xs.empty()) {
-    c.send_handoff_ms = to_ns_ms(handoff_sum / static_cast<double>(xs.size()));
+  for (const auto& [k, latest] : group_start) {
+    const Slice& rcv = slices[static_cast<size_t>(k)];
+    const double t = (rcv.end() - latest) / 1e3;
+    if (t < 0) {
+      ++skipped_negative;
+      continue;
+    }
+    xs.push_back(rcv.bytes / std::max(rcv.flows, 1));
+    ys.push_back(t);
+    ++groups;
+  }
+  if (fit_handoff && singles > 0) {
+    c.send_handoff_ms = to_ns_ms(handoff_sum / static_cast<double>(singles));
     cal.notes.push_back("a Gloo send returns once the transport took its payload, before the receive ends: "
                         "send_handoff_ms " + three_places(*c.send_handoff_ms) + " (the mean from the start of the " +
-                        std::to_string(xs.size()) + " fitted transfers to their send's return)");
+                        std::to_string(singles) + " fitted single transfers to their send's return)");
   }
-  if (skipped_multi)
-    cal.notes.push_back(std::to_string(skipped_multi) +
-                        " flow(s) share a slice with other messages (a batch's group) and were left out of the link fit");
+  if (groups)
+    cal.notes.push_back(std::to_string(groups) +
+                        " slice(s) carry several messages (a batch's group, a batched receive): each is one sample, "
+                        "from the latest start of its messages to its end, at their mean size");
   if (skipped_deferred)
     cal.notes.push_back(std::to_string(skipped_deferred) +
                         " receive(s) were waited after a compute of their rank (posted early): their end is the wait's, "

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/errors.hpp"
+#include "model/comm_insertion.hpp"
 #include "model/generators/generator.hpp"
 #include "sim/calibrate.hpp"
 #include "sim/cost_model.hpp"
@@ -331,4 +332,25 @@ TEST_CASE("a Gloo trace gets the CPU run's protocol, any other the GPU's, and th
   CHECK_FALSE(overridden.costs.compute_blocks_host);
   CHECK(overridden.costs.background_progress);
   CHECK_FALSE(overridden.costs.send_handoff_ms.has_value());
+}
+
+TEST_CASE("a batch's group is one sample of the link fit: interleaved --batch calibrates back its latency and bandwidth") {
+  GenerateOptions g;
+  g.pp = 2;
+  g.vpp = 2;
+  g.micro = 4;
+  const Schedule s = coalesce_p2p(generate("interleaved-1f1b", g));
+  CostModel c = known_costs();
+  // One payload size: a group's messages all have its mean size.
+  c.activation_bytes = c.gradient_bytes = StageValue::scalar(8 * kMiB);
+  const Calibration cal = round_trip(s, c);
+  bool grouped = false;
+  for (const auto& n : cal.notes) grouped = grouped || n.find("carry several messages") != std::string::npos;
+  CHECK(grouped);
+  CHECK(cal.link.transfers > 0);
+  CHECK(cal.link.latency_ms == Approx(0.05).margin(kTimeTol));
+  REQUIRE(cal.link.bandwidth_GBps);
+  CHECK(*cal.link.bandwidth_GBps == Approx(12.5).epsilon(1e-5));
+  const SimResult again = simulate(s, read_cost_model(write_cost_model(cal.costs), "fitted.json"));
+  CHECK(again.makespan_ms == Approx(simulate(s, c).makespan_ms).margin(1e-4));
 }

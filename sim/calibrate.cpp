@@ -506,6 +506,19 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
   // (--overlap-p2p, a batched MPipe receive) ends when its wait returned, which may be long
   // after the payload arrived: the rank computed meanwhile. Such a receive times no transfer.
   // (A simulated trace ends every receive at the arrival.)
+  // The end of the last compute of r's rank inside r (-1e300: none).
+  auto last_compute_in = [&](const Slice& r) {
+    double last = -1e300;
+    auto it = computes.find(r.pid);
+    if (it == computes.end()) return last;
+    for (auto pos = std::lower_bound(it->second.begin(), it->second.end(), std::make_pair(r.ts, -1e300));
+         pos != it->second.end() && pos->first < r.end(); ++pos)
+      if (pos->second <= r.end()) last = std::max(last, pos->second);
+    return last;
+  };
+  // Receives posted early whose payload was ready before the receiver went to wait: (bytes,
+  // ms from that wait to the receive's end), for protocol.deferred_start_ms below.
+  std::vector<std::pair<double, double>> deferred;
   auto computed_during = [&](const Slice& r) {
     if (!c.compute_blocks_host) return false;
     auto it = computes.find(r.pid);
@@ -525,6 +538,9 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
     const Slice& rcv = slices[static_cast<size_t>(b)];
     if (computed_during(rcv)) {
       ++skipped_deferred;
+      const double waited = last_compute_in(rcv);
+      if (rcv.flows == 1 && std::max(snd.ts, ready_at(snd.pid, snd.step_index)) < waited - 1e-3)  // 1 ns
+        deferred.push_back({rcv.bytes, (rcv.end() - waited) / 1e3});
       continue;
     }
     const double start = std::max({snd.ts, rcv.ts, ready_at(snd.pid, snd.step_index)});
@@ -541,7 +557,9 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
     }
     xs.push_back(rcv.bytes);
     ys.push_back(t);
-    if (snd.flows == 1) {  // a group's send slice ends with the group
+    // A group's send slice ends with the group; a send posted early and waited after a compute
+    // (--overlap-p2p waits its sends at the end) ends with that wait.
+    if (snd.flows == 1 && !computed_during(snd)) {
       handoff_sum += std::max(0.0, (snd.end() - start) / 1e3);
       ++singles;
     }
@@ -670,6 +688,16 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
   Link link;
   link.latency_ms = to_ns_ms(lf.latency_ms);
   link.bandwidth_GBps = lf.bandwidth_GBps;
+  // background_progress false starts such a transfer once its receiver waits; what it took
+  // beyond a transfer time is the sender's transport thread getting a core.
+  if (!c.background_progress && !deferred.empty()) {
+    double extra = 0;
+    for (const auto& [bytes, ms] : deferred) extra += std::max(0.0, ms - link.transfer_ms(bytes));
+    c.deferred_start_ms = to_ns_ms(extra / static_cast<double>(deferred.size()));
+    cal.notes.push_back(std::to_string(deferred.size()) + " receive(s) posted early were ready before their rank "
+                        "went to wait: they took deferred_start_ms " + three_places(c.deferred_start_ms) +
+                        " beyond a transfer time on average from that wait (the sender's thread getting a core)");
+  }
   c.intra_node = c.inter_node = link;
   c.pairs.clear();
   return cal;

@@ -49,8 +49,11 @@
 //                                                      (CPUs) and posts nothing meanwhile
 //                "background_progress": true,         false: a receiver takes a payload in only
 //                                                      while it waits (CPUs, a core per rank)
-//                "send_handoff_ms": null},            a number: a rendezvous send completes that
+//                "send_handoff_ms": null,             a number: a rendezvous send completes that
 //                                                      long after its transfer starts (Gloo)
+//                "deferred_start_ms": 0},             background_progress false: a transfer that
+//                                                      waited for its receiver to wait starts
+//                                                      this much later still
 //   "overlap_efficiency": 0.5,    OVERLAP_F_B / OVERLAP_B_F: 1 = shorter sub-step fully hidden
 //   "memory": {
 //     "capacity_bytes": number or null (per rank), "activation_bytes": StageValue (kept from
@@ -131,7 +134,7 @@ const Keys kLinkValueKeys = {"latency_ms", "bandwidth_GBps"};
 const Keys kPairKeys = {"src", "dst", "latency_ms", "bandwidth_GBps"};
 const Keys kCollectiveKeys = {"algorithm"};
 const Keys kProtocolKeys = {"eager_threshold_bytes", "compute_blocks_host", "background_progress",
-                            "send_handoff_ms"};
+                            "send_handoff_ms", "deferred_start_ms"};
 const Keys kMemoryKeys = {"capacity_bytes", "activation_bytes", "tower_graph_bytes", "tower_copy_bytes"};
 
 Keys compute_key_names() {
@@ -444,6 +447,8 @@ class Reader {
         if (!b.is_boolean()) fail(std::string("protocol.") + key, "expected true or false, got " + type_of(b));
         c.*field = b.get<bool>();
       }
+      if (j.contains("deferred_start_ms"))
+        c.deferred_start_ms = number(j["deferred_start_ms"], "protocol.deferred_start_ms", Quantity::Time);
       if (j.contains("send_handoff_ms") && !j["send_handoff_ms"].is_null())
         c.send_handoff_ms = number(j["send_handoff_ms"], "protocol.send_handoff_ms", Quantity::Time);
     }
@@ -777,7 +782,9 @@ Comments template_comments(const CostModel& c, int stages) {
                 "background_progress: true on GPUs (a posted transfer moves on its own); false on CPUs with a core per",
                 "rank (the receiver's transport thread reads a payload in only while that rank waits).",
                 "send_handoff_ms: null on NCCL (a send completes when its payload arrived); on Gloo the time from a",
-                "transfer's start to its send's return (the transport took the payload; the receive ends later)."};
+                "transfer's start to its send's return (the transport took the payload; the receive ends later).",
+                "deferred_start_ms: with background_progress false, the extra start delay of a transfer that waited for",
+                "its receiver to wait (its sender computes: the transport thread needs a core)."};
   k.memory = {"capacity_bytes: per rank (null = no limit; default 80 GiB). activation_bytes: kept from FWD to BWD per micro-",
               f("batch and stage: 34 s h bytes per layer (Korthikanti et al. 2022, FlashAttention) = %.2f GiB x %g layers.",
                 kLayerKeptBytes / kGiB, kLayers / stages),
@@ -833,6 +840,7 @@ ordered_json model_json(const CostModel& c, const Comments* k) {
   protocol["compute_blocks_host"] = c.compute_blocks_host;
   protocol["background_progress"] = c.background_progress;
   protocol["send_handoff_ms"] = c.send_handoff_ms ? quantity(*c.send_handoff_ms) : ordered_json(nullptr);
+  protocol["deferred_start_ms"] = quantity(c.deferred_start_ms);
   root["protocol"] = std::move(protocol);
   root["overlap_efficiency"] = c.overlap_efficiency;
   ordered_json memory;

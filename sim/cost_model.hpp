@@ -80,6 +80,9 @@ struct CostModel {
   // gets while the receiving rank waits, so a transfer starts at the receiver's first waiting
   // moment.
   bool background_progress = true;
+  // background_progress false: what a transfer that waited for its receiver to wait takes on
+  // top of its transfer time (the sender, computing, gets its transport thread a core).
+  double deferred_start_ms = 0;
   // Unset (NCCL): a rendezvous send completes when its payload has arrived. Set (Gloo): it
   // completes once the transport took the payload, this long after the transfer started (at
   // most at the arrival); the receiver still gets it a transfer time after the start.

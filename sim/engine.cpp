@@ -393,7 +393,7 @@ class Engine {
         stalled_[static_cast<size_t>(q)].push_back({send_id, recv_id, start});
         return;
       }
-      start = t;
+      start = deferred(start, t);
     }
     transfer(send_id, recv_id, start);
   }
@@ -455,6 +455,10 @@ class Engine {
       if (model_.action_messages[static_cast<size_t>(a.first + j)] == msg) return true;
     return false;
   }
+  // A transfer that could start at `could` and waited for its receiver until `waits`.
+  double deferred(double could, double waits) const {
+    return waits > could ? waits + c_.deferred_start_ms : waits;
+  }
   bool start_any_stalled() {
     bool started = false;
     for (int q = 0; q < static_cast<int>(stalled_.size()); ++q) started = start_stalled(q, true) || started;
@@ -463,6 +467,12 @@ class Engine {
   // Rank r starts waiting at its host's time (`to` kUnknown until it is woken, or infinite:
   // it has finished), or stops waiting at `to`. Its stalled transfers may start now.
   void begin_wait(int r, double to = kUnknown) {
+    if (c_.background_progress) return;
+    waits_[static_cast<size_t>(r)].push_back({host_[static_cast<size_t>(r)], to});
+    retry(r);
+  }
+  // Rank r's host waits from now to `to` without blocking (what it waits for is timed already).
+  void waited(int r, double to) {
     if (c_.background_progress) return;
     waits_[static_cast<size_t>(r)].push_back({host_[static_cast<size_t>(r)], to});
     retry(r);
@@ -501,7 +511,7 @@ class Engine {
       }
       list[k] = list.back();
       list.pop_back();
-      transfer(x.send, x.recv, t);  // may wake a rank, which retries its own
+      transfer(x.send, x.recv, deferred(x.start, t));  // may wake a rank, which retries its own
       started = true;
     }
     return started;
@@ -632,6 +642,7 @@ class Engine {
           }
           if (t > host_[ri]) {
             // Resume at the completion through the event queue, in time order.
+            waited(r, t);
             host_[ri] = t;
             host_cause_[ri] = cause;
           }
@@ -677,6 +688,7 @@ class Engine {
                   push(inst.end, q);
                 }
               }
+              waited(r, inst.end);
               host_[ri] = inst.end;
               host_cause_[ri] = wake_cause_[ri];
               wake_cause_[ri] = -1;

@@ -299,7 +299,9 @@ TEST_CASE("a Gloo trace gets the CPU run's protocol, any other the GPU's, and th
   g.pp = 2;
   g.micro = 4;
   const Schedule s = generate("1f1b", g);
-  const SimResult r = simulate(s, known_costs());
+  CostModel cpu = known_costs();
+  cpu.compute_blocks_host = true;  // as on a CPU: no send slice spans a compute
+  const SimResult r = simulate(s, cpu);
   const auto fit = [&](const char* label, const CalibrateOptions& o) {
     return calibrate_trace(chrome_trace_json(s, r, TraceOptions::labelled(label)), "t.json", o);
   };
@@ -353,4 +355,36 @@ TEST_CASE("a batch's group is one sample of the link fit: interleaved --batch ca
   CHECK(*cal.link.bandwidth_GBps == Approx(12.5).epsilon(1e-5));
   const SimResult again = simulate(s, read_cost_model(write_cost_model(cal.costs), "fitted.json"));
   CHECK(again.makespan_ms == Approx(simulate(s, c).makespan_ms).margin(1e-4));
+}
+
+TEST_CASE("a Gloo overlap trace: the receives its ranks waited after a compute give deferred_start_ms back") {
+  GenerateOptions g;
+  g.pp = 2;
+  g.vpp = 2;
+  g.micro = 4;
+  const Schedule s = generate("interleaved-1f1b", g);
+  CostModel c = known_costs();
+  c.compute_blocks_host = true;
+  c.background_progress = false;
+  c.deferred_start_ms = 0.375;
+  SimOptions o;
+  o.record_trace = true;
+  o.check.overlap_p2p = true;
+  const SimResult r = simulate(s, c, o);
+  REQUIRE(r.completed);
+  TraceOptions to = TraceOptions::labelled("measured (gloo)");
+  to.mode = o.check;
+  CalibrateOptions co;
+  co.send_handoff = false;
+  const Calibration cal = calibrate_trace(chrome_trace_json(s, r, to), "gloo.trace.json", co);
+  CHECK(cal.costs.compute_blocks_host);
+  CHECK_FALSE(cal.costs.background_progress);
+  CHECK(cal.link.latency_ms == Approx(0.05).margin(kTimeTol));
+  CHECK(cal.costs.deferred_start_ms == Approx(0.375).margin(kTimeTol));
+  bool said = false;
+  for (const auto& n : cal.notes) said = said || n.find("deferred_start_ms 0.375") != std::string::npos;
+  CHECK(said);
+  // The fitted model predicts the run it came from.
+  const SimResult again = simulate(s, read_cost_model(write_cost_model(cal.costs), "fitted.json"), o);
+  CHECK(again.makespan_ms == Approx(r.makespan_ms).margin(1e-4));
 }

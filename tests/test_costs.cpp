@@ -63,6 +63,7 @@ TEST_CASE("the smallest valid cost file is accepted as is and means what it says
   CHECK_FALSE(m.compute_blocks_host);  // GPUs: the host launches compute and goes on
   CHECK(m.background_progress);        // GPUs: a posted transfer moves on its own
   CHECK_FALSE(m.send_handoff_ms.has_value());  // NCCL: a send completes when its payload arrived
+  CHECK(m.deferred_start_ms == 0);
   CHECK_FALSE(m.capacity_bytes.has_value());
   CHECK(m.collective_algorithm == CollectiveAlgorithm::Ring);
 }
@@ -238,6 +239,7 @@ TEST_CASE("links: intra- or inter-node by ranks_per_node, per-pair overrides in 
   CHECK_FALSE(m.background_progress);
   REQUIRE(m.send_handoff_ms.has_value());
   CHECK(*m.send_handoff_ms == 0.125);
+  CHECK(m.deferred_start_ms == 0.5);
   CHECK(m.overlap_efficiency == 0.75);
 }
 
@@ -309,6 +311,7 @@ TEST_CASE("bad cost files are reported with the file, the JSON path and what was
       {"bad_blocks_host.json", "protocol.compute_blocks_host", "expected true or false, got a string"},
       {"bad_background_progress.json", "protocol.background_progress", "expected true or false, got a number"},
       {"bad_send_handoff.json", "protocol.send_handoff_ms", "a time in ms >= 0, got -0.5"},
+      {"bad_deferred_start.json", "protocol.deferred_start_ms", "a time in ms >= 0"},
       {"bad_ranks_per_node.json", "link.ranks_per_node", "ranks >= 1, got 0"},
       {"bad_nested_too_deep.json", "compute.FWD[0][0]", "got an array"},
       {"bad_unknown_link_key.json", "link.intra_node.bandwidth_Gbps", "expected one of latency_ms, bandwidth_GBps"},

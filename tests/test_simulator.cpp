@@ -219,6 +219,12 @@ TEST_CASE("background_progress false (Gloo, a core per rank): a receiver takes a
         o.record_trace = true;
         o.check.overlap_p2p = overlap;
         const SimResult a = simulate(s, cpu, o), b = simulate(s, gloo, o);
+        // deferred_start_ms: a transfer that waited for its receiver starts that much later still.
+        CostModel late = gloo;
+        late.deferred_start_ms = 0.25;
+        const SimResult d = simulate(s, late, o);
+        REQUIRE(d.completed);
+        CHECK(d.makespan_ms >= b.makespan_ms - eps);
         INFO(f.name << " P=" << P << (overlap ? " --overlap-p2p" : " blocking"));
         REQUIRE(a.completed);
         REQUIRE(b.completed);
@@ -248,8 +254,20 @@ TEST_CASE("background_progress false (Gloo, a core per rank): a receiver takes a
             CHECK(ends_at(rcv.rank, fl.leave_ms));  // held back until the receiver went to wait
           }
         }
+        for (const SimFlow& fl : d.flows) {
+          const SimSlice& snd = d.slices[static_cast<size_t>(fl.send_slice)];
+          const SimSlice& rcv = d.slices[static_cast<size_t>(fl.recv_slice)];
+          const double posted = std::max(snd.start_ms, rcv.start_ms);
+          if (fl.leave_ms <= posted + eps) continue;
+          INFO("deferred flow " << fl.id << " leaves " << fl.leave_ms);
+          bool waited = false;  // the receiver went to wait 0.25 ms before it left
+          for (const SimSlice& c : d.slices)
+            waited = waited || (c.rank == rcv.rank && std::abs(c.end_ms + 0.25 - fl.leave_ms) < eps);
+          CHECK(waited);
+        }
         // A blocking receive waits off the compute: rendezvous runs do not change.
         if (!overlap) CHECK(b.makespan_ms == Approx(a.makespan_ms));
+        if (!overlap) CHECK(d.makespan_ms == Approx(a.makespan_ms));
         slower += b.makespan_ms > a.makespan_ms + eps;
       }
   // Receives posted early (--overlap-p2p) are where it matters.

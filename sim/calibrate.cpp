@@ -340,27 +340,26 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
   // ---- compute ---------------------------------------------------------------------------
   CostModel& c = cal.costs;
   c = CostModel{};
-  if (options.eager_threshold_bytes) {
-    c.eager_threshold_bytes = *options.eager_threshold_bytes;
-  } else if (cal.label == "measured (gloo)") {
-    c.eager_threshold_bytes = 0;
-    cal.notes.push_back("a Gloo run: its sends wait for the receiver, so the fitted model has eager threshold 0");
-  }
-  if (options.compute_blocks_host) {
-    c.compute_blocks_host = *options.compute_blocks_host;
-  } else if (cal.label == "measured (gloo)") {
-    c.compute_blocks_host = true;
-    cal.notes.push_back("a Gloo run computes on the CPU that posts the communication, so the fitted model has "
-                        "compute_blocks_host: true (nothing is posted while a compute runs)");
-  }
-  if (options.background_progress) {
-    c.background_progress = *options.background_progress;
-  } else if (cal.label == "measured (gloo)") {
-    c.background_progress = false;
-    cal.notes.push_back("a Gloo run's receiver reads a payload in on its transport thread, which gets a core only "
-                        "while the rank waits, so the fitted model has background_progress: false");
-  }
-  const bool fit_handoff = options.send_handoff.value_or(cal.label == "measured (gloo)");
+  // The protocol: what the options say, else a Gloo run's (measured in the executor's traces),
+  // else the cost model's defaults (a GPU's).
+  const bool gloo = cal.label == "measured (gloo)";
+  const auto protocol = [&](const auto& option, auto& field, auto gloo_value, const char* why) {
+    if (option) {
+      field = *option;
+    } else if (gloo) {
+      field = gloo_value;
+      cal.notes.push_back(why);
+    }
+  };
+  protocol(options.eager_threshold_bytes, c.eager_threshold_bytes, 0.0,
+           "a Gloo run: its sends wait for the receiver, so the fitted model has eager threshold 0");
+  protocol(options.compute_blocks_host, c.compute_blocks_host, true,
+           "a Gloo run computes on the CPU that posts the communication, so the fitted model has "
+           "compute_blocks_host: true (nothing is posted while a compute runs)");
+  protocol(options.background_progress, c.background_progress, false,
+           "a Gloo run's receiver reads a payload in on its transport thread, which gets a core only "
+           "while the rank waits, so the fitted model has background_progress: false");
+  const bool fit_handoff = options.send_handoff.value_or(gloo);
   c.source = "calibrated from " + (file.empty() ? std::string("a trace") : file);
   std::map<ComputeKind, std::map<int, std::vector<double>>> samples;
   int composites = 0, sub_slices = 0;

@@ -322,7 +322,6 @@ class Engine {
     apply(r, mem.produced, end);
     compute_free_[ri] = end;
     compute_last_[ri] = sl;
-
     if (c_.compute_blocks_host) {
       host_[ri] = end;
       host_cause_[ri] = sl;
@@ -464,15 +463,10 @@ class Engine {
     for (int q = 0; q < static_cast<int>(stalled_.size()); ++q) started = start_stalled(q, true) || started;
     return started;
   }
-  // Rank r starts waiting at its host's time (`to` kUnknown until it is woken, or infinite:
-  // it has finished), or stops waiting at `to`. Its stalled transfers may start now.
+  // Rank r starts waiting at its host's time, until `to`: kUnknown until it is woken (then
+  // end_wait), a time when what it waits for is timed already, infinite once it has finished.
+  // Its stalled transfers may start now.
   void begin_wait(int r, double to = kUnknown) {
-    if (c_.background_progress) return;
-    waits_[static_cast<size_t>(r)].push_back({host_[static_cast<size_t>(r)], to});
-    retry(r);
-  }
-  // Rank r's host waits from now to `to` without blocking (what it waits for is timed already).
-  void waited(int r, double to) {
     if (c_.background_progress) return;
     waits_[static_cast<size_t>(r)].push_back({host_[static_cast<size_t>(r)], to});
     retry(r);
@@ -516,9 +510,6 @@ class Engine {
     }
     return started;
   }
-
-
-
 
   void account(const Channel& ch, double bytes) {
     const size_t k = static_cast<size_t>(&ch - model_.channels.data());
@@ -642,7 +633,7 @@ class Engine {
           }
           if (t > host_[ri]) {
             // Resume at the completion through the event queue, in time order.
-            waited(r, t);
+            begin_wait(r, t);
             host_[ri] = t;
             host_cause_[ri] = cause;
           }
@@ -688,7 +679,7 @@ class Engine {
                   push(inst.end, q);
                 }
               }
-              waited(r, inst.end);
+              begin_wait(r, inst.end);
               host_[ri] = inst.end;
               host_cause_[ri] = wake_cause_[ri];
               wake_cause_[ri] = -1;
@@ -815,8 +806,9 @@ class Engine {
         const MsgState& b = msgs_[static_cast<size_t>(rid)];
         if (a.slice < 0 || b.slice < 0) continue;
         SimFlow f{id++, a.slice, b.slice};
-        // As settle() timed it: an eager payload leaves when ready, a rendezvous one once the
-        // receive is posted too; it arrives when the sender's transfer completes.
+        // As settle() and transfer() timed it: an eager payload leaves when ready and arrives
+        // when its send completes; a rendezvous one leaves when its transfer starts (the
+        // receive's `ready`) and arrives when the receive completes.
         if (a.end != kUnknown) {
           const bool is_eager = eager(msg_bytes_[static_cast<size_t>(sid)]);
           f.leave_ms = is_eager ? a.ready : b.ready;

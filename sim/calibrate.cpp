@@ -515,16 +515,10 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
       if (pos->second <= r.end()) last = std::max(last, pos->second);
     return last;
   };
+  auto computed_during = [&](const Slice& r) { return c.compute_blocks_host && last_compute_in(r) > -1e300; };
   // Receives posted early whose payload was ready before the receiver went to wait: (bytes,
   // ms from that wait to the receive's end), for protocol.deferred_start_ms below.
   std::vector<std::pair<double, double>> deferred;
-  auto computed_during = [&](const Slice& r) {
-    if (!c.compute_blocks_host) return false;
-    auto it = computes.find(r.pid);
-    if (it == computes.end()) return false;
-    auto pos = std::lower_bound(it->second.begin(), it->second.end(), std::make_pair(r.ts, -1e300));
-    return pos != it->second.end() && pos->second <= r.end() && pos->first < r.end();
-  };
   std::vector<double> xs, ys;
   double handoff_sum = 0;  // ms from a fitted single transfer's start to its send's return
   int singles = 0, skipped_negative = 0, skipped_deferred = 0, groups = 0;

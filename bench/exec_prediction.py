@@ -47,7 +47,7 @@ def one(args, c, flags, tmp, keep=None):
     trace = os.path.join(tmp, "run.trace.json")
     costs = os.path.join(tmp, "costs.json")
     run([sys.executable, args.launcher, str(args.pp), "--", args.exe, "--schedule", sched] + MODEL + c.model + flags +
-        ["--iterations", "2", "--trace", trace])
+        ["--iterations", "2", "--trace", trace, "--cpu-bind", args.cpu_bind])
     # calibrate --schedule predicts in the mode the trace says ran (otherData.mode: --comm eager
     # runs with the transports' blocking sends, a rendezvous run).
     cal = json.loads(run([args.ppsched, "calibrate", trace, "-o", costs, "--schedule", sched, "--json",
@@ -73,6 +73,9 @@ def main():
     ap.add_argument("--families", default="", help="comma-separated (default: every family of each mode)")
     ap.add_argument("--statistic", default="mean", choices=("median", "mean"),
                     help="calibrate's per-stage step time (default: mean, calibrate's default)")
+    ap.add_argument("--cpu-bind", default="auto", choices=("auto", "none", "blocks"),
+                    help="ppsched-exec --cpu-bind (default auto: at PP=2 on two cores each rank gets a core of its own; "
+                         "none shows what the OS's placement costs the prediction)")
     ap.add_argument("--keep", default="", help="copy each cell's schedule and traces to KEEP/<mode>/<family>/")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -102,10 +105,12 @@ def main():
                       f"   (measured {statistics.median(m for m, _ in pairs):.1f} ms)", flush=True)
     load = os.getloadavg()
     if args.json:
-        print(json.dumps({"pp": args.pp, "runs": args.runs, "load_average": load, "cells": results}, indent=1))
+        print(json.dumps({"pp": args.pp, "runs": args.runs, "cpu_bind": args.cpu_bind, "load_average": load,
+                          "cells": results}, indent=1))
     else:
         within = sum(1 for r in results if r["median_abs_error"] <= 0.03)
-        print(f"{within} of {len(results)} cells within 3 % (median |error| over {args.runs} runs); "
+        print(f"{within} of {len(results)} cells within 3 % (median |error| over {args.runs} runs, --cpu-bind "
+              f"{args.cpu_bind}); "
               f"{time.monotonic() - t0:.0f} s; load average now {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     return 0
 

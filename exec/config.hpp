@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "exec/cpu_binding.hpp"
 #include "exec/mesh.hpp"
 #include "exec/stage_manifest.hpp"
 #include "lowering/options.hpp"
@@ -98,6 +99,8 @@ struct RunConfig {
   // --dyn-shape): what the schedule is verified under and the lowering the run must match.
   CheckOptions mode;
   DataParallelConfig data_parallel;
+  // --cpu-bind: which CPUs each local rank's process runs on (exec/cpu_binding.hpp).
+  CpuBindMode cpu_bind = CpuBindMode::Auto;
 };
 
 struct ExecConfig {

@@ -5,6 +5,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include "lowering/comm_model.hpp"
 
 namespace ppsched::exec {
@@ -13,6 +15,11 @@ std::string serialize(const RankTrace& t) {
   // The host name is the last field of its line: it may not contain spaces in practice, and
   // the reader takes the rest of the line anyway.
   std::string out = "rank " + std::to_string(t.rank) + " " + std::to_string(t.epoch_ns) + " " + t.host + "\n";
+  if (!t.cpus.empty()) {
+    out += "C " + std::to_string(t.cpu_bound ? 1 : 0) + " " + std::to_string(t.cpus.size());
+    for (int c : t.cpus) out += " " + std::to_string(c);
+    out += "\n";
+  }
   char line[256];
   for (const auto& i : t.intervals) {
     std::snprintf(line, sizeof line, "I %d %d %d %.17g %.17g %.17g %d %d %d\n", i.step_index, i.sub,
@@ -25,6 +32,13 @@ std::string serialize(const RankTrace& t) {
     out += line;
   }
   return out;
+}
+
+std::string cpu_binding_json(const std::vector<RankTrace>& ranks, CpuBindMode mode) {
+  nlohmann::json per_rank = nlohmann::json::array();
+  for (const RankTrace& rt : ranks) per_rank.push_back({{"host", rt.host}, {"cpus", rt.cpus}, {"bound", rt.cpu_bound}});
+  const nlohmann::json j = {{"mode", to_string(mode)}, {"ranks", per_rank}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 RankTrace parse_rank_trace(const std::string& text) {
@@ -45,6 +59,15 @@ RankTrace parse_rank_trace(const std::string& text) {
       i.lane = static_cast<Lane>(lane);
       i.meta = meta != 0;
       t.intervals.push_back(i);
+    } else if (word == "C") {
+      int bound = 0;
+      size_t n = 0;
+      if (!(in >> bound >> n) || n > (size_t{1} << 20))
+        throw std::runtime_error("malformed CPU list in the trace record of rank " + std::to_string(t.rank));
+      t.cpu_bound = bound != 0;
+      t.cpus.resize(n);
+      for (int& c : t.cpus)
+        if (!(in >> c) || c < 0) throw std::runtime_error("malformed CPU list in the trace record of rank " + std::to_string(t.rank));
     } else if (word == "M") {
       LoggedMessage m{};
       int send = 0, meta = 0;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/cpu_binding.hpp"
 #include "model/schedule.hpp"
 #include "sim/engine.hpp"
 
@@ -53,6 +54,10 @@ struct RankTrace {
   // on one host share that clock, so rank 0 can align them exactly (see assemble).
   std::string host;
   int64_t epoch_ns = 0;
+  // The CPUs the rank's process could run on during the run, and whether ppsched-exec bound it
+  // there (--cpu-bind); empty when not known.
+  std::vector<int> cpus;
+  bool cpu_bound = false;
   std::vector<TracedInterval> intervals;
   std::vector<LoggedMessage> messages;
 };
@@ -77,5 +82,9 @@ struct MeasuredRun {
 // meta (body FWD metas go once per process, so later iterations have none); any other
 // difference stops pairing that rank's messages and is reported in `notes`.
 MeasuredRun assemble_measured_run(const Schedule& s, const std::vector<RankTrace>& ranks, const CheckOptions& mode = {});
+
+// otherData.cpu_binding of a measured trace: {"mode": "auto", "ranks": [{"host", "cpus": [..],
+// "bound"}, ...]}, one entry per rank of `ranks` (ppsched calibrate reads it).
+std::string cpu_binding_json(const std::vector<RankTrace>& ranks, CpuBindMode mode);
 
 }  // namespace ppsched::exec

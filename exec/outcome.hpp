@@ -31,6 +31,14 @@ struct TraceWritten {
   std::vector<std::string> notes;
 };
 
+// Where one global rank's process ran (--cpu-bind, exec/cpu_binding.hpp).
+struct CpuBindingReport {
+  int rank = 0;
+  bool bound = false;   // ppsched-exec bound it
+  std::string cpus;     // the CPUs it could run on, "0-3,8"; "" when unknown
+  std::string reason;   // why it was (not) bound
+};
+
 struct ExecOutcome {
   enum class Status : uint8_t {
     Ok,       // every rank ran every step of every iteration (and parity held when checked)
@@ -53,6 +61,7 @@ struct ExecOutcome {
   // Per global rank, after the last iteration: the parameter elements its stages have, and the
   // elements it holds (parameter tensors plus --fsdp shards; a resharded stage holds its shard).
   std::vector<int64_t> parameter_elements, held_parameter_elements;
+  std::vector<CpuBindingReport> cpu_binding;  // per global rank
 };
 
 }  // namespace ppsched::exec

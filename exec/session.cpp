@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 
+#include "exec/cpu_binding.hpp"
 #include "exec/error_file.hpp"
 #include "exec/launch_env.hpp"
 #include "exec/measured_trace.hpp"
@@ -112,7 +113,8 @@ std::vector<std::vector<int>> mesh_groups(const Schedule& s, const DeviceMesh& m
 
 // Rank 0: replica 0's records from the store (by pipeline rank), one SimResult, one Chrome trace file.
 TraceWritten write_measured_trace(const compat::StorePtr& store, const Schedule& s, const CheckOptions& mode, int world,
-                                  const std::string& path, bool cuda, const std::string& transport, const DeviceMesh& mesh) {
+                                  const std::string& path, bool cuda, const std::string& transport, const DeviceMesh& mesh,
+                                  CpuBindMode cpu_bind) {
   std::vector<RankTrace> ranks;
   for (int q = 0; q < world; ++q) ranks.push_back(parse_rank_trace(text(store->get("trace/" + std::to_string(q)))));
   MeasuredRun run = assemble_measured_run(s, ranks, mode);
@@ -139,6 +141,10 @@ TraceWritten write_measured_trace(const compat::StorePtr& store, const Schedule&
                                       std::to_string(mesh.pp) + "],\"order\":\"" + to_string(mesh.order) +
                                       "\",\"replica\":0,\"global_ranks\":[" + ranks + "]},");
   }
+  // Where each rank ran (--cpu-bind): calibrate notes ranks that shared cores, which the model
+  // does not price (it gives every rank a processor of its own).
+  if (const size_t at = doc.find(other); at != std::string::npos)
+    doc.insert(at + other.size(), "\"cpu_binding\":" + cpu_binding_json(ranks, cpu_bind) + ",");
   std::ofstream out(path, std::ios::binary);
   out << doc;
   out.close();
@@ -209,6 +215,26 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
   const at::Device device = kind == TransportKind::Gloo
                                 ? at::Device(at::kCPU)
                                 : at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cfg.env.local_rank % compat::cuda_device_count()));
+
+  // ---- CPUs (--cpu-bind): before the store, Gloo and the watchdog start their threads ----
+  // An explicit --cpu-bind blocks that the kernel refuses is refused; under auto the run goes
+  // on where the launcher put it, and says so.
+  std::vector<int> cpus;  // what the kernel says after the binding, not what was planned
+  bool cpu_bound = false;
+  std::string cpu_reason;
+  {
+    const CpuBindPlan plan = plan_cpu_binding(cfg.run.cpu_bind, kind == TransportKind::Gloo, cfg.env.local_rank,
+                                              cfg.env.local_world_size, allowed_cpus(), online_cpus());
+    cpu_reason = plan.reason;
+    try {
+      apply_cpu_binding(plan.cpus);
+      cpu_bound = !plan.cpus.empty();
+    } catch (const std::exception& e) {
+      if (cfg.run.cpu_bind == CpuBindMode::Blocks) return refused({"rank " + std::to_string(rank) + ": --cpu-bind blocks: " + e.what()});
+      cpu_reason = std::string("not bound: ") + e.what();
+    }
+    cpus = allowed_cpus();
+  }
 
   if (cfg.model.kind == ModelKind::StageModules) {
     // Refused like any other mismatch: on every rank, before anyone connects.
@@ -345,6 +371,8 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
         traced.rank = prank;
         traced.host = host;
         traced.epoch_ns = clock.epoch_ns();
+        traced.cpus = cpus;
+        traced.cpu_bound = cpu_bound;
         traced.intervals = clock.resolve();
         traced.messages = ctx.messages;
       }
@@ -370,6 +398,9 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
       for (double v : local_losses) l << num(v) << ' ';
       store->set("losses/" + std::to_string(replica), bytes(l.str()));
     }
+    // Line 1: bound (0/1) and the CPU list ("0-3,8"; "-" when unknown); line 2: the reason.
+    store->set("cpus/" + std::to_string(rank), bytes(std::string(cpu_bound ? "1 " : "0 ") +
+                                                     (cpus.empty() ? "-" : cpu_list(cpus)) + "\n" + cpu_reason));
     store->set("params/" + std::to_string(rank),
                bytes(std::to_string(parameter_elements(ctx)) + " " + std::to_string(held_parameter_elements(ctx))));
     if (cfg.run.check_parity) {
@@ -398,7 +429,19 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
       }
       if (tracing)
         outcome.trace =
-            write_measured_trace(store, s, cfg.run.mode, s.ranks, cfg.run.trace, clock.cuda(), transport->name(), mesh);
+            write_measured_trace(store, s, cfg.run.mode, s.ranks, cfg.run.trace, clock.cuda(), transport->name(), mesh,
+                                 cfg.run.cpu_bind);
+      for (int q = 0; q < world; ++q) {
+        std::istringstream in(text(store->get("cpus/" + std::to_string(q))));
+        std::string head;
+        std::getline(in, head);
+        CpuBindingReport b;
+        b.rank = q;
+        b.bound = head.rfind("1 ", 0) == 0;
+        b.cpus = head.size() > 2 && head.substr(2) != "-" ? head.substr(2) : "";
+        std::getline(in, b.reason);
+        outcome.cpu_binding.push_back(std::move(b));
+      }
       for (int q = 0; q < world; ++q) {
         std::istringstream in(text(store->get("params/" + std::to_string(q))));
         int64_t full = 0, held = 0;

@@ -179,6 +179,48 @@ Calibration calibrate_trace(std::string_view text, const std::string& file, cons
 
 namespace {
 
+// otherData.cpu_binding of a measured trace (exec/measured_trace.hpp): where each rank ran. The
+// model gives every rank a processor of its own; when ranks of one host had fewer CPUs than
+// ranks, or were left where the OS puts them, their step times hold waits for a core.
+void note_shared_cores(const json& b, const std::string& file, std::vector<std::string>& notes) {
+  if (!b.is_object() || !b.contains("ranks") || !b["ranks"].is_array())
+    fail(file, -1, "otherData.cpu_binding: expected an object with a \"ranks\" array");
+  struct Host {
+    std::vector<int> ranks;
+    std::set<int64_t> cpus;  // their union
+    size_t total = 0;        // the sum of their sizes: above the union's, two ranks could meet on a core
+  };
+  std::map<std::string, Host> hosts;
+  const json& ranks = b["ranks"];
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const json& e = ranks[r];
+    const std::string where = "otherData.cpu_binding.ranks[" + std::to_string(r) + "]";
+    if (!e.is_object() || !e.contains("cpus") || !e["cpus"].is_array())
+      fail(file, -1, where + ": expected {\"host\", \"cpus\": [CPU numbers], \"bound\"}");
+    Host& h = hosts[e.contains("host") && e["host"].is_string() ? e["host"].get<std::string>() : std::string()];
+    h.ranks.push_back(static_cast<int>(r));
+    std::set<int64_t> mine;
+    for (const json& c : e["cpus"]) {
+      if (!c.is_number_integer() || c.get<int64_t>() < 0) fail(file, -1, where + ".cpus: expected CPU numbers (integers >= 0)");
+      mine.insert(c.get<int64_t>());
+    }
+    h.total += mine.size();
+    h.cpus.insert(mine.begin(), mine.end());
+  }
+  for (const auto& [host, h] : hosts) {
+    if (h.ranks.size() < 2) continue;
+    const std::string on = host.empty() ? std::string() : " of host " + host;
+    if (h.cpus.size() < h.ranks.size()) {
+      notes.push_back(std::to_string(h.ranks.size()) + " ranks ran on " + std::to_string(h.cpus.size()) + " CPU(s)" + on +
+                      ": they took turns on the cores, so their step times include waits for a core, and the model "
+                      "gives every rank a processor of its own");
+    } else if (h.total > h.cpus.size()) {
+      notes.push_back("the ranks" + on + " could run on the same CPUs (not bound, ppsched-exec --cpu-bind): the OS may run "
+                      "two of them on one core for part of the run, which the model does not price");
+    }
+  }
+}
+
 Calibration fit(const json& root, const std::string& file, const CalibrateOptions& options, int& current) {
   Calibration cal;
   const json other = root.contains("otherData") ? root["otherData"] : json::object();
@@ -210,6 +252,7 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
       if (m.contains("note") && m["note"].is_string()) cal.notes.push_back("the run's mode: " + m["note"].get<std::string>());
     }
   }
+  if (other.is_object() && other.contains("cpu_binding")) note_shared_cores(other["cpu_binding"], file, cal.notes);
   if (options.stages > 0) cal.stages = options.stages;
   if (cal.stages > (1 << 20)) fail(file, -1, "otherData.stages is " + std::to_string(cal.stages) + ", beyond 2^20");
   if (cal.stages <= 0)

@@ -388,3 +388,41 @@ TEST_CASE("a Gloo overlap trace: the receives its ranks waited after a compute g
   const SimResult again = simulate(s, read_cost_model(write_cost_model(cal.costs), "fitted.json"), o);
   CHECK(again.makespan_ms == Approx(r.makespan_ms).margin(1e-4));
 }
+
+TEST_CASE("calibrate notes ranks that shared cores or could have (otherData.cpu_binding of a measured run)") {
+  auto notes_with = [](const json& binding) {
+    json t = json::parse(simulated_trace());
+    t["otherData"]["cpu_binding"] = binding;
+    return calibrate_trace(t.dump(), "cpus.json").notes;
+  };
+  auto has = [](const std::vector<std::string>& notes, const std::string& needle) {
+    for (const auto& n : notes)
+      if (n.find(needle) != std::string::npos) return true;
+    return false;
+  };
+  // Two ranks bound to a core each (ppsched-exec --cpu-bind auto on two cores): nothing to say.
+  auto n = notes_with(json::parse(R"({"mode": "auto", "ranks": [{"host": "h", "cpus": [0], "bound": true},
+                                                                 {"host": "h", "cpus": [1], "bound": true}]})"));
+  CHECK(!has(n, "CPU"));
+  // Four ranks on two cores (PP=4 on the 2-core machine): they took turns.
+  n = notes_with(json::parse(R"({"mode": "auto", "ranks": [{"host": "h", "cpus": [0, 1], "bound": false},
+      {"host": "h", "cpus": [0, 1], "bound": false}, {"host": "h", "cpus": [0, 1], "bound": false},
+      {"host": "h", "cpus": [0, 1], "bound": false}]})"));
+  CHECK(has(n, "4 ranks ran on 2 CPU(s) of host h: they took turns"));
+  // Two unbound ranks on two cores (--cpu-bind none): the OS may put both on one core.
+  n = notes_with(json::parse(R"({"mode": "none", "ranks": [{"host": "h", "cpus": [0, 1], "bound": false},
+                                                            {"host": "h", "cpus": [0, 1], "bound": false}]})"));
+  CHECK(has(n, "could run on the same CPUs"));
+  // The same ranks on two hosts share nothing.
+  n = notes_with(json::parse(R"({"mode": "none", "ranks": [{"host": "a", "cpus": [0], "bound": false},
+                                                            {"host": "b", "cpus": [0], "bound": false}]})"));
+  CHECK(!has(n, "CPU"));
+  // A malformed field is refused where it is.
+  json t = json::parse(simulated_trace());
+  t["otherData"]["cpu_binding"] = json::parse(R"({"ranks": [{"host": "h", "cpus": [0, "one"]}]})");
+  CHECK_THAT(expect_error([&] { calibrate_trace(t.dump(), "bad.json"); }).what(),
+             Catch::Contains("otherData.cpu_binding.ranks[0].cpus: expected CPU numbers"));
+  t["otherData"]["cpu_binding"] = 3;
+  CHECK_THAT(expect_error([&] { calibrate_trace(t.dump(), "bad.json"); }).what(),
+             Catch::Contains("otherData.cpu_binding: expected an object"));
+}

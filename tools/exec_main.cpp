@@ -114,6 +114,13 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o
       j["parameter_elements"] = o.parameter_elements;
       j["held_parameter_elements"] = o.held_parameter_elements;
     }
+    {
+      // Per global rank: the CPUs its process could run on and whether ppsched-exec bound it.
+      json cpus = json::array();
+      for (const auto& b : o.cpu_binding)
+        cpus.push_back({{"rank", b.rank}, {"cpus", b.cpus}, {"bound", b.bound}, {"reason", b.reason}});
+      j["cpu_binding"] = {{"mode", to_string(cfg.run.cpu_bind)}, {"ranks", cpus}};
+    }
     if (parity)
       j["parity"] = {{"ok", parity->ok},           {"max_rel_error", parity->max_rel_error},
                      {"loss_rel_error", parity->loss_rel_error}, {"tolerance", parity->tolerance},
@@ -140,6 +147,20 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o
   std::cout << " (" << transport << "), " << model << ", " << s.stages << " stages, " << s.micro_batches
             << " micro-batches" << (dpc.dp > 1 ? " per replica" : "") << (cfg.run.mode.overlap_p2p ? ", --overlap-p2p" : "")
             << "\n";
+  {
+    // One line for the CPUs: each rank's, or the reason nobody was bound (the same on every rank).
+    bool any_bound = false;
+    for (const auto& b : o.cpu_binding) any_bound = any_bound || b.bound;
+    if (any_bound) {
+      std::cout << "  cpus (--cpu-bind " << to_string(cfg.run.cpu_bind) << "):";
+      for (const auto& b : o.cpu_binding)
+        std::cout << (b.rank ? ", " : " ") << "rank " << b.rank << " on " << (b.cpus.empty() ? "?" : b.cpus)
+                  << (b.bound ? "" : " (not bound)");
+      std::cout << "\n";
+    } else if (!o.cpu_binding.empty()) {
+      std::cout << "  cpus: " << o.cpu_binding.front().reason << "\n";
+    }
+  }
   for (size_t k = 0; k < o.seconds.size(); ++k)
     std::cout << "  iteration " << k << ": loss " << num(k < losses.size() ? losses[k] : 0) << ", "
               << num(o.seconds[k]) << " s\n";
@@ -209,6 +230,13 @@ int run(int argc, char** argv) {
       "directory with stages.json and one TorchScript module per virtual stage (stage0.pt, ...) instead of a built-in model");
   app.add_option("--transport", transport, "auto|gloo|nccl (auto: nccl with a CUDA libtorch, else gloo)")
       ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
+  std::string cpu_bind = "auto";
+  app.add_option("--cpu-bind", cpu_bind,
+                 "which CPUs each local rank's process runs on: auto (default: a CPU run with no more local ranks than "
+                 "CPUs, not yet bound by its launcher, gives local rank r of LOCAL_WORLD_SIZE L the r-th of L equal "
+                 "blocks of the CPUs, so two ranks never take turns on one core), none (where the launcher put it), "
+                 "blocks (that split always, also for GPU ranks or with more ranks than CPUs)")
+      ->check(CLI::IsMember({"auto", "none", "blocks"}));
   app.add_option("--timeout", cfg.run.timeout_s, "seconds any blocking operation may take (default 300; 0.001..86400)")
       ->check(limit([](const std::string& t) { return check_seconds(t, kMinTimeoutS, kMaxTimeoutS); }, "SECONDS"));
   app.add_option("--heartbeat-timeout", cfg.run.heartbeat_timeout_s,
@@ -292,6 +320,7 @@ int run(int argc, char** argv) {
     if (stages > 0) cfg.model.stages = stages;
     if (global_batch > 0) cfg.model.global_batch_size = global_batch;
     cfg.run.transport = transport == "gloo" ? TransportKind::Gloo : transport == "nccl" ? TransportKind::Nccl : TransportKind::Auto;
+    cfg.run.cpu_bind = cpu_bind == "none" ? CpuBindMode::None : cpu_bind == "blocks" ? CpuBindMode::Blocks : CpuBindMode::Auto;
     cfg.run.verify = !no_verify;
     cfg.run.mode.comm = comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
     dpc.order = mesh_order == "pp,dp" ? MeshOrder::PpDp : MeshOrder::DpPp;

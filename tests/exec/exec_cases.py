@@ -27,11 +27,13 @@ MLP = ["--model", "mlp", "--layers", "8", "--hidden", "16", "--micro-batch-size"
 CASES, case = registry()
 
 
-def launch(ctx, ranks, args, expect_rc=0, grace=20, limit=120):
-    """Runs `ranks` ranks of ppsched-exec ARGS; returns (rc, stdout, stderr, seconds)."""
+def launch(ctx, ranks, args, expect_rc=0, grace=20, limit=120, cpus=None):
+    """Runs `ranks` ranks of ppsched-exec ARGS (on the CPU set `cpus`, as taskset would, when
+    given); returns (rc, stdout, stderr, seconds)."""
     cmd = [sys.executable, ctx.launcher, str(ranks), "--grace", str(grace), "--", ctx.exe] + args
     t0 = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit,
+                       preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus))
     dt = time.monotonic() - t0
     if expect_rc is not None and (p.returncode == 0) != (expect_rc == 0):
         raise Failure(f"exit status {p.returncode}, expected {'0' if expect_rc == 0 else 'non-zero'}\n"
@@ -614,6 +616,83 @@ def _(ctx):
     model = ["--model", "gpt", "--layers", "8", "--hidden", "128", "--heads", "2", "--seq", "32", "--vocab", "32",
              "--micro-batch-size", "2"]
     predict_run(ctx, 2, ["1f1b", "--pp", "2", "--micro", "8"], model, PREDICTION_FACTOR_PP2)
+
+
+# ---- --cpu-bind: where each rank runs (exec/cpu_binding.hpp) --------------------------------
+
+def expected_blocks(ranks, allowed):
+    """Local rank r of L over the n CPUs `allowed` (ascending): block [r n / L, (r+1) n / L), or
+    the single CPU r n / L when L > n; restated here, not imported."""
+    n = len(allowed)
+    out = []
+    for r in range(ranks):
+        lo, hi = r * n // ranks, (r + 1) * n // ranks
+        out.append(allowed[lo:max(hi, lo + 1)])
+    return out
+
+
+def binding_run(ctx, ranks, extra, cpus=None):
+    """A traced run with `extra` flags: (summary's cpu_binding, trace's otherData.cpu_binding,
+    calibrate's notes)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "run.trace.json")
+        rc, out, err, dt = launch(ctx, ranks, ["--generate", "1f1b", "--pp", str(ranks), "--micro", str(ranks)] + GPT +
+                                  extra + ["--iterations", "2", "--json", "--trace", trace], cpus=cpus)
+        s = summary(out)
+        with open(trace) as f:
+            other = json.load(f)["otherData"]
+        cal = json.loads(run_ppsched(ctx, ["calibrate", trace, "--json"]))
+        print(f"{ranks} ranks {' '.join(extra) or '(default)'}{'' if cpus is None else f' on CPUs {sorted(cpus)}'}: " +
+              "; ".join(f"rank {b['rank']} {b['cpus']} bound={b['bound']} ({b['reason']})" for b in s["cpu_binding"]["ranks"]))
+        return s["cpu_binding"], other.get("cpu_binding"), cal["notes"]
+
+
+def cpus_of(text):
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+@case("cpu_binding_pp2")
+def _(ctx):
+    allowed = sorted(os.sched_getaffinity(0))
+    free = len(allowed) == os.cpu_count()
+    # auto: two CPU ranks, one block each, when nobody restricted this process and it has 2+ CPUs.
+    summ, traced, notes = binding_run(ctx, 2, [])
+    got = [cpus_of(b["cpus"]) for b in summ["ranks"]]
+    if summ["mode"] != "auto" or [r["cpus"] for r in traced["ranks"]] != got:
+        raise Failure(f"the summary ({summ}) and the trace ({traced}) disagree")
+    if free and len(allowed) >= 2:
+        if got != expected_blocks(2, allowed) or not all(b["bound"] for b in summ["ranks"]):
+            raise Failure(f"auto bound the ranks to {got}, expected {expected_blocks(2, allowed)}: {summ}")
+        if any("took turns" in n or "could run on the same CPUs" in n for n in notes):
+            raise Failure(f"calibrate notes shared cores of ranks bound apart: {notes}")
+    elif any(b["bound"] for b in summ["ranks"]):
+        raise Failure(f"auto bound ranks of a restricted process or a single CPU: {summ}")
+    # none: where the launcher put them; calibrate says what that may cost.
+    summ, traced, notes = binding_run(ctx, 2, ["--cpu-bind", "none"])
+    if any(b["bound"] or cpus_of(b["cpus"]) != allowed for b in summ["ranks"]) or traced["mode"] != "none":
+        raise Failure(f"--cpu-bind none moved a rank: {summ}")
+    if not any("could run on the same CPUs" in n for n in notes):
+        raise Failure(f"calibrate did not note unbound ranks on shared CPUs: {notes}")
+    # A launcher's restriction (taskset, Slurm) is left alone by auto: both ranks on one CPU.
+    one = {allowed[0]}
+    summ, traced, notes = binding_run(ctx, 2, [], cpus=one)
+    if any(b["bound"] or cpus_of(b["cpus"]) != [allowed[0]] for b in summ["ranks"]):
+        raise Failure(f"auto moved a rank the launcher had placed: {summ}")
+    if "already restricted" not in summ["ranks"][0]["reason"] and "share cores" not in summ["ranks"][0]["reason"]:
+        raise Failure(f"the reason does not say why the ranks were left alone: {summ}")
+    if not any("2 ranks ran on 1 CPU(s)" in n for n in notes):
+        raise Failure(f"calibrate did not note two ranks on one CPU: {notes}")
+    # blocks: four ranks over whatever CPUs there are, shared when fewer.
+    summ, traced, notes = binding_run(ctx, 4, ["--cpu-bind", "blocks"])
+    got = [cpus_of(b["cpus"]) for b in summ["ranks"]]
+    if got != expected_blocks(4, allowed) or not all(b["bound"] for b in summ["ranks"]):
+        raise Failure(f"--cpu-bind blocks bound the ranks to {got}, expected {expected_blocks(4, allowed)}")
+    if len(allowed) < 4 and not any("4 ranks ran on" in n for n in notes):
+        raise Failure(f"calibrate did not note four ranks on {len(allowed)} CPUs: {notes}")
 
 
 # ---- faults: every other rank exits non-zero, naming the failing rank and step -------------

@@ -174,8 +174,12 @@ class SendRecv {
     if (!in_range(feeder)) return true;
     if (done(*recv, a.stage, a.micro)) return true;
     if (s_.rank_of(feeder) != s_.rank_of(a.stage)) return false;
-    for (Op producer : {Op::FWD, Op::BWD, Op::BWD_INPUT})
+    // The feeder's step that hands its output over to this input (FWD for a FWD; BWD or
+    // BWD_INPUT for a backward): the table's hands_over column, as P2P insertion reads it.
+    for (int k = 0; k < kOpCount; ++k) {
+      const Op producer = static_cast<Op>(k);
       if (info(producer).hands_over == info(*recv).partner && done(producer, feeder, a.micro)) return true;
+    }
     return false;
   }
 

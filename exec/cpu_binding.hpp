@@ -1,12 +1,17 @@
 // Which CPUs a rank's process runs on (--cpu-bind). Torch-free.
 //
-// Why: the cost model gives every rank a processor of its own. On a CPU (Gloo) run with as
-// many ranks as cores, Linux does not keep it so: a rank that waits wakes up on the core of
-// the thread that woke it, and for a stretch of the run two ranks compute on one core while
-// the other idles. Measured on the 2-core machine, PP=2 --overlap-p2p, mpipe min, tower none:
-// the same schedule took 731-903 ms, and in the slow runs one rank's backward took 35-37 ms
-// where it takes 18-20 ms (two compute threads were on one core, `ps -o psr`). Binding rank r
-// to core r gave 810 +- 10 ms and every backward 18-22 ms (bench/exec_prediction.py, README).
+// Why: the cost model gives every rank a processor of its own, and calibrate fits one time per
+// (step kind, stage), that is per rank. Unbound, Linux moves a rank between cores and at times
+// runs both ranks of a 2-core machine on one (a rank that waits wakes up on the core of the
+// thread that woke it; `ps -o psr` caught both compute threads on CPU 1). On the project's
+// 2-core VM the two cores do not even run at one speed (a Python loop: 0.40 s on CPU 0,
+// 0.70-0.85 s on CPU 1 at one moment; the other way round in other hours), so an unbound rank's
+// step times change within a run: PP=2 --overlap-p2p, mpipe min, tower none took 731-903 ms, one
+// rank's backward went from 18-20 to 35-37 ms for a third of an iteration, and the prediction
+// from that run's own trace was 15 % short. Bound, each rank keeps its core's speed for the whole
+// run, which the per-stage fit captures: over the PP=2 matrix (380 runs each) a (step, stage)'s
+// mean time changed by more than 20 % between the halves of a run in 3 bound runs and 20 unbound
+// ones, and 9 bound runs against 50 unbound were predicted more than 3 % off (README).
 //
 // The plan is a pure function of the launcher's view and the CPUs this process may use, so it
 // is tested without starting processes; apply_cpu_binding() sets it on every thread of the

@@ -186,7 +186,7 @@ void note_shared_cores(const json& b, const std::string& file, std::vector<std::
   if (!b.is_object() || !b.contains("ranks") || !b["ranks"].is_array())
     fail(file, -1, "otherData.cpu_binding: expected an object with a \"ranks\" array");
   struct Host {
-    std::vector<int> ranks;
+    size_t ranks = 0;
     std::set<int64_t> cpus;  // their union
     size_t total = 0;        // the sum of their sizes: above the union's, two ranks could meet on a core
   };
@@ -198,7 +198,7 @@ void note_shared_cores(const json& b, const std::string& file, std::vector<std::
     if (!e.is_object() || !e.contains("cpus") || !e["cpus"].is_array())
       fail(file, -1, where + ": expected {\"host\", \"cpus\": [CPU numbers], \"bound\"}");
     Host& h = hosts[e.contains("host") && e["host"].is_string() ? e["host"].get<std::string>() : std::string()];
-    h.ranks.push_back(static_cast<int>(r));
+    ++h.ranks;
     std::set<int64_t> mine;
     for (const json& c : e["cpus"]) {
       if (!c.is_number_integer() || c.get<int64_t>() < 0) fail(file, -1, where + ".cpus: expected CPU numbers (integers >= 0)");
@@ -208,10 +208,10 @@ void note_shared_cores(const json& b, const std::string& file, std::vector<std::
     h.cpus.insert(mine.begin(), mine.end());
   }
   for (const auto& [host, h] : hosts) {
-    if (h.ranks.size() < 2) continue;
+    if (h.ranks < 2) continue;
     const std::string on = host.empty() ? std::string() : " of host " + host;
-    if (h.cpus.size() < h.ranks.size()) {
-      notes.push_back(std::to_string(h.ranks.size()) + " ranks ran on " + std::to_string(h.cpus.size()) + " CPU(s)" + on +
+    if (h.cpus.size() < h.ranks) {
+      notes.push_back(std::to_string(h.ranks) + " ranks ran on " + std::to_string(h.cpus.size()) + " CPU(s)" + on +
                       ": they took turns on the cores, so their step times include waits for a core, and the model "
                       "gives every rank a processor of its own");
     } else if (h.total > h.cpus.size()) {

@@ -83,6 +83,23 @@ def check_parity(s, ranks, out, err):
           f"max_rel_error {p['max_rel_error']:.3g} over {p['tensors']} gradients")
 
 
+def check_local_world(s, local_world, err):
+    """--cpu-bind auto read torchrun's LOCAL_WORLD_SIZE (exec/cpu_binding.hpp): every rank's reason
+    names it, whether it bound the rank (enough free CPUs) or not."""
+    allowed = os.sched_getaffinity(0)
+    for b in s["cpu_binding"]["ranks"]:
+        if len(allowed) != os.cpu_count():
+            expect = "already restricted"
+        elif local_world <= len(allowed):
+            expect = f"of {local_world} bound to CPUs"
+        else:
+            expect = f"{local_world} ranks on {len(allowed)} CPUs"
+        if expect not in b["reason"]:
+            raise Failure(f"rank {b['rank']}'s CPU binding does not follow LOCAL_WORLD_SIZE={local_world} "
+                          f"(expected '{expect}'): {b}\n--- stderr\n{err}")
+    print("cpu binding: " + "; ".join(f"rank {b['rank']}: {b['reason']}" for b in s["cpu_binding"]["ranks"]))
+
+
 @case("torchrun_default_rendezvous_pp4")
 def _(ctx):
     # torchrun's default is the static rendezvous: its agent hosts a TCPStore on
@@ -94,7 +111,9 @@ def _(ctx):
                                    extra=["--master_port", str(port)]))
     if rc != 0:
         raise Failure(f"torchrun exited {rc}\n--- stdout\n{out}\n--- stderr\n{err}")
-    check_parity(json_summary(out, err), 4, out, err)
+    s = json_summary(out, err)
+    check_parity(s, 4, out, err)
+    check_local_world(s, 4, err)
     print(f"torchrun --nproc_per_node 4 --master_port {port} (static rendezvous, agent store): ok in "
           f"{time.monotonic() - t0:.1f} s")
 
@@ -125,7 +144,9 @@ def _(ctx):
     port = free_port()
     t0 = time.monotonic()
     out, err = two_agents(ctx, PP4, port)
-    check_parity(json_summary(out, err), 4, out, err)
+    s = json_summary(out, err)
+    check_parity(s, 4, out, err)
+    check_local_world(s, 2, err)  # each agent's two workers: LOCAL_WORLD_SIZE 2, not the world's 4
     print(f"two torchrun agents x 2 workers, c10d rendezvous at 127.0.0.1:{port}: ok in {time.monotonic() - t0:.1f} s")
 
 

@@ -17,7 +17,9 @@ namespace ppsched {
 int64_t MemoryModel::bytes_of(Cache c, int stage) const {
   switch (c) {
     case Cache::fwd_cache: return activation(stage);
-    case Cache::dw_cache: return activation(stage) / 2;  // inputs and output grads kept for dW
+    // What the weight gradients read: every matmul's input and output gradient (a cost model's
+    // memory.weight_grad_bytes; without one, half the activation).
+    case Cache::dw_cache: return weight_grad_bytes.empty() ? activation(stage) / 2 : pick(weight_grad_bytes, stage);
     case Cache::fwd_outputs_cache:
     case Cache::bwd_cache:
     case Cache::fwd_recv_buffer:
@@ -80,6 +82,15 @@ class Walk {
     stats_.peak_memory_index.assign(static_cast<size_t>(s_.ranks), -1);
     stats_.steps = 0;  // counted by the walks, which visit every slot anyway
     index_local_stages();
+    // What each rank holds for the whole step: its stages' weights, gradients, optimizer state.
+    resident_.assign(static_cast<size_t>(s_.ranks), ResidentBytes{});
+    if (o_.memory.has_resident())
+      for (int st = 0; st < s_.stages; ++st) {
+        const int owner = s_.rank_of(st);
+        if (owner >= 0 && owner < s_.ranks) resident_[static_cast<size_t>(owner)] += o_.memory.resident(st, o_.dp);
+      }
+    stats_.resident_bytes.clear();
+    for (const auto& r : resident_) stats_.resident_bytes.push_back(r.total());
     for (int r = 0; r < s_.ranks; ++r)
       if (o_.testing_exact_cache_walk || !clean_rank(r)) walk_rank(r);
   }
@@ -131,6 +142,10 @@ class Walk {
           ok = effects_.of(r, st).effects.empty();
           return;
         }
+        if (const int64_t spike = with_workspace(st, bytes); spike > peak) {
+          peak = spike;
+          peak_index = i;
+        }
         for (const ResolvedEffect& e : effects_.of(r, st)) {
           size_t slot = slots - 1;
           if (e.stage >= 0) {
@@ -164,11 +179,11 @@ class Walk {
         }
       });
     }
-    if (!ok || live != 0 || (o_.memory_budget && peak > *o_.memory_budget)) {
+    if (!ok || live != 0 || over_budget(r, peak)) {
       std::fill(state_.begin(), state_.begin() + static_cast<std::ptrdiff_t>(cells), uint8_t{0});
       return false;
     }
-    stats_.peak_memory_bytes[static_cast<size_t>(r)] = peak;
+    stats_.peak_memory_bytes[static_cast<size_t>(r)] = resident_[static_cast<size_t>(r)].total() + peak;
     stats_.peak_memory_index[static_cast<size_t>(r)] = peak_index;
     stats_.steps += steps;
     return true;
@@ -255,7 +270,7 @@ class Walk {
     // Entries consumed before they existed: their late producer settles the debt instead of
     // leaving a second, derived "not empty at the end" report.
     std::unordered_map<uint64_t, int> owed;
-    int64_t bytes = 0, peak = 0;
+    int64_t bytes = 0, peak = 0, peak_workspace = 0;
     int peak_index = -1;
     std::array<int, kCacheCount> counts{}, peak_counts{};
     size_t peak_gathered = 0;
@@ -266,6 +281,13 @@ class Walk {
       ++stats_.steps;
       for_each_leaf(*prog[static_cast<size_t>(i)], [&](const Step& st, int sub) {
         if (is_gather_step(st)) bytes += gather_delta(st);
+        if (const int64_t spike = with_workspace(st, bytes); spike > peak) {
+          peak = spike;
+          peak_index = i;
+          peak_counts = counts;
+          peak_gathered = gathered_.size();
+          peak_workspace = spike - bytes;
+        }
         for (const ResolvedEffect& e : effects_.of(r, st)) {
           const int stage = e.stage;
           uint64_t k = pack(e.cache, stage, st.micro);
@@ -308,12 +330,14 @@ class Walk {
           peak_index = i;
           peak_counts = counts;
           peak_gathered = gathered_.size();
+          peak_workspace = 0;
         }
       });
     }
-    stats_.peak_memory_bytes[static_cast<size_t>(r)] = peak;
+    const ResidentBytes& held = resident_[static_cast<size_t>(r)];
+    stats_.peak_memory_bytes[static_cast<size_t>(r)] = held.total() + peak;
     stats_.peak_memory_index[static_cast<size_t>(r)] = peak_index;
-    if (o_.memory_budget && peak > *o_.memory_budget) {
+    if (over_budget(r, peak)) {
       Violation v;
       v.kind = ViolationKind::Memory;
       v.ranks = {r};
@@ -326,10 +350,30 @@ class Walk {
       if (peak_gathered > 0)
         what += (what.empty() ? "" : ", ") + std::string("the gathered parameters of ") + std::to_string(peak_gathered) +
                 " stage" + (peak_gathered > 1 ? "s" : "") + " (--fsdp)";
-      v.message = "Rank " + std::to_string(r) + " peaks at " + human_size(peak) + " of live activations and buffers at step " +
-                  std::to_string(peak_index) + " (" +
-                  short_label(*prog[static_cast<size_t>(peak_index)]) + "), over its budget of " +
-                  human_size(*o_.memory_budget) + ". Live then: " + what + ".";
+      if (peak_workspace > 0)
+        what += (what.empty() ? "" : ", ") + std::string("the backward's recomputation workspace (") + human_size(peak_workspace) + ")";
+      if (what.empty()) what = "nothing";
+      const std::string at = " at step " + std::to_string(std::max(peak_index, 0)) +
+                             (peak_index >= 0 ? " (" + short_label(*prog[static_cast<size_t>(peak_index)]) + ")" : "");
+      if (held.total() == 0) {
+        v.message = "Rank " + std::to_string(r) + " peaks at " + human_size(peak) + " of live activations and buffers" + at +
+                    ", over its budget of " + human_size(*o_.memory_budget) + ". Live then: " + what + ".";
+      } else {
+        // Which part dominates: the resident parts and the live bytes, the largest named.
+        const std::pair<int64_t, const char*> parts[] = {{held.weights, "the weights"},
+                                                         {held.grads, "the gradients"},
+                                                         {held.optimizer, "the optimizer state"},
+                                                         {peak, "the live activations and buffers"}};
+        const auto* top = &parts[0];
+        for (const auto& p : parts)
+          if (p.first > top->first) top = &p;
+        v.message = "Rank " + std::to_string(r) + " peaks at " + human_size(held.total() + peak) + at + ", over its budget of " +
+                    human_size(*o_.memory_budget) + ": it holds " + human_size(held.weights) + " of weights, " +
+                    human_size(held.grads) + " of gradients and " + human_size(held.optimizer) +
+                    " of optimizer state for the whole step, and " + human_size(peak) + " live then (" + what +
+                    "). The largest part is " + top->second + " (" + human_size(top->first) +
+                    (top->first == peak ? "" : "; --dp N with --distributed-optimizer or --fsdp shards it") + ").";
+      }
       out_.push_back(std::move(v));
     }
     report_leftovers(r, live);
@@ -380,6 +424,16 @@ class Walk {
     }
   }
 
+  // A backward that recomputes holds, while it runs, what it recomputes on top of its inputs
+  // (MemoryModel::workspace_bytes): the live bytes at its start plus that.
+  int64_t with_workspace(const Step& st, int64_t bytes) const {
+    if (!is_backward_input_side(st.op) || st.stage < 0 || o_.memory.workspace_bytes.empty()) return bytes;
+    return bytes + o_.memory.workspace(st.stage);
+  }
+  bool over_budget(int r, int64_t live_peak) const {
+    return o_.memory_budget && resident_[static_cast<size_t>(r)].total() + live_peak > *o_.memory_budget;
+  }
+
   // ---- gathered parameters (--fsdp over N > 1 replicas) ------------------------------------
   // An FSDP_UNSHARD makes the stage's gathered parameters live (the (N-1)/N of them the rank
   // does not hold), its FSDP_RESHARD frees them; a gather of a gathered stage or a release of
@@ -402,6 +456,7 @@ class Walk {
   EffectResolver effects_{s_, o_.memory};
   const bool gathers_ = o_.dp.fsdp && o_.dp.degree > 1;
   std::set<int> gathered_;          // the stages gathered on the rank being walked
+  std::vector<ResidentBytes> resident_;  // per rank
   std::vector<int32_t> local_;      // stage -> its position among its rank's stages
   std::vector<int32_t> stages_on_;  // rank -> how many stages it holds
   std::vector<uint8_t> state_;      // clean_rank's entry states, all zero between ranks

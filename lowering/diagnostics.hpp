@@ -51,8 +51,12 @@ struct CheckStats {
   size_t meta_messages = 0;  // of which shape/dtype metas
   size_t collectives = 0;    // collective calls checked (per group instance)
   size_t channels = 0;       // ordered rank pairs that carry messages
-  std::vector<int64_t> peak_memory_bytes;  // per rank
-  std::vector<int> peak_memory_index;      // per rank: the step where the peak occurs (-1: none)
+  // Per rank: the peak of everything it holds (resident weights, gradients and optimizer state,
+  // live activations and buffers, a backward's recomputation workspace), and the step where it
+  // occurs (-1: none); the resident part alone.
+  std::vector<int64_t> peak_memory_bytes;
+  std::vector<int> peak_memory_index;
+  std::vector<int64_t> resident_bytes;
 };
 
 struct CheckReport {

@@ -11,8 +11,15 @@ const EffectResolver::Resolved& EffectResolver::resolve(uint64_t key, int rank, 
     const int stage = cache_info(e.cache).per_stage ? st.stage + e.stage_offset : -1;
     const int64_t bytes = memory_.bytes_of(e.cache, stage);
     r.effects.push_back({e.cache, e.effect, stage, bytes});
-    if (e.effect == Effect::Consume) r.consumed_bytes += bytes;
-    if (e.effect == Effect::Produce) r.produced_bytes += bytes;
+    const bool activation = cache_info(e.cache).memory == MemoryClass::Activation;
+    if (e.effect == Effect::Consume) {
+      r.consumed_bytes += bytes;
+      if (activation) r.consumed_activation += bytes;
+    }
+    if (e.effect == Effect::Produce) {
+      r.produced_bytes += bytes;
+      if (activation) r.produced_activation += bytes;
+    }
   }
   memo_.insert(key, static_cast<uint32_t>(resolved_.size()));
   resolved_.push_back(std::move(r));

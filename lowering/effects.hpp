@@ -27,6 +27,8 @@ class EffectResolver {
     std::vector<ResolvedEffect> effects;
     int64_t consumed_bytes = 0;  // sum over Consume effects
     int64_t produced_bytes = 0;  // sum over Produce effects
+    // ... of which kept activations (cache_info(c).memory), for the reports' breakdown
+    int64_t consumed_activation = 0, produced_activation = 0;
     auto begin() const { return effects.begin(); }
     auto end() const { return effects.end(); }
   };

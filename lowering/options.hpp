@@ -16,7 +16,23 @@ enum class CommMode : uint8_t {
   Eager,       // sends complete when posted (PyTorch's simulator assumes this)
 };
 
-// Bytes each live cache entry holds, for the memory check (and the simulator's memory model).
+struct DataParallelOptions;
+
+// What a stage holds for the whole step, after data-parallel sharding (lowering/options.hpp,
+// MemoryModel::resident).
+struct ResidentBytes {
+  int64_t weights = 0, grads = 0, optimizer = 0;
+  int64_t total() const { return weights + grads + optimizer; }
+  ResidentBytes& operator+=(const ResidentBytes& o) {
+    weights += o.weights;
+    grads += o.grads;
+    optimizer += o.optimizer;
+    return *this;
+  }
+};
+
+// Bytes each live cache entry holds, for the memory check (and the simulator's memory model),
+// and what each stage holds for the whole step.
 struct MemoryModel {
   std::vector<int64_t> activation_bytes{int64_t{1} << 30};  // per stage (one value = every stage): F -> B
   std::vector<int64_t> boundary_bytes{int64_t{1} << 24};    // per stage: one activation/gradient message
@@ -25,12 +41,24 @@ struct MemoryModel {
   int64_t tower_graph_bytes = int64_t{1} << 28;             // owner_backward: kept tower graph per micro
   int64_t data_bytes = int64_t{1} << 16;                    // one loaded micro-batch
   std::vector<int64_t> param_bytes;  // per stage: its parameters (what --fsdp gathers); none: 0
+  // Per stage (none: 0): kept from BWD_INPUT to BWD_WEIGHT (none: half the activation); held
+  // while a backward runs on top of its inputs (a recomputing backward's recomputed layer).
+  std::vector<int64_t> weight_grad_bytes, workspace_bytes;
+  // Per stage (none: 0), before data-parallel sharding: weights, gradients, optimizer state.
+  std::vector<int64_t> weight_bytes, grad_bytes, optimizer_bytes;
 
   int64_t activation(int stage) const { return pick(activation_bytes, stage); }
   int64_t boundary(int stage) const { return pick(boundary_bytes, stage); }
   int64_t params(int stage) const { return pick(param_bytes, stage); }
+  int64_t workspace(int stage) const { return pick(workspace_bytes, stage); }
   // Bytes one entry of cache `c` holds (stage may be -1 for rank caches).
   int64_t bytes_of(Cache c, int stage) const;
+  bool has_resident() const { return !weight_bytes.empty() || !grad_bytes.empty() || !optimizer_bytes.empty(); }
+  // What stage `stage` holds for the whole step under `dp`'s sharding: with --fsdp over N
+  // replicas 1/N of each part (FSDP2 shards weights, gradients and optimizer state; the gathered
+  // weights are live only while gathered), with the distributed optimizer 1/N of the optimizer
+  // state (Megatron: 6 + 12/N bytes per parameter), else all of it. A shard rounds up.
+  ResidentBytes resident(int stage, const DataParallelOptions& dp) const;
 
  private:
   static int64_t pick(const std::vector<int64_t>& v, int stage) {
@@ -53,6 +81,7 @@ struct DataParallelOptions {
   int degree = 1;                       // N, data-parallel replicas of every pipeline rank
   MeshOrder mesh_order = MeshOrder::DpPp;
   bool fsdp = false;                    // parameters sharded over the DP group
+  bool distributed_optimizer = false;   // optimizer state sharded over the DP group (ZeRO-1)
 
   // The bytes an FSDP_UNSHARD of a stage with `params` bytes of parameters makes live: the
   // (N-1)/N of them the rank does not hold (0 without --fsdp or with one replica).
@@ -76,6 +105,16 @@ struct DataParallelOptions {
     }
   }
 };
+
+inline ResidentBytes MemoryModel::resident(int stage, const DataParallelOptions& dp) const {
+  const int64_t n = dp.degree > 1 ? dp.degree : 1;
+  const auto shard = [n](int64_t b, bool sharded) { return sharded ? (b + n - 1) / n : b; };
+  ResidentBytes r;
+  r.weights = shard(pick(weight_bytes, stage), dp.fsdp);
+  r.grads = shard(pick(grad_bytes, stage), dp.fsdp);
+  r.optimizer = shard(pick(optimizer_bytes, stage), dp.fsdp || dp.distributed_optimizer);
+  return r;
+}
 
 // The largest world (pipeline ranks x DP degree) a job may have: the rank limit of the
 // schedule files (README "Limits"), so that every global rank fits an int.

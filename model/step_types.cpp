@@ -10,22 +10,22 @@ using C = Cache;
 
 std::array<CacheInfo, kCacheCount> make_caches() {
   return {{
-      {C::fwd_cache, "fwd_cache", true, "autograd graph and outputs kept from FWD to its backward"},
-      {C::fwd_outputs_cache, "fwd_outputs_cache", true, "stage output waiting to be sent or handed to the next local stage"},
-      {C::bwd_cache, "bwd_cache", true, "input gradients waiting to be sent or handed to the previous local stage"},
-      {C::dw_cache, "_dw_cache", true, "state BWD_INPUT keeps for BWD_WEIGHT"},
-      {C::fwd_recv_buffer, "fwd_recv_buffer", true, "received activation waiting for its FWD"},
-      {C::bwd_recv_buffer, "bwd_recv_buffer", true, "received gradient waiting for its backward"},
-      {C::swap_offloading, "swap_offloading", true, "activation offload launched, not waited"},
-      {C::swap_on_host, "swap_on_host", true, "activation offloaded to host memory"},
-      {C::swap_loading, "swap_loading", true, "activation reload launched, not waited"},
-      {C::data_batch, "data_batch", false, "a loaded or received micro-batch (input_ids and kwargs)"},
-      {C::tower_features, "tower_features", false, "tower output placed as stage 0's input (ctx.arg_mbs[m])"},
-      {C::inputs_for_explicit_forward, "_inputs_for_explicit_forward", false, "tower input kept for the stage-0 recompute"},
-      {C::outputs_for_stage0, "_outputs_for_stage0", false, "tower output on an owner, waiting for MPIPE_FWD_SEND"},
-      {C::keep_grad, "_keep_grad", false, "placed features on rank 0 whose gradients the tower backward needs"},
-      {C::outputs_for_bwd, "_outputs_for_bwd", false, "graph-connected tower output on an owner (owner_backward)"},
-      {C::feature_grads, "feature_grads", false, "gradients the body backward left on rank 0's placed features"},
+      {C::fwd_cache, "fwd_cache", true, MemoryClass::Activation, "autograd graph and outputs kept from FWD to its backward"},
+      {C::fwd_outputs_cache, "fwd_outputs_cache", true, MemoryClass::Buffer, "stage output waiting to be sent or handed to the next local stage"},
+      {C::bwd_cache, "bwd_cache", true, MemoryClass::Buffer, "input gradients waiting to be sent or handed to the previous local stage"},
+      {C::dw_cache, "_dw_cache", true, MemoryClass::Activation, "state BWD_INPUT keeps for BWD_WEIGHT"},
+      {C::fwd_recv_buffer, "fwd_recv_buffer", true, MemoryClass::Buffer, "received activation waiting for its FWD"},
+      {C::bwd_recv_buffer, "bwd_recv_buffer", true, MemoryClass::Buffer, "received gradient waiting for its backward"},
+      {C::swap_offloading, "swap_offloading", true, MemoryClass::Activation, "activation offload launched, not waited"},
+      {C::swap_on_host, "swap_on_host", true, MemoryClass::Activation, "activation offloaded to host memory"},
+      {C::swap_loading, "swap_loading", true, MemoryClass::Activation, "activation reload launched, not waited"},
+      {C::data_batch, "data_batch", false, MemoryClass::Buffer, "a loaded or received micro-batch (input_ids and kwargs)"},
+      {C::tower_features, "tower_features", false, MemoryClass::Buffer, "tower output placed as stage 0's input (ctx.arg_mbs[m])"},
+      {C::inputs_for_explicit_forward, "_inputs_for_explicit_forward", false, MemoryClass::Activation, "tower input kept for the stage-0 recompute"},
+      {C::outputs_for_stage0, "_outputs_for_stage0", false, MemoryClass::Buffer, "tower output on an owner, waiting for MPIPE_FWD_SEND"},
+      {C::keep_grad, "_keep_grad", false, MemoryClass::Activation, "placed features on rank 0 whose gradients the tower backward needs"},
+      {C::outputs_for_bwd, "_outputs_for_bwd", false, MemoryClass::Activation, "graph-connected tower output on an owner (owner_backward)"},
+      {C::feature_grads, "feature_grads", false, MemoryClass::Buffer, "gradients the body backward left on rank 0's placed features"},
   }};
 }
 

@@ -126,10 +126,15 @@ enum class Cache : uint8_t {
   outputs_for_bwd, feature_grads,
 };
 inline constexpr int kCacheCount = static_cast<int>(Cache::feature_grads) + 1;
+// How a memory report counts an entry: kept activations (what a forward leaves for its
+// backward, or a backward for its weight gradient) or buffers (messages and hand-overs between
+// steps: received, waiting to be sent, loaded inputs).
+enum class MemoryClass : uint8_t { Activation, Buffer };
 struct CacheInfo {
   Cache cache;
   std::string_view name;
   bool per_stage;           // keyed by (stage, micro); else by (rank, micro)
+  MemoryClass memory;
   std::string_view meaning;
 };
 const CacheInfo& cache_info(Cache c);  // inline below, after the table's declaration

@@ -91,6 +91,10 @@ struct CostModel {
   // memory
   std::optional<double> capacity_bytes;   // per rank; reported against the peak
   StageValue kept_activation_bytes;       // FWD -> BWD per stage (per micro)
+  StageValue weight_grad_bytes;           // BWD_INPUT -> BWD_WEIGHT per stage (per micro); none: half the above
+  StageValue workspace_bytes;             // held while a backward runs (recomputation) per stage (per micro)
+  // Held for the whole step per stage (per stage only), before data-parallel sharding.
+  StageValue weights_bytes, grads_bytes, optimizer_bytes;
   double tower_graph_bytes = 0;           // owner_backward: the kept tower graph per micro
   double tower_copy_bytes = 0;            // every rank keeps a full tower copy (MPipe)
 
@@ -114,6 +118,15 @@ struct CostModel {
   // (micro_batches <= 0: rows are not checked).
   void check_fits(int stages, int micro_batches) const;
 };
+
+// The per-stage values of a cost model with the cost-file path each is written at (compute.FWD,
+// bytes.activation, memory.weights_bytes, ...): what the shape checks and the writers visit.
+struct StageField {
+  std::string path;
+  StageValue CostModel::*value;
+  bool per_stage_only;  // no per-micro rows (parameters and resident bytes)
+};
+const std::vector<StageField>& stage_fields();
 
 // The "compute" keys of a cost file, in file order, with the kind each one prices.
 struct ComputeKey {

@@ -82,7 +82,17 @@ class Engine {
     msgs_.resize(model_.messages.size());
     arrivals_.resize(model_.collective_calls.size());
     mem_now_.assign(R, 0);
-    pending_produce_.assign(R, 0);
+    act_now_.assign(R, 0);
+    gathered_now_.assign(R, 0);
+    workspace_now_.assign(R, 0);
+    act_peaks_.resize(R);
+    resident_.assign(R, ResidentBytes{});
+    if (memory_.has_resident())
+      for (int st = 0; st < s.stages; ++st) {
+        const int owner = s.rank_of(st);
+        if (owner >= 0 && owner < s.ranks) resident_[static_cast<size_t>(owner)] += memory_.resident(st, o.check.dp);
+      }
+    pending_produce_.assign(R, Delta{});
     released_step_.assign(R, -1);
     peaks_.resize(R);
     // Per channel, not per rank pair: memory follows the pairs that talk, not ranks^2.
@@ -171,6 +181,14 @@ class Engine {
   // every consume meets its produce, so byte deltas suffice: no live set is kept here.
   struct Delta {
     int64_t consumed = 0, produced = 0;  // consumed < 0: not known yet (effects_table_)
+    int64_t act_consumed = 0, act_produced = 0;  // of which kept activations
+    Delta& operator+=(const Delta& o) {
+      consumed += o.consumed;
+      produced += o.produced;
+      act_consumed += o.act_consumed;
+      act_produced += o.act_produced;
+      return *this;
+    }
   };
   // What prices and memory read of a leaf step (an action carries its step's).
   struct Leaf {
@@ -184,11 +202,7 @@ class Engine {
   Delta effects_of(int r, const Step& st) {
     if (!is_composite(st.op)) return leaf_effects(r, leaf_of(st));
     Delta d;
-    for (const auto& sub : st.sub_steps) {
-      const Delta one = leaf_effects(r, leaf_of(sub));
-      d.consumed += one.consumed;
-      d.produced += one.produced;
-    }
+    for (const auto& sub : st.sub_steps) d += leaf_effects(r, leaf_of(sub));
     return d;
   }
   // The effects of action `a`'s step; the step itself is read only when it is a composite.
@@ -209,24 +223,54 @@ class Engine {
     }
     // The resolver reads only these three fields of a step.
     const auto& res = resolver_.of(r, make_step(st.op, st.micro, st.stage));
-    const Delta d{res.consumed_bytes, res.produced_bytes};
+    const Delta d{res.consumed_bytes, res.produced_bytes, res.consumed_activation, res.produced_activation};
     if (slot) *slot = d;
     return d;
   }
-  void apply(int r, int64_t delta, double t) {
-    mem_now_[static_cast<size_t>(r)] += delta;
+  // Live bytes change by `delta`, of which `activations` kept activations. A rank also holds
+  // its resident bytes (weights, gradients, optimizer state) for the whole run: the samples and
+  // the reported peak add them.
+  void apply(int r, int64_t delta, int64_t activations, double t) {
+    const size_t ri = static_cast<size_t>(r);
+    mem_now_[ri] += delta;
+    act_now_[ri] += activations;
     note_memory(r, t);
   }
+  void release(int r, const Delta& d, double t) { apply(r, -d.consumed, -d.act_consumed, t); }
+  void deliver(int r, const Delta& d, double t) { apply(r, d.produced, d.act_produced, t); }
 
   void note_memory(int r, double t) {
-    auto& p = peaks_[static_cast<size_t>(r)];
-    int64_t now = mem_now_[static_cast<size_t>(r)];
+    const size_t ri = static_cast<size_t>(r);
+    auto& p = peaks_[ri];
+    const int64_t now = mem_now_[ri];
     if (now > p.bytes) {
       p.bytes = now;
       p.time = t;
       p.step = current_step_;
+      p.activations = act_now_[ri];
+      p.gathered = gathered_now_[ri];
+      p.workspace = workspace_now_[ri];
     }
-    if (o_.record_trace) memory_samples_.push_back({r, t, now});
+    auto& a = act_peaks_[ri];
+    if (act_now_[ri] > a.bytes) {
+      a.bytes = act_now_[ri];
+      a.time = t;
+      a.step = current_step_;
+    }
+    if (o_.record_trace) memory_samples_.push_back({r, t, resident_[ri].total() + now, act_now_[ri]});
+  }
+
+  // The workspace a compute action's backward holds while it runs (0 for anything else): the
+  // largest of its backward sub-steps'.
+  int64_t workspace_of(int r, const Action& a) const {
+    if (memory_.workspace_bytes.empty()) return 0;
+    const auto one = [&](Op op, int stage) -> int64_t {
+      return is_backward_input_side(op) && stage >= 0 ? memory_.workspace(stage) : 0;
+    };
+    if (!a.composite) return one(a.op, a.stage);
+    int64_t w = 0;
+    for (const auto& sub : step_at(r, a.step_index).sub_steps) w = std::max(w, one(sub.op, sub.stage));
+    return w;
   }
 
   // ---- data parallelism ---------------------------------------------------------------------
@@ -276,8 +320,14 @@ class Engine {
     if (i.collective != CollectiveScope::DataParallel || st.stage < 0) return;
     auto& held = gathered_[static_cast<size_t>(r)];
     const int64_t bytes = o_.check.dp.gathered_bytes(memory_.params(st.stage));
-    if (i.collective_kind == CollectiveKind::AllGather && held.insert(st.stage).second) mem.produced += bytes;
-    if (i.collective_kind == CollectiveKind::Release && held.erase(st.stage)) mem.consumed += bytes;
+    if (i.collective_kind == CollectiveKind::AllGather && held.insert(st.stage).second) {
+      mem.produced += bytes;
+      gathered_now_[static_cast<size_t>(r)] += bytes;
+    }
+    if (i.collective_kind == CollectiveKind::Release && held.erase(st.stage)) {
+      mem.consumed += bytes;
+      gathered_now_[static_cast<size_t>(r)] -= bytes;
+    }
   }
 
   // ---- compute ------------------------------------------------------------------------------
@@ -317,9 +367,19 @@ class Engine {
     current_step_ = index;
     Delta mem = action_effects(r, a);
     if (gathers_ && !a.composite) gather(r, leaf_of(a), mem);
-    apply(r, -mem.consumed, start);
+    // A recomputing backward holds what it recomputes while it runs, on top of its inputs.
+    const int64_t workspace = workspace_of(r, a);
+    if (workspace > 0) {
+      workspace_now_[ri] = workspace;
+      apply(r, workspace, workspace, start);
+    }
+    release(r, mem, start);
     int32_t sl = add_slice(r, index, -1, Lane::Compute, start, end, 0, false, cause);
-    apply(r, mem.produced, end);
+    if (workspace > 0) {
+      workspace_now_[ri] = 0;
+      apply(r, -workspace, -workspace, end);
+    }
+    deliver(r, mem, end);
     compute_free_[ri] = end;
     compute_last_[ri] = sl;
     if (c_.compute_blocks_host) {
@@ -602,8 +662,8 @@ class Engine {
               // Once per step: a multi-tensor transfer posts one payload action per tensor.
               released_step_[ri] = a.step_index;
               const Delta d = action_effects(r, a);
-              apply(r, -d.consumed, host_[ri]);  // a send releases what it pops
-              pending_produce_[ri] = d.produced;  // a receive delivers its buffer when it completes
+              release(r, d, host_[ri]);  // a send releases what it pops
+              pending_produce_[ri] = d;  // a receive delivers its buffer when it completes
             }
             for (int j = 0; j < a.count; ++j)
               post(r, model_.action_messages[static_cast<size_t>(a.first + j)], action_slice_[ri]);
@@ -641,8 +701,8 @@ class Engine {
             set_end(action_slice_[ri], host_[ri]);
             bool meta_only = slices_[static_cast<size_t>(action_slice_[ri])].meta;
             if (!meta_only && last_action_of_step(r)) {
-              apply(r, pending_produce_[ri], host_[ri]);  // a receive delivers its buffer
-              pending_produce_[ri] = 0;
+              deliver(r, pending_produce_[ri], host_[ri]);  // a receive delivers its buffer
+              pending_produce_[ri] = Delta{};
               if (info(a.op).compute != ComputeKind::None && is_p2p(a.op)) launch_compute(r, a);
             }
           } else if (a.kind == ActionKind::Wait) {
@@ -757,9 +817,19 @@ class Engine {
       rs.busy_ms = busy_[ri];
       rs.idle_ms = std::max(0.0, makespan - busy_[ri]);
       rs.bubble_fraction = makespan > 0 ? rs.idle_ms / makespan : 0.0;
-      rs.peak_memory_bytes = peaks_[ri].bytes;
-      rs.peak_memory_time_ms = peaks_[ri].time;
-      rs.peak_memory_step = peaks_[ri].step;
+      const Peak& pk = peaks_[ri];
+      rs.peak_memory_bytes = resident_[ri].total() + pk.bytes;
+      rs.peak_memory_time_ms = pk.time;
+      rs.peak_memory_step = pk.step;
+      rs.memory.weights_bytes = resident_[ri].weights;
+      rs.memory.grads_bytes = resident_[ri].grads;
+      rs.memory.optimizer_bytes = resident_[ri].optimizer;
+      rs.memory.activations_peak_bytes = act_peaks_[ri].bytes;
+      rs.memory.activations_peak_time_ms = act_peaks_[ri].time;
+      rs.memory.at_peak_activations_bytes = pk.activations - pk.workspace;
+      rs.memory.at_peak_gathered_bytes = pk.gathered;
+      rs.memory.at_peak_workspace_bytes = pk.workspace;
+      rs.memory.at_peak_buffers_bytes = pk.bytes - pk.activations - pk.gathered;
       rs.end_ms = std::max(host_[ri], compute_free_[ri]);
       rs.dp_collective_ms = dp_ms_[ri];
       rs.dp_ring_inter_node = dp_ring_inter_node(r);
@@ -830,6 +900,7 @@ class Engine {
     int64_t bytes = 0;
     double time = 0;
     int step = -1;
+    int64_t activations = 0, gathered = 0, workspace = 0;  // what the live bytes held then
   };
   struct Instance {
     int arrived = 0;
@@ -868,8 +939,12 @@ class Engine {
   std::vector<int32_t> causes_;
   std::vector<std::pair<int32_t, int32_t>> pending_flows_;
   std::vector<MemorySample> memory_samples_;
-  std::vector<int64_t> mem_now_;
-  std::vector<int64_t> pending_produce_;  // per rank: bytes the P2P step being run adds when it completes
+  std::vector<int64_t> mem_now_;        // per rank: live bytes (activations, buffers, gathered, workspace)
+  std::vector<int64_t> act_now_;        // ... of which kept activations (the workspace included)
+  std::vector<int64_t> gathered_now_, workspace_now_;
+  std::vector<ResidentBytes> resident_; // per rank: held for the whole run
+  std::vector<Peak> act_peaks_;         // per rank: the peak of the activations alone
+  std::vector<Delta> pending_produce_;    // per rank: what the P2P step being run adds when it completes
   std::vector<int32_t> released_step_;    // per rank: the P2P step whose consumes were applied
   std::vector<Peak> peaks_;
   std::vector<double> link_bytes_;

@@ -38,10 +38,26 @@ struct SimFlow {
   double arrive_ms = std::numeric_limits<double>::quiet_NaN();
 };
 
+// What a rank holds at one moment: everything (resident weights, gradients and optimizer state
+// plus live activations and buffers), and the kept activations alone.
 struct MemorySample {
   int32_t rank = -1;
   double time_ms = 0;
   int64_t bytes = 0;
+  int64_t activations = 0;
+};
+
+// A rank's memory over the run (README "Model and memory"): what it holds for the whole step, the
+// peak of its kept activations alone, and what its peak (RankSummary::peak_memory_bytes) is made of.
+struct RankMemory {
+  int64_t weights_bytes = 0, grads_bytes = 0, optimizer_bytes = 0;  // resident, after sharding
+  int64_t activations_peak_bytes = 0;
+  double activations_peak_time_ms = 0;
+  // At the peak of the whole: kept activations, buffers (messages and hand-overs), gathered
+  // parameters (--fsdp) and a recomputing backward's workspace.
+  int64_t at_peak_activations_bytes = 0, at_peak_buffers_bytes = 0, at_peak_gathered_bytes = 0,
+          at_peak_workspace_bytes = 0;
+  int64_t resident_bytes() const { return weights_bytes + grads_bytes + optimizer_bytes; }
 };
 
 struct RankSummary {
@@ -49,9 +65,10 @@ struct RankSummary {
   double busy_ms = 0;     // compute stream busy
   double idle_ms = 0;     // makespan - busy
   double bubble_fraction = 0;
-  int64_t peak_memory_bytes = 0;
+  int64_t peak_memory_bytes = 0;   // everything the rank holds, at its peak
   double peak_memory_time_ms = 0;
   int peak_memory_step = -1;
+  RankMemory memory;
   double end_ms = 0;      // when this rank's host finished
   // Data parallelism (SimOptions::check.dp): time this rank's FSDP_* steps spent in their
   // DP-group collectives (part of busy_ms), and whether its DP ring crosses nodes.

@@ -33,7 +33,9 @@ double Problem::mem_delta(const Task& t) const {
 
 namespace {
 
-void set_memory(Problem& p, const std::vector<double>& act) {
+// `dw`: per stage, what BWD_INPUT keeps for BWD_WEIGHT under ppsched's rule (empty: half the
+// activation, as checkers/caches.cpp counts it without a weight-gradient figure).
+void set_memory(Problem& p, const std::vector<double>& act, const std::vector<double>& dw = {}) {
   p.mem_f.assign(static_cast<size_t>(p.stages), 0);
   p.mem_b = p.mem_w = p.mem_f;
   for (int s = 0; s < p.stages; ++s) {
@@ -44,10 +46,10 @@ void set_memory(Problem& p, const std::vector<double>& act) {
     } else if (p.memory_rule == MemoryRule::ZeroBubble) {
       p.mem_w[static_cast<size_t>(s)] = -a;
     } else {
-      // checkers/caches.cpp: dw_cache holds activation / 2 (integer bytes) from I to W.
-      const double half = std::floor(a / 2);
-      p.mem_b[static_cast<size_t>(s)] = -a + half;
-      p.mem_w[static_cast<size_t>(s)] = -half;
+      // checkers/caches.cpp: dw_cache holds its bytes from I to W.
+      const double kept = dw.empty() ? std::floor(a / 2) : dw[static_cast<size_t>(s)];
+      p.mem_b[static_cast<size_t>(s)] = -a + kept;
+      p.mem_w[static_cast<size_t>(s)] = -kept;
     }
   }
 }
@@ -55,7 +57,7 @@ void set_memory(Problem& p, const std::vector<double>& act) {
 }  // namespace
 
 Problem problem_from_costs(const CostModel& costs, int ranks, int vpp, int micros, PlacementKind placement,
-                           bool split, MemoryRule rule, std::optional<double> budget) {
+                           bool split, MemoryRule rule, std::optional<double> budget, const DataParallelOptions& dp) {
   if (ranks < 1 || vpp < 1 || micros < 1) throw InputError({}, "tune: --pp, --vpp and --micro must be >= 1");
   Problem p;
   p.ranks = ranks;
@@ -89,11 +91,17 @@ Problem problem_from_costs(const CostModel& costs, int ranks, int vpp, int micro
     }
   p.overlap_efficiency = costs.overlap_efficiency;
   const MemoryModel mm = costs.memory_model(p.stages);
-  std::vector<double> act;
-  for (int s = 0; s < p.stages; ++s) act.push_back(static_cast<double>(mm.activation(s)));
-  set_memory(p, act);
+  std::vector<double> act, dw;
+  for (int s = 0; s < p.stages; ++s) {
+    act.push_back(static_cast<double>(mm.activation(s)));
+    dw.push_back(static_cast<double>(mm.bytes_of(Cache::dw_cache, s)));
+  }
+  set_memory(p, act, dw);
   std::optional<double> cap = budget ? budget : costs.capacity_bytes;
   p.cap.assign(static_cast<size_t>(ranks), cap ? *cap : kNoCap);
+  // The activations get what the rank's resident bytes leave (a negative room: nothing fits).
+  if (cap && mm.has_resident())
+    for (int s = 0; s < p.stages; ++s) p.cap[static_cast<size_t>(p.rank_of(s))] -= static_cast<double>(mm.resident(s, dp).total());
   return p;
 }
 

@@ -83,9 +83,12 @@ struct Problem {
 // The problem a cost model describes for P ranks, V stages per rank (placement), M micros.
 // Times are the cost model's compute prices; a hand-over costs the link's latency plus the
 // payload's bytes over its bandwidth; memory follows `rule` with the model's kept activation
-// bytes per stage; the cap is `budget` (bytes per rank), else the model's capacity_bytes.
+// bytes per stage (and, under ppsched's rule, its weight-gradient bytes); the cap is `budget`
+// (bytes per rank), else the model's capacity_bytes, less what the rank holds for the whole
+// step (its stages' weights, gradients and optimizer state, sharded as `dp` says).
 Problem problem_from_costs(const CostModel& costs, int ranks, int vpp, int micros, PlacementKind placement,
-                           bool split, MemoryRule rule, std::optional<double> budget);
+                           bool split, MemoryRule rule, std::optional<double> budget,
+                           const DataParallelOptions& dp = {});
 
 // Zero Bubble's own inputs (schedule_search.md §2): per-stage f, b, w, one latency c on every
 // cross-stage edge, memory in activations (F +1, I 0, W -1), a cap of `cap_activations`.

@@ -477,7 +477,7 @@ TuneResult tune(const TuneRequest& rq) {
     for (bool split : {true, false}) {
       const int stages = rq.pp * sh.vpp;
       Problem p = problem_from_costs(model_for(stages), rq.pp, sh.vpp, rq.micro, sh.placement, split, MemoryRule::Ppsched,
-                                     cap_for(stages));
+                                     cap_for(stages), rq.sim.check.dp);
       std::vector<Found> seeds;
       for (const auto& [s, label] : family_schedules) {
         auto o = order_of(s, p);

@@ -1,0 +1,41 @@
+// Reading a network description: a "ppsched-model" file, or a Hugging Face config.json as the
+// hub serves it (told apart by the "format" key). README "Model files" documents the format:
+//
+// {
+//   "format": "ppsched-model", "version": 1,                                        (required)
+//   "name": "llama3-8b",                                                            (optional)
+//   "hf_config": "config.json" | { ...a config.json inline... }      a transformer, or ...
+//   "layers": [ {"name", "kind", "count", "params", "fwd_flops", "bwd_flops",
+//                "bwd_input_flops", "bwd_weight_flops", "activation_bytes", "output_bytes",
+//                "weight_grad_bytes", "workspace_bytes"} ]            ... its layers listed
+//   "training": {"seq_len": 4096 | [per micro-batch], "micro_batch_size": 1,
+//                "precision": "bf16" | "fp16" | "fp32", "optimizer": "adam" | "adamw" | "sgd",
+//                "distributed_optimizer": false, "fsdp": false, "dp": 1, "tp": 1,
+//                "recompute": "none" | "selective" | "full" | [per decoder layer],
+//                "flash_attention": true},
+//   "device": {"flops_per_s": 989e12, "mfu": 0.45 (1 for listed layers), "memory_bytes": 80 GiB},
+//   "link", "collectives", "protocol", "overlap_efficiency": as in a cost file,
+//   "layout": "8,8,8,8" | "Et*8|t*8|t*8|t*8L"
+// }
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "network/network.hpp"
+
+namespace ppsched {
+
+// Throws InputError with the file and the JSON path of what is wrong.
+Network read_network(std::string_view text, const std::string& file);
+Network read_network_file(const std::string& path);
+
+// The embedded default: a 7B-class transformer (hidden 4096, 32 layers of 12 h^2 parameters,
+// sequence 4096, micro-batch 1, bf16, FlashAttention) on H100-class GPUs; its layers are listed
+// (network/default_network.cpp states each figure), without embedding and head.
+Network default_network();
+
+// The maximal size of a model file (it is read into a document).
+inline constexpr uint64_t kMaxModelFileBytes = uint64_t{64} << 20;
+
+}  // namespace ppsched

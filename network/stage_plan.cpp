@@ -1,0 +1,133 @@
+#include "network/stage_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "model/errors.hpp"
+
+namespace ppsched {
+namespace {
+
+int64_t checked(double v, const std::string& what, size_t stage) {
+  if (!std::isfinite(v) || v > kMaxLayerBytes * 64)
+    throw InputError({}, "the " + what + " of stage " + std::to_string(stage) + " is over the limit of 2^56 bytes");
+  return static_cast<int64_t>(std::llround(v));
+}
+
+// The layers of each distinct sequence length, and per micro-batch (in micro order) the list
+// its figures come from: one entry when every micro-batch has the same length.
+struct Variants {
+  std::vector<std::vector<Layer>> lists;
+  std::vector<const std::vector<Layer>*> per_micro;
+};
+Variants variants(const Network& net) {
+  Variants v;
+  std::map<int64_t, size_t> seen;
+  std::vector<size_t> which;
+  for (int64_t s : net.training.seq_lens) {
+    auto it = seen.find(s);
+    if (it == seen.end()) {
+      it = seen.emplace(s, v.lists.size()).first;
+      v.lists.push_back(net.layers(s));
+    }
+    which.push_back(it->second);
+  }
+  if (which.size() <= 1) which.resize(1, 0);
+  for (size_t k : which) v.per_micro.push_back(&v.lists[k]);
+  return v;
+}
+
+// Fills one stage from `weight` x each listed layer (a fraction for plan_fraction).
+void add_layers(StageFigures& st, const Network& net, const std::vector<const std::vector<Layer>*>& per_micro,
+                const std::vector<std::pair<int32_t, double>>& parts, bool last_stage, size_t index) {
+  const BytesPerParam bpp = net.training.bytes_per_param();
+  const std::vector<Layer>& first = *per_micro.front();
+  // Parameters a layer shares with another (a tied head, an MTP module's head) are held again
+  // when that layer is not on this stage.
+  double params = 0;
+  for (auto [i, w] : parts) {
+    const Layer& l = first[static_cast<size_t>(i)];
+    params += w * static_cast<double>(l.params);
+    if (l.shared_params > 0) {
+      bool owner_here = false;
+      for (auto [j, wj] : parts)
+        owner_here = owner_here || (first[static_cast<size_t>(j)].kind == l.shares_with && first[static_cast<size_t>(j)].params > 0);
+      if (!owner_here) params += w * static_cast<double>(l.shared_params);
+    }
+  }
+  st.params = checked(params, "parameter count", index);
+  st.weight_bytes = checked(params * bpp.weights, "weight bytes", index);
+  st.grad_bytes = checked(params * bpp.grads, "gradient bytes", index);
+  st.optimizer_bytes = checked(params * bpp.optimizer, "optimizer bytes", index);
+  for (const std::vector<Layer>* layers : per_micro) {
+    double f = 0, bi = 0, bw = 0, act = 0, wg = 0, ws = 0, out = 0;
+    for (auto [i, w] : parts) {
+      const Layer& l = (*layers)[static_cast<size_t>(i)];
+      f += w * l.fwd_flops;
+      bi += w * l.bwd_input_flops;
+      bw += w * l.bwd_weight_flops;
+      act += w * static_cast<double>(l.activation_bytes);
+      wg += w * static_cast<double>(l.weight_grad_bytes);
+      // One layer is recomputed at a time: the stage's workspace is its largest layer's.
+      ws = std::max(ws, w >= 1 ? static_cast<double>(l.workspace_bytes) : w * static_cast<double>(l.workspace_bytes));
+      out = static_cast<double>(l.output_bytes);
+    }
+    st.fwd_flops.push_back(f);
+    st.bwd_input_flops.push_back(bi);
+    st.bwd_weight_flops.push_back(bw);
+    st.fwd_ms.push_back(compute_ms(net.device, f));
+    st.bwd_input_ms.push_back(compute_ms(net.device, bi));
+    st.bwd_weight_ms.push_back(compute_ms(net.device, bw));
+    st.activation_bytes.push_back(checked(act, "kept activation bytes", index));
+    st.weight_grad_bytes.push_back(checked(wg, "weight-gradient bytes", index));
+    st.workspace_bytes.push_back(checked(ws, "recomputation workspace", index));
+    st.boundary_bytes.push_back(last_stage ? 0 : checked(out, "boundary bytes", index));
+  }
+}
+
+}  // namespace
+
+double compute_ms(const Device& d, double flops) {
+  const double ms = flops / d.effective_flops() * 1e3;
+  return std::round(ms * 1e3) / 1e3;
+}
+
+StagePlan plan_stages(const Network& net, const Layout& layout) {
+  const Variants v = variants(net);
+  const auto& per_micro = v.per_micro;
+  StagePlan plan;
+  plan.micro_variants = static_cast<int>(per_micro.size());
+  const size_t n = layout.stages.size();
+  for (size_t s = 0; s < n; ++s) {
+    StageFigures st;
+    st.layers = layout.stages[s];
+    std::vector<std::pair<int32_t, double>> parts;
+    for (int32_t i : st.layers) parts.emplace_back(i, 1.0);
+    add_layers(st, net, per_micro, parts, s + 1 == n, s);
+    // An empty stage passes its input on unchanged.
+    if (st.layers.empty() && s > 0 && s + 1 < n) st.boundary_bytes = plan.stages.back().boundary_bytes;
+    plan.stages.push_back(std::move(st));
+  }
+  return plan;
+}
+
+StagePlan plan_fraction(const Network& net, int stages) {
+  const Variants v = variants(net);
+  const auto& per_micro = v.per_micro;
+  StagePlan plan;
+  plan.micro_variants = static_cast<int>(per_micro.size());
+  const size_t count = per_micro.front()->size();
+  const double w = 1.0 / stages;
+  std::vector<std::pair<int32_t, double>> parts;
+  for (size_t i = 0; i < count; ++i) parts.emplace_back(static_cast<int32_t>(i), w);
+  for (int s = 0; s < stages; ++s) {
+    StageFigures st;
+    for (size_t i = 0; i < count; ++i) st.layers.push_back(static_cast<int32_t>(i));
+    add_layers(st, net, per_micro, parts, s + 1 == stages, static_cast<size_t>(s));
+    plan.stages.push_back(std::move(st));
+  }
+  return plan;
+}
+
+}  // namespace ppsched

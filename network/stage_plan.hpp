@@ -1,0 +1,43 @@
+// The figures of each pipeline stage: the sums over the layers a layout gives it. What a cost
+// model needs (compute times, boundary bytes, kept activation bytes per micro-batch) and what the
+// stage holds for the whole step (parameters, gradients, optimizer state).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "network/layout.hpp"
+#include "network/network.hpp"
+
+namespace ppsched {
+
+struct StageFigures {
+  std::vector<int32_t> layers;  // indices into the network's layers
+  int64_t params = 0;           // held by the stage's ranks (a tied head's copy included), one TP shard
+  // Resident bytes before any data-parallel sharding (lowering/options.hpp shards them).
+  int64_t weight_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
+  // Per micro-batch: one entry, or one per micro-batch when the sequence lengths differ.
+  std::vector<double> fwd_flops, bwd_input_flops, bwd_weight_flops;
+  std::vector<double> fwd_ms, bwd_input_ms, bwd_weight_ms;  // the full backward is input + weight
+  std::vector<int64_t> activation_bytes;   // kept from FWD to the backward
+  std::vector<int64_t> weight_grad_bytes;  // kept from BWD_INPUT to BWD_WEIGHT
+  std::vector<int64_t> workspace_bytes;    // held while a backward runs (its largest layer's)
+  std::vector<int64_t> boundary_bytes;     // what it sends to the next stage (0 on the last)
+};
+
+struct StagePlan {
+  std::vector<StageFigures> stages;
+  int micro_variants = 1;  // entries of the per-micro vectors
+};
+
+// Per-stage figures of `net` under `layout`. Throws InputError when a sum leaves the limits.
+StagePlan plan_stages(const Network& net, const Layout& layout);
+
+// Every one of `stages` stages holds the fraction 1/stages of every layer (the embedded default:
+// 32 equal layers over any stage count, as its costs were always split).
+StagePlan plan_fraction(const Network& net, int stages);
+
+// Milliseconds for `flops` at the device's effective rate, rounded to the microsecond.
+double compute_ms(const Device& d, double flops);
+
+}  // namespace ppsched

@@ -1,0 +1,625 @@
+// The cost and memory model (cost_model.hpp). The step table says *what* a step costs (its
+// ComputeKind and Payload); this file says *how much*, from a cost file or the default.
+//
+// ---- File format "ppsched-costs", version 1 -------------------------------------------------
+//
+// Units: times in milliseconds, sizes in bytes, bandwidths in GB/s (1e9 bytes per second).
+// A per-stage value ("StageValue") is one of
+//   2.5                      every stage, every micro-batch
+//   [2.5, 2.5, 3.0]          one value per stage
+//   [[2.0, 3.1], 2.5, ...]   per stage, a number or one value per micro-batch (variable
+//                            sequence lengths)
+// Every per-stage array of a file has the same length (the stage count) and every per-micro
+// row the same length (the micro-batch count); a length of 1 acts like a scalar.
+//
+// {
+//   "format": "ppsched-costs", "version": 1,                                    (required)
+//   "compute": {                                                   (required; ms, StageValue)
+//     "FWD", "BWD", "BWD_INPUT", "BWD_WEIGHT",        body stage compute of one micro-batch
+//     "TOWER_FWD", "TOWER_BWD", "TOWER_GRAD_BWD",     MPipe tower: MPIPE_TRANSPOSE_FWD,
+//                                                     MPIPE_TRANSPOSE_BWD (recompute + backward),
+//                                                     the backward of MPIPE_GRAD_RECV_WITH_BACKWARD
+//     "DATA_LOAD", "FSDP", "SWAP"                     data loading, FSDP/DP steps, swap steps
+//   },
+//     Missing BWD = BWD_INPUT + BWD_WEIGHT (both needed); missing BWD_INPUT and BWD_WEIGHT =
+//     BWD / 2 each; one of them missing = BWD minus the other. A backward time without FWD
+//     is an error. Every other missing time is 0.
+//   "bytes": {                                                         (optional; bytes >= 0)
+//     "activation": StageValue   the output of stage s, sent to stage s+1 (one message)
+//     "gradient": StageValue     the gradient of that output, sent back (default: activation)
+//     "data", "features", "tower_inputs", "feature_grads": one DATA_* / MPipe message
+//     "meta": one shape/dtype meta message (default 64)
+//     "tower_params": MPIPE_PARAM_BROADCAST / MPIPE_GRAD_REDUCE payload
+//     "tied_params": tied-parameter ALL_REDUCE payload                    (missing: 0)
+//     "params": StageValue, per stage only: the bytes of stage s's parameters (and of its
+//               gradients, same dtype) that the data-parallel FSDP_* collectives move
+//               (missing: 0, so they cost their latency terms only)
+//   },
+//   "link": {"latency_ms": 0.005, "bandwidth_GBps": 450}           (optional; missing = free)
+//     or {"intra_node": LINK, "inter_node": LINK, "ranks_per_node": 8,
+//         "pairs": [{"src": 0, "dst": 9, "latency_ms": .., "bandwidth_GBps": ..}]}
+//     A flat link is every link. bandwidth null (or missing) = infinite, latency missing = 0.
+//     ranks_per_node (default 8) puts ranks r and q on one node when r / N == q / N. A pair
+//     applies to both directions unless the reverse direction is listed too; its missing
+//     fields come from the link it replaces.
+//   "collectives": {"algorithm": "ring" | "tree"},                                (ring)
+//   "protocol": {"eager_threshold_bytes": 4194304,     payloads up to this may complete before
+//                                                      the receiver posts (NCCL's buffer)
+//                "compute_blocks_host": false,        true: the host runs each compute itself
+//                                                      (CPUs) and posts nothing meanwhile
+//                "background_progress": true,         false: a receiver takes a payload in only
+//                                                      while it waits (CPUs, a core per rank)
+//                "send_handoff_ms": null,             a number: a rendezvous send completes that
+//                                                      long after its transfer starts (Gloo)
+//                "deferred_start_ms": 0},             background_progress false: a transfer that
+//                                                      waited for its receiver to wait starts
+//                                                      this much later still
+//   "overlap_efficiency": 0.5,    OVERLAP_F_B / OVERLAP_B_F: 1 = shorter sub-step fully hidden
+//   "memory": {
+//     "capacity_bytes": number or null (per rank), "activation_bytes": StageValue (kept from
+//     FWD to BWD per micro-batch), "weight_grad_bytes": StageValue (kept from BWD_INPUT to
+//     BWD_WEIGHT; missing: half of activation_bytes), "workspace_bytes": StageValue (held while a
+//     backward runs: a recomputing backward's recomputed layer), "weights_bytes", "grads_bytes",
+//     "optimizer_bytes": per stage only (what the stage holds for the whole step, before
+//     data-parallel sharding; missing: 0), "tower_graph_bytes" (owner_backward: the kept tower
+//     graph per micro), "tower_copy_bytes" (the tower parameters every rank keeps, MPipe)
+//   }
+// }
+// Keys named "comment" or starting with "x-" are ignored anywhere; any other unknown key is an
+// error, so a misspelt key never silently falls back to a default.
+#include "sim/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "model/errors.hpp"
+#include "model/formats/json_support.hpp"
+#include "model/formats/schedule_io.hpp"
+#include "model/validate.hpp"
+#include "network/model_file.hpp"
+#include "sim/cost_fields.hpp"
+
+namespace ppsched {
+
+using namespace cost_fields;
+
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+using Keys = std::vector<std::string_view>;
+
+const Keys kTopKeys = {"format", "version", "compute", "bytes", "link", "collectives", "protocol",
+                       "overlap_efficiency", "memory"};
+const Keys kLinkKeys = {"latency_ms", "bandwidth_GBps", "intra_node", "inter_node", "ranks_per_node", "pairs"};
+const Keys kLinkValueKeys = {"latency_ms", "bandwidth_GBps"};
+const Keys kPairKeys = {"src", "dst", "latency_ms", "bandwidth_GBps"};
+const Keys kCollectiveKeys = {"algorithm"};
+const Keys kProtocolKeys = {"eager_threshold_bytes", "compute_blocks_host", "background_progress",
+                            "send_handoff_ms", "deferred_start_ms"};
+const Keys kMemoryKeys = {"capacity_bytes",   "activation_bytes", "weight_grad_bytes", "workspace_bytes",
+                          "weights_bytes",    "grads_bytes",      "optimizer_bytes",   "tower_graph_bytes",
+                          "tower_copy_bytes"};
+
+Keys compute_key_names() {
+  Keys k;
+  for (const auto& f : kComputeFields) k.push_back(f.key);
+  return k;
+}
+Keys byte_key_names() {
+  Keys k;
+  for (const auto& f : kByteFields) k.push_back(f.key);
+  return k;
+}
+
+}  // namespace
+
+// ---- reading ----------------------------------------------------------------------------------
+namespace {
+
+std::string type_of(const json& j) { return json_type_name(j, false); }
+
+std::string join(const Keys& keys) { return join_keys(keys); }
+
+bool is_annotation(std::string_view key) { return key == "comment" || key.substr(0, 2) == "x-"; }
+
+
+constexpr size_t kMaxLinkPairs = 1024;
+
+// What a number stands for: its unit, range and how an error describes it.
+enum class Quantity { Time, Bytes, Bandwidth, Fraction };
+
+class Reader {
+ public:
+  explicit Reader(const std::string& file) : file_(file) {}
+
+  CostModel read(std::string_view text) {
+    json root = parse_json_strict(text, file_, false);
+    if (!root.is_object()) fail("", "expected a JSON object at the top level, got " + type_of(root));
+    check_format(root);
+    check_keys(root, "", kTopKeys);
+    CostModel c;
+    c.source = file_;
+    const json* compute = root.contains("compute") ? &root["compute"] : nullptr;
+    if (!compute) fail("compute", "missing key 'compute': expected an object of times in ms, at least {\"FWD\": ..}");
+    read_compute(*compute, c);
+    if (root.contains("bytes")) read_bytes(root["bytes"], c);
+    if (!c.gradient_bytes.given) c.gradient_bytes.rows = c.activation_bytes.rows;
+    if (root.contains("link")) read_links(root["link"], c);
+    if (root.contains("collectives")) {
+      const json& j = object(root["collectives"], "collectives", kCollectiveKeys);
+      if (j.contains("algorithm")) {
+        const json& a = j["algorithm"];
+        if (a == "ring") c.collective_algorithm = CollectiveAlgorithm::Ring;
+        else if (a == "tree") c.collective_algorithm = CollectiveAlgorithm::Tree;
+        else fail("collectives.algorithm", "expected \"ring\" or \"tree\", got " + (a.is_string() ? a.dump() : type_of(a)));
+      }
+    }
+    if (root.contains("protocol")) {
+      const json& j = object(root["protocol"], "protocol", kProtocolKeys);
+      if (j.contains("eager_threshold_bytes"))
+        c.eager_threshold_bytes = number(j["eager_threshold_bytes"], "protocol.eager_threshold_bytes", Quantity::Bytes);
+      for (auto [key, field] : {std::pair{"compute_blocks_host", &CostModel::compute_blocks_host},
+                                std::pair{"background_progress", &CostModel::background_progress}}) {
+        if (!j.contains(key)) continue;
+        const json& b = j[key];
+        if (!b.is_boolean()) fail(std::string("protocol.") + key, "expected true or false, got " + type_of(b));
+        c.*field = b.get<bool>();
+      }
+      if (j.contains("deferred_start_ms"))
+        c.deferred_start_ms = number(j["deferred_start_ms"], "protocol.deferred_start_ms", Quantity::Time);
+      if (j.contains("send_handoff_ms") && !j["send_handoff_ms"].is_null())
+        c.send_handoff_ms = number(j["send_handoff_ms"], "protocol.send_handoff_ms", Quantity::Time);
+    }
+    if (root.contains("overlap_efficiency"))
+      c.overlap_efficiency = number(root["overlap_efficiency"], "overlap_efficiency", Quantity::Fraction);
+    if (root.contains("memory")) read_memory(root["memory"], c);
+    return c;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& path, const std::string& msg) const {
+    Location loc = in_file(file_);
+    loc.field = path;
+    throw InputError(loc, msg);
+  }
+
+  void check_format(const json& root) const {
+    if (!root.contains("format")) fail("format", "missing key 'format': expected \"ppsched-costs\"");
+    if (root["format"] != "ppsched-costs")
+      fail("format", "expected \"ppsched-costs\", got " + (root["format"].is_string() ? root["format"].dump() : type_of(root["format"])));
+    if (!root.contains("version")) fail("version", "missing key 'version': expected 1");
+    if (root["version"] != 1)
+      fail("version", "unsupported version " + root["version"].dump() + ": this build reads version 1 only");
+  }
+
+  void check_keys(const json& obj, const std::string& path, const Keys& known) const {
+    for (auto it = obj.begin(); it != obj.end(); ++it) {
+      const std::string& key = it.key();
+      if (is_annotation(key) || std::find(known.begin(), known.end(), key) != known.end()) continue;
+      fail(path.empty() ? key : path + "." + key,
+           "unknown key '" + clip(key) + "' in " + (path.empty() ? "the top level" : path) + ": expected one of " +
+               join(known) + " (keys named \"comment\" or starting with x- are ignored)");
+    }
+  }
+
+  const json& object(const json& j, const std::string& path, const Keys& known) const {
+    if (!j.is_object()) fail(path, "expected an object, got " + type_of(j));
+    check_keys(j, path, known);
+    return j;
+  }
+
+  static std::string expected(Quantity q) {
+    switch (q) {
+      case Quantity::Time: return "a time in ms >= 0";
+      case Quantity::Bytes: return "a whole number of bytes >= 0";
+      case Quantity::Bandwidth: return "a bandwidth in GB/s > 0, or null for infinite";
+      case Quantity::Fraction: return "a number between 0 and 1";
+    }
+    return "";
+  }
+
+  double number(const json& j, const std::string& path, Quantity q, const std::string& forms = "") const {
+    if (!j.is_number()) fail(path, "expected " + expected(q) + forms + ", got " + type_of(j));
+    const double v = j.get<double>();
+    const bool ok = q == Quantity::Bandwidth ? v > 0
+                    : q == Quantity::Fraction ? v >= 0 && v <= 1
+                    : q == Quantity::Bytes    ? v >= 0 && v == std::floor(v)
+                                              : v >= 0;
+    if (!ok || !std::isfinite(v)) fail(path, "expected " + expected(q) + ", got " + j.dump());
+    // The limits (README "Limits") keep every sum and product the model forms finite and
+    // every byte count within int64.
+    if (q == Quantity::Bytes && v > kMaxBytes)
+      fail(path, j.dump() + " bytes is over the limit of " + std::to_string(static_cast<int64_t>(kMaxBytes)) +
+                     " bytes (1 TiB)");
+    if (q == Quantity::Time && v > kMaxTimeMs)
+      fail(path, j.dump() + " ms is over the limit of 1e9 ms (11.6 days)");
+    if (q == Quantity::Bandwidth && (v < kMinBandwidthGBps || v > kMaxBandwidthGBps))
+      fail(path, j.dump() + " GB/s is outside the limits of 1e-6 to 1e9 GB/s (null for infinite)");
+    return v;
+  }
+
+  // Every per-stage array has one length, every per-micro row one length; the first of each
+  // sets it.
+  void check_length(size_t n, const std::string& path, size_t& length, std::string& first, const char* what) const {
+    if (n <= 1) return;
+    if (length == 0) {
+      length = n;
+      first = path;
+    } else if (n != length) {
+      fail(path, "has " + std::to_string(n) + " " + what + " values but " + first + " has " + std::to_string(length) +
+                     ": every " + what + " array of a file has the same length");
+    }
+  }
+
+  StageValue stage_value(const json& j, const std::string& path, Quantity q) {
+    StageValue v;
+    v.given = true;
+    if (!j.is_array()) {
+      v.rows = {{number(j, path, q, ", an array with one value per stage, or an array of per-micro arrays")}};
+      return v;
+    }
+    if (j.empty()) fail(path, "expected at least one value per stage, got an empty array");
+    check_length(j.size(), path, stages_, stages_path_, "per-stage");
+    for (size_t s = 0; s < j.size(); ++s) {
+      const std::string sp = path + "[" + std::to_string(s) + "]";
+      const json& e = j[s];
+      if (!e.is_array()) {
+        v.rows.push_back({number(e, sp, q, " or an array of per-micro values")});
+        continue;
+      }
+      if (e.empty()) fail(sp, "expected at least one per-micro value, got an empty array");
+      check_length(e.size(), sp, micros_, micros_path_, "per-micro");
+      std::vector<double> row;
+      for (size_t m = 0; m < e.size(); ++m) row.push_back(number(e[m], sp + "[" + std::to_string(m) + "]", q));
+      v.rows.push_back(std::move(row));
+    }
+    return v;
+  }
+
+  void read_compute(const json& j, CostModel& c) {
+    const Keys known = compute_key_names();
+    object(j, "compute", known);
+    for (const auto& f : kComputeFields)
+      if (j.contains(f.key)) c.*f.value = stage_value(j[std::string(f.key)], "compute." + std::string(f.key), Quantity::Time);
+    const bool bwd = c.bwd.given, in = c.bwd_input.given, w = c.bwd_weight.given;
+    if (!c.fwd.given && (bwd || in || w))
+      fail("compute.FWD", "missing FWD: a backward time is given, so the forward time is needed too");
+    if (!bwd && in != w)
+      fail("compute.BWD", std::string("missing BWD: give BWD, or both BWD_INPUT and BWD_WEIGHT (BWD is their sum); only ") +
+                              (in ? "BWD_INPUT" : "BWD_WEIGHT") + " is given");
+    const auto plus = [](double a, double b) { return a + b; };
+    if (!bwd && in && w) c.bwd = combine(c.bwd_input, c.bwd_weight, plus);
+    if (bwd && !in && !w) c.bwd_input = c.bwd_weight = combine(c.bwd, c.bwd, [](double a, double) { return a / 2; });
+    if (bwd && in != w) {
+      // One half given: the other is what remains of the full backward.
+      const StageValue& half = in ? c.bwd_input : c.bwd_weight;
+      const char* half_key = in ? "compute.BWD_INPUT" : "compute.BWD_WEIGHT";
+      StageValue rest = combine(c.bwd, half, [](double b, double h) { return b - h; });
+      for (size_t s = 0; s < rest.rows.size(); ++s)
+        for (size_t m = 0; m < rest.rows[s].size(); ++m)
+          if (rest.rows[s][m] < 0) {
+            const int si = static_cast<int>(s), mi = static_cast<int>(m);
+            char buf[160];
+            std::snprintf(buf, sizeof buf, "%g ms exceeds BWD (%g ms) at stage %d, micro %d", half.at(si, mi),
+                          c.bwd.at(si, mi), si, mi);
+            fail(half_key, std::string(buf) + ": the other half is derived as BWD minus this one and would be negative; "
+                                              "give both BWD_INPUT and BWD_WEIGHT, or a larger BWD");
+          }
+      (in ? c.bwd_weight : c.bwd_input) = std::move(rest);
+    }
+  }
+
+  void read_bytes(const json& j, CostModel& c) {
+    object(j, "bytes", byte_key_names());
+    for (const auto& f : kByteFields) {
+      if (!j.contains(f.key)) continue;
+      const std::string path = "bytes." + std::string(f.key);
+      if (f.per_stage) c.*f.per_stage = stage_value(j[std::string(f.key)], path, Quantity::Bytes);
+      else c.*f.scalar = number(j[std::string(f.key)], path, Quantity::Bytes);
+    }
+    per_stage_only(c.param_bytes, "bytes.params", "parameters do not");
+  }
+
+  // A value that does not vary by micro-batch: one number per stage.
+  void per_stage_only(const StageValue& v, const std::string& path, const std::string& why) const {
+    for (size_t s = 0; s < v.rows.size(); ++s)
+      if (v.rows[s].size() > 1)
+        fail(path + "[" + std::to_string(s) + "]", "expected one number of bytes per stage: " + why +
+                                                       " vary by micro-batch, got " + std::to_string(v.rows[s].size()) +
+                                                       " per-micro values");
+  }
+
+  // Latency and bandwidth of one link; what is missing stays as in `base`.
+  Link link_value(const json& j, const std::string& path, Link base, const Keys& known) const {
+    object(j, path, known);
+    if (j.contains("latency_ms")) base.latency_ms = number(j["latency_ms"], path + ".latency_ms", Quantity::Time);
+    if (j.contains("bandwidth_GBps")) {
+      const json& b = j["bandwidth_GBps"];
+      if (b.is_null()) base.bandwidth_GBps.reset();
+      else base.bandwidth_GBps = number(b, path + ".bandwidth_GBps", Quantity::Bandwidth);
+    }
+    return base;
+  }
+
+  void read_links(const json& j, CostModel& c) const {
+    object(j, "link", kLinkKeys);
+    const bool flat = j.contains("latency_ms") || j.contains("bandwidth_GBps");
+    const bool split = j.contains("intra_node") || j.contains("inter_node");
+    if (flat && split)
+      fail("link", "give either latency_ms and bandwidth_GBps (every link) or intra_node and inter_node, not both");
+    if (flat) {
+      c.intra_node = c.inter_node = link_value(j, "link", Link{}, kLinkKeys);
+    } else if (split) {
+      for (const char* key : {"intra_node", "inter_node"})
+        if (!j.contains(key))
+          fail(std::string("link.") + key, std::string("missing key '") + key +
+                                               "': with a split link give both intra_node and inter_node");
+      c.intra_node = link_value(j["intra_node"], "link.intra_node", Link{}, kLinkValueKeys);
+      c.inter_node = link_value(j["inter_node"], "link.inter_node", Link{}, kLinkValueKeys);
+    }
+    if (j.contains("ranks_per_node")) {
+      const json& n = j["ranks_per_node"];
+      if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > std::numeric_limits<int>::max())
+        fail("link.ranks_per_node", "expected a whole number of ranks >= 1, got " + (n.is_number() ? n.dump() : type_of(n)));
+      c.ranks_per_node = n.get<int>();
+    }
+    if (!j.contains("pairs")) return;
+    const json& pairs = j["pairs"];
+    if (!pairs.is_array()) fail("link.pairs", "expected an array of {src, dst, latency_ms, bandwidth_GBps}, got " + type_of(pairs));
+    // Looked up linearly (a handful in practice); the limit keeps that bounded.
+    if (pairs.size() > kMaxLinkPairs)
+      fail("link.pairs", std::to_string(pairs.size()) + " pairs is over the limit of " + std::to_string(kMaxLinkPairs));
+    for (size_t k = 0; k < pairs.size(); ++k) {
+      const std::string path = "link.pairs[" + std::to_string(k) + "]";
+      object(pairs[k], path, kPairKeys);
+      LinkOverride o;
+      for (auto [key, rank] : {std::pair<const char*, int*>{"src", &o.src}, {"dst", &o.dst}}) {
+        if (!pairs[k].contains(key)) fail(path + "." + key, std::string("missing key '") + key + "': expected a rank >= 0");
+        const json& r = pairs[k][key];
+        if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() > std::numeric_limits<int>::max())
+          fail(path + "." + key, "expected a rank >= 0, got " + (r.is_number() ? r.dump() : type_of(r)));
+        *rank = r.get<int>();
+      }
+      if (o.src == o.dst) fail(path, "src and dst are both rank " + std::to_string(o.src) + ": a pair needs two ranks");
+      for (const auto& seen : c.pairs)
+        if (seen.src == o.src && seen.dst == o.dst)
+          fail(path, "the pair " + std::to_string(o.src) + " -> " + std::to_string(o.dst) + " is listed twice");
+      o.link = link_value(pairs[k], path, c.link(o.src, o.dst), kPairKeys);
+      c.pairs.push_back(o);
+    }
+  }
+
+  void read_memory(const json& j, CostModel& c) {
+    object(j, "memory", kMemoryKeys);
+    if (j.contains("capacity_bytes")) {
+      const json& cap = j["capacity_bytes"];
+      if (cap.is_null()) c.capacity_bytes.reset();
+      else c.capacity_bytes = number(cap, "memory.capacity_bytes", Quantity::Bytes, ", or null for no limit");
+    }
+    if (j.contains("activation_bytes"))
+      c.kept_activation_bytes = stage_value(j["activation_bytes"], "memory.activation_bytes", Quantity::Bytes);
+    for (auto [key, field] : {std::pair{"weight_grad_bytes", &CostModel::weight_grad_bytes},
+                              std::pair{"workspace_bytes", &CostModel::workspace_bytes}})
+      if (j.contains(key)) c.*field = stage_value(j[key], std::string("memory.") + key, Quantity::Bytes);
+    // What a stage holds for the whole step does not change with the micro-batch.
+    for (auto [key, field] : {std::pair{"weights_bytes", &CostModel::weights_bytes},
+                              std::pair{"grads_bytes", &CostModel::grads_bytes},
+                              std::pair{"optimizer_bytes", &CostModel::optimizer_bytes}}) {
+      if (!j.contains(key)) continue;
+      c.*field = stage_value(j[key], std::string("memory.") + key, Quantity::Bytes);
+      per_stage_only(c.*field, std::string("memory.") + key, "what a stage holds for the whole step does not");
+    }
+    if (j.contains("tower_graph_bytes"))
+      c.tower_graph_bytes = number(j["tower_graph_bytes"], "memory.tower_graph_bytes", Quantity::Bytes);
+    if (j.contains("tower_copy_bytes"))
+      c.tower_copy_bytes = number(j["tower_copy_bytes"], "memory.tower_copy_bytes", Quantity::Bytes);
+  }
+
+  const std::string& file_;
+  size_t stages_ = 0, micros_ = 0;
+  std::string stages_path_, micros_path_;
+};
+
+}  // namespace
+
+CostModel read_cost_model(std::string_view text, const std::string& file_name) {
+  return Reader(file_name).read(text);
+}
+
+CostModel read_cost_file(const std::string& path) {
+  return read_cost_model(read_input_file(path, kMaxCostFileBytes), path);
+}
+
+// ---- writing ----------------------------------------------------------------------------------
+namespace {
+
+ordered_json quantity(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 9e15) return static_cast<int64_t>(v);
+  return v;
+}
+
+ordered_json stage_json(const StageValue& v) {
+  if (v.rows.empty()) return 0;
+  if (v.rows.size() == 1 && v.rows[0].size() == 1) return quantity(v.rows[0][0]);
+  ordered_json out = ordered_json::array();
+  for (const auto& row : v.rows) {
+    if (row.size() == 1) {
+      out.push_back(quantity(row[0]));
+      continue;
+    }
+    ordered_json micro = ordered_json::array();
+    for (double x : row) micro.push_back(quantity(x));
+    out.push_back(std::move(micro));
+  }
+  return out;
+}
+
+ordered_json link_json(const Link& l) {
+  ordered_json j;
+  j["latency_ms"] = l.latency_ms;
+  j["bandwidth_GBps"] = l.bandwidth_GBps ? ordered_json(*l.bandwidth_GBps) : ordered_json(nullptr);
+  return j;
+}
+
+// Comments for the template, by object; `c` supplies the numbers.
+using Comment = std::vector<std::string>;
+struct Comments {
+  Comment top, compute, bytes, link, intra, inter, collectives, protocol, memory;
+};
+
+Comments template_comments(const CostModel& c, int stages) {
+  // The figures of the embedded default network (network/default_network.cpp).
+  const Network net = default_network();
+  const Layer& layer = net.explicit_layers.front();
+  const double kLayers = static_cast<double>(net.explicit_layers.size()), kMfu = net.device.mfu;
+  const double kLayerFwdFlops = layer.fwd_flops, kLayerFwdMs = layer.fwd_flops / net.device.effective_flops() * 1e3;
+  const double kLayerKeptBytes = static_cast<double>(layer.activation_bytes), kGiB = 1024.0 * 1024 * 1024;
+  const auto f = [](const char* fmt, double a, double b = 0, double d = 0) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, fmt, a, b, d);
+    return std::string(buf);
+  };
+  Comments k;
+  k.top = {"ppsched cost model (format ppsched-costs, version 1). Keys named \"comment\" or starting with \"x-\" are ignored.",
+           "Units: times in ms, sizes in bytes, bandwidths in GB/s (1e9 bytes/s; null = infinite).",
+           "A per-stage value is a number (every stage), an array with one value per stage, or an array whose",
+           "entries may be arrays with one value per micro-batch (variable sequence lengths).",
+           f("These numbers are ppsched's embedded default for %g stages: a 7B-class transformer (hidden 4096, 32 layers,",
+             stages),
+           f("seq 4096, micro-batch 1, bf16), %g layers per stage, on H100-class GPUs, 8 per node.", kLayers / stages),
+           "overlap_efficiency: how much of the shorter sub-step of OVERLAP_F_B / OVERLAP_B_F is hidden (0..1)."};
+  k.compute = {"Milliseconds per micro-batch. FWD: forward of one stage; BWD: full backward; BWD_INPUT / BWD_WEIGHT:",
+               "the halves of a split backward (missing: BWD/2 each; missing BWD: their sum).",
+               f("Default: forward FLOPs per layer = 24 s h^2 + 4 s^2 h = %.3f TFLOP (2 x params x tokens plus attention),",
+                 kLayerFwdFlops / 1e12),
+               f("at 989 TFLOP/s peak x %.0f%% MFU = %.3f ms per layer; BWD = 2 x FWD, BWD_INPUT = BWD_WEIGHT = FWD.", kMfu * 100,
+                 kLayerFwdMs),
+               "TOWER_FWD / TOWER_BWD / TOWER_GRAD_BWD: MPipe tower forward, rank-0 recompute + backward, owner backward",
+               "(default: a 2-layer tower; 1x, 3x, 2x its forward). DATA_LOAD: loading one micro-batch.",
+               "FSDP: a fixed overhead of each FSDP_UNSHARD / RESHARD / REDUCE_GRAD step, added to the data-parallel",
+               "collective the simulator prices from bytes.params (ppsched simulate --dp N). SWAP: each swap step."};
+  k.bytes = {"Bytes of one message. activation[s]: stage s's output sent to stage s+1 (default: s x b x h x 2 = 32 MiB);",
+             "gradient[s]: its gradient sent back (missing: = activation). data / tower_inputs: one micro-batch of",
+             "token ids (s x 8). features / feature_grads: MPipe tower output and its gradient. meta: one shape/dtype",
+             f("message. tower_params: MPipe broadcast / grad-reduce payload (2 layers x 12 h^2 x 2 = %.0f MiB).",
+               c.tower_param_bytes / (1024.0 * 1024)),
+             "tied_params: tied-parameter ALL_REDUCE payload (a 32000 x 4096 bf16 embedding).",
+             f("params[s]: stage s's parameter (= gradient) bytes, moved by the data-parallel FSDP_* collectives (%g",
+               kLayers / stages),
+             "layers x 12 h^2 x 2 bytes, bf16); per stage only."};
+  k.link = {"A transfer takes latency_ms + bytes / bandwidth. Ranks r and q share a node when r / ranks_per_node ==",
+            "q / ranks_per_node. A flat {\"latency_ms\", \"bandwidth_GBps\"} sets every link at once.",
+            "pairs: per-pair overrides, e.g. {\"src\": 0, \"dst\": 9, \"latency_ms\": 0.02, \"bandwidth_GBps\": 25};",
+            "a pair applies to both directions unless the reverse is listed too."};
+  k.intra = {"NVLink 4 between two GPUs of a node: ~450 GB/s per direction effective, ~5 us."};
+  k.inter = {"400 Gb/s InfiniBand NDR between nodes: ~50 GB/s, ~10 us."};
+  k.collectives = {"Collective algorithm over the group's links: \"ring\" or \"tree\"."};
+  k.protocol = {"Payloads up to eager_threshold_bytes may complete before the receiver posts (NCCL's per-peer buffer).",
+                "compute_blocks_host: false on GPUs (the host launches a compute and goes on posting communication);",
+                "true on CPUs (the host runs the compute itself and posts nothing until it has finished).",
+                "background_progress: true on GPUs (a posted transfer moves on its own); false on CPUs with a core per",
+                "rank (the receiver's transport thread reads a payload in only while that rank waits).",
+                "send_handoff_ms: null on NCCL (a send completes when its payload arrived); on Gloo the time from a",
+                "transfer's start to its send's return (the transport took the payload; the receive ends later).",
+                "deferred_start_ms: with background_progress false, the extra start delay of a transfer that waited for",
+                "its receiver to wait (its sender computes: the transport thread needs a core)."};
+  k.memory = {"capacity_bytes: per rank (null = no limit; default 80 GiB). activation_bytes: kept from FWD to BWD per micro-",
+              f("batch and stage: 34 s h bytes per layer (Korthikanti et al. 2022, FlashAttention) = %.2f GiB x %g layers.",
+                kLayerKeptBytes / kGiB, kLayers / stages),
+              "weight_grad_bytes: kept from BWD_INPUT to BWD_WEIGHT (every matmul's input and output gradient, 32 s h",
+              "per layer; missing: half of activation_bytes). workspace_bytes: held while a backward runs (what a",
+              "recomputing backward recomputes). weights_bytes, grads_bytes, optimizer_bytes: what a stage holds for",
+              "the whole step before data-parallel sharding (default: bf16 weights, fp32 gradients, fp32 master",
+              "weights and Adam's two moments, 2 + 4 + 12 bytes per parameter; --dp N with --distributed-optimizer",
+              "or --fsdp shards them).",
+              "tower_graph_bytes: owner_backward keeps the tower graph of each owned micro (2 layers' activations).",
+              "tower_copy_bytes: the tower parameters every rank keeps (MPipe)."};
+  return k;
+}
+
+ordered_json model_json(const CostModel& c, const Comments* k) {
+  ordered_json root;
+  const auto note = [&](ordered_json& j, const Comment& lines) {
+    if (k) j["comment"] = lines;
+  };
+  note(root, k ? k->top : Comment{});
+  root["format"] = "ppsched-costs";
+  root["version"] = 1;
+  if (!k) root["x-source"] = c.source;
+  ordered_json compute;
+  note(compute, k ? k->compute : Comment{});
+  for (const auto& f : kComputeFields) compute[std::string(f.key)] = stage_json(c.*f.value);
+  root["compute"] = std::move(compute);
+  ordered_json bytes;
+  note(bytes, k ? k->bytes : Comment{});
+  for (const auto& f : kByteFields)
+    bytes[std::string(f.key)] = f.per_stage ? stage_json(c.*f.per_stage) : quantity(c.*f.scalar);
+  root["bytes"] = std::move(bytes);
+  ordered_json link;
+  note(link, k ? k->link : Comment{});
+  ordered_json intra, inter;
+  note(intra, k ? k->intra : Comment{});
+  note(inter, k ? k->inter : Comment{});
+  intra.update(link_json(c.intra_node));
+  inter.update(link_json(c.inter_node));
+  link["intra_node"] = std::move(intra);
+  link["inter_node"] = std::move(inter);
+  link["ranks_per_node"] = c.ranks_per_node;
+  link["pairs"] = ordered_json::array();
+  for (const auto& p : c.pairs) {
+    ordered_json pj;
+    pj["src"] = p.src;
+    pj["dst"] = p.dst;
+    pj.update(link_json(p.link));
+    link["pairs"].push_back(std::move(pj));
+  }
+  root["link"] = std::move(link);
+  ordered_json coll;
+  note(coll, k ? k->collectives : Comment{});
+  coll["algorithm"] = c.collective_algorithm == CollectiveAlgorithm::Ring ? "ring" : "tree";
+  root["collectives"] = std::move(coll);
+  ordered_json protocol;
+  note(protocol, k ? k->protocol : Comment{});
+  protocol["eager_threshold_bytes"] = quantity(c.eager_threshold_bytes);
+  protocol["compute_blocks_host"] = c.compute_blocks_host;
+  protocol["background_progress"] = c.background_progress;
+  protocol["send_handoff_ms"] = c.send_handoff_ms ? quantity(*c.send_handoff_ms) : ordered_json(nullptr);
+  protocol["deferred_start_ms"] = quantity(c.deferred_start_ms);
+  root["protocol"] = std::move(protocol);
+  root["overlap_efficiency"] = c.overlap_efficiency;
+  ordered_json memory;
+  note(memory, k ? k->memory : Comment{});
+  memory["capacity_bytes"] = c.capacity_bytes ? quantity(*c.capacity_bytes) : ordered_json(nullptr);
+  memory["activation_bytes"] = stage_json(c.kept_activation_bytes);
+  // Written only when set: a model without them reads back equal (weight_grad_bytes missing
+  // means half the activation).
+  for (auto [key, field] : {std::pair{"weight_grad_bytes", &CostModel::weight_grad_bytes},
+                            std::pair{"workspace_bytes", &CostModel::workspace_bytes},
+                            std::pair{"weights_bytes", &CostModel::weights_bytes},
+                            std::pair{"grads_bytes", &CostModel::grads_bytes},
+                            std::pair{"optimizer_bytes", &CostModel::optimizer_bytes}})
+    if (!(c.*field).rows.empty()) memory[key] = stage_json(c.*field);
+  memory["tower_graph_bytes"] = quantity(c.tower_graph_bytes);
+  memory["tower_copy_bytes"] = quantity(c.tower_copy_bytes);
+  root["memory"] = std::move(memory);
+  return root;
+}
+
+}  // namespace
+
+std::string write_cost_model(const CostModel& model) { return model_json(model, nullptr).dump(2) + "\n"; }
+
+std::string cost_template() { return cost_template(kDefaultCostStages); }
+
+std::string cost_template(int stages) {
+  const int p = stages > 0 ? stages : kDefaultCostStages;
+  const CostModel c = default_cost_model(p);
+  const Comments k = template_comments(c, p);
+  return model_json(c, &k).dump(2) + "\n";
+}
+
+}  // namespace ppsched

@@ -1,0 +1,185 @@
+#include "sim/network_costs.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "model/errors.hpp"
+#include "network/model_file.hpp"
+
+namespace ppsched {
+namespace {
+
+// One value per stage (per micro-batch when the plan has variants), or one number when every
+// stage has the same: a file writes it as one number, as a user would.
+template <class T>
+StageValue stage_value(const StagePlan& plan, std::vector<T> StageFigures::*field) {
+  StageValue v;
+  v.given = true;
+  bool same = true;
+  for (const auto& st : plan.stages) {
+    const auto& xs = st.*field;
+    std::vector<double> row(xs.begin(), xs.end());
+    if (row.size() > 1 && std::all_of(row.begin(), row.end(), [&](double x) { return x == row.front(); })) row.resize(1);
+    same = same && row == (v.rows.empty() ? row : v.rows.front());
+    v.rows.push_back(std::move(row));
+  }
+  if (same && !v.rows.empty()) v.rows.resize(1);
+  return v;
+}
+StageValue stage_bytes(const StagePlan& plan, int64_t StageFigures::*field) {
+  StageValue v;
+  v.given = true;
+  for (const auto& st : plan.stages) v.rows.push_back({static_cast<double>(st.*field)});
+  if (std::all_of(v.rows.begin(), v.rows.end(), [&](const auto& r) { return r == v.rows.front(); })) v.rows.resize(1);
+  return v;
+}
+bool any_positive(const StagePlan& plan, std::vector<int64_t> StageFigures::*field) {
+  for (const auto& st : plan.stages)
+    for (int64_t x : st.*field)
+      if (x > 0) return true;
+  return false;
+}
+
+// The link, collectives, protocol and overlap a model file gives, read and checked as a cost
+// file's (its messages name the model file and the key).
+void apply_cost_extras(const Network& net, CostModel& c) {
+  if (net.cost_extras.empty()) return;
+  nlohmann::json doc = net.cost_extras;
+  doc["format"] = "ppsched-costs";
+  doc["version"] = 1;
+  doc["compute"] = {{"FWD", 0}};
+  const CostModel x = read_cost_model(doc.dump(), net.source);
+  if (net.cost_extras.contains("link")) {
+    c.intra_node = x.intra_node;
+    c.inter_node = x.inter_node;
+    c.ranks_per_node = x.ranks_per_node;
+    c.pairs = x.pairs;
+  }
+  if (net.cost_extras.contains("collectives")) c.collective_algorithm = x.collective_algorithm;
+  if (net.cost_extras.contains("protocol")) {
+    c.eager_threshold_bytes = x.eager_threshold_bytes;
+    c.compute_blocks_host = x.compute_blocks_host;
+    c.background_progress = x.background_progress;
+    c.deferred_start_ms = x.deferred_start_ms;
+    c.send_handoff_ms = x.send_handoff_ms;
+  }
+  if (net.cost_extras.contains("overlap_efficiency")) c.overlap_efficiency = x.overlap_efficiency;
+}
+
+}  // namespace
+
+CostModel costs_from_plan(const Network& net, const StagePlan& plan, const std::vector<Layer>& layers, std::string source) {
+  CostModel c;
+  c.source = std::move(source);
+  c.fwd = stage_value(plan, &StageFigures::fwd_ms);
+  c.bwd_input = stage_value(plan, &StageFigures::bwd_input_ms);
+  c.bwd_weight = stage_value(plan, &StageFigures::bwd_weight_ms);
+  {
+    // BWD = BWD_INPUT + BWD_WEIGHT, per stage and micro-batch.
+    StagePlan sum = plan;
+    for (auto& st : sum.stages)
+      for (size_t m = 0; m < st.fwd_ms.size(); ++m) st.fwd_ms[m] = st.bwd_input_ms[m] + st.bwd_weight_ms[m];
+    c.bwd = stage_value(sum, &StageFigures::fwd_ms);
+  }
+  const BytesPerParam bpp = net.training.bytes_per_param();
+  // The MPipe tower: the first two body layers (a tower of the network's own layers in front
+  // of stage 0). Recompute + backward on rank 0, the backward alone on an owner.
+  double tower_f = 0, tower_b = 0, tower_params = 0, tower_kept = 0, hidden = 0;
+  int taken = 0;
+  for (const Layer& l : layers) {
+    if (!is_body(l.kind) || taken == 2) continue;
+    tower_f += l.fwd_flops;
+    tower_b += l.bwd_input_flops + l.bwd_weight_flops;
+    tower_params += static_cast<double>(l.params);
+    tower_kept += static_cast<double>(l.activation_bytes);
+    hidden = static_cast<double>(l.output_bytes);
+    ++taken;
+  }
+  const double tf = compute_ms(net.device, tower_f), tg = compute_ms(net.device, tower_b);
+  c.tower_fwd = StageValue::scalar(tf);
+  c.tower_grad_bwd = StageValue::scalar(tg);
+  c.tower_bwd = StageValue::scalar(std::round((tf + tg) * 1e3) / 1e3);
+  c.data_load = StageValue::scalar(0.05);
+  c.fsdp = StageValue::scalar(0);
+  c.swap = StageValue::scalar(0);
+  // Messages: the stage's output (its last layer's), both ways; a micro-batch of token ids.
+  c.activation_bytes = stage_value(plan, &StageFigures::boundary_bytes);
+  c.gradient_bytes = c.activation_bytes;
+  const double tokens = static_cast<double>(net.training.seq_lens.front()) * static_cast<double>(net.training.micro_batch_size);
+  c.data_bytes = 8 * tokens;
+  c.features_bytes = c.feature_grad_bytes = hidden;
+  c.tower_input_bytes = c.data_bytes;
+  c.meta_bytes = 64;
+  c.tower_param_bytes = std::round(tower_params * bpp.weights);
+  // Tied parameters (the ALL_REDUCE of a tied embedding and head): the embedding's weights.
+  c.tied_param_bytes = 0;
+  for (const Layer& l : layers)
+    if (l.kind == LayerKind::Head && l.shared_params > 0) c.tied_param_bytes = static_cast<double>(l.shared_params) * bpp.weights;
+  c.param_bytes = stage_bytes(plan, &StageFigures::weight_bytes);
+  c.intra_node = Link{0.005, 450.0};
+  c.inter_node = Link{0.010, 50.0};
+  c.ranks_per_node = 8;
+  c.collective_algorithm = CollectiveAlgorithm::Ring;
+  c.eager_threshold_bytes = 4.0 * 1024 * 1024;
+  c.overlap_efficiency = 0.5;
+  if (net.device.memory_bytes) c.capacity_bytes = static_cast<double>(*net.device.memory_bytes);
+  c.kept_activation_bytes = stage_value(plan, &StageFigures::activation_bytes);
+  c.weight_grad_bytes = stage_value(plan, &StageFigures::weight_grad_bytes);
+  if (any_positive(plan, &StageFigures::workspace_bytes)) c.workspace_bytes = stage_value(plan, &StageFigures::workspace_bytes);
+  c.weights_bytes = stage_bytes(plan, &StageFigures::weight_bytes);
+  c.grads_bytes = stage_bytes(plan, &StageFigures::grad_bytes);
+  c.optimizer_bytes = stage_bytes(plan, &StageFigures::optimizer_bytes);
+  c.tower_graph_bytes = tower_kept;
+  c.tower_copy_bytes = c.tower_param_bytes;
+  apply_cost_extras(net, c);
+  return c;
+}
+
+NetworkCosts network_costs(const Network& net, int stages, const std::string& layout_text, const std::string& layout_where) {
+  NetworkCosts out;
+  out.network = net;
+  // Per-stage per-micro tables: stages x sequence-length variants, bounded like the schedules.
+  if (net.training.seq_lens.size() > 1 &&
+      static_cast<int64_t>(stages) * static_cast<int64_t>(net.training.seq_lens.size()) > (int64_t{1} << 22))
+    throw InputError(in_file(net.source), "per-micro sequence lengths over " + std::to_string(stages) +
+                                              " stages make more than 2^22 per-stage values (README \"Limits\")");
+  out.layers = net.layers();
+  if (static_cast<int64_t>(stages) > static_cast<int64_t>(out.layers.size()) * 4 + 64 && layout_text.empty() &&
+      net.default_layout.empty())
+    throw InputError(in_file(net.source), std::to_string(stages) + " stages for a model of " +
+                                              std::to_string(out.layers.size()) + " layers: give --layout");
+  if (!layout_text.empty()) out.layout = parse_layout(layout_text, out.layers, stages, layout_where);
+  else if (!net.default_layout.empty())
+    out.layout = parse_layout(net.default_layout, out.layers, stages, net.source + " (layout)");
+  else out.layout = even_layout(out.layers, stages);
+  out.plan = plan_stages(net, out.layout);
+  out.costs = costs_from_plan(net, out.plan, out.layers, net.source.empty() ? net.name : net.source);
+  return out;
+}
+
+// ---- the embedded default ---------------------------------------------------------------------
+// The default network (network/default_network.cpp) split over any stage count as equal
+// fractions of its 32 layers; a 32000 x 4096 bf16 embedding (250 MiB) for the tied-parameter
+// ALL_REDUCE, though the layers leave the embedding out; NVLink 4 inside a node of 8 GPUs
+// (~450 GB/s per direction effective, ~5 us), 400 Gb/s InfiniBand NDR between nodes (~50 GB/s,
+// ~10 us); ring collectives; eager threshold 4 MiB (NCCL's per-peer buffer); overlap
+// efficiency 0.5; DATA_LOAD 0.05 ms (a prefetched 32 KiB batch: one pinned host-to-device copy
+// and launch overhead); FSDP and SWAP 0 (compute.FSDP is a fixed overhead each FSDP_* step adds
+// to its data-parallel collective).
+
+CostModel default_cost_model() { return default_cost_model(kDefaultCostStages); }
+
+CostModel default_cost_model(int stages) {
+  const int p = stages > 0 ? stages : kDefaultCostStages;
+  const Network net = default_network();
+  const StagePlan plan = plan_fraction(net, p);
+  char source[160];
+  std::snprintf(source, sizeof source, "default (7B-class transformer, %g of 32 layers per stage on %d stages, H100-class GPUs)",
+                32.0 / p, p);
+  CostModel c = costs_from_plan(net, plan, net.explicit_layers, source);
+  c.tied_param_bytes = 32000.0 * 4096 * 2;
+  return c;
+}
+
+}  // namespace ppsched

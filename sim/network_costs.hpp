@@ -1,0 +1,36 @@
+// A cost model from a network (network/): the per-stage figures of a layout priced as a cost
+// file would give them, so that the checks and the engine read a model and a file alike. The
+// embedded default (default_cost_model) is the default network's costs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "network/layout.hpp"
+#include "network/network.hpp"
+#include "network/stage_plan.hpp"
+#include "sim/cost_model.hpp"
+
+namespace ppsched {
+
+// A network laid out over a schedule's stages, and its cost model.
+struct NetworkCosts {
+  Network network;
+  std::vector<Layer> layers;  // the figures of the first sequence length
+  Layout layout;
+  StagePlan plan;
+  CostModel costs;
+};
+
+// The layout is `layout_text` ("" : the model file's, else torchtitan's even split), checked
+// against `stages`. Throws InputError (the model file, the layout's source) on a bad layout or
+// figures that leave the limits.
+NetworkCosts network_costs(const Network& net, int stages, const std::string& layout_text = "",
+                           const std::string& layout_where = "--layout");
+
+// The cost model of a stage plan: compute times, boundary messages, kept activations, what each
+// stage holds; the model file's link, collectives, protocol and overlap (cost-file keys) or the
+// default's; the MPipe tower priced as the first two body layers.
+CostModel costs_from_plan(const Network& net, const StagePlan& plan, const std::vector<Layer>& layers, std::string source);
+
+}  // namespace ppsched

@@ -28,8 +28,10 @@
 //   3eTf (Megatron's fused SwiGLU keeps [gate; up] and the down projection's input); with
 //   hidden dropout the two residual masks 2Th.
 // For GPT (LayerNorm, a d = h, g = a, f = 4h, dropout everywhere, e = 2) this is exactly
-// s b h (34 + 5 a s / h); FlashAttention keeps no scores (34 s b h); selective recomputation
-// drops them too (34 s b h); full recomputation keeps only the layer input, e T h = 2 s b h.
+// s b h (34 + 5 a s / h); FlashAttention keeps no scores (34 s b h; its backward recomputes them
+// blockwise, FLOPs counted as without it); selective recomputation drops them too (34 s b h,
+// the backward re-runs the attention core; with FlashAttention it changes nothing); full
+// recomputation keeps only the layer input, e T h = 2 s b h.
 // A recomputing backward holds, while it runs, what it recomputes for one layer (workspace).
 // An MoE layer keeps the router's probabilities (fp32, 4 T E) and, per routed copy of a token
 // (T k of them), the expert's input, its MLP and its output for the weighted combine; shared
@@ -83,7 +85,7 @@ Layer finish(const std::string& name, LayerKind kind, const Figures& x, const Sh
   const double fwd = 2 * z.T * x.matmul + x.core + x.extra_fwd;
   double bwd_in = 2 * z.T * x.matmul + 2 * x.core + x.extra_fwd, bwd_w = 2 * z.T * x.matmul + x.extra_fwd;
   double kept = x.kept + x.scores, workspace = 0;
-  if (r == Recompute::Selective) {
+  if (r == Recompute::Selective && x.scores > 0) {  // with FlashAttention there is nothing to recompute
     bwd_in += x.core;
     kept = x.kept;
     workspace = x.scores;
@@ -105,7 +107,7 @@ Layer finish(const std::string& name, LayerKind kind, const Figures& x, const Sh
 }
 
 // Self-attention of one decoder layer (standard, GQA or MLA).
-void attention(const Architecture& m, const Shape& z, Figures& x) {
+void attention(const Architecture& m, const Shape& z, bool flash, Figures& x) {
   const double h = z.h, a = z.a, T = z.T, e = z.e, s = z.s;
   double dqk = z.d, dv = z.d;
   if (m.kv_lora_rank > 0) {
@@ -134,6 +136,7 @@ void attention(const Architecture& m, const Shape& z, Figures& x) {
   x.kept += e * T * h;         // the QKV (or q_a / kv_a) projections' input
   x.weight_grad += e * T * h;  // ... which their weight gradients read
   x.core += 2 * T * s * a * (dqk + dv);
+  if (flash) return;  // FlashAttention keeps no scores (its backward recomputes them blockwise)
   x.scores += e * a * T * s;  // the softmax output
   if (m.attention_dropout > 0) x.scores += a * T * s + e * a * T * s;  // its dropout mask and output
 }
@@ -163,13 +166,14 @@ void mlp(const Architecture& m, const Shape& z, bool moe, Figures& x) {
   x.weight_grad += e * T * (sf + up * sf + h) + 4 * T * E; // shared experts; the router's output gradient
 }
 
-Layer decoder_layer(const Architecture& m, const Shape& z, bool moe, Recompute r, const std::string& name, LayerKind kind) {
+Layer decoder_layer(const Architecture& m, const Shape& z, bool moe, bool flash, Recompute r, const std::string& name,
+                    LayerKind kind) {
   Figures x;
   const double norm = m.layer_norm ? 2 * z.h : z.h;
   x.params += 2 * norm;
   x.kept += 2 * z.e * z.T * z.h;  // the two norms' inputs
   if (m.hidden_dropout > 0) x.kept += 2 * z.T * z.h;
-  attention(m, z, x);
+  attention(m, z, flash, x);
   mlp(m, z, moe, x);
   x.layer_input = z.e * z.T * z.h;
   Layer l = finish(name, kind, x, z, r, z.e * z.T * z.h);
@@ -234,7 +238,7 @@ std::vector<Layer> transformer_layers(const Architecture& m, const Training& tr,
   }
   for (int64_t i = 0; i < m.layers; ++i) {
     const bool moe = m.experts > 0 && static_cast<size_t>(i) < m.moe_layers.size() && m.moe_layers[static_cast<size_t>(i)];
-    out.push_back(decoder_layer(m, z, moe, tr.recompute_of(static_cast<size_t>(i)), "layers." + std::to_string(i),
+    out.push_back(decoder_layer(m, z, moe, tr.flash_attention, tr.recompute_of(static_cast<size_t>(i)), "layers." + std::to_string(i),
                                 LayerKind::Decoder));
   }
   const double norm = m.layer_norm ? 2 * z.h : z.h;
@@ -243,7 +247,7 @@ std::vector<Layer> transformer_layers(const Architecture& m, const Training& tr,
     // (MoE like the last main layer), its own final norm, and the output head shared with the
     // main model (its FLOPs and logits counted here, its weights with the head).
     const bool moe = m.experts > 0 && !m.moe_layers.empty() && m.moe_layers.back();
-    Layer l = decoder_layer(m, z, moe, tr.recompute_of(static_cast<size_t>(m.layers + i)), "mtp." + std::to_string(i),
+    Layer l = decoder_layer(m, z, moe, tr.flash_attention, tr.recompute_of(static_cast<size_t>(m.layers + i)), "mtp." + std::to_string(i),
                             LayerKind::Mtp);
     const double extra_params = 3 * norm + 2 * z.h * z.h, head = z.h * z.V;
     l.params += static_cast<int64_t>(std::llround(extra_params / z.t));

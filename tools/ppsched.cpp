@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   reg(cli::add_calibrate);
   reg(cli::add_fuzz);
   reg(cli::add_tune);
+  reg(cli::add_model);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

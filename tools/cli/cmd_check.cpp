@@ -15,7 +15,8 @@ Action add_check(CLI::App& app) {
     std::vector<std::string> files;
     GeneratorFlags gen;
     std::string comm = "rendezvous";
-    std::string budget, activation_bytes, costs;
+    std::string budget, activation_bytes;
+    CostFlags cost;
     CheckOptions options;
     DataParallelFlags dp;
     bool json = false, suggest = false, no_overlap_p2p = false;
@@ -35,8 +36,10 @@ Action add_check(CLI::App& app) {
                 "MPipe executor: the first MPIPE_FWD_RECV receives every outstanding micro; MPipe sends deferred");
   cmd->add_flag("--dyn-shape", st->options.dyn_shape, "body FWD P2P exchanges shape/dtype meta at every step");
   add_data_parallel_flags(*cmd, st->dp);
-  cmd->add_option("--costs", st->costs, "cost file: its memory model and capacity (default: the embedded model's memory model, no budget)");
-  cmd->add_option("--memory-budget", st->budget, "per-rank budget for live activations and buffers (e.g. 80GiB)");
+  add_cost_flags(*cmd, st->cost);
+  cmd->add_option("--memory-budget", st->budget,
+                  "per-rank budget for everything a rank holds (e.g. 80GiB); default: the capacity of --costs or "
+                  "--model, none with the embedded model");
   cmd->add_option("--activation-bytes", st->activation_bytes, "bytes one micro-batch keeps from FWD to BWD per stage (default: from the cost model)");
   cmd->add_flag("--json", st->json, "machine-readable result");
   cmd->add_flag("--suggest", st->suggest, "for a failing schedule, search the smallest edit (steps moved within their rank) that verifies");
@@ -72,11 +75,11 @@ Action add_check(CLI::App& app) {
         std::cerr << "note: " << name << " is a compute_comms CSV (PyTorch's lowered schedule): checked under "
                   << "--overlap-p2p, PyTorch's runtime semantics; --no-overlap-p2p checks it blocking\n";
       // Bytes per cache entry come from the cost model, so check and simulate count alike.
-      CostModel costs = st->costs.empty() ? default_cost_model(s.stages) : read_cost_file(st->costs);
+      CostModel costs = load_cost_model(st->cost, st->dp, s.stages);
       o.memory = costs.memory_model(s.stages);
       if (!st->activation_bytes.empty()) o.memory.activation_bytes = {parse_bytes(st->activation_bytes, "--activation-bytes")};
-      if (!st->costs.empty() && costs.capacity_bytes && st->budget.empty())
-        o.memory_budget = static_cast<int64_t>(*costs.capacity_bytes);
+      const bool given_costs = !st->cost.costs.empty() || !st->cost.model.empty();
+      if (given_costs && costs.capacity_bytes && st->budget.empty()) o.memory_budget = static_cast<int64_t>(*costs.capacity_bytes);
       o.dp = data_parallel_options(st->dp, s.ranks, name);
       CheckReport report = verify(s, o);
       all_ok = all_ok && report.ok();

@@ -19,14 +19,17 @@ namespace ppsched::cli {
 namespace {
 
 struct SimFlags {
-  std::string costs, comm = "rendezvous";
+  CostFlags cost;
+  std::string comm = "rendezvous", budget;
   CheckOptions check;
   DataParallelFlags dp;
   bool no_overlap_p2p = false;
 };
 
 void add_sim_flags(CLI::App& cmd, SimFlags& f) {
-  cmd.add_option("--costs", f.costs, "cost model file (ppsched-costs JSON); default: the embedded model (ppsched costs --default)");
+  add_cost_flags(cmd, f.cost);
+  cmd.add_option("--memory-budget", f.budget,
+                 "per-rank memory budget for everything a rank holds (e.g. 80GiB); default: the cost model's capacity");
   cmd.add_option("--comm", f.comm, "P2P semantics: rendezvous (default) or eager")->check(CLI::IsMember({"rendezvous", "eager"}));
   cmd.add_flag("--overlap-p2p", f.check.overlap_p2p,
                "receives waited by their consumer, sends drained at the end (the default for a compute_comms CSV)");
@@ -38,9 +41,7 @@ void add_sim_flags(CLI::App& cmd, SimFlags& f) {
   add_data_parallel_flags(cmd, f.dp);
 }
 
-CostModel load_costs(const SimFlags& f, int stages) {
-  return f.costs.empty() ? default_cost_model(stages) : read_cost_file(f.costs);
-}
+CostModel load_costs(SimFlags& f, int stages) { return load_cost_model(f.cost, f.dp, stages); }
 
 // `comms_csv`: the schedule was read from a compute_comms CSV, which selects --overlap-p2p
 // unless --no-overlap-p2p (model/formats/schedule_io.hpp, selects_overlap_p2p).
@@ -54,6 +55,7 @@ SimOptions sim_options(const SimFlags& f, const CostModel& c, const Schedule& s,
   o.check.comm = f.comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
   o.check.memory = c.memory_model(stages);
   if (c.capacity_bytes) o.check.memory_budget = static_cast<int64_t>(*c.capacity_bytes);
+  if (!f.budget.empty()) o.check.memory_budget = parse_bytes(f.budget, "--memory-budget");
   o.record_trace = trace;
   return o;
 }
@@ -91,6 +93,66 @@ std::string lane_label(Lane l) {
   return "?";
 }
 
+// What each rank holds: for the whole step (weights, gradients, optimizer state), the peak of
+// its kept activations alone, and its peak with what it is made of (README "Model and memory").
+nlohmann::json memory_json(const Schedule& s, const SimResult& r) {
+  nlohmann::json per_rank = nlohmann::json::array();
+  for (const auto& x : r.ranks) {
+    const RankMemory& m = x.memory;
+    const auto& slot = x.peak_memory_step >= 0 && static_cast<size_t>(x.peak_memory_step) < s.programs[static_cast<size_t>(x.rank)].size()
+                           ? s.programs[static_cast<size_t>(x.rank)][static_cast<size_t>(x.peak_memory_step)]
+                           : std::optional<Step>{};
+    per_rank.push_back({{"rank", x.rank},
+                        {"params_bytes", m.weights_bytes},
+                        {"grads_bytes", m.grads_bytes},
+                        {"optimizer_bytes", m.optimizer_bytes},
+                        {"resident_bytes", m.resident_bytes()},
+                        {"activations_peak_bytes", m.activations_peak_bytes},
+                        {"activations_peak_time_ms", m.activations_peak_time_ms},
+                        {"peak_bytes", x.peak_memory_bytes},
+                        {"peak_time_ms", x.peak_memory_time_ms},
+                        {"peak_step", x.peak_memory_step},
+                        {"peak_step_label", slot ? short_label(*slot) : ""},
+                        {"at_peak",
+                         {{"activations_bytes", m.at_peak_activations_bytes},
+                          {"buffers_bytes", m.at_peak_buffers_bytes},
+                          {"gathered_params_bytes", m.at_peak_gathered_bytes},
+                          {"workspace_bytes", m.at_peak_workspace_bytes}}}});
+  }
+  return {{"per_rank", std::move(per_rank)}};
+}
+
+// The breakdown table, when a rank holds more than live activations and buffers.
+std::string memory_text(const SimResult& r, std::optional<int64_t> budget) {
+  bool detailed = false;
+  for (const auto& x : r.ranks)
+    detailed = detailed || x.memory.resident_bytes() > 0 || x.memory.at_peak_workspace_bytes > 0 || x.memory.at_peak_gathered_bytes > 0;
+  if (!detailed) return "";
+  std::string out = "  memory at each rank's peak: held for the whole step (weights, grads, optimizer) + live then\n"
+                    "  rank     weights       grads   optimizer  activations     buffers    gathered   workspace        peak"
+                    "   act. peak\n";
+  for (const auto& x : r.ranks) {
+    const RankMemory& m = x.memory;
+    char line[300];
+    std::snprintf(line, sizeof line, "  r%-3d %11s %11s %11s  %11s %11s %11s %11s %11s %11s\n", x.rank,
+                  human_bytes(m.weights_bytes).c_str(), human_bytes(m.grads_bytes).c_str(),
+                  human_bytes(m.optimizer_bytes).c_str(), human_bytes(m.at_peak_activations_bytes).c_str(),
+                  human_bytes(m.at_peak_buffers_bytes).c_str(), human_bytes(m.at_peak_gathered_bytes).c_str(),
+                  human_bytes(m.at_peak_workspace_bytes).c_str(), human_bytes(x.peak_memory_bytes).c_str(),
+                  human_bytes(m.activations_peak_bytes).c_str());
+    out += line;
+  }
+  if (budget) {
+    int over = 0;
+    for (const auto& x : r.ranks) over += x.peak_memory_bytes > *budget;
+    out += "  budget " + human_bytes(*budget) + " per rank: " +
+           (over ? std::to_string(over) + " of " + std::to_string(r.ranks.size()) + " ranks over it"
+                 : std::string("every rank fits")) +
+           "\n";
+  }
+  return out;
+}
+
 nlohmann::json result_json(const Schedule& s, const SimResult& r, const CostModel& c, const DataParallelOptions& dp) {
   nlohmann::json j;
   j["completed"] = r.completed;
@@ -113,6 +175,7 @@ nlohmann::json result_json(const Schedule& s, const SimResult& r, const CostMode
                           {"peak_memory_step", x.peak_memory_step},
                           {"dp_collective_ms", x.dp_collective_ms},
                           {"dp_ring", x.dp_ring_inter_node ? "inter_node" : "intra_node"}});
+  j["memory"] = memory_json(s, r);
   j["critical_path"] = nlohmann::json::array();
   for (const auto& cp : r.critical_path) {
     const auto& slot = s.programs[static_cast<size_t>(cp.rank)][static_cast<size_t>(cp.step_index)];
@@ -133,7 +196,7 @@ nlohmann::json result_json(const Schedule& s, const SimResult& r, const CostMode
 }
 
 std::string result_text(const std::string& what, const Schedule& s, const SimResult& r, const CostModel& c,
-                        const DataParallelOptions& dp) {
+                        const DataParallelOptions& dp, std::optional<int64_t> budget) {
   std::string out = what + ": makespan " + fmt("%.3f", r.makespan_ms) + " ms" + (r.completed ? "" : " (STOPPED: deadlock)") +
                     ", mean bubble " + fmt("%.1f", 100 * mean_bubble(r)) + "% (costs: " + c.source + ")\n";
   if (dp.degree > 1) {
@@ -157,6 +220,7 @@ std::string result_text(const std::string& what, const Schedule& s, const SimRes
                   100 * x.bubble_fraction, human_bytes(x.peak_memory_bytes).c_str(), x.peak_memory_time_ms);
     out += line;
   }
+  out += memory_text(r, budget);
   if (!r.critical_path.empty()) {
     std::set<int> ranks;
     for (const auto& cp : r.critical_path) ranks.insert(cp.rank);
@@ -253,7 +317,7 @@ Action add_simulate(CLI::App& app) {
         j["overlap_p2p"] = so.check.overlap_p2p;
         all.push_back(std::move(j));
       } else {
-        std::cout << result_text(name, s, r, c, so.check.dp) << std::flush;
+        std::cout << result_text(name, s, r, c, so.check.dp, so.check.memory_budget) << std::flush;
       }
       // Labelled, so a simulated and a measured trace (ppsched-exec --trace) tell themselves apart.
       if (!st->trace.empty()) {

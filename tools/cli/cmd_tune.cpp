@@ -37,7 +37,9 @@ Action add_tune(CLI::App& app) {
   struct State {
     int pp = 0, micro = 0, vpp = 0, vpp_max = 0, threads = 0, rounds = 1;
     long iterations = 20000, des_iterations = 300;
-    std::string costs, budget, placement = "any", out, trace, svg, comm = "rendezvous", objective = "makespan";
+    CostFlags cost;
+    DataParallelFlags dp;
+    std::string budget, placement = "any", out, trace, svg, comm = "rendezvous", objective = "makespan";
     double seconds = 20;
     uint64_t seed = 1;
     bool json = false, overlap_p2p = false, quiet = false, no_families = false;
@@ -47,7 +49,8 @@ Action add_tune(CLI::App& app) {
   cmd->add_option("--micro", st->micro, "micro-batches M")->required();
   auto* vpp = cmd->add_option("--vpp", st->vpp, "stages per rank V (default 1)")->check(CLI::Range(1, 64));
   cmd->add_option("--vpp-max", st->vpp_max, "search every V from 1 to this")->excludes(vpp)->check(CLI::Range(1, 64));
-  cmd->add_option("--costs", st->costs, "cost file (default: the embedded 7B model)");
+  add_cost_flags(*cmd, st->cost);
+  add_data_parallel_flags(*cmd, st->dp);
   cmd->add_option("--memory-budget", st->budget, "per-rank memory cap (e.g. 60GiB); default: the cost model's capacity_bytes");
   cmd->add_option("--seconds", st->seconds, "time limit of the search (the result is deterministic when it finishes first)")
       ->check(CLI::Range(0.0, 86400.0));
@@ -90,10 +93,10 @@ Action add_tune(CLI::App& app) {
     if (st->placement == "loop") rq.placements = {PlacementKind::Loop};
     else if (st->placement == "v") rq.placements = {PlacementKind::V};
     else rq.placements = {PlacementKind::Loop, PlacementKind::V};
-    std::optional<CostModel> file;
-    if (!st->costs.empty()) file = read_cost_file(st->costs);
-    rq.costs = [file](int stages) { return file ? *file : default_cost_model(stages); };
-    const CostModel shown = rq.costs(rq.pp * rq.vpp_min);
+    // One cost model per stage count V x P: a model's layout depends on it.
+    const CostModel shown = load_cost_model(st->cost, st->dp, rq.pp * rq.vpp_min);
+    rq.costs = [st](int stages) { return load_cost_model(st->cost, st->dp, stages); };
+    rq.sim.check.dp = data_parallel_options(st->dp, rq.pp, st->cost.model);
     if (!st->budget.empty()) rq.budget = static_cast<double>(parse_bytes(st->budget, "--memory-budget"));
     rq.sim.check.comm = st->comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
     rq.sim.check.overlap_p2p = st->overlap_p2p;

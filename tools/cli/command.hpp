@@ -15,6 +15,8 @@
 #include "lowering/options.hpp"
 #include "model/validate.hpp"
 #include "model/schedule.hpp"
+#include "network/network.hpp"
+#include "sim/network_costs.hpp"
 #include <nlohmann/json.hpp>
 
 namespace ppsched::cli {
@@ -76,6 +78,7 @@ Action add_compare(CLI::App& app);
 Action add_fuzz(CLI::App& app);
 Action add_calibrate(CLI::App& app);
 Action add_tune(CLI::App& app);
+Action add_model(CLI::App& app);
 
 // `check --suggest`: searches and prints (or adds to `json`) the smallest move edit that makes
 // `s` verify, writing the fixed schedule to fix_out when given (tools/cli/check_suggest.cpp).
@@ -100,7 +103,9 @@ Schedule build_generated(GeneratorFlags& flags);
 struct DataParallelFlags {
   int degree = 1;
   bool fsdp = false;
+  bool distributed_optimizer = false;
   std::string mesh_order = "dp,pp";
+  CLI::Option *degree_opt = nullptr, *fsdp_opt = nullptr, *dist_opt = nullptr;  // given on the command line?
 };
 void add_data_parallel_flags(CLI::App& cmd, DataParallelFlags& flags);
 // The options the flags give a job of `pipeline_ranks` ranks; throws InputError naming the
@@ -109,6 +114,24 @@ DataParallelOptions data_parallel_options(const DataParallelFlags& flags, int pi
                                           const std::string& input = "");
 // "DP 8 (mesh dp,pp, FSDP)": how a report names the layout.
 std::string data_parallel_label(const DataParallelOptions& dp);
+
+// The costs of a command: --costs FILE, --model MODEL with its training flags (README "Model
+// and memory"), or the embedded default. With both, the cost file overrides what it sets.
+struct CostFlags {
+  std::string costs, model, layout, recompute, flash_attention, precision, optimizer;
+  long long seq_len = 0, micro_batch_size = 0;
+  int tp = 0;
+  CLI::Option* model_opt = nullptr;
+};
+// `positional_model`: `ppsched model MODEL` takes the model as its argument.
+void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file = true, bool positional_model = false);
+// The network --model names with the training flags applied (a flag wins over the file); the
+// data-parallel flags not given on the command line take the model file's training values.
+Network load_network(const CostFlags& f, DataParallelFlags& dp);
+// The cost model for a schedule of `stages` stages; `net` (when --model) also gets the layout
+// and per-stage figures; `dp` takes the model's data-parallel settings where no flag gave them.
+// Throws InputError.
+CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, int stages, NetworkCosts* net = nullptr);
 
 // Writes `text` to `path`, or to stdout when path is empty or "-". Throws InputError when
 // the file cannot be written.

@@ -5,13 +5,17 @@
 namespace ppsched::cli {
 
 void add_data_parallel_flags(CLI::App& cmd, DataParallelFlags& f) {
-  cmd.add_option("--dp", f.degree,
+  f.degree_opt = cmd.add_option("--dp", f.degree,
                  "data-parallel replicas N of every pipeline rank (default 1): the FSDP_* steps become collectives "
                  "over each pipeline rank's DP group of N ranks")
       ->check(whole_in(1, kMaxCount));
-  cmd.add_flag("--fsdp", f.fsdp,
+  f.fsdp_opt = cmd.add_flag("--fsdp", f.fsdp,
                "parameters sharded over the DP group: FSDP_UNSHARD all-gathers, FSDP_REDUCE_GRAD reduce-scatters "
                "(without it REDUCE_GRAD all-reduces and UNSHARD/RESHARD move nothing)");
+  f.dist_opt = cmd.add_flag("--distributed-optimizer", f.distributed_optimizer,
+                            "optimizer state sharded over the DP group (Megatron's distributed optimizer, ZeRO-1): "
+                            "6 + 12/N bytes per parameter instead of 18")
+                   ->excludes(f.fsdp_opt);
   cmd.add_option("--mesh-order", f.mesh_order,
                  "global rank layout, as torch's 2-D DeviceMesh: dp,pp (default; rank g is pipeline rank g % PP of "
                  "replica g / PP) or pp,dp (rank g is pipeline rank g / N of replica g % N)")
@@ -28,6 +32,7 @@ DataParallelOptions data_parallel_options(const DataParallelFlags& f, int pipeli
   DataParallelOptions dp;
   dp.degree = f.degree;
   dp.fsdp = f.fsdp;
+  dp.distributed_optimizer = f.distributed_optimizer;
   dp.mesh_order = f.mesh_order == "pp,dp" ? MeshOrder::PpDp : MeshOrder::DpPp;
   if (const std::string why = data_parallel_problem(dp, pipeline_ranks); !why.empty()) {
     Location where = in_file(input);
@@ -39,7 +44,7 @@ DataParallelOptions data_parallel_options(const DataParallelFlags& f, int pipeli
 
 std::string data_parallel_label(const DataParallelOptions& dp) {
   return "DP " + std::to_string(dp.degree) + " (mesh " + (dp.mesh_order == MeshOrder::PpDp ? "pp,dp" : "dp,pp") +
-         (dp.fsdp ? ", FSDP" : "") + ")";
+         (dp.fsdp ? ", FSDP" : "") + (dp.distributed_optimizer ? ", distributed optimizer" : "") + ")";
 }
 
 }  // namespace ppsched::cli

@@ -1,0 +1,235 @@
+// `ppsched model MODEL`: a model's layers, their layout over the stages, per-stage costs and the
+// whole per-stage memory; -o writes the ordinary cost file the other commands read.
+#include <cinttypes>
+#include <cstdio>
+#include <iostream>
+
+#include "model/errors.hpp"
+#include "network/hf_config.hpp"
+#include "tools/cli/command.hpp"
+#include "tools/cli/render.hpp"
+
+namespace ppsched::cli {
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// 8030261248 -> "8,030,261,248"
+std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ",";
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string billions(double n) { return n >= 1e9 ? fmt("%.2f B", n / 1e9) : n >= 1e6 ? fmt("%.1f M", n / 1e6) : fmt("%.0f", n); }
+
+// "embedding, layers.0-7" for a stage's layers.
+std::string layer_span(const std::vector<int32_t>& idx, const std::vector<Layer>& layers) {
+  std::string out;
+  size_t k = 0;
+  while (k < idx.size()) {
+    const Layer& l = layers[static_cast<size_t>(idx[k])];
+    size_t j = k + 1;
+    const bool numbered = l.kind == LayerKind::Decoder || l.kind == LayerKind::Mtp || l.kind == LayerKind::Generic;
+    while (numbered && j < idx.size() && idx[j] == idx[j - 1] + 1 && layers[static_cast<size_t>(idx[j])].kind == l.kind) ++j;
+    std::string name = l.name;
+    if (j - k > 1) {
+      const std::string& last = layers[static_cast<size_t>(idx[j - 1])].name;
+      const size_t dot = last.rfind('.');
+      name += "-" + (dot == std::string::npos ? last : last.substr(dot + 1));
+    }
+    out += (out.empty() ? "" : ", ") + name;
+    k = j;
+  }
+  return out.empty() ? "(empty)" : out;
+}
+
+std::string describe(const Network& net) {
+  if (!net.arch) return std::to_string(net.explicit_layers.size()) + " listed layers";
+  const Architecture& a = *net.arch;
+  std::string out = a.model_type + ": " + std::to_string(a.layers) + " decoder layers";
+  if (a.mtp_layers) out += " + " + std::to_string(a.mtp_layers) + " MTP";
+  out += ", hidden " + std::to_string(a.hidden) + ", " + std::to_string(a.heads) + " heads";
+  if (a.kv_lora_rank) out += " (MLA)";
+  else if (a.kv_heads != a.heads) out += " (" + std::to_string(a.kv_heads) + " key/value)";
+  if (a.experts) {
+    int64_t moe = 0;
+    for (bool b : a.moe_layers) moe += b;
+    out += ", " + std::to_string(moe) + " MoE layers of " + std::to_string(a.experts) + " experts (top " +
+           std::to_string(a.experts_per_token) + ", FFN " + std::to_string(a.moe_ffn) + ")";
+    if (moe < a.layers) out += ", dense FFN " + std::to_string(a.ffn);
+  } else {
+    out += ", FFN " + std::to_string(a.ffn) + (a.gated_mlp ? " (SwiGLU)" : "");
+  }
+  out += ", vocabulary " + std::to_string(a.vocab) + (a.tied_embeddings ? ", tied" : ", untied");
+  return out;
+}
+
+nlohmann::json model_json(const NetworkCosts& nc, const DataParallelOptions& dp) {
+  const Network& net = nc.network;
+  const Training& t = net.training;
+  nlohmann::json j;
+  j["model"] = net.name;
+  j["source"] = net.source;
+  j["parameters"] = {{"total", net.total_params()}};
+  const BytesPerParam bpp = t.bytes_per_param();
+  j["training"] = {{"seq_len", t.seq_lens},
+                   {"micro_batch_size", t.micro_batch_size},
+                   {"precision", to_string(t.precision)},
+                   {"optimizer", to_string(t.optimizer)},
+                   {"bytes_per_param", {{"weights", bpp.weights}, {"grads", bpp.grads}, {"optimizer", bpp.optimizer}}},
+                   {"tp", t.tp},
+                   {"dp", dp.degree},
+                   {"fsdp", dp.fsdp},
+                   {"distributed_optimizer", dp.distributed_optimizer},
+                   {"flash_attention", t.flash_attention}};
+  nlohmann::json rc = nlohmann::json::array();
+  for (Recompute r : t.recompute) rc.push_back(to_string(r));
+  j["training"]["recompute"] = t.recompute.size() == 1 ? rc[0] : rc;
+  j["device"] = {{"flops_per_s", net.device.flops_per_s},
+                 {"mfu", net.device.mfu},
+                 {"memory_bytes", net.device.memory_bytes ? nlohmann::json(*net.device.memory_bytes) : nlohmann::json(nullptr)}};
+  j["layers"] = nlohmann::json::array();
+  for (const Layer& l : nc.layers)
+    j["layers"].push_back({{"name", l.name},
+                           {"kind", to_string(l.kind)},
+                           {"params", l.params},
+                           {"fwd_flops", l.fwd_flops},
+                           {"bwd_input_flops", l.bwd_input_flops},
+                           {"bwd_weight_flops", l.bwd_weight_flops},
+                           {"activation_bytes", l.activation_bytes},
+                           {"weight_grad_bytes", l.weight_grad_bytes},
+                           {"workspace_bytes", l.workspace_bytes},
+                           {"output_bytes", l.output_bytes}});
+  j["layout"] = {{"counts", body_counts(nc.layout, nc.layers)},
+                 {"megatron", megatron_text(nc.layout, nc.layers)},
+                 {"how", nc.layout.how}};
+  j["stages"] = nlohmann::json::array();
+  const MemoryModel mm = nc.costs.memory_model(static_cast<int>(nc.plan.stages.size()));
+  for (size_t s = 0; s < nc.plan.stages.size(); ++s) {
+    const StageFigures& st = nc.plan.stages[s];
+    const ResidentBytes held = mm.resident(static_cast<int>(s), dp);
+    j["stages"].push_back({{"stage", s},
+                           {"layers", st.layers},
+                           {"params", st.params},
+                           {"fwd_flops", st.fwd_flops.front()},
+                           {"fwd_ms", st.fwd_ms.front()},
+                           {"bwd_ms", st.bwd_input_ms.front() + st.bwd_weight_ms.front()},
+                           {"bwd_input_ms", st.bwd_input_ms.front()},
+                           {"bwd_weight_ms", st.bwd_weight_ms.front()},
+                           {"activation_bytes_per_micro", st.activation_bytes.front()},
+                           {"weight_grad_bytes_per_micro", st.weight_grad_bytes.front()},
+                           {"workspace_bytes", st.workspace_bytes.front()},
+                           {"boundary_bytes", st.boundary_bytes.front()},
+                           {"weights_bytes", held.weights},
+                           {"grads_bytes", held.grads},
+                           {"optimizer_bytes", held.optimizer},
+                           {"resident_bytes", held.total()}});
+  }
+  return j;
+}
+
+std::string model_text(const NetworkCosts& nc, const DataParallelOptions& dp) {
+  const Network& net = nc.network;
+  const Training& t = net.training;
+  const int64_t total = net.total_params();
+  std::string out = "model " + (net.source.empty() ? net.name : net.source) + ": " + describe(net) + "\n";
+  out += "  parameters: " + grouped(total) + " (" + billions(static_cast<double>(total)) + ")\n";
+  const BytesPerParam bpp = t.bytes_per_param();
+  std::string seq;
+  for (size_t k = 0; k < t.seq_lens.size() && k < 8; ++k) seq += (k ? "," : "") + std::to_string(t.seq_lens[k]);
+  if (t.seq_lens.size() > 8) seq += ",... (" + std::to_string(t.seq_lens.size()) + " micro-batches)";
+  out += "  training: sequence " + seq + " x micro-batch " + std::to_string(t.micro_batch_size) + ", " +
+         to_string(t.precision) + (t.precision == Precision::Fp32 ? "" : " mixed precision") + ", " +
+         (t.optimizer == Optimizer::Adam ? "Adam" : "SGD") + " (" + fmt("%g", bpp.weights) + " + " + fmt("%g", bpp.grads) +
+         " + " + fmt("%g", bpp.optimizer) + " B per parameter), recompute " +
+         (t.recompute.size() == 1 ? std::string(to_string(t.recompute[0])) : std::string("per layer")) + ", FlashAttention " +
+         (t.flash_attention ? "on" : "off") + ", TP " + std::to_string(t.tp) + ", " + data_parallel_label(dp) + "\n";
+  out += "  device: " + fmt("%.4g", net.device.flops_per_s / 1e12) + " TFLOP/s x MFU " + fmt("%.3g", net.device.mfu) + " = " +
+         fmt("%.4g", net.device.effective_flops() / 1e12) + " TFLOP/s" +
+         (net.device.memory_bytes ? ", " + human_bytes(*net.device.memory_bytes) + " per rank" : "") + "\n";
+  out += "  layout (" + std::to_string(nc.plan.stages.size()) + " stages, " + nc.layout.how + "): " +
+         counts_text(nc.layout, nc.layers) + " = Megatron \"" + megatron_text(nc.layout, nc.layers) + "\"\n";
+  out += "  stage  layers                      params  fwd TFLOP     F ms     B ms     I ms     W ms   act/micro    W state   boundary"
+         "     weights       grads   optimizer    resident\n";
+  const MemoryModel mm = nc.costs.memory_model(static_cast<int>(nc.plan.stages.size()));
+  for (size_t s = 0; s < nc.plan.stages.size(); ++s) {
+    const StageFigures& st = nc.plan.stages[s];
+    const ResidentBytes held = mm.resident(static_cast<int>(s), dp);
+    std::string span = layer_span(st.layers, nc.layers);
+    if (span.size() > 26) span = span.substr(0, 23) + "...";
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "  %5zu  %-26s %9s %10.2f %8.3f %8.3f %8.3f %8.3f %11s %10s %10s %11s %11s %11s %11s\n", s, span.c_str(),
+                  billions(static_cast<double>(st.params)).c_str(), st.fwd_flops.front() / 1e12, st.fwd_ms.front(),
+                  st.bwd_input_ms.front() + st.bwd_weight_ms.front(), st.bwd_input_ms.front(), st.bwd_weight_ms.front(),
+                  human_bytes(st.activation_bytes.front()).c_str(), human_bytes(st.weight_grad_bytes.front()).c_str(),
+                  human_bytes(st.boundary_bytes.front()).c_str(), human_bytes(held.weights).c_str(),
+                  human_bytes(held.grads).c_str(), human_bytes(held.optimizer).c_str(), human_bytes(held.total()).c_str());
+    out += line;
+  }
+  out += "  (act/micro: kept from forward to backward per micro-batch; W state: kept from BWD_INPUT to BWD_WEIGHT; "
+         "resident: held for the whole step, after data-parallel sharding; the peak over a schedule: ppsched simulate "
+         "--model)\n";
+  return out;
+}
+
+}  // namespace
+
+Action add_model(CLI::App& app) {
+  auto* cmd = app.add_subcommand("model", "a model's layers, their layout over the stages, per-stage costs and memory");
+  struct State {
+    CostFlags cost;
+    DataParallelFlags dp;
+    int pp = 1, vpp = 1;
+    std::string out;
+    bool json = false, layers = false;
+  };
+  auto st = std::make_shared<State>();
+  add_cost_flags(*cmd, st->cost, false, true);
+  cmd->add_option("--pp", st->pp, "pipeline ranks P (default 1)")->check(whole_in(1, kMaxCount));
+  cmd->add_option("--vpp", st->vpp, "stages per rank V (default 1): the layout has P x V stages")->check(whole_in(1, kMaxCount));
+  add_data_parallel_flags(*cmd, st->dp);
+  cmd->add_option("-o,--output", st->out, "write the per-stage costs as a cost file (ppsched-costs) here");
+  cmd->add_flag("--layers", st->layers, "also list every layer's figures");
+  cmd->add_flag("--json", st->json, "machine-readable result");
+  return [st]() {
+    const int64_t stages = int64_t{st->pp} * st->vpp;
+    if (stages > kMaxCount) throw InputError({}, "--pp x --vpp is over the limit of 2^20 stages");
+    NetworkCosts nc;
+    load_cost_model(st->cost, st->dp, static_cast<int>(stages), &nc);
+    const DataParallelOptions dp = data_parallel_options(st->dp, st->pp, st->cost.model);
+    if (!st->out.empty()) {
+      refuse_overwriting_input(st->out, {st->cost.model}, "-o");
+      write_output(st->out, write_cost_model(nc.costs));
+    }
+    if (st->json) {
+      std::cout << model_json(nc, dp).dump(2) << "\n";
+    } else {
+      std::cout << model_text(nc, dp);
+      if (st->layers) {
+        std::cout << "  layer                kind        params   fwd TFLOP  bwd-in TFLOP  bwd-w TFLOP   activation    W state  workspace     output\n";
+        for (const Layer& l : nc.layers) {
+          char line[300];
+          std::snprintf(line, sizeof line, "  %-20s %-9s %9s %11.3f %13.3f %12.3f %12s %10s %10s %10s\n", l.name.substr(0, 20).c_str(),
+                        to_string(l.kind), billions(static_cast<double>(l.params)).c_str(), l.fwd_flops / 1e12,
+                        l.bwd_input_flops / 1e12, l.bwd_weight_flops / 1e12, human_bytes(l.activation_bytes).c_str(),
+                        human_bytes(l.weight_grad_bytes).c_str(), human_bytes(l.workspace_bytes).c_str(),
+                        human_bytes(l.output_bytes).c_str());
+          std::cout << line;
+        }
+      }
+      if (!st->out.empty()) std::cout << "wrote " << st->out << " (ppsched-costs, " << stages << " stages)\n";
+    }
+    return kOk;
+  };
+}
+
+}  // namespace ppsched::cli

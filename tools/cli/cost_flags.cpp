@@ -1,0 +1,134 @@
+// --costs, --model and the training flags, shared by every command that prices a schedule.
+#include <nlohmann/json.hpp>
+
+#include "model/errors.hpp"
+#include "model/formats/json_support.hpp"
+#include "model/formats/schedule_io.hpp"
+#include "network/model_file.hpp"
+#include "tools/cli/command.hpp"
+
+namespace ppsched::cli {
+namespace {
+
+CLI::Validator one_of(std::vector<std::string> choices) {
+  std::string names;
+  for (const auto& c : choices) names += (names.empty() ? "" : "|") + c;
+  return CLI::Validator(
+      [choices, names](std::string& text) -> std::string {
+        for (const auto& c : choices)
+          if (text == c) return {};
+        return "expected " + names + ", got '" + text.substr(0, 40) + "'";
+      },
+      names);
+}
+
+// A cost file's keys laid over a model's cost model (as a document): objects merge key by key,
+// anything else replaces. A backward the file gives replaces all of the model's (BWD and its
+// halves derive from each other), and so does an activation message its gradient.
+void overlay(nlohmann::json& base, const nlohmann::json& top) {
+  if (top.contains("compute") && top["compute"].is_object() && base.contains("compute")) {
+    const auto& c = top["compute"];
+    if (c.contains("BWD") || c.contains("BWD_INPUT") || c.contains("BWD_WEIGHT"))
+      for (const char* k : {"BWD", "BWD_INPUT", "BWD_WEIGHT"}) base["compute"].erase(k);
+  }
+  if (top.contains("bytes") && top["bytes"].is_object() && base.contains("bytes") && top["bytes"].contains("activation") &&
+      !top["bytes"].contains("gradient"))
+    base["bytes"].erase("gradient");
+  if (top.contains("memory") && top["memory"].is_object() && base.contains("memory") &&
+      top["memory"].contains("activation_bytes") && !top["memory"].contains("weight_grad_bytes"))
+    base["memory"].erase("weight_grad_bytes");
+  for (auto it = top.begin(); it != top.end(); ++it) {
+    if (it.value().is_object() && base.contains(it.key()) && base[it.key()].is_object() && it.key() != "link")
+      overlay(base[it.key()], it.value());
+    else
+      base[it.key()] = it.value();
+  }
+}
+
+}  // namespace
+
+void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file, bool positional_model) {
+  if (with_costs_file)
+    cmd.add_option("--costs", f.costs,
+                   "cost model file (ppsched-costs JSON); with --model it overrides what it sets; default: the "
+                   "embedded 7B model (ppsched costs --default)");
+  f.model_opt = positional_model
+                    ? cmd.add_option("model", f.model, "model: a ppsched-model file or a Hugging Face config.json")->required()
+                    : cmd.add_option("--model", f.model,
+                                     "price the schedule from a model: a ppsched-model file or a Hugging Face config.json "
+                                     "(per-stage costs and the whole per-rank memory)");
+  const auto needs_model = [&](CLI::Option* o) {
+    if (!positional_model) o->needs(f.model_opt);
+  };
+  needs_model(cmd.add_option("--layout", f.layout,
+                             "which layers each stage holds: counts per stage (4,2,1,1) or Megatron's "
+                             "--pipeline-model-parallel-layout (\"Et*8|t*8|t*8|t*8L\"); default: torchtitan's even split"));
+  needs_model(cmd.add_option("--seq-len", f.seq_len, "sequence length (default: the model file's, else 4096)")
+                  ->check(whole_in(1, kMaxSeqLen)));
+  needs_model(cmd.add_option("--micro-batch-size", f.micro_batch_size, "sequences per micro-batch (default 1)")
+                  ->check(whole_in(1, kMaxMicroBatchSize)));
+  needs_model(cmd.add_option("--recompute", f.recompute, "activation recomputation of every decoder layer: none, selective, full")
+                  ->check(one_of({"none", "selective", "full"})));
+  needs_model(cmd.add_option("--flash-attention", f.flash_attention, "FlashAttention (no attention scores kept): on (default) or off")
+                  ->check(one_of({"on", "off"})));
+  needs_model(cmd.add_option("--tp", f.tp, "tensor-parallel degree: every figure divided by it (Megatron's accounting)")
+                  ->check(whole_in(1, 65536)));
+  needs_model(cmd.add_option("--precision", f.precision, "bf16 (default), fp16 (mixed precision) or fp32")
+                  ->check(one_of({"bf16", "fp16", "fp32"})));
+  needs_model(cmd.add_option("--optimizer", f.optimizer, "adam (default; adamw alike) or sgd (momentum)")
+                  ->check(one_of({"adam", "adamw", "sgd"})));
+}
+
+Network load_network(const CostFlags& f, DataParallelFlags& dp) {
+  Network net = read_network_file(f.model);
+  Training& t = net.training;
+  const bool listed = !net.arch.has_value();
+  const auto refuse_listed = [&](bool given, const char* flag) {
+    if (given && listed)
+      throw InputError(in_file(f.model), std::string(flag) +
+                                             " does not apply: the model lists its layers with their figures (it applies "
+                                             "to a Hugging Face config or a model file's hf_config)");
+  };
+  refuse_listed(f.seq_len > 0, "--seq-len");
+  refuse_listed(f.micro_batch_size > 0, "--micro-batch-size");
+  refuse_listed(!f.recompute.empty(), "--recompute");
+  refuse_listed(!f.flash_attention.empty(), "--flash-attention");
+  if (f.seq_len > 0) t.seq_lens = {f.seq_len};
+  if (f.micro_batch_size > 0) t.micro_batch_size = f.micro_batch_size;
+  if (!f.recompute.empty())
+    t.recompute = {f.recompute == "full" ? Recompute::Full : f.recompute == "selective" ? Recompute::Selective : Recompute::None};
+  if (!f.flash_attention.empty()) t.flash_attention = f.flash_attention == "on";
+  if (f.tp > 0) t.tp = f.tp;
+  if (!f.precision.empty()) t.precision = f.precision == "fp32" ? Precision::Fp32 : f.precision == "fp16" ? Precision::Fp16 : Precision::Bf16;
+  if (!f.optimizer.empty()) t.optimizer = f.optimizer == "sgd" ? Optimizer::Sgd : Optimizer::Adam;
+  // The data-parallel flags win; those not given take the model file's training values.
+  const auto given = [](CLI::Option* o) { return o && o->count() > 0; };
+  if (!given(dp.degree_opt)) dp.degree = t.dp;
+  if (!given(dp.fsdp_opt) && !given(dp.dist_opt)) {
+    dp.fsdp = t.fsdp;
+    dp.distributed_optimizer = t.distributed_optimizer;
+  }
+  t.dp = dp.degree;
+  t.fsdp = dp.fsdp;
+  t.distributed_optimizer = dp.distributed_optimizer;
+  return net;
+}
+
+CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, int stages, NetworkCosts* out) {
+  if (f.model.empty()) return f.costs.empty() ? default_cost_model(stages) : read_cost_file(f.costs);
+  NetworkCosts nc = network_costs(load_network(f, dp), stages, f.layout, "--layout");
+  if (!f.costs.empty()) {
+    nlohmann::json base = nlohmann::json::parse(write_cost_model(nc.costs));
+    const nlohmann::json top = parse_json_strict(read_input_file(f.costs, kMaxCostFileBytes), f.costs, false);
+    if (!top.is_object()) throw InputError(in_file(f.costs), "expected a JSON object (a ppsched-costs file)");
+    overlay(base, top);
+    CostModel merged = read_cost_model(base.dump(), f.costs);
+    merged.source = nc.costs.source + " + " + f.costs;
+    nc.costs = std::move(merged);
+  }
+  CostModel c = nc.costs;
+  if (out) *out = std::move(nc);
+  return c;
+}
+
+}  // namespace ppsched::cli

@@ -188,7 +188,9 @@ Layout parse_counts(const std::string& text, const std::vector<Layer>& layers, i
 
 Layout parse_layout(const std::string& text, const std::vector<Layer>& layers, int stages, const std::string& where) {
   if (text.empty()) refuse(where, "an empty layout: give one count per stage (\"4,2,1,1\") or Megatron's layout");
-  const bool megatron = text.find_first_not_of("0123456789, \t") != std::string::npos;
+  // Counts start with a number; Megatron's layout never does (its first layer is E).
+  const size_t first = text.find_first_not_of(" \t");
+  const bool megatron = first != std::string::npos && !std::isdigit(static_cast<unsigned char>(text[first]));
   return megatron ? parse_megatron(text, layers, stages, where) : parse_counts(text, layers, stages, where);
 }
 

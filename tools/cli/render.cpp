@@ -58,7 +58,8 @@ nlohmann::json report_json(const Schedule& s, const CheckReport& r) {
                 {"meta_messages", r.stats.meta_messages},
                 {"channels", r.stats.channels},
                 {"collectives", r.stats.collectives},
-                {"peak_memory_bytes", r.stats.peak_memory_bytes}};
+                {"peak_memory_bytes", r.stats.peak_memory_bytes},
+                {"resident_memory_bytes", r.stats.resident_bytes}};
   return j;
 }
 
@@ -75,13 +76,20 @@ std::string human_bytes(int64_t b) {
 std::string report_text(const std::string& what, const Schedule& s, const CheckReport& r) {
   std::string out;
   const auto& st = r.stats;
-  int64_t peak = 0;
-  for (auto p : st.peak_memory_bytes) peak = std::max(peak, p);
+  int64_t peak = 0, resident = 0;
+  for (size_t k = 0; k < st.peak_memory_bytes.size(); ++k)
+    if (st.peak_memory_bytes[k] > peak) {
+      peak = st.peak_memory_bytes[k];
+      resident = k < st.resident_bytes.size() ? st.resident_bytes[k] : 0;
+    }
+  const std::string memory = resident > 0 ? "peak memory " + human_bytes(peak) + " (" + human_bytes(resident) +
+                                                " held for the whole step + " + human_bytes(peak - resident) + " live)"
+                                          : "peak live memory " + human_bytes(peak);
   if (r.ok()) {
     out += what + ": verified (" + std::to_string(st.steps) + " steps on " + std::to_string(s.ranks) + " ranks, " +
            std::to_string(st.messages) + " messages (" + std::to_string(st.meta_messages) + " shape/dtype metas) on " +
            std::to_string(st.channels) + " channels, " + std::to_string(st.collectives) +
-           " collectives checked; caches empty at the end; peak live memory " + human_bytes(peak) + ")\n";
+           " collectives checked; caches empty at the end; " + memory + ")\n";
   } else {
     out += what + ": " + std::to_string(r.violations.size()) + " violation" + (r.violations.size() > 1 ? "s" : "") + "\n";
     for (const auto& v : r.violations) {

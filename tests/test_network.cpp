@@ -1,0 +1,330 @@
+// The network layer (network/): parameter counts against published models and Megatron's
+// formulas, kept activations against Korthikanti et al., resident bytes against Megatron's
+// 18 (and 6 + 12/DP) bytes per parameter, layouts in both spellings, the readers' located errors.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "model/errors.hpp"
+#include "model/generators/generator.hpp"
+#include "network/hf_config.hpp"
+#include "network/layout.hpp"
+#include "network/model_file.hpp"
+#include "network/stage_plan.hpp"
+#include "sim/engine.hpp"
+#include "sim/network_costs.hpp"
+
+using namespace ppsched;
+
+namespace {
+
+std::string data(const std::string& rel) {
+  const char* dir = std::getenv("PPSCHED_TEST_DATA");
+  return std::string(dir ? dir : "tests/data") + "/" + rel;
+}
+Network hf(const std::string& name) { return read_network_file(data("models/hf/" + name + ".json")); }
+
+// A model file from text, for the error cases.
+Network model_text(const std::string& text) { return read_network(text, "m.json"); }
+std::string error_of(const std::string& text) {
+  try {
+    model_text(text);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+int64_t layer_params(const Network& n, LayerKind kind, size_t nth = 0) {
+  for (const Layer& l : n.layers())
+    if (l.kind == kind && nth-- == 0) return l.params;
+  return -1;
+}
+
+}  // namespace
+
+// ---- parameters --------------------------------------------------------------------------------
+
+TEST_CASE("parameter totals of real config.json files equal their published counts", "[network][params]") {
+  // Published: the models' safetensors (model.safetensors.index.json "total_size" / 2 bytes for
+  // bf16; GPT-2: sum(p.numel() for p in model.parameters()), the 124M of its card without the
+  // attention-mask buffers its checkpoint also holds). tests/data/models/hf/README.md.
+  CHECK(hf("llama3_8b").total_params() == 8030261248);
+  CHECK(hf("mistral_7b_v0.1").total_params() == 7241732096);
+  CHECK(hf("qwen2.5_7b").total_params() == 7615616512);
+  CHECK(hf("qwen3_8b").total_params() == 8190735360);
+  CHECK(hf("qwen3_30b_a3b").total_params() == 30532122624);  // MoE, 128 experts
+  CHECK(hf("gpt2").total_params() == 124439808);
+  // DeepSeek-V3: the main model is DeepSeek's "671B" (671,026,419,200); the one MTP module,
+  // sharing the embedding and head, adds 11.61 B.
+  const Network ds = hf("deepseek_v3");
+  int64_t mtp = 0;
+  for (const Layer& l : ds.layers())
+    if (l.kind == LayerKind::Mtp) mtp += l.params;
+  CHECK(ds.total_params() - mtp == 671026419200);
+  CHECK(mtp == 11610068224);
+}
+
+TEST_CASE("per-layer counts equal Megatron's formulas where its assumptions hold (no biases)", "[network][params]") {
+  // megatron/training/theoretical_memory_usage.py, compute_weight_and_optimizer_memory, restated:
+  //   attention 2 h h (1 + g/a) (q/h); MLP 2 h (ffn m + norm) with m = 3/2 gated; MoE
+  //   2 h (moe_ffn E m + shared m + norm) (router not counted); norm 1 for RMSNorm.
+  const auto dense = [](double h, double a, double g, double q, double ffn) {
+    return 2 * h * (ffn * 1.5 + 1) + 2 * h * h * (1 + g / a) * (q / h);
+  };
+  const Network llama = hf("llama3_8b");
+  CHECK(layer_params(llama, LayerKind::Decoder) == static_cast<int64_t>(dense(4096, 32, 8, 4096, 14336)));  // GQA + SwiGLU
+  CHECK(layer_params(llama, LayerKind::Embedding) == 4096LL * 128256);
+  CHECK(layer_params(llama, LayerKind::Head) == 4096LL * 128256);  // untied: Megatron's 2 h V
+  CHECK(hf("mistral_7b_v0.1").total_params() ==
+        static_cast<int64_t>(32 * dense(4096, 32, 8, 4096, 14336) + 2.0 * 4096 * 32000 + 4096));
+  // MoE with a shared expert and MLA (DeepSeek-V3): Megatron's MLA term, q LoRA + rope + q norm,
+  // kv LoRA + rope + kv norm, h x rope, the output projection.
+  const double h = 7168, a = 128, ql = 1536, kvl = 512, nope = 128, rope = 64, v = 128;
+  const double mla = ql * (h + a * (nope + rope) + 1) + kvl * (h + a * (nope + v) + 1) + h * rope + a * v * h;
+  const Network ds = hf("deepseek_v3");
+  CHECK(layer_params(ds, LayerKind::Decoder, 0) == static_cast<int64_t>(2 * h * (18432 * 1.5 + 1) + mla));
+  const double moe_megatron = 2 * h * (2048.0 * 256 * 1.5 + 2048.0 * 1.5 + 1) + mla;
+  const double router = h * 256 + 256;  // gate weights and DeepSeek-V3's score-correction bias
+  CHECK(layer_params(ds, LayerKind::Decoder, 3) == static_cast<int64_t>(moe_megatron + router));
+  // Qwen3 MoE: no shared expert; q_norm and k_norm (2 head_dim) beside Megatron's terms.
+  const Network q3 = hf("qwen3_30b_a3b");
+  const double qh = 2048;
+  const double q3_megatron = 2 * qh * (768.0 * 128 * 1.5 + 1) + 2 * qh * qh * (1 + 4.0 / 32) * (4096 / qh);
+  CHECK(layer_params(q3, LayerKind::Decoder) == static_cast<int64_t>(q3_megatron + qh * 128 + 2 * 128));
+}
+
+// ---- resident bytes ------------------------------------------------------------------------------
+
+TEST_CASE("weight + optimizer bytes of the most loaded rank equal Megatron's 18 B/param and 6 + 12/DP", "[network][memory]") {
+  // Megatron's stage assignment: the first stage holds the embedding and L/P decoder layers;
+  // its most loaded shard is (transformer block / P + embedding), the block including the final
+  // norm, which ppsched puts on the last stage (Megatron's share of it: h / P).
+  const Network llama = hf("llama3_8b");
+  const NetworkCosts nc = network_costs(llama, 4, "8,8,8,8");
+  const double h = 4096, V = 128256, layer = 218112000, L = 32, P = 4;
+  const double block = L * layer + h, embedding = h * V;
+  const double megatron_params = block / P + embedding;
+  const MemoryModel mm = nc.costs.memory_model(4);
+  DataParallelOptions dp;
+  CHECK(static_cast<double>(mm.resident(0, dp).total()) == 18 * (megatron_params - h / P));
+  dp.degree = 8;
+  dp.distributed_optimizer = true;
+  const ResidentBytes r = mm.resident(0, dp);
+  CHECK(static_cast<double>(r.weights + r.grads) == 6 * (megatron_params - h / P));
+  CHECK(static_cast<double>(r.optimizer) == 12.0 / 8 * (megatron_params - h / P));
+  // FSDP shards everything; SGD keeps one state (mixed precision: master + momentum).
+  dp.distributed_optimizer = false;
+  dp.fsdp = true;
+  CHECK(static_cast<double>(mm.resident(0, dp).total()) == 18.0 / 8 * (megatron_params - h / P));
+}
+
+// ---- activations ---------------------------------------------------------------------------------
+
+TEST_CASE("a standard GPT layer keeps s b h (34 + 5 a s / h) bytes, 34 s b h selective, 2 s b h full", "[network][activations]") {
+  // Korthikanti et al. 2022, Table 2 (t = 1): ffn = 4h, multi-head attention, dropout, 16-bit.
+  for (auto [s, b] : {std::pair<int64_t, int64_t>{1024, 1}, {1024, 4}, {512, 2}}) {
+    Network gpt = hf("gpt2");
+    gpt.training.seq_lens = {s};
+    gpt.training.micro_batch_size = b;
+    gpt.training.flash_attention = false;
+    const double h = 768, a = 12;
+    const auto decoder = [&](Recompute r) {
+      gpt.training.recompute = {r};
+      for (const Layer& l : gpt.layers())
+        if (l.kind == LayerKind::Decoder) return l;
+      return Layer{};
+    };
+    const double sbh = static_cast<double>(s * b) * h;
+    CHECK(static_cast<double>(decoder(Recompute::None).activation_bytes) == sbh * (34 + 5 * a * static_cast<double>(s) / h));
+    CHECK(static_cast<double>(decoder(Recompute::Selective).activation_bytes) == 34 * sbh);
+    CHECK(static_cast<double>(decoder(Recompute::Full).activation_bytes) == 2 * sbh);
+    // The Zero Bubble runtime's analytic unit: W keeps 32 s b h (every matmul's input and output gradient).
+    CHECK(static_cast<double>(decoder(Recompute::None).weight_grad_bytes) == 32 * sbh);
+    // FlashAttention keeps no scores.
+    gpt.training.flash_attention = true;
+    CHECK(static_cast<double>(decoder(Recompute::None).activation_bytes) == 34 * sbh);
+  }
+}
+
+TEST_CASE("Megatron's output-layer term: the norm, head and loss keep 4 s b h (1 + V/h)", "[network][activations]") {
+  const Network llama = hf("llama3_8b");
+  int64_t kept = 0;
+  for (const Layer& l : llama.layers())
+    if (pinned_last(l.kind)) kept += l.activation_bytes;
+  CHECK(static_cast<double>(kept) == 4.0 * 4096 * 4096 * (1 + 128256.0 / 4096));
+}
+
+TEST_CASE("recomputation moves time into the backward (full: one more forward) and memory out", "[network][recompute]") {
+  Network llama = hf("llama3_8b");
+  const auto plan = [&](Recompute r) {
+    llama.training.recompute = {r};
+    llama.training.flash_attention = false;
+    return plan_stages(llama, parse_layout("8,8,8,8", llama.layers(), 4, "t")).stages[1];
+  };
+  const StageFigures none = plan(Recompute::None), sel = plan(Recompute::Selective), full = plan(Recompute::Full);
+  CHECK(full.bwd_input_flops[0] == Approx(none.bwd_input_flops[0] + none.fwd_flops[0]));
+  CHECK(full.bwd_weight_flops[0] == none.bwd_weight_flops[0]);
+  CHECK(sel.bwd_input_flops[0] > none.bwd_input_flops[0]);
+  CHECK(sel.bwd_input_flops[0] < full.bwd_input_flops[0]);
+  CHECK(full.activation_bytes[0] < sel.activation_bytes[0]);
+  CHECK(sel.activation_bytes[0] < none.activation_bytes[0]);
+  CHECK(full.activation_bytes[0] == 8 * 2 * 4096 * 4096);  // each layer's input, 2 s b h
+  // While a recomputing backward runs it holds one layer's recomputed activations.
+  CHECK(full.workspace_bytes[0] == none.activation_bytes[0] / 8);
+}
+
+TEST_CASE("1F1B rank 0 with M >= P holds P micro-batches' activations at its peak (Megatron's in-flight count)",
+          "[network][memory]") {
+  for (int P : {2, 4, 8})
+    for (int M : {P, 2 * P, 4 * P}) {
+      INFO("P=" << P << " M=" << M);
+      const Network llama = hf("llama3_8b");
+      const NetworkCosts nc = network_costs(llama, P, "");
+      GenerateOptions o;
+      o.pp = P;
+      o.micro = M;
+      const Schedule s = generate("1f1b", o);
+      SimOptions so;
+      so.check.memory = nc.costs.memory_model(P);
+      so.record_trace = false;
+      const SimResult r = simulate(s, nc.costs, so);
+      REQUIRE(r.completed);
+      CHECK(r.ranks[0].memory.activations_peak_bytes == P * nc.plan.stages[0].activation_bytes[0]);
+      CHECK(r.ranks[0].peak_memory_bytes >= r.ranks[0].memory.resident_bytes() + r.ranks[0].memory.activations_peak_bytes);
+    }
+}
+
+// ---- layouts -------------------------------------------------------------------------------------
+
+TEST_CASE("the default layout is torchtitan's even split: embedding and head one layer each", "[network][layout]") {
+  // torchtitan generate_llm_fqn_per_model_part(4, 32, 1, 1): 34 effective layers, 8 per stage,
+  // the first two stages one more; the first and last give one to the embedding and the head.
+  const std::vector<Layer> layers = hf("llama3_8b").layers();
+  CHECK(counts_text(even_layout(layers, 4), layers) == "8,9,8,7");
+  CHECK(counts_text(even_layout(layers, 1), layers) == "32");
+  CHECK(counts_text(even_layout(layers, 8), layers) == "4,5,4,4,4,4,4,3");  // 34 = 8 x 4 + 2
+  CHECK_THROWS_WITH(even_layout(layers, 40), Catch::Contains("40 stages cannot share 32 layers"));
+  // A model without embedding and head: a plain even split.
+  const Network listed = default_network();
+  CHECK(counts_text(even_layout(listed.explicit_layers, 3), listed.explicit_layers) == "11,11,10");
+}
+
+TEST_CASE("Megatron's layout string is parsed by Megatron's rules", "[network][layout]") {
+  const std::vector<Layer> ds = hf("deepseek_v3").layers();
+  // Megatron's own docstring example: "Ettt|(tt|)*29,m|L" = [E,t,t,t] + [[t,t]] * 29 + [[m], [L]].
+  const Layout l = parse_layout("Ettt|(tt|)*29,m|L", ds, 32, "--layout");
+  REQUIRE(l.stages.size() == 32);
+  const auto counts = body_counts(l, ds);
+  CHECK(counts[0] == 3);
+  for (int s = 1; s <= 29; ++s) CHECK(counts[static_cast<size_t>(s)] == 2);
+  CHECK(counts[30] == 1);  // the MTP module
+  CHECK(counts[31] == 0);
+  CHECK(ds[static_cast<size_t>(l.stages[0][0])].kind == LayerKind::Embedding);
+  CHECK(ds[static_cast<size_t>(l.stages[31].back())].kind == LayerKind::Loss);
+  // Both spellings round-trip.
+  const std::vector<Layer> llama = hf("llama3_8b").layers();
+  for (const std::string text : {"8,9,8,7", "4,0,12,16", "Et*8|t*9|t*8|t*7L", "E|t*32||L", "Et*16||t*16|L"}) {
+    INFO(text);
+    const Layout a = parse_layout(text, llama, 4, "x");
+    CHECK(parse_layout(megatron_text(a, llama), llama, 4, "x").stages == a.stages);
+    CHECK(parse_layout(counts_text(a, llama), llama, 4, "x").stages.size() == 4);
+  }
+  CHECK(megatron_text(parse_layout("8,9,8,7", llama, 4, "x"), llama) == "Et*8|t*9|t*8|t*7L");
+}
+
+TEST_CASE("a layout that loses or duplicates a layer, or has the wrong stage count, is refused", "[network][layout]") {
+  const std::vector<Layer> llama = hf("llama3_8b").layers();
+  const auto why = [&](const std::string& text, int stages) {
+    try {
+      parse_layout(text, llama, stages, "--layout");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(why("8,8,8,6", 4), Catch::Contains("add up to 30 layers but the model has 32") && Catch::Contains("2 would be lost"));
+  CHECK_THAT(why("8,8,8,9", 4), Catch::Contains("1 would be built twice"));
+  CHECK_THAT(why("8,8,16", 4), Catch::Contains("3 stages but the schedule has 4"));
+  CHECK_THAT(why("Et*8|t*8|t*8|t*6L", 4), Catch::Contains("places 30 decoder layers (t) but the model has 32"));
+  CHECK_THAT(why("t*8|Et*8|t*8|t*8L", 4), Catch::Contains("first layer must be the embedding"));
+  CHECK_THAT(why("Et*8|t*8|t*8|t*8", 4), Catch::Contains("last layer must be the loss"));
+  CHECK_THAT(why("Et*8|t*8|Et*8|t*8L", 4), Catch::Contains("E appears 2 times"));
+  CHECK_THAT(why("Et*8|t*8|t*8|t*8xL", 4), Catch::Contains("invalid layer character 'x' in stage 3"));
+  CHECK_THAT(why("Et*8|((tt|)*2)*2|L", 4), Catch::Contains("invalid layer character"));  // Megatron does not nest
+  CHECK_THAT(why("Et*999999999|L", 2), Catch::Contains("unrolls to more than"));
+  CHECK_THAT(why("8,x,8,8", 4), Catch::Contains("entry 1"));
+  CHECK_THAT(why("", 4), Catch::Contains("empty layout"));
+}
+
+// ---- readers -------------------------------------------------------------------------------------
+
+TEST_CASE("a Hugging Face config it cannot price is a located error naming the key", "[network][readers]") {
+  const auto why = [](const std::string& text) {
+    try {
+      read_network(text, "config.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(why(R"({"model_type": "mamba", "hidden_size": 1})"),
+             Catch::Contains("config.json (model_type)") && Catch::Contains("\"mamba\" cannot be priced"));
+  CHECK_THAT(why(R"({"model_type": "llama", "hidden_size": 4096})"), Catch::Contains("(num_hidden_layers): missing key"));
+  CHECK_THAT(why(R"({"model_type": "llama", "hidden_size": "4096", "num_hidden_layers": 2})"),
+             Catch::Contains("(hidden_size): expected a whole number"));
+  CHECK_THAT(why(R"({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 1000000, "num_attention_heads": 32, "intermediate_size": 1, "vocab_size": 1})"),
+             Catch::Contains("(num_hidden_layers)"));
+  CHECK_THAT(why(R"({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 2, "num_attention_heads": 32, "num_key_value_heads": 5, "intermediate_size": 1, "vocab_size": 1})"),
+             Catch::Contains("5 key/value heads do not divide 32"));
+}
+
+TEST_CASE("a ppsched-model file lists layers with defaults for the backward, and refuses what it cannot hold",
+          "[network][readers]") {
+  const Network n = model_text(R"({"format": "ppsched-model", "version": 1, "layers": [
+      {"name": "block", "count": 3, "params": 10, "fwd_flops": 100, "activation_bytes": 8, "output_bytes": 4},
+      {"params": 1, "fwd_flops": 10, "bwd_input_flops": 15, "activation_bytes": 0, "output_bytes": 0}]})");
+  REQUIRE(n.explicit_layers.size() == 4);
+  CHECK(n.explicit_layers[1].name == "block.1");
+  CHECK(n.explicit_layers[0].bwd_input_flops == 100);  // bwd_flops = 2 x forward, half each
+  CHECK(n.explicit_layers[0].bwd_weight_flops == 100);
+  CHECK(n.explicit_layers[0].weight_grad_bytes == 4);   // half the activation
+  CHECK(n.explicit_layers[3].bwd_weight_flops == 5);    // the rest of 2 x 10
+  CHECK(n.device.mfu == 1.0);                           // listed FLOPs are achieved unless told
+  const std::string head = R"({"format": "ppsched-model", "version": 1, )";
+  CHECK_THAT(error_of(head + R"("layers": [{"params": 1, "fwd_flops": 1, "activation_bytes": 0, "output_bytes": 0, "flops": 2}]})"),
+             Catch::Contains("m.json (layers[0].flops): unknown key 'flops'"));
+  CHECK_THAT(error_of(head + R"("layers": [{"params": -1, "fwd_flops": 1, "activation_bytes": 0, "output_bytes": 0}]})"),
+             Catch::Contains("(layers[0].params): expected a parameter count"));
+  CHECK_THAT(error_of(head + R"("layers": [{"params": 1, "fwd_flops": 1e400, "activation_bytes": 0, "output_bytes": 0}]})"),
+             Catch::Contains("m.json"));
+  CHECK_THAT(error_of(head + R"("layers": [{"params": 1, "fwd_flops": 1, "activation_bytes": 1e300, "output_bytes": 0}]})"),
+             Catch::Contains("(layers[0].activation_bytes)"));
+  CHECK_THAT(error_of(head + R"("layers": [{"count": 70000, "params": 1, "fwd_flops": 1, "activation_bytes": 0, "output_bytes": 0}]})"),
+             Catch::Contains("(layers[0].count)"));
+  CHECK_THAT(error_of(head + R"("layers": [{"params": 1, "fwd_flops": 1, "activation_bytes": 0}]})"),
+             Catch::Contains("(layers[0].output_bytes): missing key"));
+  CHECK_THAT(error_of(head + R"("layers": [{"params": 1, "fwd_flops": 1, "activation_bytes": 0, "output_bytes": 0}],
+                                "training": {"seq_len": 4096}})"),
+             Catch::Contains("(training.seq_len)"));
+  CHECK_THAT(error_of(R"({"format": "ppsched-costs", "version": 1})"), Catch::Contains("this is a cost file"));
+  CHECK_THAT(error_of(head + R"("hf_config": {"model_type": "llama"}, "layers": []})"), Catch::Contains("not both"));
+}
+
+TEST_CASE("the embedded default is the default network's costs, as it always priced", "[network][costs]") {
+  // README "Cost model": 8 layers of 4.323 ms (34.587 ms), BWD twice, 32 MiB messages,
+  // 0.53 GiB kept per layer, 3 GiB of bf16 parameters per stage.
+  const CostModel c = default_cost_model(4);
+  CHECK(c.fwd.at(0, 0) == 34.587);
+  CHECK(c.bwd.at(0, 0) == 69.174);
+  CHECK(c.bwd_input.at(0, 0) == 34.587);
+  CHECK(c.activation_bytes.at(0, 0) == 32.0 * 1024 * 1024);
+  CHECK(c.kept_activation_bytes.at(0, 0) == 8 * 34.0 * 4096 * 4096);
+  CHECK(c.param_bytes.at(0, 0) == 3.0 * (1 << 30));
+  CHECK(c.tower_fwd.at(0, 0) == 8.647);
+  CHECK(c.tower_bwd.at(0, 0) == 25.941);
+  // 18 bytes per parameter: 27 GiB held by every rank of a 4-stage pipeline.
+  CHECK(c.weights_bytes.at(0, 0) + c.grads_bytes.at(0, 0) + c.optimizer_bytes.at(0, 0) == 27.0 * (1 << 30));
+}

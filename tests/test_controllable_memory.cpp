@@ -1,5 +1,6 @@
 // v-half and v-min (Qi et al., "Pipeline Parallelism with Controllable Memory", NeurIPS'24)
-// against the authors' own generator.
+// against the authors' own generator, and `tune --pareto`'s frontier against their
+// v_auto_schedule.py.
 //
 // tests/data/controllable_memory/zbv_greedy_{half,min}.txt hold what sail-sg's
 // megatron/core/pipeline_parallel/zerobubble/scheduler/zbv_greedy.py (commit 39f2c186) outputs
@@ -23,6 +24,8 @@
 #include "model/generators/generator.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
+#include "sim/search/building_blocks.hpp"
+#include "sim/search/problem.hpp"
 #include "tests/support/structure.hpp"
 
 using namespace ppsched;
@@ -255,4 +258,73 @@ TEST_CASE("v-half and v-min use only the steps zbv uses, which the executor runs
           for (const auto& slot : prog)
             if (slot) CHECK(zbv.count(slot->op) == 1);
     }
+}
+
+// ------------------------------------------------------------ v_auto_schedule.py ---
+
+namespace {
+
+struct FrontierRow {
+  int bubble = 0, grid_span = 0, asap_span = 0, asap_makespan = 0;
+};
+struct Frontier {
+  std::map<int, int> printed;          // peak -> bubble, as schedule() prints it
+  std::map<int, FrontierRow> by_peak;  // the "peak=" lines
+};
+
+// tests/data/controllable_memory/v_auto_schedule_frontier.txt, (P, M) -> what it holds.
+std::map<std::pair<int, int>, Frontier> read_frontiers() {
+  std::ifstream in(data_dir() + "/controllable_memory/v_auto_schedule_frontier.txt");
+  REQUIRE(in.good());
+  std::map<std::pair<int, int>, Frontier> out;
+  Frontier* cur = nullptr;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    int P = 0, M = 0, a = 0, b = 0, c = 0, d = 0, e = 0;
+    if (std::sscanf(line.c_str(), "P=%d M=%d", &P, &M) == 2) {
+      cur = &out[{P, M}];
+    } else if (cur && std::sscanf(line.c_str(), " printed: %d %d %d | %d", &a, &b, &c, &d) == 4) {
+      cur->printed[a] = b;
+    } else if (cur && std::sscanf(line.c_str(), " peak=%d bubble=%d grid_span=%d asap_span=%d asap_makespan=%d", &a, &b, &c, &d,
+                                  &e) == 5) {
+      cur->by_peak[a] = {b, c, d, e};
+    } else {
+      REQUIRE(line.find("printed: {") != std::string::npos);  // the dict schedule() prints last
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the building blocks behind tune's V seeds give v_auto_schedule.py's own frontier (peak -> bubble, "
+          "makespan, span)", "[controllable_memory][v_auto]") {
+  const auto frontiers = read_frontiers();
+  REQUIRE(frontiers.size() == 8);
+  for (const auto& [pm, ref] : frontiers) {
+    const auto [P, M] = pm;
+    INFO("P=" << P << " M=" << M);
+    const search::Problem unit = search::zbv_problem(P, M, 1, 1, 1, 0, search::kNoCap);
+    std::map<int, FrontierRow> ours;
+    for (const auto& s : search::controllable_memory_schedules(P, M)) {
+      const search::Evaluation e = search::evaluate(unit, s.order);
+      REQUIRE(e.ok);
+      auto [it, fresh] = ours.try_emplace(s.peak, FrontierRow{s.bubble, 6 * M + s.bubble, static_cast<int>(e.span), static_cast<int>(e.makespan)});
+      FrontierRow& r = it->second;
+      r.bubble = std::min(r.bubble, s.bubble);
+      r.grid_span = 6 * M + r.bubble;
+      r.asap_span = std::min(r.asap_span, static_cast<int>(std::lround(e.span)));
+      r.asap_makespan = std::min(r.asap_makespan, static_cast<int>(std::lround(e.makespan)));
+    }
+    REQUIRE(ours.size() == ref.by_peak.size());
+    for (const auto& [peak, want] : ref.by_peak) {
+      INFO("peak " << peak);
+      REQUIRE(ours.count(peak) == 1);
+      CHECK(ref.printed.at(peak) == want.bubble);
+      CHECK(ours[peak].bubble == want.bubble);
+      CHECK(ours[peak].asap_span == want.asap_span);
+      CHECK(ours[peak].asap_makespan == want.asap_makespan);
+    }
+  }
 }

@@ -51,6 +51,8 @@ Schedule generate_looped_bfs(const GenerateOptions&);
 Schedule generate_zb_h1(const GenerateOptions&);
 Schedule generate_zbv(const GenerateOptions&);
 Schedule generate_zbv_greedy(const GenerateOptions&);
+Schedule generate_v_half(const GenerateOptions&);
+Schedule generate_v_min(const GenerateOptions&);
 Schedule generate_dualpipev(const GenerateOptions&);
 Schedule generate_mpipe_transpose(const GenerateOptions&);
 Schedule generate_interleaved_zb(const GenerateOptions&);

@@ -34,6 +34,14 @@ const std::vector<GeneratorInfo>& generators() {
       {"zbv-greedy",
        "ZB-V placement built by ppsched's greedy list scheduler under a 2P memory cap (not the published order)",
        "P >= 1, V = 2, M >= 1", generate_zbv_greedy, 2, 2},
+      {"v-half",
+       "V-Half (Qi et al., NeurIPS'24, controllable memory): V placement, split backward, about half of 1F1B's "
+       "activation memory; sail-sg zbv_greedy.py's order",
+       "P >= 1, V = 2, M >= 1", generate_v_half, 2, 2},
+      {"v-min",
+       "V-Min (Qi et al., NeurIPS'24, controllable memory): V placement, split backward, about a third of 1F1B's "
+       "activation memory; sail-sg zbv_greedy.py's order",
+       "P >= 1, V = 2, M >= 1", generate_v_min, 2, 2},
   };
   return all;
 }

@@ -11,6 +11,7 @@ std::string ListParams::describe() const {
                   (inflight_extra >= 0 ? "+" : "") + std::to_string(inflight_extra) + ", " +
                   (forward_first ? "F-first" : "B-first") + ", W " + w[static_cast<int>(w_policy)];
   if (reserve) s += ", reserve";
+  if (reserve_one) s += ", reserve one";
   if (forward_fit) s += f_slack > 0 ? ", F fit+1" : ", F fit";
   if (w_policy == WPolicy::FitFill && w_slack > 0) s += " slack " + std::to_string(w_slack).substr(0, 4);
   if (w_policy == WPolicy::FitFill && w_balance) s += " balanced";
@@ -41,6 +42,10 @@ std::optional<Order> list_schedule(const Problem& p, const ListParams& q) {
   std::vector<double> free_at(static_cast<size_t>(R), 0.0), mem(static_cast<size_t>(R), 0.0),
       reserved(static_cast<size_t>(R), 0.0), admit(static_cast<size_t>(R), 0.0);
   for (int s = 0; s < S; ++s) admit[static_cast<size_t>(p.rank_of(s))] += std::max(0.0, p.mem_f[static_cast<size_t>(s)]);
+  std::vector<double> one_more(static_cast<size_t>(R), 0.0);  // reserve_one: the largest later-stage forward
+  for (int s = 0; s < S; ++s)
+    if (s != stages_of[static_cast<size_t>(p.rank_of(s))].front())
+      one_more[static_cast<size_t>(p.rank_of(s))] = std::max(one_more[static_cast<size_t>(p.rank_of(s))], p.mem_f[static_cast<size_t>(s)]);
   std::vector<double> idle(static_cast<size_t>(R), 0.0);  // since the rank's first task
   double max_idle = 0;
   std::vector<int> inflight(static_cast<size_t>(R), 0), left_fb(static_cast<size_t>(R), 0), left(static_cast<size_t>(R), 0);
@@ -154,9 +159,10 @@ std::optional<Order> list_schedule(const Problem& p, const ListParams& q) {
       const double fr = f_ready(s);
       if (fr < 0) continue;
       const bool admits = s == mine.front();
-      const double need = !q.reserve ? mem[ru] + p.mem_f[static_cast<size_t>(s)]
-                          : admits  ? mem[ru] + reserved[ru] + admit[ru]
-                                    : mem[ru] + reserved[ru];  // already reserved
+      const double need = q.reserve_one ? mem[ru] + p.mem_f[static_cast<size_t>(s)] + (admits ? one_more[ru] : 0.0)
+                          : !q.reserve ? mem[ru] + p.mem_f[static_cast<size_t>(s)]
+                          : admits     ? mem[ru] + reserved[ru] + admit[ru]
+                                       : mem[ru] + reserved[ru];  // already reserved
       const bool fits = need <= p.cap[ru] * (1 + 1e-12) + 1e-9;
       const bool allowed = inflight[ru] < limit[ru];
       if (!allowed) continue;
@@ -241,11 +247,12 @@ std::vector<ListParams> list_parameter_space(const Problem& p) {
             if (slack < 0 && !several) continue;  // for several stages per rank (ZB-V's case)
             for (int deep = 0; deep < (several ? 4 : 1); ++deep)
               for (int fit = 0; fit < 3; ++fit)
-              for (int reserve = 0; reserve < (several ? 2 : 1); ++reserve) {
+              for (int reserve = 0; reserve < (several ? 3 : 1); ++reserve) {
               if (fit > 0 && scale * (R - 1) + extra <= R - 1) continue;  // no forwards beyond P - r
               if (slack < 0 && (fit > 0 || reserve > 0)) continue;  // balanced: plain admission only
               ListParams q;
               q.reserve = reserve == 1;
+              q.reserve_one = reserve == 2;
               q.forward_fit = fit > 0;
               q.f_slack = fit == 2 ? 1.0 : 0.0;
               q.inflight_scale = scale;

@@ -37,6 +37,10 @@ struct ListParams {
   // also leaves room for its forwards on the rank's later stages (reserved until they run), so
   // an admitted micro can always go on (ZB-V's rule, model/generators/zero_bubble.cpp).
   bool reserve = false;
+  // The lighter form: a forward on the rank's first stage admits a micro only if the cap leaves
+  // room for it and for one more forward of a later local stage, so that the oldest admitted
+  // micro can always go on (the controllable-memory schedules run at their cap this way).
+  bool reserve_one = false;
   WPolicy w_policy = WPolicy::Fill;
   double w_slack = 0;           // FitFill: a W may overshoot the next arrival by this many W's
   // FitFill: a W that would overshoot the next arrival still runs when the wait is longer than

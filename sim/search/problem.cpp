@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 
 #include "model/comm_insertion.hpp"
 #include "model/errors.hpp"
@@ -33,8 +34,17 @@ double Problem::mem_delta(const Task& t) const {
 
 namespace {
 
-// `dw`: per stage, what BWD_INPUT keeps for BWD_WEIGHT under ppsched's rule (empty: half the
-// activation, as checkers/caches.cpp counts it without a weight-gradient figure).
+// What a split backward's halves do to memory under `rule`, for a forward keeping `a` and an
+// input half keeping `dw` for its weight half (ppsched's rule, checkers/caches.cpp: dw_cache
+// holds its bytes from I to W): the input half's delta and the weight half's (a fused backward
+// frees all of `a`).
+std::pair<double, double> split_deltas(double a, double dw, MemoryRule rule) {
+  if (rule == MemoryRule::ZeroBubble) return {0.0, -a};
+  return {-a + dw, -dw};
+}
+
+// `dw`: per stage, what BWD_INPUT keeps (empty: half the activation, as checkers/caches.cpp
+// counts it without a weight-gradient figure).
 void set_memory(Problem& p, const std::vector<double>& act, const std::vector<double>& dw = {}) {
   p.mem_f.assign(static_cast<size_t>(p.stages), 0);
   p.mem_b = p.mem_w = p.mem_f;
@@ -43,13 +53,9 @@ void set_memory(Problem& p, const std::vector<double>& act, const std::vector<do
     p.mem_f[static_cast<size_t>(s)] = a;
     if (!p.split) {
       p.mem_b[static_cast<size_t>(s)] = -a;
-    } else if (p.memory_rule == MemoryRule::ZeroBubble) {
-      p.mem_w[static_cast<size_t>(s)] = -a;
     } else {
-      // checkers/caches.cpp: dw_cache holds its bytes from I to W.
       const double kept = dw.empty() ? std::floor(a / 2) : dw[static_cast<size_t>(s)];
-      p.mem_b[static_cast<size_t>(s)] = -a + kept;
-      p.mem_w[static_cast<size_t>(s)] = -kept;
+      std::tie(p.mem_b[static_cast<size_t>(s)], p.mem_w[static_cast<size_t>(s)]) = split_deltas(a, kept, p.memory_rule);
     }
   }
 }
@@ -146,6 +152,31 @@ Problem zbv_problem(int ranks, int micros, double f, double b, double w, double 
     }
   p.cap.assign(static_cast<size_t>(ranks), cap_chunk_activations);
   return p;
+}
+
+std::vector<double> memory_peaks(const Schedule& s, const MemoryModel& memory, MemoryRule rule) {
+  std::vector<double> peaks(static_cast<size_t>(s.ranks), 0.0);
+  for (size_t r = 0; r < s.programs.size() && r < peaks.size(); ++r) {
+    double live = 0;
+    auto apply = [&](const Step& st) {
+      const double a = static_cast<double>(memory.activation(st.stage));
+      const double dw = static_cast<double>(memory.bytes_of(Cache::dw_cache, st.stage));
+      switch (info(st.op).compute) {
+        case ComputeKind::Forward: live += a; break;
+        case ComputeKind::Backward: live -= a; break;
+        case ComputeKind::BackwardInput: live += split_deltas(a, dw, rule).first; break;
+        case ComputeKind::BackwardWeight: live += split_deltas(a, dw, rule).second; break;
+        default: return;
+      }
+      peaks[r] = std::max(peaks[r], live);
+    };
+    for (const Slot& slot : s.programs[r]) {
+      if (!slot) continue;
+      if (slot->sub_steps.empty()) apply(*slot);
+      for (const Step& sub : slot->sub_steps) apply(sub);
+    }
+  }
+  return peaks;
 }
 
 bool evaluate(const Problem& p, const Order& order, Workspace& ws, Evaluation& out) {

@@ -98,6 +98,12 @@ Problem zb_problem(int stages, int micros, const std::vector<double>& f, const s
 // costs, c on every hop between ranks (none at the turn), memory in chunk activations per rank.
 Problem zbv_problem(int ranks, int micros, double f, double b, double w, double c, double cap_chunk_activations);
 
+// Each rank's peak of kept activations in `s` under `rule` (bytes, from the memory model's
+// activation per stage), counted at step boundaries as evaluate() does: a forward keeps its
+// activation, a fused backward frees it, a split backward's halves follow the rule. Works on any
+// schedule (composites counted sub-step by sub-step); other steps do not count.
+std::vector<double> memory_peaks(const Schedule& s, const MemoryModel& memory, MemoryRule rule);
+
 struct Evaluation {
   bool ok = false;          // every task ran (no cycle) and every rank stayed under its cap
   bool over_cap = false;    // ran, but a rank went over its cap

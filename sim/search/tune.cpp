@@ -4,6 +4,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cmath>
+#include <cstdio>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -11,6 +13,7 @@
 #include "checkers/checks.hpp"
 #include "model/errors.hpp"
 #include "model/generators/generator.hpp"
+#include "sim/search/building_blocks.hpp"
 
 namespace ppsched::search {
 
@@ -189,6 +192,8 @@ SearchOutcome search(const Problem& p, const std::vector<Found>& seeds, const Se
   for (auto& f : listed)
     if (f) pool.push_back(std::move(*f));
   out.evaluations += static_cast<long>(space.size());
+  // 1b. On V placement, the controllable-memory paper's building blocks, repeated.
+  for (Found& f : building_block_seeds(p)) pool.push_back(std::move(f));
   for (const Found& s : seeds) {
     Evaluation e = evaluate(p, s.order);
     if (e.ok) pool.push_back(Found{s.order, e, s.origin});
@@ -197,6 +202,16 @@ SearchOutcome search(const Problem& p, const std::vector<Found>& seeds, const Se
     return score_of(a.eval, st.objective) < score_of(b.eval, st.objective);
   };
   std::stable_sort(pool.begin(), pool.end(), by_score);
+  // 1c. The best few with their idle gaps filled (the paper's last reordering step).
+  {
+    std::vector<Found> filled;
+    for (size_t i = 0; i < pool.size() && i < 16; ++i) {
+      Found f = fill_gaps(p, pool[i]);
+      if (f.order != pool[i].order) filled.push_back(std::move(f));
+    }
+    for (Found& f : filled) pool.push_back(std::move(f));
+    std::stable_sort(pool.begin(), pool.end(), by_score);
+  }
   std::vector<Found> starts;
   for (const Found& f : pool) {
     if (static_cast<int>(starts.size()) >= st.restarts) break;
@@ -441,8 +456,34 @@ TuneResult tune(const TuneRequest& rq) {
   auto sim_for = [&](int stages) {
     SimOptions o = rq.sim;
     o.check.memory = model_for(stages).memory_model(stages);
-    if (auto cap = cap_for(stages)) o.check.memory_budget = static_cast<int64_t>(*cap);
+    // Under another rule than ppsched's the cap is judged by that rule (judge_memory below).
+    if (auto cap = cap_for(stages); cap && rq.memory_rule == MemoryRule::Ppsched) o.check.memory_budget = static_cast<int64_t>(*cap);
     return o;
+  };
+  // Under --memory-rule zero-bubble: each rank's peak by ZB's accounting, against the cap.
+  auto judge_memory = [&](Entry& e, const Schedule& s) {
+    if (rq.memory_rule == MemoryRule::Ppsched) return;
+    const MemoryModel mm = model_for(s.stages).memory_model(s.stages);
+    e.rule_peak = memory_peaks(s, mm, rq.memory_rule);
+    // What each rank holds for the whole step comes on top of the rule's activations.
+    if (mm.has_resident())
+      for (int st = 0; st < s.stages; ++st)
+        if (const int r = s.rank_of(st); r >= 0 && static_cast<size_t>(r) < e.rule_peak.size())
+          e.rule_peak[static_cast<size_t>(r)] += static_cast<double>(mm.resident(st, rq.sim.check.dp).total());
+    const auto cap = cap_for(s.stages);
+    if (!cap || !e.verified) return;
+    for (size_t r = 0; r < e.rule_peak.size(); ++r)
+      if (e.rule_peak[r] > *cap * (1 + 1e-12) + 1e-9) {
+        e.verified = false;
+        auto mib = [](double b) {
+          char buf[64];
+          std::snprintf(buf, sizeof buf, "%.2f MiB", b / (1 << 20));
+          return std::string(buf);
+        };
+        e.verdict = "memory: rank " + std::to_string(r) + " keeps " + mib(e.rule_peak[r]) +
+                    " by the zero-bubble rule (activations and what it holds for the whole step), over the budget of " + mib(*cap);
+        return;
+      }
   };
   // Families: each one fitting a shape is measured once and seeds the search of that shape.
   std::vector<std::pair<Schedule, std::string>> family_schedules;
@@ -463,10 +504,14 @@ TuneResult tune(const TuneRequest& rq) {
       family_schedules.emplace_back(std::move(s), fv.label);
     }
   std::vector<Entry> entries;
+  std::vector<const Schedule*> entry_schedules;  // entries[i]'s schedule
+  std::vector<std::unique_ptr<Schedule>> found_schedules;
   for (const auto& [s, label] : family_schedules) {
     Entry e = measure(s, model_for(s.stages), sim_for(s.stages));
     e.origin = "family";
+    judge_memory(e, s);
     entries.push_back(std::move(e));
+    entry_schedules.push_back(&s);
   }
   // The search, per shape and backward kind; the time limit is shared out evenly.
   const double deadline_share = rq.settings.seconds > 0 ? rq.settings.seconds / static_cast<double>(shapes.size() * 2) : 0;
@@ -476,7 +521,7 @@ TuneResult tune(const TuneRequest& rq) {
   for (const Shape& sh : shapes)
     for (bool split : {true, false}) {
       const int stages = rq.pp * sh.vpp;
-      Problem p = problem_from_costs(model_for(stages), rq.pp, sh.vpp, rq.micro, sh.placement, split, MemoryRule::Ppsched,
+      Problem p = problem_from_costs(model_for(stages), rq.pp, sh.vpp, rq.micro, sh.placement, split, rq.memory_rule,
                                      cap_for(stages), rq.sim.check.dp);
       std::vector<Found> seeds;
       for (const auto& [s, label] : family_schedules) {
@@ -507,8 +552,24 @@ TuneResult tune(const TuneRequest& rq) {
         Schedule s = to_schedule(p, refined.order, name);
         Entry e = measure(s, model_for(s.stages), sim_for(s.stages));
         e.origin = refined.origin;
+        judge_memory(e, s);
         entries.push_back(e);
+        found_schedules.push_back(std::make_unique<Schedule>(s));
+        entry_schedules.push_back(found_schedules.back().get());
         found.emplace_back(std::move(s), name);
+      }
+      // The search's own best under its objective, as the evaluator ranks it (the DES hill climb
+      // above chases the makespan): what `--pareto --objective span` needs.
+      if (rq.keep_search_best && !so.finalists.empty() && (refined.order.empty() || so.best.order != refined.order)) {
+        const std::string own = name + " (best " + (rq.settings.objective == Objective::Span ? "span" : "makespan") + ")";
+        Schedule s = to_schedule(p, so.best.order, own);
+        Entry e = measure(s, model_for(s.stages), sim_for(s.stages));
+        e.origin = so.best.origin;
+        judge_memory(e, s);
+        entries.push_back(e);
+        found_schedules.push_back(std::make_unique<Schedule>(s));
+        entry_schedules.push_back(found_schedules.back().get());
+        found.emplace_back(std::move(s), own);
       }
       if (split) bounds.push_back(lower_bound(p));  // F/B has the same work, fewer freedoms
     }
@@ -528,6 +589,7 @@ TuneResult tune(const TuneRequest& rq) {
     if (std::find(seen.begin(), seen.end(), entries[i].name) != seen.end()) continue;
     seen.push_back(entries[i].name);
     res.leaderboard.push_back(entries[i]);
+    if (rq.keep_schedules) res.schedules.push_back(*entry_schedules[i]);
   }
   if (!res.leaderboard.empty() && res.leaderboard.front().verified) {
     res.best = 0;

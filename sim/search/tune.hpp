@@ -101,6 +101,14 @@ struct TuneRequest {
   SimOptions sim;                // comm semantics of the DES (memory filled in by tune)
   SearchSettings settings;
   bool families = true;
+  // The accounting the budget is judged by: ppsched's cache model (the DES checks it), or Zero
+  // Bubble's (a forward keeps its activation until its weight pass; every candidate's peaks by
+  // memory_peaks(), the DES then checks no budget).
+  MemoryRule memory_rule = MemoryRule::Ppsched;
+  bool keep_schedules = false;  // fill TuneResult::schedules
+  // Also measure the search's best order by the settings' objective as its own entry (the DES
+  // hill climb after the search chases the makespan only).
+  bool keep_search_best = false;
 };
 
 struct Entry {
@@ -112,6 +120,7 @@ struct Entry {
   double span_ms = 0;   // longest rank span (from the DES slices)
   double bubble = 0;    // mean idle fraction
   std::vector<int64_t> peak_bytes;
+  std::vector<double> rule_peak;  // per rank, under a memory rule other than ppsched's (bytes)
   size_t messages = 0;
   int vpp = 1;
   PlacementKind placement = PlacementKind::Loop;
@@ -119,6 +128,7 @@ struct Entry {
 
 struct TuneResult {
   std::vector<Entry> leaderboard;  // sorted by makespan (verified first)
+  std::vector<Schedule> schedules;  // leaderboard[i]'s schedule (P2P inserted), with keep_schedules
   int best = -1;                   // index into leaderboard of the best verified entry
   Schedule best_schedule;          // P2P inserted, verified
   SimResult best_sim;

@@ -7,6 +7,7 @@
 
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
+#include "sim/search/pareto.hpp"
 #include "sim/search/tune.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/cli/render.hpp"
@@ -28,7 +29,73 @@ std::string peaks_text(const std::vector<int64_t>& peaks) {
   return out;
 }
 
+// The peaks the budget was judged by: the rule's under --memory-rule zero-bubble, else the DES's.
+std::string peaks_text(const search::Entry& e) {
+  if (e.rule_peak.empty()) return peaks_text(e.peak_bytes);
+  std::vector<int64_t> p;
+  for (double b : e.rule_peak) p.push_back(static_cast<int64_t>(b));
+  return peaks_text(p);
+}
+
 std::string placement_name(PlacementKind k) { return std::string(to_string(k)); }
+
+// `tune --pareto`: the frontier, one row per point (ascending memory).
+int print_pareto(const search::TuneRequest& rq, const CostModel& shown, const std::string& rule, const std::string& objective,
+                 int max_searches, bool json, bool quiet) {
+  const search::ParetoResult r = search::pareto(rq, max_searches);
+  if (!quiet) std::fprintf(stderr, "\n");
+  // Memory also in activations: multiples of the largest stage's kept activation (one chunk
+  // activation with V placement), the unit of the controllable-memory paper.
+  auto activations = [&](const search::ParetoPoint& p) {
+    const MemoryModel mm = rq.costs(p.schedule.stages).memory_model(p.schedule.stages);
+    int64_t a = 0;
+    for (int s = 0; s < p.schedule.stages; ++s) a = std::max(a, mm.activation(s));
+    return a > 0 ? p.memory / static_cast<double>(a) : 0.0;
+  };
+  if (json) {
+    nlohmann::json j;
+    j["memory_rule"] = rule;
+    j["objective"] = objective;
+    j["pareto"] = nlohmann::json::array();
+    for (const auto& p : r.frontier)
+      j["pareto"].push_back({{"memory_bytes", p.memory},
+                             {"memory_activations", activations(p)},
+                             {"makespan_ms", p.entry.makespan_ms},
+                             {"span_ms", p.entry.span_ms},
+                             {"name", p.entry.name},
+                             {"origin", p.entry.origin},
+                             {"peak_memory_bytes", p.entry.peak_bytes},
+                             {"rule_peak_bytes", p.entry.rule_peak},
+                             {"vpp", p.entry.vpp},
+                             {"placement", placement_name(p.entry.placement)}});
+    j["searches"] = r.searches;
+    j["evaluations"] = r.evaluations;
+    j["seconds"] = r.seconds;
+    j["stopped_by_time"] = r.stopped_by_time;
+    j["truncated"] = r.truncated;
+    std::cout << j.dump(2) << "\n";
+    return r.frontier.empty() ? kFound : kOk;
+  }
+  std::cout << "pareto P=" << rq.pp << " M=" << rq.micro << " V=" << rq.vpp_min
+            << (rq.vpp_max > rq.vpp_min ? ".." + std::to_string(rq.vpp_max) : "") << " (costs: " << shown.source
+            << "; memory rule " << rule << "; best " << objective << " per memory cap)\n";
+  if (r.frontier.empty()) {
+    std::cerr << "tune --pareto: no candidate verifies under the memory budget\n";
+    return kFound;
+  }
+  std::cout << "  memory        activations  makespan ms    span ms  schedule\n";
+  for (const auto& p : r.frontier) {
+    char line[512];
+    std::snprintf(line, sizeof line, "  %-12s %12.2f %12.3f %10.3f  %s (%s)\n", human_bytes(static_cast<int64_t>(p.memory)).c_str(),
+                  activations(p), p.entry.makespan_ms, p.entry.span_ms, p.entry.name.c_str(), p.entry.origin.c_str());
+    std::cout << line;
+  }
+  std::cout << "frontier: " << r.frontier.size() << " points from " << r.searches << " searches, " << r.evaluations
+            << " orders evaluated, " << fmt("%.1f", r.seconds) << " s"
+            << (r.stopped_by_time ? " (some stopped by --seconds: the result may depend on timing)" : " (deterministic for --seed)")
+            << (r.truncated ? "; stopped at --pareto-searches with candidates still fitting" : "") << "\n";
+  return kOk;
+}
 
 }  // namespace
 
@@ -40,9 +107,11 @@ Action add_tune(CLI::App& app) {
     CostFlags cost;
     DataParallelFlags dp;
     std::string budget, placement = "any", out, trace, svg, comm = "rendezvous", objective = "makespan";
+    std::string memory_rule = "ppsched";
     double seconds = 20;
     uint64_t seed = 1;
-    bool json = false, overlap_p2p = false, quiet = false, no_families = false;
+    int pareto_searches = 32;
+    bool json = false, overlap_p2p = false, quiet = false, no_families = false, pareto = false;
   };
   auto st = std::make_shared<State>();
   cmd->add_option("--pp", st->pp, "pipeline ranks P")->required();
@@ -73,10 +142,28 @@ Action add_tune(CLI::App& app) {
   cmd->add_option("--trace", st->trace, "write a Chrome/Perfetto trace of the best schedule");
   cmd->add_option("--svg", st->svg, "write an SVG timeline of the best schedule");
   cmd->add_flag("--no-families", st->no_families, "leave the built-in families out (neither candidates nor seeds)");
+  cmd->add_option("--memory-rule", st->memory_rule,
+                  "how the budget counts activations: ppsched (the cache model, checked by the DES; default) or "
+                  "zero-bubble (Zero Bubble's: a forward keeps its activation until its weight pass)")
+      ->check(CLI::IsMember({"ppsched", "zero-bubble"}));
+  cmd->add_flag("--pareto", st->pareto,
+                "print the memory/makespan frontier instead (best --objective per memory cap): search under the "
+                "budget, then again just below the best's peak memory, until nothing fits");
+  cmd->add_option("--pareto-searches", st->pareto_searches, "--pareto: at most this many searches (default 32)")
+      ->check(CLI::Range(1, 10000));
   cmd->add_flag("--json", st->json, "machine-readable result");
   cmd->add_flag("-q,--quiet", st->quiet, "no progress line on stderr");
   return [st]() {
     if (st->pp < 1 || st->micro < 1) throw InputError({}, "tune: --pp and --micro must be >= 1");
+    if (st->pareto) {
+      for (const auto& [flag, given] : {std::pair<const char*, bool>{"-o", !st->out.empty()}, {"--trace", !st->trace.empty()},
+                                        {"--svg", !st->svg.empty()}})
+        if (given)
+          throw InputError({}, std::string("tune: ") + flag + " does not apply with --pareto (a frontier has a schedule per point; "
+                                                             "tune under one of its memories as --memory-budget to write one)");
+    } else if (st->pareto_searches != 32) {
+      throw InputError({}, "tune: --pareto-searches applies only with --pareto");
+    }
     search::TuneRequest rq;
     rq.pp = st->pp;
     rq.micro = st->micro;
@@ -101,6 +188,7 @@ Action add_tune(CLI::App& app) {
     rq.sim.check.comm = st->comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
     rq.sim.check.overlap_p2p = st->overlap_p2p;
     rq.families = !st->no_families;
+    rq.memory_rule = st->memory_rule == "zero-bubble" ? search::MemoryRule::ZeroBubble : search::MemoryRule::Ppsched;
     rq.settings.objective = st->objective == "span" ? search::Objective::Span : search::Objective::Makespan;
     rq.settings.iterations = st->iterations;
     rq.settings.des_iterations = st->des_iterations;
@@ -113,6 +201,7 @@ Action add_tune(CLI::App& app) {
         std::fprintf(stderr, "\rtune: %.1f s, best so far %.4f (evaluator)   ", elapsed, best);
         std::fflush(stderr);
       };
+    if (st->pareto) return print_pareto(rq, shown, st->memory_rule, st->objective, st->pareto_searches, st->json, st->quiet);
     search::TuneResult r = search::tune(rq);
     if (!st->quiet) std::fprintf(stderr, "\n");
     if (r.best < 0) {
@@ -156,6 +245,7 @@ Action add_tune(CLI::App& app) {
                                     {"span_ms", e.span_ms},
                                     {"bubble", e.bubble},
                                     {"peak_memory_bytes", e.peak_bytes},
+                                    {"rule_peak_bytes", e.rule_peak},
                                     {"messages", e.messages},
                                     {"vpp", e.vpp},
                                     {"placement", placement_name(e.placement)}});
@@ -166,13 +256,13 @@ Action add_tune(CLI::App& app) {
               << (rq.vpp_max > rq.vpp_min ? ".." + std::to_string(rq.vpp_max) : "") << " (costs: " << shown.source
               << ", budget " << (rq.budget ? human_bytes(static_cast<int64_t>(*rq.budget))
                                           : shown.capacity_bytes ? human_bytes(static_cast<int64_t>(*shown.capacity_bytes)) : "none")
-              << ")\n";
+              << (st->memory_rule == "ppsched" ? "" : ", memory rule " + st->memory_rule) << ")\n";
     std::cout << "   #  schedule                                   makespan ms   span ms  bubble  messages  peak memory per rank  verdict\n";
     for (size_t i = 0; i < r.leaderboard.size(); ++i) {
       const auto& e = r.leaderboard[i];
       char line[512];
       std::snprintf(line, sizeof line, "  %2zu  %-42s %11.3f %9.3f  %5.1f%%  %8zu  %-20s  %s\n", i + 1, e.name.c_str(),
-                    e.makespan_ms, e.span_ms, 100 * e.bubble, e.messages, peaks_text(e.peak_bytes).c_str(),
+                    e.makespan_ms, e.span_ms, 100 * e.bubble, e.messages, peaks_text(e).c_str(),
                     e.verified ? "ok" : e.verdict.substr(0, 60).c_str());
       std::cout << line;
     }

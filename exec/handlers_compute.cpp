@@ -62,11 +62,14 @@ void run_fwd(RunContext& c, const StepAt& at) {
   at::Tensor input;
   bool tower_connected = false;
   if (at.cond & FirstStage) {
-    // MPipe: rank 0 consumes the micro-batch it loaded or received (DATA_LOAD / DATA_RECV)
-    // and, with a tower, the features placed by MPIPE_TRANSPOSE_FWD or MPIPE_FWD_RECV.
-    // Without MPipe, stage 0 reads its micro-batch from the data set directly.
-    at::Tensor data = (at.cond & MPipe) ? c.caches.take(Cache::data_batch, -1, m, who).tensors.at(0)
-                                        : c.data.micro_batch(c.iteration, m);
+    // With body data steps stage 0 reads the micro-batch its DATA_LOAD (or the MPipe prefix)
+    // left, and leaves it for the DATA_SEND that ships it on with the output. Without them,
+    // MPipe's rank 0 consumes the micro-batch it loaded or received in the prefix, and the
+    // others read theirs from the data set. With a tower, the input is the features placed by
+    // MPIPE_TRANSPOSE_FWD or MPIPE_FWD_RECV.
+    at::Tensor data = (at.cond & DataSteps) ? c.caches.read(Cache::data_batch, -1, m, who).tensors.at(0)
+                      : (at.cond & MPipe)   ? c.caches.take(Cache::data_batch, -1, m, who).tensors.at(0)
+                                            : c.data.micro_batch(c.iteration, m);
     if (at.cond & TowerPresent) {
       input = c.caches.take(Cache::tower_features, -1, m, who).tensors.at(0);
       tower_connected = input.requires_grad() && !input.is_leaf();
@@ -81,7 +84,11 @@ void run_fwd(RunContext& c, const StepAt& at) {
   }
   at::Tensor out;
   if (at.cond & LastStage) {
-    at::Tensor labels = c.data.labels_of(c.data.micro_batch(c.iteration, m));
+    // With body data steps the labels are those that travelled with the forward (received,
+    // or loaded here when the last stage is stage 0's rank); this use is their last.
+    at::Tensor data = (at.cond & DataSteps) ? c.caches.take(Cache::data_batch, -1, m, who).tensors.at(0)
+                                            : c.data.micro_batch(c.iteration, m);
+    at::Tensor labels = c.data.labels_of(data);
     out = last_stage_loss(c.model_config, c.model.chain_of(s), input, labels, c.schedule.micro_batches);
     c.loss += out.item<double>();
   } else {

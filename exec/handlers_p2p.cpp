@@ -65,18 +65,24 @@ void nothing_to_store(RunContext&, const StepAt&, std::vector<P2POp>&) {}
 
 // ---- data ------------------------------------------------------------------------------
 
-// The MPipe prefix routes micro-batches owner -> rank 0 through the data_batch cache; the body
-// chain (stage s -> s+1) carries no cache in the table, so its ends use the data set directly.
-bool routed_by_cache(const StepAt& at) { return (at.cond & Prefix) && (at.cond & MPipe); }
+// One tensor per micro-batch carries its inputs and labels (exec/models.hpp, Dataset), held in
+// the rank's data_batch cache (the table's effects say when): the MPipe prefix routes it owner
+// -> rank 0; with body data steps (hyper-parallel's DATA_SEND/DATA_RECV beside every
+// cross-rank forward) it travels with the forward and the last stage computes its loss from
+// the labels that arrived (handlers_compute.cpp). hyper-parallel's DATA_LOAD loads at stage 0
+// and in the prefix only; at a later stage it does nothing.
+bool loads(const StepAt& at) {
+  return ((at.cond & Prefix) && (at.cond & MPipe)) || ((at.cond & FirstStage) && (at.cond & DataSteps));
+}
 
 void run_data_load(RunContext& c, const StepAt& at) {
+  if (!loads(at)) return;
   at::Tensor d = c.data.micro_batch(c.iteration, at.step.micro);
-  if (at.cond & MPipe) c.caches.put(Cache::data_batch, -1, at.step.micro, {{d}, {}, {}, false}, c.who(at));
+  c.caches.put(Cache::data_batch, -1, at.step.micro, {{d}, {}, {}, false}, c.who(at));
 }
 
 std::vector<P2POp> begin_data_send(RunContext& c, const StepAt& at, const ArrivedMetas&) {
-  at::Tensor d = routed_by_cache(at) ? c.caches.take(Cache::data_batch, -1, at.step.micro, c.who(at)).tensors.at(0)
-                                     : c.data.micro_batch(c.iteration, at.step.micro);
+  at::Tensor d = c.caches.take(Cache::data_batch, -1, at.step.micro, c.who(at)).tensors.at(0);
   return {P2POp{true, c.peer(at), d}};
 }
 
@@ -85,14 +91,7 @@ std::vector<P2POp> begin_data_recv(RunContext& c, const StepAt& at, const Arrive
 }
 
 void finish_data_recv(RunContext& c, const StepAt& at, std::vector<P2POp>& ops) {
-  at::Tensor d = ops.at(0).tensor;
-  if (routed_by_cache(at)) {
-    c.caches.put(Cache::data_batch, -1, at.step.micro, {{d}, {}, {}, false}, c.who(at));
-    return;
-  }
-  // Body chain: every rank can draw any micro-batch, so check what arrived is what was meant.
-  if (!torch::equal(d, c.data.micro_batch(c.iteration, at.step.micro)))
-    throw std::runtime_error(c.who(at) + " received data that is not micro-batch " + std::to_string(at.step.micro));
+  c.caches.put(Cache::data_batch, -1, at.step.micro, {{ops.at(0).tensor}, {}, {}, false}, c.who(at));
 }
 
 // ---- tied parameters -------------------------------------------------------------------

@@ -166,6 +166,17 @@ void Runtime::corrupt_after(int index) {
       fault_->step != index || fault_->iteration != ctx_.iteration)
     return;
   torch::NoGradGuard no_grad;
+  // After a step that received a micro-batch (a data receive: hyper-parallel's body data steps
+  // or the MPipe prefix), perturb what arrived instead: the labels the last stage's loss uses
+  // then differ from the reference's unless the loss does not take them from what travelled.
+  const Slot& slot = ctx_.schedule.programs[static_cast<size_t>(ctx_.rank)][static_cast<size_t>(index)];
+  if (slot && is_recv(slot->op) && info(slot->op).payload == Payload::Data &&
+      ctx_.caches.has(Cache::data_batch, -1, slot->micro)) {
+    at::Tensor& d = ctx_.caches.read(Cache::data_batch, -1, slot->micro, "--fail-at").tensors.at(0);
+    if (d.is_floating_point()) d.mul_(1.001);
+    else d.add_(1).remainder_(ctx_.model_config.vocab);  // token ids
+    return;
+  }
   for (auto& [name, p] : ctx_.model.named_parameters())
     if (p.grad().defined()) p.mutable_grad().mul_(1.001);
 }

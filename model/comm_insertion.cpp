@@ -277,6 +277,7 @@ class Scan {
     out.micro_batches = s_.micro_batches;
     out.placement = s_.placement;
     out.mpipe = s_.mpipe;
+    out.data_steps = s_.data_steps;
     // The time-column layout pads each rank with idle slots up to its last column: for a
     // pipeline of P one-micro stages that is about 1.5 P^2 slots, in proportion to ranks^2
     // rather than to the input. The padding is only for display (`show` draws it as a time

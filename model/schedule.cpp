@@ -67,6 +67,28 @@ size_t Schedule::step_count() const {
   return n;
 }
 
+namespace {
+bool is_body_data_step(const Step& st) {
+  if (st.stage < 0) return false;
+  const Op op = st.op;
+  // The data family of the table: the steps whose payload or compute is the raw micro-batch.
+  return info(op).payload == Payload::Data || info(op).compute == ComputeKind::DataLoad;
+}
+}  // namespace
+
+bool has_body_data_steps(const Schedule& s) {
+  for (const auto& prog : s.programs)
+    for (const auto& slot : prog) {
+      if (!slot) continue;
+      if (is_body_data_step(*slot)) return true;
+      for (const Step& sub : slot->sub_steps)
+        if (is_body_data_step(sub)) return true;
+    }
+  return false;
+}
+
+void mark_data_steps(Schedule& s) { s.data_steps = has_body_data_steps(s); }
+
 int peer_of(const Schedule& s, int rank, const Step& step) {
   if (step.peer != kNone) return step.peer;
   const auto& i = info(step.op);
@@ -98,6 +120,7 @@ uint32_t conditions_of(const Schedule& s, int rank, const Step& step) {
     c |= Prefix;
   }
   c |= rank == 0 ? OnRank0 : NotOnRank0;
+  c |= s.data_steps ? DataSteps : NoDataSteps;
   if (s.mpipe) {
     c |= MPipe;
     const auto& m = *s.mpipe;

@@ -84,6 +84,11 @@ struct Schedule {
   Placement placement;
   std::optional<MPipeConfig> mpipe;
   std::vector<Program> programs;
+  // Derived from the programs, never written to a file: the body carries hyper-parallel's data
+  // steps (a DATA_LOAD, DATA_SEND or DATA_RECV with a stage), so each micro-batch's inputs and
+  // labels travel with its forward and the last stage takes its labels from what arrived (the
+  // step table's DataSteps condition). Readers and generators set it (mark_data_steps).
+  bool data_steps = false;
 
   int rank_of(int stage) const { return placement.stage_to_rank[static_cast<size_t>(stage)]; }
   // Number of owner ranks in MPipe: NT = min(ranks, micro_batches).
@@ -103,9 +108,14 @@ struct Schedule {
   bool operator==(const Schedule& o) const {
     return name == o.name && ranks == o.ranks && stages == o.stages &&
            micro_batches == o.micro_batches && placement == o.placement && mpipe == o.mpipe &&
-           programs == o.programs;
+           data_steps == o.data_steps && programs == o.programs;
   }
 };
+
+// Whether any program holds a body data step (a DATA_LOAD, DATA_SEND or DATA_RECV with a
+// stage, composites included), and setting Schedule::data_steps from it.
+bool has_body_data_steps(const Schedule& s);
+void mark_data_steps(Schedule& s);
 
 // The rank a P2P step on `rank` talks to: the explicit peer if given, else the step type's
 // peer rule. Returns kNone for steps without a peer.

@@ -19,7 +19,7 @@ std::array<CacheInfo, kCacheCount> make_caches() {
       {C::swap_offloading, "swap_offloading", true, MemoryClass::Activation, "activation offload launched, not waited"},
       {C::swap_on_host, "swap_on_host", true, MemoryClass::Activation, "activation offloaded to host memory"},
       {C::swap_loading, "swap_loading", true, MemoryClass::Activation, "activation reload launched, not waited"},
-      {C::data_batch, "data_batch", false, MemoryClass::Buffer, "a loaded or received micro-batch (input_ids and kwargs)"},
+      {C::data_batch, "data_batch", false, MemoryClass::Buffer, "a micro-batch's inputs and labels, loaded or received"},
       {C::tower_features, "tower_features", false, MemoryClass::Buffer, "tower output placed as stage 0's input (ctx.arg_mbs[m])"},
       {C::inputs_for_explicit_forward, "_inputs_for_explicit_forward", false, MemoryClass::Activation, "tower input kept for the stage-0 recompute"},
       {C::outputs_for_stage0, "_outputs_for_stage0", false, MemoryClass::Buffer, "tower output on an owner, waiting for MPIPE_FWD_SEND"},
@@ -87,9 +87,15 @@ std::array<StepTypeInfo, kOpCount> make_table() {
   fwd.compute = ComputeKind::Forward;
   fwd.hands_over = Op::FWD_SEND;
   fwd.input_recv = Op::FWD_RECV;
+  // The micro-batch's data: without body data steps MPipe's stage 0 eats what the prefix
+  // loaded or received (other schedules read their inputs and labels from the data set). With
+  // them (hyper-parallel's add_send_recv, DATA_SEND/DATA_RECV beside every cross-rank forward)
+  // the data is kept on each rank until it is sent on; the last stage's labels use it up.
   fwd.effects = {{C::fwd_recv_buffer, E::Consume, PrevStageRemote},
                  {C::fwd_outputs_cache, E::Consume, PrevStageLocal, -1},
-                 {C::data_batch, E::Consume, FirstStage | MPipe},
+                 {C::data_batch, E::Consume, FirstStage | MPipe | NoDataSteps},
+                 {C::data_batch, E::Read, DataSteps | NotLastStage},
+                 {C::data_batch, E::Consume, DataSteps | LastStage},
                  {C::tower_features, E::Consume, FirstStage | TowerPresent},
                  {C::fwd_cache, E::Produce},
                  {C::fwd_outputs_cache, E::Produce, NotLastStage}};
@@ -160,18 +166,23 @@ std::array<StepTypeInfo, kOpCount> make_table() {
   batch.composite = CompositeKind::Batch;
 
   // ---- data ------------------------------------------------------------------------------
+  // Two forms (reference hyper_parallel.md §1.2): the MPipe prefix (no stage) routes a
+  // micro-batch owner -> rank 0; the body form (a stage) rides the forward chain, DATA_SEND at
+  // stage s beside FWD_SEND, DATA_RECV at s+1 beside FWD_RECV. hyper-parallel's DATA_LOAD
+  // loads only at stage 0 (or in the prefix); its add_send_recv splices one before every
+  // forward, and the others do nothing.
   auto& dl = add(row(Op::DATA_LOAD, "DATA_LOAD", "DL", "DATA_LOAD", K::Local, F::Required, F::Optional,
-                     "load a micro-batch from the data iterator"));
+                     "load a micro-batch from the data iterator (in the body: at stage 0)"));
   dl.compute = ComputeKind::DataLoad;
-  dl.effects = {{C::data_batch, E::Produce, MPipe}};
+  dl.effects = {{C::data_batch, E::Produce, Prefix | MPipe}, {C::data_batch, E::Produce, FirstStage | DataSteps}};
   auto& ds = add(row(Op::DATA_SEND, "DATA_SEND", "DS", "DATA_SEND", K::P2PSend, F::Required, F::Optional,
-                     "ship raw inputs (owner to rank 0 in the MPipe prefix, else stage s to s+1)"));
+                     "ship raw inputs and labels (owner to rank 0 in the MPipe prefix, else stage s to s+1)"));
   p2p(ds, PeerRule::DataChain, Op::DATA_RECV, +1, Payload::Data, Meta::EveryStep);
-  ds.effects = {{C::data_batch, E::Consume, Prefix | MPipe}};
+  ds.effects = {{C::data_batch, E::Consume, Prefix | MPipe}, {C::data_batch, E::Consume, Body}};
   auto& dr = add(row(Op::DATA_RECV, "DATA_RECV", "DR", "DATA_RECV", K::P2PRecv, F::Required, F::Optional,
-                     "receive raw inputs (rank 0 from the owner in the MPipe prefix, else from stage s-1)"));
+                     "receive raw inputs and labels (rank 0 from the owner in the MPipe prefix, else from stage s-1)"));
   p2p(dr, PeerRule::DataChain, Op::DATA_SEND, -1, Payload::Data, Meta::EveryStep);
-  dr.effects = {{C::data_batch, E::Produce, Prefix | MPipe}};
+  dr.effects = {{C::data_batch, E::Produce, Prefix | MPipe}, {C::data_batch, E::Produce, Body}};
 
   // ---- FSDP / DP -------------------------------------------------------------------------
   // Data-parallel collectives: priced as compute (ComputeKind::Fsdp), no pipeline rank waits.
@@ -209,8 +220,9 @@ std::array<StepTypeInfo, kOpCount> make_table() {
        "wait for the reload; the backward may run");
 
   // ---- MPipe Transpose (reference §1.3, §2.5, §4) ------------------------------------------
+  // hyper-parallel writes the emitting rank in its micro field (reference §1.1): a tag.
   auto& bcast = add(row(Op::MPIPE_PARAM_BROADCAST, "MPIPE_PARAM_BROADCAST", "BCAST", "", K::Collective,
-                        F::None, F::Optional, "broadcast the trainable tower parameters from rank 0"));
+                        F::RankTag, F::Optional, "broadcast the trainable tower parameters from rank 0"));
   bcast.collective = CollectiveScope::AllPipelineRanks;
   bcast.collective_kind = CollectiveKind::Broadcast;
   bcast.collective_bytes = CollectiveBytes::TowerParams;

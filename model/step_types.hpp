@@ -37,8 +37,10 @@ inline constexpr int kOpCount = static_cast<int>(Op::MPIPE_GRAD_REDUCE) + 1;
 
 enum class StepKind : uint8_t { Compute, P2PSend, P2PRecv, Collective, Local, Composite };
 
-// Whether a step type takes a field. Optional: may be given, need not be.
-enum class Field : uint8_t { None, Required, Optional };
+// Whether a step type takes a field. Optional: may be given, need not be. RankTag: may be given,
+// and then holds the rank whose program holds the step, a tag only (hyper-parallel writes the
+// emitting rank in the micro field of MPIPE_PARAM_BROADCAST, reference hyper_parallel.md §1.1).
+enum class Field : uint8_t { None, Required, Optional, RankTag };
 
 // How the peer rank of a P2P step is derived (an explicit "peer" on a step overrides it).
 enum class PeerRule : uint8_t {
@@ -167,6 +169,11 @@ enum Cond : uint32_t {
   OwnerNotRank0 = 1u << 15,         // owner(micro) != 0
   Prefix = 1u << 16,                // no stage (stage < 0): MPipe prefix / suffix
   Body = 1u << 17,                  // stage >= 0
+  // The schedule's body carries hyper-parallel's data steps (Schedule::data_steps): the raw
+  // micro-batch (inputs and labels) rides the forward chain, DATA_SEND/DATA_RECV beside each
+  // FWD_SEND/FWD_RECV, and the last stage takes its labels from what arrived.
+  DataSteps = 1u << 18,
+  NoDataSteps = 1u << 19,
 };
 
 struct CacheEffect {

@@ -39,6 +39,10 @@ class Validator {
     check_counts();
     check_placement();
     check_mpipe();
+    if (s_.data_steps != has_body_data_steps(s_))
+      fail_top("programs", std::string("internal: the schedule's data_steps flag says ") +
+                               (s_.data_steps ? "it has" : "it has no") +
+                               " body data steps, its programs say otherwise (mark_data_steps was not called)");
     for (int r = 0; r < s_.ranks; ++r) {
       const Program& prog = s_.programs[static_cast<size_t>(r)];
       for (size_t i = 0; i < prog.size(); ++i) {
@@ -129,7 +133,13 @@ class Validator {
       fail(r, i, sub, ".micro",
            std::string(name) + " needs a micro: expected " + range_text(s_.micro_batches, "micro_batches") +
                ", none given");
-    if (st.micro != kNone && (st.micro < 0 || st.micro >= s_.micro_batches))
+    // A rank tag (hyper-parallel's MPIPE_PARAM_BROADCAST names the emitting rank there) is
+    // no micro-batch: it must name the rank whose program holds the step.
+    if (row.micro == Field::RankTag && st.micro != kNone && st.micro != r)
+      fail(r, i, sub, ".micro",
+           std::string(name) + "'s micro, when given, is the emitting rank as hyper-parallel writes it: expected " +
+               std::to_string(r) + " (the rank whose program holds it), found " + std::to_string(st.micro));
+    if (row.micro != Field::RankTag && st.micro != kNone && (st.micro < 0 || st.micro >= s_.micro_batches))
       fail(r, i, sub, ".micro",
            "micro " + std::to_string(st.micro) + " is out of range: expected " +
                range_text(s_.micro_batches, "micro_batches"));
@@ -258,5 +268,17 @@ class Validator {
 }  // namespace
 
 void validate_structure(const Schedule& s, const std::string& file) { Validator(s, file).run(); }
+
+void drop_rank_tags(Schedule& s) {
+  auto drop = [](Step& st) {
+    if (info(st.op).micro == Field::RankTag) st.micro = kNone;
+  };
+  for (auto& prog : s.programs)
+    for (auto& slot : prog) {
+      if (!slot) continue;
+      drop(*slot);
+      for (Step& sub : slot->sub_steps) drop(sub);
+    }
+}
 
 }  // namespace ppsched

@@ -31,6 +31,12 @@ inline constexpr double kMaxTimeMs = 1e9;
 // The slowest and fastest finite link bandwidth a file may give, in GB/s (null = infinite).
 inline constexpr double kMinBandwidthGBps = 1e-6, kMaxBandwidthGBps = 1e9;
 
+// Also checks that Schedule::data_steps agrees with the programs (mark_data_steps).
 void validate_structure(const Schedule& s, const std::string& file = "");
+
+// After validate_structure, for readers: the IR keeps no tag that only restates where a step
+// runs. Drops the rank in the micro field of a Field::RankTag step (hyper-parallel's
+// MPIPE_PARAM_BROADCAST), so the schedule is in the canonical form the generators write.
+void drop_rank_tags(Schedule& s);
 
 }  // namespace ppsched

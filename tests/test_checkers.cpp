@@ -65,6 +65,11 @@ TEST_CASE("the regression catalogue is found with the right kind and location", 
       {"bad/w_before_i.json", ViolationKind::CacheViolation, 0, 6, true},
       {"bad/collective_subset.json", ViolationKind::CollectiveMismatch, 0, 28, true},
       {"bad/duplicated_recv.json", ViolationKind::P2PMismatch, 1, 1, false},
+      // hyper-parallel's body data steps: stage 0 must load what it runs and ships on; the last
+      // stage's labels must arrive (and what was loaded must be used up).
+      {"bad/data_steps_without_load.json", ViolationKind::Dependency, 0, 0, false},
+      {"bad/labels_never_arrive.json", ViolationKind::Dependency, 1, 8, false},
+      {"bad/labels_never_arrive.json", ViolationKind::CacheViolation, 0, 4, false},
   };
   for (const auto& c : cases) {
     INFO(c.file);
@@ -505,12 +510,13 @@ int mpipe_steps_at_stage0(const Schedule& s) {
   return n;
 }
 
-Schedule mpipe_p3(bool owner_backward) {
+Schedule mpipe_p3(bool owner_backward, bool data_steps = true) {
   GenerateOptions g;
   g.pp = 3;
   g.micro = 3;
   g.tower = Tower::Trainable;
   g.owner_backward = owner_backward;
+  g.data_steps = data_steps;
   return generate("mpipe-transpose", g);
 }
 
@@ -533,12 +539,17 @@ void expect_same_as_canonical(const Schedule& hp, const Schedule& canonical) {
 
 }  // namespace
 
-TEST_CASE("hyper-parallel's stage 0 on the MPIPE_GRAD_* steps verifies and simulates as the canonical form",
+TEST_CASE("hyper-parallel's stage 0 on the MPIPE_GRAD_* steps and its broadcast's emitting rank verify and simulate "
+          "as the canonical form",
           "[checkers][mpipe]") {
   const Schedule hp = read_schedule_file(data("schedules/hyper_parallel_grad_stage0.json"));
-  // The file is written hyper-parallel's way: GRAD_SEND, GRAD_RECV_WITH_BACKWARD (on owners 1
-  // and 2) and GRAD_REDUCE (on every rank) tagged with stage 0.
+  // The file is hyper-parallel's own output: GRAD_SEND, GRAD_RECV_WITH_BACKWARD (on owners 1
+  // and 2) and GRAD_REDUCE (on every rank) tagged with stage 0, each MPIPE_PARAM_BROADCAST with
+  // its rank as micro, which the reader takes as the tag it is (and leaves out).
   CHECK(mpipe_steps_at_stage0(hp) == 2 + 2 + 3);
+  CHECK(read_input_file(data("schedules/hyper_parallel_grad_stage0.json")).find("\"MPIPE_PARAM_BROADCAST\", \"micro\": 2") !=
+        std::string::npos);
+  for (const Program& p : hp.programs) CHECK(p.front()->micro == kNone);
   const Schedule canonical = mpipe_p3(true);
   CHECK(without_mpipe_stages(hp).programs == canonical.programs);
   expect_same_as_canonical(hp, canonical);
@@ -548,7 +559,8 @@ TEST_CASE("hyper-parallel's older MPipe prefix (stage 0, no micro on the broadca
           "[checkers][mpipe]") {
   const Schedule hp = read_schedule_file(data("schedules/hyper_parallel_old_prefix.json"));
   CHECK(mpipe_steps_at_stage0(hp) > 10);
-  const Schedule canonical = mpipe_p3(false);
+  // That version had no data steps in its body.
+  const Schedule canonical = mpipe_p3(false, false);
   CHECK(without_mpipe_stages(hp).programs == canonical.programs);
   expect_same_as_canonical(hp, canonical);
 }

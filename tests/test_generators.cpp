@@ -446,11 +446,15 @@ TEST_CASE("interleaved-1f1b and mpipe-transpose hold the oracles on random large
 
 namespace {
 
+// Without the body data steps: the reference's literal lists (hyper_parallel.md §2.5) are the
+// MPipe layer over the §2.3 body, written before hyper-parallel's add_send_recv emitted
+// DATA_SEND/DATA_RECV; the real output, data steps included, is pinned by test_peer_orders.
 GenerateOptions mpipe(int pp, int vpp, int micro, Overflow ov, Tower t, bool owner_backward = false) {
   GenerateOptions o = opts(pp, vpp, micro);
   o.overflow = ov;
   o.tower = t;
   o.owner_backward = owner_backward;
+  o.data_steps = false;
   return o;
 }
 
@@ -691,6 +695,72 @@ TEST_CASE("invalid parameter combinations are refused with a clear message", "[g
         "gradient to ship back");
   CHECK_THAT(refused("mpipe-transpose", mpipe(4, 1, 8, Overflow::Min, Tower::None, true)),
              Catch::Contains("--owner-backward needs a trainable tower (got --tower none)"));
+}
+
+TEST_CASE("--group-size is refused where Megatron's interleaving has no groups, and G = P is the default order",
+          "[generators][refuse][interleaved]") {
+  auto refused = [](const std::string& family, const GenerateOptions& o) -> std::string {
+    try {
+      generate(family, o);
+    } catch (const InputError& e) {
+      return e.message();
+    }
+    return "(not refused)";
+  };
+  GenerateOptions g = opts(4, 2, 8);
+  g.group_size = 4;
+  CHECK_THAT(refused("mpipe-transpose", g), Catch::Contains("--group-size is Megatron-LM's "
+                                                             "microbatch_group_size_per_vp_stage; it applies to "
+                                                             "interleaved-1f1b only"));
+  GenerateOptions v1 = opts(4, 1, 8);
+  v1.group_size = 4;
+  CHECK_THAT(refused("interleaved-1f1b", v1), Catch::Contains("--group-size needs --vpp >= 2"));
+  GenerateOptions lm = g;
+  lm.less_memory = true;
+  CHECK_THAT(refused("interleaved-1f1b", lm), Catch::Contains("which has no --less-memory"));
+  GenerateOptions obf = g;
+  obf.overlap_b_f = true;
+  CHECK_THAT(refused("interleaved-1f1b", obf), Catch::Contains("which has no --overlap-b-f"));
+  // G = P: PyTorch's (and hyper-parallel's) rounds of P micro-batches, where M is a multiple of P
+  // (Megatron refuses G = P otherwise: the last group would hold fewer than P).
+  for (int P = 2; P <= 6; ++P)
+    for (int V = 2; V <= 3; ++V)
+      for (int M = P; M <= 4 * P; M += P) {
+        INFO("P=" << P << " V=" << V << " M=" << M);
+        GenerateOptions a = opts(P, V, M), b = a;
+        b.group_size = P;
+        CHECK(generate("interleaved-1f1b", a).programs == generate("interleaved-1f1b", b).programs);
+      }
+}
+
+TEST_CASE("every family with --data-steps verifies, data caches included, and --no-data-steps is the plain form",
+          "[generators][data-steps]") {
+  int checked = 0;
+  for (const auto& g : generators()) {
+    for (int P = 1; P <= 4; ++P)
+      for (int V = g.vpp_min; V <= (g.vpp_max ? g.vpp_max : 2); ++V)
+        for (int M = std::max(1, g.micro_per_rank_min * P); M <= 2 * P + 1; ++M) {
+          GenerateOptions o = opts(P, V, M);
+          o.data_steps = true;
+          INFO(g.name << " P=" << P << " V=" << V << " M=" << M);
+          Schedule s;
+          try {
+            s = generate(std::string(g.name), o);
+          } catch (const InputError&) {
+            continue;  // M the family does not accept (interleaved-zb)
+          }
+          CHECK(s.data_steps == (g.name != "mpipe-transpose" || P > 1));
+          const CheckReport r = verify(s);
+          CHECK(r.ok());
+          GenerateOptions plain = o;
+          plain.data_steps = false;
+          const Schedule p = generate(std::string(g.name), plain);
+          CHECK_FALSE(p.data_steps);
+          CHECK(verify(p).ok());
+          ++checked;
+        }
+  }
+  CHECK(checked > 300);
 }
 
 // ---- FSDP steps (PyTorch's lowering) ----------------------------------------------------------

@@ -48,7 +48,8 @@ TEST_CASE("kinds, fields and collectives are declared as the reference describes
   CHECK(info(Op::BWD_RECV).kind == StepKind::P2PRecv);
   CHECK(info(Op::DATA_LOAD).kind == StepKind::Local);
   CHECK(info(Op::MPIPE_PARAM_BROADCAST).collective == CollectiveScope::AllPipelineRanks);
-  CHECK(info(Op::MPIPE_PARAM_BROADCAST).micro == Field::None);
+  // hyper-parallel writes the emitting rank there (reference §1.1): a tag, not a micro-batch.
+  CHECK(info(Op::MPIPE_PARAM_BROADCAST).micro == Field::RankTag);
   CHECK(info(Op::MPIPE_GRAD_REDUCE).collective == CollectiveScope::AllPipelineRanks);
   CHECK(info(Op::MPIPE_GRAD_REDUCE).micro == Field::None);
   CHECK(info(Op::ALL_REDUCE).collective == CollectiveScope::ExplicitGroup);

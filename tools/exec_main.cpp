@@ -253,7 +253,9 @@ int run(int argc, char** argv) {
                  "write a Chrome trace (Perfetto) of the LAST iteration to FILE on rank 0: every rank's steps, host "
                  "clock on CPU, CUDA events on GPU, the format of ppsched simulate --trace (ppsched calibrate reads it); "
                  "the first iteration includes warm-up costs, so trace with --iterations 2 or more");
-  app.add_option("--fail-at", fail_at, "testing: RANK:STEP[:throw|kill|hang|corrupt[:ITERATION]] injects a fault");
+  app.add_option("--fail-at", fail_at,
+                 "testing: RANK:STEP[:throw|kill|hang|corrupt[:ITERATION]] injects a fault (corrupt: scales the rank's "
+                 "gradients by 1.001 after the step; after a DATA_RECV, perturbs the micro-batch it received)");
   bool verbose = false;
   app.add_flag("--verbose", verbose, "errors from libtorch keep their C++ backtrace");
   // The runtime mode, with ppsched check's flags: verified under it, refused when the

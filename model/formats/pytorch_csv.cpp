@@ -74,7 +74,9 @@ class CsvReader {
     for (size_t r = 0; r < rows.size(); ++r) s.programs.push_back(read_row(rows[r], static_cast<int>(r)));
 
     infer(s);
+    mark_data_steps(s);
     relocated([&] { validate_structure(s, file_); });
+    drop_rank_tags(s);
     // Insertion would add nothing when no stage hands over to another rank (one rank, or
     // all stages on one rank): then both kinds coincide and the slots are kept as written.
     if (comms_ || !crosses_ranks(s)) return s;

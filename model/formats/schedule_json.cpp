@@ -67,7 +67,9 @@ class Reader {
   Schedule read() {
     parse_json_sax(text_, *this);
     finish();
+    mark_data_steps(s_);
     validate_structure(s_, file_);
+    drop_rank_tags(s_);
     return std::move(s_);
   }
 

@@ -252,6 +252,7 @@ Schedule lower_like_pytorch(const Schedule& s) {
   out.micro_batches = s.micro_batches;
   out.placement = s.placement;
   out.programs = SendRecv(s, std::move(lists)).run();
+  mark_data_steps(out);
   validate_structure(out, "<" + s.name + " lowered as PyTorch does>");
   return out;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -18,6 +19,13 @@ struct GenerateOptions {
   bool less_memory = false;  // shallow warmup (V-1)*R0 + (P-1-i)
   bool overlap_b_f = false;  // steady pairs become OVERLAP_B_F
   bool dxdw_split = false;   // [B|F] -> [Bi|F] ... Bw (needs overlap_b_f)
+  // Megatron-LM's microbatch_group_size_per_vp_stage (interleaved-1f1b only): each chunk runs
+  // G consecutive micro-batches before the next chunk's; 0 = hyper-parallel's / PyTorch's rounds.
+  int group_size = 0;
+  // hyper-parallel's body data steps (DATA_LOAD / DATA_SEND / DATA_RECV riding the forward
+  // chain, data_steps.cpp); unset = the family's default (on for mpipe-transpose, as
+  // hyper-parallel emits them, off for the others).
+  std::optional<bool> data_steps;
   // mpipe-transpose
   Overflow overflow = Overflow::Full;
   Tower tower = Tower::Trainable;
@@ -33,6 +41,10 @@ struct GeneratorInfo {
   // rank (dualpipev: 2), so that callers (the fuzzer) draw only what the family accepts.
   int vpp_min = 1, vpp_max = 0;
   int micro_per_rank_min = 0;
+  bool takes_group_size = false;  // --group-size (Megatron's micro-batch groups)
+  // Places hyper-parallel's data steps itself (its reference lays them out); the others get
+  // them from add_data_steps when --data-steps is given.
+  bool places_data_steps = false;
 };
 
 // Every family, in the order `ppsched generate --list` prints them.
@@ -68,6 +80,11 @@ std::vector<std::vector<Step>> pytorch_interleaved_order(int P, int V, int M, bo
 // action, FSDP_REDUCE_GRAD right after a stage's last weight-gradient backward
 // (model/generators/fsdp_steps.cpp). Throws InputError when the schedule already has FSDP steps.
 Schedule add_fsdp_steps(const Schedule& s, int max_active_stages = 3);
+
+// hyper-parallel's body data steps added to a schedule that has its P2P steps (any family):
+// DATA_SEND right before each FWD_SEND, DATA_RECV right before each FWD_RECV, a DATA_LOAD right
+// before each forward (model/generators/data_steps.cpp). Sets Schedule::data_steps.
+Schedule add_data_steps(Schedule s);
 
 // Shared helper for family code: refuse with a clear message (throws InputError).
 [[noreturn]] void refuse(std::string_view family, const std::string& why);

@@ -20,20 +20,29 @@ namespace {
 
 // The round layout of §2.3: R rounds of "micros per round" (npr); a rank's forward ops are
 // issued round by round, each round running every chunk (virtual stage) over npr micros.
+// Megatron-LM's micro-batch groups are the same layout with other sizes: its
+// get_schedule_table runs each chunk over G consecutive micro-batches, the last group holding
+// the rest (M - G * floor((M-1) / G) of them), and its warmup (V-1)*G + 2(P-1-r) is the
+// classic one with R0 = G (megatron/core/pipeline_parallel/schedules.py).
 struct Rounds {
   std::vector<int> npr;   // micros in round a
   std::vector<int> accu;  // accu[a] = first op index of round a (prefix sums of npr, times V)
 
-  Rounds(int P, int V, int M) {
+  Rounds(int P, int V, int M, int group_size) {
+    accu.push_back(0);
+    auto add = [&](int n) {
+      npr.push_back(n);
+      accu.push_back(accu.back() + n * V);
+    };
+    if (group_size > 0) {
+      for (int first = 0; first < M; first += group_size) add(std::min(group_size, M - first));
+      return;
+    }
     const int R = std::max(1, M / P);
     // M < P: one round of M micros (base = M-P is negative, no remainder).
     const int base = M < P ? M - P : (M % P) / R;
     const int rem = M < P ? 0 : (M % P) % R;
-    accu.push_back(0);
-    for (int a = 0; a < R; ++a) {
-      npr.push_back(P + base + (a < rem ? 1 : 0));
-      accu.push_back(accu.back() + npr.back() * V);
-    }
+    for (int a = 0; a < R; ++a) add(P + base + (a < rem ? 1 : 0));
   }
   // The chunk (local virtual stage) op k belongs to: (k - accu[a]) / npr[a], a = k's round.
   int chunk(int k) const {
@@ -124,7 +133,7 @@ Schedule compute_order(int P, int V, int M, const BodyOptions& options) {
   s.stages = P * V;
   s.micro_batches = M;
   s.placement = Placement::loop(P, P * V);
-  const Rounds rounds(P, V, M);
+  const Rounds rounds(P, V, M, options.group_size);
   s.programs.reserve(static_cast<size_t>(P));
   for (int i = 0; i < P; ++i) {
     auto items = rank_items(P, V, M, i, rounds, options.less_memory);
@@ -156,7 +165,8 @@ Schedule compute_order(int P, int V, int M, const BodyOptions& options) {
 }
 
 Schedule body(int P, int V, int M, const BodyOptions& options) {
-  return insert_p2p(compute_order(P, V, M, options), Alignment::AsGiven);
+  Schedule s = insert_p2p(compute_order(P, V, M, options), Alignment::AsGiven);
+  return options.data_steps ? add_data_steps(std::move(s)) : s;
 }
 
 }  // namespace ppsched::interleaved
@@ -165,15 +175,17 @@ namespace ppsched {
 namespace {
 
 // enable_dxdw_split (§2.3 Options): each [B|F] whose B is not on stage 0 becomes [Bi|F], and
-// the matching Bw goes right after the contiguous run of P2P steps that follows the
-// composite. The P2P order is unchanged; stage-0 pairs stay unified (there is no dx to ship).
+// the matching Bw goes right after the contiguous run of body P2P steps (FWD/BWD sends and
+// receives) that follows the composite: a data step ends the run, as in hyper-parallel, whose
+// run is its FWD/BWD P2P types. The P2P order is unchanged; stage-0 pairs stay unified
+// (there is no dx to ship).
 void split_dxdw(Schedule& s) {
   for (auto& prog : s.programs) {
     Program out;
     out.reserve(prog.size() + prog.size() / 4);
     std::optional<Step> pending_w;
     for (auto& slot : prog) {
-      if (pending_w && !(slot && is_p2p(slot->op))) {
+      if (pending_w && !(slot && is_body_p2p(slot->op))) {
         out.push_back(*pending_w);
         pending_w.reset();
       }
@@ -188,6 +200,34 @@ void split_dxdw(Schedule& s) {
     if (pending_w) out.push_back(*pending_w);
     prog = std::move(out);
   }
+}
+
+// --group-size G: what Megatron-LM accepts, with its own rules and words
+// (forward_backward_pipelining_with_interleaving: G must range in [P, M]; M % G must be 0 or
+// at least P, "otherwise it introduces dependency bubbles"). Megatron's interleaving has
+// neither hyper-parallel's shallow warmup nor its overlap pairs, and with one stage per rank
+// there are no chunks to group.
+void refuse_megatron_groups(const GenerateOptions& o) {
+  const int P = o.pp, M = o.micro, G = o.group_size;
+  const char* family = "interleaved-1f1b";
+  if (o.vpp < 2)
+    refuse(family, "--group-size needs --vpp >= 2: it sizes the groups of micro-batches each virtual stage runs "
+                   "in turn (Megatron-LM's microbatch_group_size_per_vp_stage); with one stage per rank there is "
+                   "nothing to interleave");
+  if (o.less_memory || o.overlap_b_f)
+    refuse(family, std::string("--group-size gives Megatron-LM's interleaved order, which has no ") +
+                       (o.less_memory ? "--less-memory (shallow warmup)" : "--overlap-b-f (overlapped pairs)"));
+  if (G < P || G > M)
+    refuse(family, "--group-size " + std::to_string(G) + ": the number of contiguous micro-batches in a virtual "
+                   "pipeline stage should range in [PP=" + std::to_string(P) + ", M=" + std::to_string(M) +
+                   "] (Megatron-LM's rule)");
+  const int last = M % G;
+  if (last > 0 && last < P)
+    refuse(family, "--group-size " + std::to_string(G) + " with --micro " + std::to_string(M) +
+                       ": the remainder of M (the total micro-batches) divided by N (number of contiguous "
+                       "micro-batches in a virtual pipeline stage) should be 0, or larger than or equal to the "
+                       "pipeline-parallel size, but it is " + std::to_string(last) +
+                       "; otherwise it introduces dependency bubbles in the pipeline (Megatron-LM's rule)");
 }
 
 }  // namespace
@@ -206,9 +246,12 @@ Schedule generate_interleaved_1f1b(const GenerateOptions& o) {
     refuse("interleaved-1f1b",
            "--less-memory cannot be combined with --overlap-b-f: the shallow P-1-i warmup leaves no "
            "column for an [B|F] pair's forward input to arrive before the pair starts");
+  if (o.group_size != 0) refuse_megatron_groups(o);
   interleaved::BodyOptions body_options;
   body_options.less_memory = o.less_memory;
   body_options.overlap_b_f = o.overlap_b_f;
+  body_options.group_size = o.group_size;
+  body_options.data_steps = o.data_steps.value_or(false);
   Schedule s = interleaved::body(o.pp, o.vpp, o.micro, body_options);
   if (o.dxdw_split) split_dxdw(s);
   return s;

@@ -6,7 +6,9 @@
 // inputs (DS), the tower features (MFS) and, for the stage-0 recompute of a trainable tower,
 // the tower inputs (GS) to rank 0, which runs stage 0. Construction (§2.5):
 //   1. build the interleaved body (less_memory honoured, overlap_b_f forced off, so the
-//      transport is plain, §2.0) and strip every idle slot and body DATA_LOAD;
+//      transport is plain, §2.0) with hyper-parallel's body data steps (DATA_SEND before
+//      FWD_SEND, DATA_RECV before FWD_RECV; --no-data-steps leaves them out) and strip every
+//      idle slot and body DATA_LOAD;
 //   2. patch rank 0's body (inline DL/TF for "min" overflow micros, TB after each stage-0 B);
 //   3. prepend each rank's prefix; with owner_backward append the grad ship-back suffix and
 //      the final GREDUCE.
@@ -119,6 +121,9 @@ Schedule generate_mpipe_transpose(const GenerateOptions& o) {
   interleaved::BodyOptions body_options;
   body_options.less_memory = o.less_memory;
   body_options.overlap_b_f = false;
+  // hyper-parallel's body carries its data steps: DATA_SEND/DATA_RECV beside every cross-rank
+  // forward (its add_send_recv); the body's DATA_LOADs go, the prefix loads instead.
+  body_options.data_steps = o.data_steps.value_or(true);
   Schedule s = interleaved::body(o.pp, o.vpp, o.micro, body_options);
   s.name = kFamily;
   MPipeConfig cfg;

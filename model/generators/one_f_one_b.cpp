@@ -9,6 +9,9 @@
 // - cooldown: [BR(b)] (+ the pending FS(f-1) on the first iteration) B(b) [BS(b)].
 // When P-r > M the warmup holds every micro and the last forward output is sent right after
 // the warmup (the "extra FS(f-1)").
+// --data-steps: hyper-parallel's Schedule1F1B with its data steps, literally: DATA_SEND right
+// before each FWD_SEND, DATA_RECV right before each FWD_RECV, and a DATA_LOAD before each
+// warmup forward's receives and, in the steady phase, right after the backward.
 #include "model/generators/generator.hpp"
 
 #include <algorithm>
@@ -21,6 +24,7 @@ Schedule generate_1f1b(const GenerateOptions& o) {
                        "); use interleaved-1f1b for V > 1");
   const int P = o.pp;
   const int M = o.micro;
+  const bool data = o.data_steps.value_or(false);
   Schedule s = one_stage_per_rank("1f1b", P, M);
   for (int r = 0; r < P; ++r) {
     const bool first = r == 0;
@@ -29,18 +33,30 @@ Schedule generate_1f1b(const GenerateOptions& o) {
     const int w = std::min(P - r, M);
     Program prog;
     auto put = [&](Op op, int micro) { prog.push_back(make_step(op, micro, r)); };
+    auto send_fwd = [&](int micro) {
+      if (data) put(Op::DATA_SEND, micro);
+      put(Op::FWD_SEND, micro);
+    };
+    auto recv_fwd = [&](int micro) {
+      if (data) put(Op::DATA_RECV, micro);
+      put(Op::FWD_RECV, micro);
+    };
+    auto load = [&](int micro) {
+      if (data) put(Op::DATA_LOAD, micro);
+    };
 
     // Warmup.
     for (int f = 0; f < w; ++f) {
-      if (!first) put(Op::FWD_RECV, f);
-      if (!even && !last && f > 0) put(Op::FWD_SEND, f - 1);
+      load(f);
+      if (!first) recv_fwd(f);
+      if (!even && !last && f > 0) send_fwd(f - 1);
       put(Op::FWD, f);
-      if (even && !last && f + 1 < w) put(Op::FWD_SEND, f);
+      if (even && !last && f + 1 < w) send_fwd(f);
     }
     // The output of the last warmup F is still unsent (last rank: nothing to send).
     bool pending = !last;
     if (P - r > M && pending) {
-      put(Op::FWD_SEND, w - 1);
+      send_fwd(w - 1);
       pending = false;
     }
     // Steady: M-w iterations, b = backward micro, f = forward micro.
@@ -48,12 +64,13 @@ Schedule generate_1f1b(const GenerateOptions& o) {
     for (int f = w; f < M; ++f, ++b) {
       if (!last) {
         put(Op::BWD_RECV, b);
-        put(Op::FWD_SEND, f - 1);
+        send_fwd(f - 1);
       }
       put(Op::BWD, b);
+      load(f);
       if (!first) {
         put(Op::BWD_SEND, b);
-        put(Op::FWD_RECV, f);
+        recv_fwd(f);
       }
       put(Op::FWD, f);
     }
@@ -61,7 +78,7 @@ Schedule generate_1f1b(const GenerateOptions& o) {
     for (; b < M; ++b) {
       if (!last) put(Op::BWD_RECV, b);
       if (pending) {
-        put(Op::FWD_SEND, M - 1);
+        send_fwd(M - 1);
         pending = false;
       }
       put(Op::BWD, b);

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <stdexcept>
 
 #include "model/errors.hpp"
 #include "model/generators/generator.hpp"
@@ -8,13 +9,14 @@ namespace ppsched {
 
 const std::vector<GeneratorInfo>& generators() {
   static const std::vector<GeneratorInfo> all = {
-      {"gpipe", "all forwards, then all backwards (V=1)", "P >= 1, M >= 1", generate_gpipe, 1, 1},
+      {"gpipe", "all forwards, then all backwards (V=1)", "P >= 1, M >= 1", generate_gpipe, 1, 1, 0, false, true},
       {"1f1b", "one-forward-one-backward with P-r warmup forwards (V=1)", "P >= 1, M >= 1",
-       generate_1f1b, 1, 1},
+       generate_1f1b, 1, 1, 0, false, true},
       {"interleaved-1f1b",
        "interleaved 1F1B over V virtual stages per rank (loop placement); "
-       "--less-memory, --overlap-b-f, --dxdw-split",
-       "P >= 1, V >= 1, M >= 1", generate_interleaved_1f1b},
+       "--less-memory, --overlap-b-f, --dxdw-split, --group-size G (Megatron-LM's micro-batch groups)",
+       "P >= 1, V >= 1, M >= 1; --group-size: V >= 2, P <= G <= M, M % G = 0 or >= P", generate_interleaved_1f1b,
+       1, 0, 0, true, true},
       {"looped-bfs", "all forwards of each local stage, then backwards in reverse (loop placement)",
        "P >= 1, V >= 1, M >= 1", generate_looped_bfs},
       {"interleaved-zb",
@@ -30,7 +32,7 @@ const std::vector<GeneratorInfo>& generators() {
       {"mpipe-transpose",
        "interleaved-1F1B body with the MPipe Transpose tower layer; --overflow full|min, "
        "--tower trainable|frozen|none, --owner-backward",
-       "P >= 1, V >= 1, M >= 1", generate_mpipe_transpose},
+       "P >= 1, V >= 1, M >= 1", generate_mpipe_transpose, 1, 0, 0, false, true},
       {"zbv-greedy",
        "ZB-V placement built by ppsched's greedy list scheduler under a 2P memory cap (not the published order)",
        "P >= 1, V = 2, M >= 1", generate_zbv_greedy, 2, 2},
@@ -89,7 +91,17 @@ Schedule generate(std::string_view name, const GenerateOptions& options) {
   if (pairs > kMaxGeneratedPairs)
     refuse(name, "stages x micro-batches = " + std::to_string(pairs) + " is over the limit of " +
                      std::to_string(kMaxGeneratedPairs) + " (about 12 million steps)");
-  return g->build(options);
+  if (options.group_size != 0 && !g->takes_group_size)
+    refuse(name, "--group-size is Megatron-LM's microbatch_group_size_per_vp_stage; it applies to "
+                 "interleaved-1f1b only");
+  Schedule s = g->build(options);
+  if (options.data_steps.value_or(false) && !g->places_data_steps) s = add_data_steps(std::move(s));
+  mark_data_steps(s);
+  // Every family honours --data-steps / --no-data-steps (a DATA_LOAD at stage 0 at least;
+  // MPipe moves its loads into the prefix, so at P = 1 its body has none).
+  if (options.data_steps && *options.data_steps != s.data_steps && !s.mpipe)
+    throw std::logic_error(std::string(name) + " ignored --" + (*options.data_steps ? "" : "no-") + "data-steps");
+  return s;
 }
 
 }  // namespace ppsched

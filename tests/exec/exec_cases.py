@@ -182,6 +182,37 @@ def _(ctx):
                           1e-4, "", "corrupted gradients")
 
 
+# ---- hyper-parallel's body data steps (--data-steps; mpipe-transpose's default) ------------
+# Each micro-batch's inputs and labels travel with its forward (DATA_SEND / DATA_RECV beside
+# every cross-rank forward, a DATA_LOAD on stage 0): the last stage computes its loss from the
+# labels it received. The matrix's MPipe cells run with them (their default); these cases run
+# the other families, V placement's local hand-over (zbv, dualpipev) and Megatron's groups.
+DATA_STEP_RUNS = {
+    2: [["gpipe", "--micro", "4"], ["1f1b", "--micro", "4"], ["interleaved-1f1b", "--vpp", "2", "--micro", "4"],
+        ["interleaved-1f1b", "--vpp", "2", "--micro", "4", "--overlap-b-f", "--dxdw-split"],
+        ["interleaved-1f1b", "--vpp", "2", "--micro", "5", "--group-size", "5"],
+        ["looped-bfs", "--vpp", "2", "--micro", "4"], ["zbv", "--vpp", "2", "--micro", "4"],
+        ["dualpipev", "--vpp", "2", "--micro", "4"]],
+    4: [["1f1b", "--micro", "8"], ["interleaved-1f1b", "--vpp", "2", "--micro", "8"],
+        ["interleaved-1f1b", "--vpp", "2", "--micro", "10", "--group-size", "5"], ["zbv", "--vpp", "2", "--micro", "8"]],
+}
+
+for _pp in DATA_STEP_RUNS:
+    def _data_steps(ctx, pp=_pp):
+        for gen in DATA_STEP_RUNS[pp]:
+            parity_run(ctx, pp, ["--generate"] + gen + ["--pp", str(pp), "--data-steps"] + GPT,
+                       iterations=2 if pp == 2 else 1)
+    case(f"parity_data_steps_pp{_pp}")(_data_steps)
+
+
+@case("data_steps_loss_uses_the_labels_that_arrived_pp2")
+def _(ctx):
+    # Negative control: perturb the micro-batch rank 1 (the last stage) receives at its step 1
+    # (1f1b --data-steps: DATA_LOAD0, DATA_RECV0, FWD_RECV0, FWD0, ...); its loss must see it.
+    expect_parity_failure(ctx, 2, ["--generate", "1f1b", "--pp", "2", "--micro", "4", "--data-steps",
+                                   "--fail-at", "1:1:corrupt"] + GPT, 1e-4, "", "perturbed received labels")
+
+
 # ---- pipeline x data parallel (--dp, --mesh-order, --fsdp) ----------------------------------
 
 def fsdp_schedule(ctx, generate, unshard_reshard=True):

@@ -393,6 +393,75 @@ def main():
         case("malformed", name, ["check", path(name)], expect=[0, 1, 2] if "empty" in name else [1, 2])
         case("malformed", name + " (simulate)", ["simulate", path(name)], expect=[0, 1, 2])
 
+    # ---- model files, Hugging Face configs and layouts (issue: plan a real model) ----
+    def model(**kw):
+        d = {"format": "ppsched-model", "version": 1}
+        d.update(kw)
+        return d
+
+    def layer(**kw):
+        d = {"params": 1000, "fwd_flops": 1e9, "activation_bytes": 1000, "output_bytes": 100}
+        d.update(kw)
+        return d
+
+    llama = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+             "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256}
+    model_cases = {
+        "hf_layers_1e9.json": (dict(llama, num_hidden_layers=1000000000), "num_hidden_layers"),
+        "hf_layers_2e64.json": (None, "num_hidden_layers"),
+        "hf_hidden_2e60.json": (dict(llama, hidden_size=2 ** 60), "hidden_size"),
+        "hf_negative_heads.json": (dict(llama, num_attention_heads=-32), "num_attention_heads"),
+        "hf_vocab_float.json": (dict(llama, vocab_size=1.5), "vocab_size"),
+        "hf_unknown_type.json": (dict(llama, model_type="x" * 100000), "model_type"),
+        "hf_experts_huge.json": (dict(llama, model_type="qwen3_moe", num_experts=2 ** 40, num_experts_per_tok=8,
+                                      moe_intermediate_size=768), "num_experts"),
+        # Every dimension at its limit: the figures leave the range and are refused, located.
+        "hf_all_at_limit.json": (dict(llama, hidden_size=2 ** 24, intermediate_size=2 ** 24, num_attention_heads=2 ** 24,
+                                      num_key_value_heads=2 ** 24, vocab_size=2 ** 28), "too large"),
+        "model_layers_count_1e9.json": (model(layers=[layer(count=1000000000)]), "layers[0].count"),
+        "model_layers_200k.json": (model(layers=[layer()] * 200000), "layers"),
+        "model_flops_1e300.json": (model(layers=[layer(fwd_flops=1e300)]), "layers[0].fwd_flops"),
+        "model_params_negative.json": (model(layers=[layer(params=-1)]), "layers[0].params"),
+        "model_activation_9e18.json": (model(layers=[layer(activation_bytes=9e18)]), "layers[0].activation_bytes"),
+        "model_output_2e64.json": (model(layers=[layer(output_bytes=2 ** 64)]), "layers[0].output_bytes"),
+        "model_unknown_key.json": (model(layers=[layer()], trainng={}), "trainng"),
+        "model_unknown_layer_key.json": (model(layers=[layer(flops=1)]), "layers[0].flops"),
+        "model_seq_len_1e30.json": (model(hf_config=llama, training={"seq_len": 1e30}), "training.seq_len"),
+        "model_micro_batch_2e40.json": (model(hf_config=llama, training={"micro_batch_size": 2 ** 40}),
+                                        "training.micro_batch_size"),
+        "model_mfu_zero.json": (model(layers=[layer()], device={"mfu": 0}), "device.mfu"),
+        "model_flops_per_s_tiny.json": (model(layers=[layer()], device={"flops_per_s": 1e-300}), "device.flops_per_s"),
+        "model_link_bad.json": (model(layers=[layer()], link={"latency_ms": -1}), "link.latency_ms"),
+        "model_hf_path_dev.json": (model(hf_config="/dev/zero"), "hf_config"),
+        "model_hf_path_missing.json": (model(hf_config="/nonexistent/config.json"), "hf_config"),
+        "model_layout_huge_repeat.json": (model(layers=[layer(count=8)], layout="Et*99999999999|L"), "layout"),
+    }
+    for name, (obj, located) in model_cases.items():
+        if obj is None:
+            write(name, json.dumps(llama)[:-1] + ', "num_hidden_layers": 18446744073709551616}')
+        else:
+            wjson(name, obj)
+        case("models", "model " + name, ["model", path(name), "--pp", "2"], expect=[2], stderr_has=located,
+             max_stderr=1500)
+        case("models", "simulate --model " + name,
+             ["simulate", "--generate", "1f1b", "--pp", "2", "--micro", "2", "--model", path(name)], expect=[2],
+             stderr_has=located, max_stderr=1500)
+    good_model = wjson("model_good.json", model(layers=[layer(count=8)]))
+    hf_good = wjson("hf_llama.json", llama)
+    for text in ["t" * 1000000, "Et*1000000000|L", "E(t|)*100000000L", "((t|)*4)*4", "1," * 500000 + "1",
+                 "99999999999999999999,1", "E" + "|" * 2000000 + "L", "-1,9"]:
+        case("models", "layout " + text[:30], ["model", good_model, "--pp", "2", "--layout", text], expect=[2],
+             max_stderr=1500)
+    case("models", "2^20 stages of a 32-layer model", ["model", hf_good, "--pp", "1048576"], expect=[2], max_stderr=1500)
+    case("models", "per-micro sequence lengths x stages over the limit",
+         ["model", wjson("model_seq_list.json", model(hf_config=llama, training={"seq_len": [128] * 65536})),
+          "--pp", "64", "--layout", ",".join(["1"] * 32 + ["0"] * 32)], expect=[2], max_stderr=1500)
+    case("models", "--seq-len at its limit", ["model", hf_good, "--pp", "4", "--seq-len", str(2 ** 24)], expect=[0, 2],
+         max_stderr=1500)
+    case("models", "a model flag without --model", ["simulate", good, "--seq-len", "4096"], expect=[2])
+    case("models", "a model flag a listed model cannot take", ["model", good_model, "--seq-len", "4096"], expect=[2],
+         stderr_has="does not apply")
+
     # ---- outputs ----
     victim = wjson("victim.json", pipeline(2, 2))
     case("outputs", "simulate X.json --trace X.json", ["simulate", victim, "--trace", victim], expect=[2],

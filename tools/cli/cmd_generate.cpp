@@ -24,6 +24,17 @@ void add_generator_flags(CLI::App& cmd, GeneratorFlags& f, bool family_required)
   cmd.add_flag("--less-memory", f.options.less_memory, "interleaved: shallow warmup (V-1)*R0 + (P-1-i)");
   cmd.add_flag("--overlap-b-f", f.options.overlap_b_f, "interleaved: steady pairs become OVERLAP_B_F");
   cmd.add_flag("--dxdw-split", f.options.dxdw_split, "interleaved: split backward into BWD_INPUT/BWD_WEIGHT (needs --overlap-b-f)");
+  cmd.add_option("--group-size", f.options.group_size,
+                 "interleaved-1f1b: Megatron-LM's microbatch_group_size_per_vp_stage G, P <= G <= M (each virtual "
+                 "stage runs G micro-batches in turn; default: PyTorch's / hyper-parallel's rounds)")
+      ->check(whole_in(1, kMaxCount));
+  auto* data_on = cmd.add_flag("--data-steps", f.data_steps_on,
+                               "hyper-parallel's body data steps: DATA_SEND/DATA_RECV beside every cross-rank forward "
+                               "(inputs and labels travel with it), DATA_LOAD before each forward (default for "
+                               "mpipe-transpose)");
+  auto* data_off = cmd.add_flag("--no-data-steps", f.data_steps_off,
+                                "leave the body data steps out (mpipe-transpose: its body without them)");
+  data_on->excludes(data_off);
   cmd.add_option("--overflow", f.overflow, "mpipe-transpose: owner rule full|min")->check(CLI::IsMember({"full", "min"}));
   cmd.add_option("--tower", f.tower, "mpipe-transpose: trainable|frozen|none")->check(CLI::IsMember({"trainable", "frozen", "none"}));
   cmd.add_flag("--owner-backward", f.options.owner_backward, "mpipe-transpose: owners run the tower backward");
@@ -38,6 +49,8 @@ Schedule build_generated(GeneratorFlags& f) {
   if (f.options.micro < 1) throw InputError({}, "--micro is required (micro-batches, >= 1)");
   f.options.overflow = f.overflow == "min" ? Overflow::Min : Overflow::Full;
   f.options.tower = f.tower == "frozen" ? Tower::Frozen : f.tower == "none" ? Tower::None : Tower::Trainable;
+  if (f.data_steps_on) f.options.data_steps = true;
+  if (f.data_steps_off) f.options.data_steps = false;
   Schedule s = generate(f.family, f.options);
   if (f.fsdp_steps) s = add_fsdp_steps(s);
   if (f.batch) s = coalesce_verified(s, f.family);

@@ -208,7 +208,15 @@ Action add_model(CLI::App& app) {
     const DataParallelOptions dp = data_parallel_options(st->dp, st->pp, st->cost.model);
     if (!st->out.empty()) {
       refuse_overwriting_input(st->out, {st->cost.model}, "-o");
-      write_output(st->out, write_cost_model(nc.costs));
+      const std::string text = write_cost_model(nc.costs);
+      // What is written must read back: a figure over a cost file's limits is refused here.
+      try {
+        (void)read_cost_model(text, st->out);
+      } catch (const InputError& e) {
+        throw InputError({}, "-o: the costs of this layout do not fit a cost file: " + e.message() +
+                                 " (README \"Limits\"; more stages or --tp make each stage smaller)");
+      }
+      write_output(st->out, text);
     }
     if (st->json) {
       std::cout << model_json(nc, dp).dump(2) << "\n";

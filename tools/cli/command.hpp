@@ -93,6 +93,7 @@ struct GeneratorFlags {
   std::string tower = "trainable";
   bool batch = false;  // coalesce P2P runs into BATCH_SEND_RECV
   bool fsdp_steps = false;  // insert FSDP_UNSHARD / RESHARD / REDUCE_GRAD as PyTorch lowers them
+  bool data_steps_on = false, data_steps_off = false;  // --data-steps / --no-data-steps
 };
 void add_generator_flags(CLI::App& cmd, GeneratorFlags& flags, bool family_required);
 // Builds the schedule the flags describe (throws InputError on bad parameters).

@@ -190,7 +190,7 @@ Layout parse_layout(const std::string& text, const std::vector<Layer>& layers, i
   if (text.empty()) refuse(where, "an empty layout: give one count per stage (\"4,2,1,1\") or Megatron's layout");
   // Counts start with a number; Megatron's layout never does (its first layer is E).
   const size_t first = text.find_first_not_of(" \t");
-  const bool megatron = first != std::string::npos && !std::isdigit(static_cast<unsigned char>(text[first]));
+  const bool megatron = first != std::string::npos && !std::isdigit(static_cast<unsigned char>(text[first])) && text[first] != '-';
   return megatron ? parse_megatron(text, layers, stages, where) : parse_counts(text, layers, stages, where);
 }
 

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""`ppsched model` and --model on check, simulate, compare and tune, end to end.
+
+    model_cli.py PPSCHED DATA_DIR
+
+A model's JSON fields, both layout spellings, a cost file written by `model -o` pricing a
+schedule exactly as --model does, the per-rank memory of `simulate --json`, the budget verdict
+naming the largest part, recomputation in tune's leaderboard, and the refusals (exit 2).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+EXE, DATA = sys.argv[1], sys.argv[2]
+LLAMA = os.path.join(DATA, "models", "hf", "llama3_8b.json")
+failures = []
+
+
+def run(*args, expect=0):
+    p = subprocess.run([EXE] + list(args), capture_output=True, text=True)
+    if p.returncode != expect:
+        failures.append("%s: exit %d, expected %d\n%s%s" % (" ".join(args), p.returncode, expect, p.stdout[-2000:], p.stderr[-2000:]))
+    return p
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+
+
+def jrun(*args, expect=0):
+    p = run(*args, "--json", expect=expect)
+    try:
+        return json.loads(p.stdout)
+    except ValueError:
+        failures.append("%s: not JSON: %s" % (" ".join(args), p.stdout[:300]))
+        return {}
+
+
+# ---- ppsched model --json: the interface other tools rely on ----
+m = jrun("model", LLAMA, "--pp", "4")
+check(m.get("parameters", {}).get("total") == 8030261248, "parameters.total of Llama-3-8B")
+check(all(set(l) >= {"name", "params", "fwd_flops", "activation_bytes", "output_bytes"} for l in m.get("layers", [])),
+      "layers[] fields")
+check(len(m.get("stages", [])) == 4, "4 stages")
+check(all(set(s) >= {"layers", "params", "activation_bytes_per_micro", "fwd_ms", "bwd_ms"} for s in m.get("stages", [])),
+      "stages[] fields")
+check(m.get("layout", {}).get("counts") == [8, 9, 8, 7], "torchtitan's even split of 32 layers over 4 stages")
+check(sum(len(s["layers"]) for s in m["stages"]) == len(m["layers"]), "every layer exactly once")
+# Both layout spellings give the same stages.
+a = jrun("model", LLAMA, "--pp", "4", "--layout", "10,8,8,6")
+b = jrun("model", LLAMA, "--pp", "2", "--vpp", "2", "--layout", "Et*10|t*8|t*8|t*6L")
+check([s["layers"] for s in a["stages"]] == [s["layers"] for s in b["stages"]], "counts and Megatron's string agree")
+check(a["layout"]["megatron"] == "Et*10|t*8|t*8|t*6L", "Megatron string written back")
+
+# ---- the resident bytes: Megatron's 18 and 6 + 12/DP bytes per parameter ----
+plain = jrun("model", LLAMA, "--pp", "4", "--layout", "8,8,8,8")
+dist = jrun("model", LLAMA, "--pp", "4", "--layout", "8,8,8,8", "--dp", "8", "--distributed-optimizer")
+p0 = plain["stages"][0]["params"]
+check(plain["stages"][0]["resident_bytes"] == 18 * p0, "18 bytes per parameter")
+check(dist["stages"][0]["weights_bytes"] + dist["stages"][0]["grads_bytes"] == 6 * p0, "6 bytes unsharded")
+check(dist["stages"][0]["optimizer_bytes"] == -(-12 * p0 // 8), "12/DP bytes of optimizer state")
+
+with tempfile.TemporaryDirectory() as tmp:
+    # ---- model -o: an ordinary cost file that prices as --model does ----
+    costs = os.path.join(tmp, "llama_pp4.json")
+    p = run("model", LLAMA, "--pp", "4", "-o", costs)
+    check("wrote " + costs in p.stdout, "model -o says what it wrote")
+    by_model = jrun("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", LLAMA)
+    by_file = jrun("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--costs", costs)
+    check(abs(by_model.get("makespan_ms", 0) - by_file.get("makespan_ms", 1)) < 1e-9, "model -o reproduces the makespan")
+    check(by_model.get("memory") == by_file.get("memory"), "model -o reproduces the memory")
+    # A cost file given with --model overrides what it sets.
+    override = os.path.join(tmp, "slow.json")
+    with open(override, "w") as f:
+        json.dump({"format": "ppsched-costs", "version": 1, "compute": {"FWD": 50, "BWD": 100}}, f)
+    both = jrun("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", LLAMA, "--costs", override)
+    check(both.get("makespan_ms", 0) > by_model.get("makespan_ms", 0), "--costs overrides the model's compute")
+    def sizes(sim):
+        return [{k: v for k, v in r.items() if not k.endswith("time_ms")} for r in sim.get("memory", {}).get("per_rank", [])]
+    check(sizes(both) == sizes(by_model), "... and keeps its memory")
+
+# ---- simulate --json memory.per_rank ----
+per_rank = by_model.get("memory", {}).get("per_rank", [])
+check(len(per_rank) == 4, "memory.per_rank has every rank")
+for r in per_rank:
+    check(set(r) >= {"params_bytes", "grads_bytes", "optimizer_bytes", "activations_peak_bytes", "peak_bytes"},
+          "memory.per_rank fields")
+    at = r["at_peak"]
+    check(r["peak_bytes"] == r["params_bytes"] + r["grads_bytes"] + r["optimizer_bytes"] + at["activations_bytes"] +
+          at["buffers_bytes"] + at["gathered_params_bytes"] + at["workspace_bytes"], "peak = resident + live parts")
+    check(r["activations_peak_bytes"] >= at["activations_bytes"], "the activations' own peak is at least their share")
+# 1F1B: rank 0 holds P = 4 micro-batches' activations (Megatron's in-flight count).
+check(per_rank and per_rank[0]["activations_peak_bytes"] == 4 * plain["stages"][0]["activation_bytes_per_micro"] or
+      per_rank[0]["activations_peak_bytes"] == 4 * m["stages"][0]["activation_bytes_per_micro"],
+      "1F1B rank 0 keeps P micro-batches")
+
+# ---- the budget judges the whole peak and names the largest part ----
+p = run("check", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", LLAMA, "--memory-budget", "35GiB", expect=1)
+check("[memory]" in p.stdout and "The largest part is the optimizer state" in p.stdout, "memory verdict names the largest part:\n" + p.stdout)
+p = run("check", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", LLAMA, "--memory-budget", "35GiB",
+        "--dp", "8", "--distributed-optimizer", expect=0)
+check("verified" in p.stdout, "the distributed optimizer brings it under 35 GiB")
+p = run("simulate", "--generate", "gpipe", "--pp", "4", "--micro", "16", "--model", LLAMA, expect=1)
+check("budget 80.00 GiB per rank" in p.stdout and "over it" in p.stdout, "simulate reports ranks over the device memory")
+
+# ---- recomputation in tune's leaderboard: memory out, time in ----
+def tune(*extra):
+    return jrun("tune", "--pp", "4", "--micro", "8", "--model", LLAMA, "--seconds", "0", "--iterations", "200",
+                "--des-iterations", "0", "-q", "--flash-attention", "off", "--memory-budget", "1000GiB", *extra)
+
+def family(t, name):
+    return next(e for e in t.get("leaderboard", []) if e["name"] == name)
+
+none, full = tune(), tune("--recompute", "full")
+check(max(family(full, "1f1b")["peak_memory_bytes"]) < max(family(none, "1f1b")["peak_memory_bytes"]),
+      "full recomputation lowers 1F1B's peak in the leaderboard")
+check(family(full, "1f1b")["makespan_ms"] > family(none, "1f1b")["makespan_ms"], "... and lengthens it")
+
+# ---- compare --model ----
+with tempfile.TemporaryDirectory() as tmp:
+    f1 = os.path.join(tmp, "a.json")
+    run("generate", "1f1b", "--pp", "4", "--micro", "8", "-o", f1)
+    rows = jrun("compare", f1, "--model", LLAMA)
+    check(rows and rows[0].get("peak_memory_bytes", 0) > 30 * 2 ** 30, "compare prices the model's memory")
+
+# ---- refusals ----
+p = run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--seq-len", "4096", expect=2)
+check("--model" in p.stderr, "--seq-len without --model is refused")
+listed = os.path.join(DATA, "models", "listed_8_layers.json")
+p = run("model", listed, "--recompute", "full", expect=2)
+check("does not apply" in p.stderr, "--recompute on a listed model is refused")
+p = run("model", LLAMA, "--pp", "4", "--layout", "8,8,8", expect=2)
+check("3 stages but the schedule has 4" in p.stderr, "a layout with the wrong stage count is refused")
+p = run("model", os.path.join(DATA, "costs", "bad_format.json"), expect=2)
+check("error:" in p.stderr, "a cost file given as a model is refused")
+
+if failures:
+    print("\n\n".join(failures))
+    sys.exit(1)
+print("model_cli: all checks passed")

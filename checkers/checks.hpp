@@ -38,6 +38,10 @@ void check_collectives(const Schedule& s, const CommModel& m, std::vector<Violat
 void check_data_parallel(const Schedule& s, const CheckOptions& o, std::vector<Violation>& out,
                          std::vector<std::string>& notes);
 
+// Replicated stages (Schedule::pipes > 1): each copy of a stage syncs its weight gradients with
+// its other copies exactly once, after its last weight-gradient backward (REPLICA_GRAD_SYNC).
+void check_replicas(const Schedule& s, std::vector<Violation>& out);
+
 // Outcome of replaying the lowered programs.
 struct ReplayResult {
   bool completed = false;
@@ -69,7 +73,7 @@ struct Pass {
   void (*run)(const PassInput& in, CheckReport& out);
 };
 // verify()'s passes, in reporting order: coverage, caches, lowering problems, P2P matching,
-// collectives, data parallelism, deadlock (the replay; it skips stuck sets the static passes explain).
+// collectives, data parallelism, replicated stages, deadlock (the replay; it skips stuck sets the static passes explain).
 const std::vector<Pass>& verification_passes();
 
 // Runs every pass. The schedule must be structurally valid (readers and generators ensure it).

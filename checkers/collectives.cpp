@@ -12,6 +12,12 @@ void check_collectives(const Schedule& s, const CommModel& m, std::vector<Violat
     const auto& call = m.collective_calls[c];
     calls[static_cast<size_t>(call.group)][static_cast<size_t>(call.rank)].push_back(static_cast<int32_t>(c));
   }
+  // "REPLICA_GRAD_SYNC of model stage 3", or the op's name.
+  auto what = [](const CollectiveCall& c) {
+    std::string out(op_name(c.op));
+    if (c.subject >= 0) out += " of model stage " + std::to_string(c.subject);
+    return out;
+  };
   for (size_t g = 0; g < m.groups.size(); ++g) {
     const auto& group = m.groups[g];
     size_t longest = 0;
@@ -29,7 +35,7 @@ void check_collectives(const Schedule& s, const CommModel& m, std::vector<Violat
         }
         const auto& call = m.collective_calls[static_cast<size_t>(seq[k])];
         if (!ref) ref = &call;
-        else if (call.op != ref->op) differing.push_back(r);
+        else if (call.op != ref->op || call.subject != ref->subject) differing.push_back(r);
       }
       if (missing.empty() && differing.empty()) continue;
       Violation v;
@@ -40,11 +46,11 @@ void check_collectives(const Schedule& s, const CommModel& m, std::vector<Violat
         v.ranks.push_back(r);
         if (k < seq.size()) v.steps.push_back(step_ref(s, r, m.collective_calls[static_cast<size_t>(seq[k])].step_index));
       }
-      v.message = "At " + pos + ", rank " + std::to_string(ref->rank) + " calls " + std::string(op_name(ref->op)) +
+      v.message = "At " + pos + ", rank " + std::to_string(ref->rank) + " calls " + what(*ref) +
                   " (step " + std::to_string(ref->step_index) + ")";
       for (int r : differing) {
         const auto& call = m.collective_calls[static_cast<size_t>(calls[g][static_cast<size_t>(r)][k])];
-        v.message += ", rank " + std::to_string(r) + " calls " + std::string(op_name(call.op)) + " (step " +
+        v.message += ", rank " + std::to_string(r) + " calls " + what(call) + " (step " +
                      std::to_string(call.step_index) + ")";
       }
       if (!missing.empty()) {

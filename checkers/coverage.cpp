@@ -83,8 +83,14 @@ bool coverage_clean(const Schedule& s) {
       }
     }
   if (misplaced) return false;
-  for (const auto& c : n) {
+  for (size_t key = 0; key < n.size(); ++key) {
+    const auto& c = n[key];
     const int fwd = c[0], full = c[1], dx = c[2], dw = c[3];
+    // Replicated stages: a micro-batch runs through its own copy of the pipeline only.
+    if (!s.runs_through(static_cast<int>(key / M), static_cast<int>(key % M))) {
+      if (fwd + full + dx + dw != 0) return false;
+      continue;
+    }
     if (fwd != 1 || full + dx != 1 || dx != dw) return false;
   }
   return true;
@@ -170,6 +176,13 @@ void check_coverage(const Schedule& s, std::vector<Violation>& out) {
               places[what].push_back(step_ref(s, p.rank, p.index, p.sub));
             }
       };
+      if (!s.runs_through(st, mi)) {
+        if (c.n[0] + c.n[1] + c.n[2] + c.n[3] > 0)
+          note("steps of a micro-batch of pipe " + std::to_string(s.pipe_of_micro(mi)) +
+                   " (micro_pipe), which never runs through this copy (pipe " + std::to_string(s.pipe_of_stage(st)) + ")",
+               {0, 1, 2, 3});
+        continue;
+      }
       if (c.n[0] == 0) note("no FWD", {});
       if (c.n[0] > 1) note("more than one FWD", {0});
       int full = c.n[1], dx = c.n[2], dw = c.n[3];

@@ -49,6 +49,10 @@ std::string check_compute_coverage(const Schedule& s) {
     for (int m = 0; m < s.micro_batches; ++m) {
       auto c = n[static_cast<size_t>(st)][static_cast<size_t>(m)];
       std::string where = "stage " + std::to_string(st) + " micro " + std::to_string(m);
+      if (!s.runs_through(st, m)) {
+        if (c[0] + c[1] + c[2] + c[3] != 0) return where + ": steps of a micro-batch of another pipe";
+        continue;
+      }
       if (c[0] != 1) return where + ": " + std::to_string(c[0]) + " FWD";
       bool full = c[1] == 1 && c[2] == 0 && c[3] == 0;
       bool split = c[1] == 0 && c[2] == 1 && c[3] == 1;
@@ -80,12 +84,12 @@ std::string check_send_recv_placement(const Schedule& s) {
             if (!has(1, st.stage)) return here + ": send before its backward";
             break;
           case Op::FWD:
-            if (st.stage > 0 && s.rank_of(st.stage - 1) != r && !has(2, st.stage))
+            if (s.chain_neighbour(st.stage, -1) >= 0 && s.rank_of(st.stage - 1) != r && !has(2, st.stage))
               return here + ": FWD before its FWD_RECV";
             break;
           case Op::BWD:
           case Op::BWD_INPUT:
-            if (st.stage + 1 < s.stages && s.rank_of(st.stage + 1) != r && !has(3, st.stage))
+            if (s.chain_neighbour(st.stage, +1) >= 0 && s.rank_of(st.stage + 1) != r && !has(3, st.stage))
               return here + ": backward before its BWD_RECV";
             break;
           default:
@@ -141,8 +145,14 @@ std::string rendezvous_replay(const Schedule& s) {
         if (i.collective == CollectiveScope::DataParallel) { ++head[static_cast<size_t>(r)]; progress = true; continue; }
         std::vector<int> group;
         if (i.collective == CollectiveScope::AllPipelineRanks) for (int q = 0; q < R; ++q) group.push_back(q);
+        else if (i.collective == CollectiveScope::Replicas) { const auto g = s.replica_ranks(st->stage); group.assign(g.begin(), g.end()); }
         else group.assign(st->group.begin(), st->group.end());
-        bool all = std::all_of(group.begin(), group.end(), [&](int q) { const Step* h = at(q); return h && h->op == st->op; });
+        // Replica syncs match only the copies of the same model stage.
+        auto same = [&](const Step* h) {
+          return h && h->op == st->op &&
+                 (i.collective != CollectiveScope::Replicas || s.model_stage_of(h->stage) == s.model_stage_of(st->stage));
+        };
+        bool all = std::all_of(group.begin(), group.end(), [&](int q) { return same(at(q)); });
         if (all) { for (int q : group) ++head[static_cast<size_t>(q)]; progress = true; }
         continue;
       }

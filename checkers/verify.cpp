@@ -32,6 +32,8 @@ void data_parallel_pass(const PassInput& in, CheckReport& out) {
   check_data_parallel(in.schedule, in.options, out.violations, out.notes);
 }
 
+void replicas_pass(const PassInput& in, CheckReport& out) { check_replicas(in.schedule, out.violations); }
+
 void deadlock_pass(const PassInput& in, CheckReport& out) {
   const CommMode mode = in.options.comm;
   const bool static_comm_problems = std::any_of(out.violations.begin(), out.violations.end(), [](const Violation& v) {
@@ -66,7 +68,7 @@ const std::vector<Pass>& verification_passes() {
   static const std::vector<Pass> passes = {
       {"coverage", coverage_pass},       {"caches", caches_pass},          {"lowering", lowering_pass},
       {"p2p_matching", p2p_pass},        {"collectives", collectives_pass}, {"data_parallel", data_parallel_pass},
-      {"deadlock", deadlock_pass},
+      {"replicas", replicas_pass},       {"deadlock", deadlock_pass},
   };
   return passes;
 }

@@ -112,10 +112,18 @@ Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& m,
   auto& errors = a.errors;
   if (const std::string e = mesh_mismatch(dp.mesh(s.ranks), world_size); !e.empty()) errors.push_back(e);
   check_data_parallel(s, m, dp, errors);
-  const int stages = m.stages.value_or(s.stages);
-  if (stages != s.stages)
+  // Replicated stages: the model is cut into the schedule's model stages, each built once per copy.
+  const int model_stages = s.model_stages();
+  const int stages = m.stages.value_or(model_stages);
+  if (stages != model_stages)
     errors.push_back("the model is cut into " + std::to_string(stages) + " virtual stages (--model-stages) but the schedule has " +
-                     std::to_string(s.stages));
+                     std::to_string(model_stages) + (s.pipes > 1 ? " (model stages, each in " + std::to_string(s.pipes) + " copies)" : ""));
+  if (s.pipes > 1 && m.tie_embeddings)
+    errors.push_back("--tie-embeddings with replicated stages (" + std::to_string(s.pipes) +
+                     " copies of the pipeline): each copy would need its own ALL_REDUCE of the tied weight");
+  if (s.pipes > 1 && dp.fsdp)
+    errors.push_back("--fsdp with replicated stages (" + std::to_string(s.pipes) +
+                     " copies of the pipeline): the copies' REPLICA_GRAD_SYNC needs the full gradients");
   if (m.micro_batch_size < 1) errors.push_back("--micro-batch-size must be >= 1");
   if (m.global_batch_size && *m.global_batch_size != s.micro_batches * m.micro_batch_size)
     errors.push_back("--global-batch-size " + std::to_string(*m.global_batch_size) + " is not the schedule's " +
@@ -123,9 +131,9 @@ Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& m,
                      std::to_string(m.micro_batch_size) + " = " + std::to_string(s.micro_batches * m.micro_batch_size));
   if (m.kind == ModelKind::StageModules) {
     const StageModules& sm = *m.stage_modules;
-    if (sm.stages != s.stages)
+    if (sm.stages != model_stages)
       errors.push_back(sm.dir + "/stages.json declares " + std::to_string(sm.stages) +
-                       " stage modules but the schedule has " + std::to_string(s.stages) +
+                       " stage modules but the schedule has " + std::to_string(model_stages) +
                        " virtual stages: export one module per virtual stage");
     if (m.tie_embeddings) errors.push_back("--tie-embeddings needs --model gpt, not --stage-module");
     if (s.mpipe && s.mpipe->tower != Tower::None)
@@ -158,13 +166,13 @@ Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& m,
 
   check_tower(s, m, errors);
   check_tied(s, m, errors);
-  if (m.kind == ModelKind::StageModules && m.stage_modules->stages != s.stages) return a;  // nothing to cut
+  if (m.kind == ModelKind::StageModules && m.stage_modules->stages != model_stages) return a;  // nothing to cut
   // Without --layers: one block per virtual stage (at least 4), resolved here so that the
   // ranks, the layout and the parity reference all build the same model.
   if (m.layers == 0 && m.kind != ModelKind::StageModules)
-    m.layers = default_layers(m.kind, s.stages, std::max(0, m.tower_layers));
+    m.layers = default_layers(m.kind, model_stages, std::max(0, m.tower_layers));
   try {
-    a.layout = make_layout(m, s.stages, std::max(0, m.tower_layers));
+    a.layout = make_layout(m, model_stages, std::max(0, m.tower_layers));
   } catch (const InputError& e) {
     errors.push_back(e.message());
   }

@@ -1,4 +1,4 @@
-// Body point-to-point, data and tied-parameter handlers.
+// Body point-to-point, data, tied-parameter and replicated-stage handlers.
 //
 // The handlers only take payloads out of their caches (sends) or size the buffers (receives)
 // and store what arrived; the runtime exchanges every message where the lowering
@@ -122,6 +122,27 @@ void run_all_reduce(RunContext& c, const StepAt& at) {
   }
 }
 
+// ---- replicated stages -----------------------------------------------------------------
+
+// REPLICA_GRAD_SYNC: the copies of a replicated stage (Chimera, DualPipe) each accumulated the
+// gradients of their own micro-batches; an all-reduce (sum) of this run's delta over the ranks
+// holding the copies leaves every copy with the gradient of the whole batch.
+void run_replica_grad_sync(RunContext& c, const StepAt& at) {
+  const std::vector<int32_t> group = c.schedule.replica_ranks(at.step.stage);
+  const std::vector<int> members(group.begin(), group.end());
+  c.collective(at, members);
+  if (members.size() <= 1) return;
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> params = c.model.chain_of(at.step.stage).trainable_parameters();
+  const auto& snap = c.replica_snapshot.at(at.step.stage);
+  std::vector<at::Tensor> deltas;
+  for (size_t k = 0; k < params.size(); ++k)
+    deltas.push_back(params[k].grad().defined() ? params[k].grad() - snap[k] : torch::zeros_like(params[k]));
+  c.collective_bytes = bytes_of(deltas);
+  c.transport.all_reduce_sum(deltas, members);
+  for (size_t k = 0; k < params.size(); ++k) params[k].mutable_grad() = snap[k] + deltas[k];
+}
+
 }  // namespace
 
 void register_p2p_handlers(HandlerTable& t) {
@@ -137,6 +158,7 @@ void register_p2p_handlers(HandlerTable& t) {
   p2p(Op::DATA_RECV, begin_data_recv, finish_data_recv);
   t[static_cast<size_t>(Op::DATA_LOAD)].run = run_data_load;
   t[static_cast<size_t>(Op::ALL_REDUCE)].run = run_all_reduce;
+  t[static_cast<size_t>(Op::REPLICA_GRAD_SYNC)].run = run_replica_grad_sync;
 }
 
 }  // namespace ppsched::exec

@@ -229,8 +229,8 @@ RankModel build_rank_model(const ModelConfig& m, const ModelLayout& l, const std
   rm.stages = stages;
   if (m.kind == ModelKind::StageModules) {
     for (int s : stages)
-      rm.stage_chain.emplace_back(std::vector<std::shared_ptr<Unit>>{load_stage_module(*m.stage_modules, s, device)},
-                                  std::vector<std::string>{unit_name(m, l, s)});
+      rm.stage_chain.emplace_back(std::vector<std::shared_ptr<Unit>>{load_stage_module(*m.stage_modules, s % l.stages, device)},
+                                  std::vector<std::string>{unit_name(m, l, s % l.stages)});
     return rm;  // no tower, no tied weights (the agreement refuses both)
   }
   const bool holds_embedding = !stages.empty() && stages.front() == 0;
@@ -258,7 +258,9 @@ RankModel build_rank_model(const ModelConfig& m, const ModelLayout& l, const std
   for (int s : stages) {
     std::vector<std::shared_ptr<Unit>> units;
     std::vector<std::string> names;
-    for (int u : l.stage_units[static_cast<size_t>(s)]) {
+    // A replicated stage (schedule stage s >= the model's stages) is a copy of model stage
+    // s mod stages: the same units, the same names, the same initial values (seeded per unit).
+    for (int u : l.stage_units[static_cast<size_t>(s % l.stages)]) {
       units.push_back(build(u));
       names.push_back(unit_name(m, l, u));
     }

@@ -139,6 +139,12 @@ void Runtime::reset() {
     ctx_.tied_snapshot.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
   // FSDP_REDUCE_GRAD averages this run's delta too (without --fsdp).
   snapshot_stage_grads(ctx_);
+  // REPLICA_GRAD_SYNC sums this run's delta of a replicated stage's gradients over its copies.
+  ctx_.replica_snapshot.clear();
+  if (s.pipes > 1)
+    for (size_t k = 0; k < ctx_.model.stages.size(); ++k)
+      for (const auto& p : ctx_.model.stage_chain[k].trainable_parameters())
+        ctx_.replica_snapshot[ctx_.model.stages[k]].push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
 }
 
 void Runtime::abort() noexcept {

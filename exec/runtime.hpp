@@ -140,6 +140,7 @@ struct RunContext {
   MPipeState mpipe;
   DataParallelState dp;
   std::vector<at::Tensor> tied_snapshot;       // tied-parameter grads at the start of the run
+  std::map<int, std::vector<at::Tensor>> replica_snapshot;  // replicated stage -> its grads at the start of the run
   std::map<int, TensorMeta> recv_meta;         // stage -> meta received by its first FWD_RECV
   std::map<int, TensorMeta> fwd_output_meta;   // stage -> its output meta (reserves BWD_RECV buffers)
   int iteration = 0;

@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -393,10 +394,16 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
     }
 
     // ---- results to rank 0 (through the store, outside the schedule's channels) ---------
-    if (prank == s.rank_of(s.stages - 1)) {
+    // The ranks holding a last stage (one per copy of the pipeline with replicated stages)
+    // each report the losses of their micro-batches; rank 0 adds them up.
+    std::vector<int> loss_ranks;
+    for (int st = 0; st < s.stages; ++st)
+      if (s.is_last_stage(st) && std::find(loss_ranks.begin(), loss_ranks.end(), s.rank_of(st)) == loss_ranks.end())
+        loss_ranks.push_back(s.rank_of(st));
+    if (std::find(loss_ranks.begin(), loss_ranks.end(), prank) != loss_ranks.end()) {
       std::ostringstream l;
       for (double v : local_losses) l << num(v) << ' ';
-      store->set("losses/" + std::to_string(replica), bytes(l.str()));
+      store->set("losses/" + std::to_string(replica) + "/" + std::to_string(prank), bytes(l.str()));
     }
     // Line 1: bound (0/1) and the CPU list ("0-3,8"; "-" when unknown); line 2: the reason.
     store->set("cpus/" + std::to_string(rank), bytes(std::string(cpu_bound ? "1 " : "0 ") +
@@ -414,14 +421,15 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
     if (rank == 0) {
       // The global batch's loss: the mean of the replicas' (each the mean of its micro-batches).
       std::vector<double> losses;
-      for (int d = 0; d < mesh.dp; ++d) {
-        std::istringstream in(text(store->get("losses/" + std::to_string(d))));
-        size_t k = 0;
-        for (double v; in >> v; ++k) {
-          if (k >= losses.size()) losses.push_back(0);
-          losses[k] += v / mesh.dp;
+      for (int d = 0; d < mesh.dp; ++d)
+        for (int q : loss_ranks) {
+          std::istringstream in(text(store->get("losses/" + std::to_string(d) + "/" + std::to_string(q))));
+          size_t k = 0;
+          for (double v; in >> v; ++k) {
+            if (k >= losses.size()) losses.push_back(0);
+            losses[k] += v / mesh.dp;
+          }
         }
-      }
       if (cfg.run.check_parity) {
         std::vector<std::vector<GradRecord>> grads;
         for (int q = 0; q < world; ++q) grads.push_back(unpack_grads(store->get("grads/" + std::to_string(q))));

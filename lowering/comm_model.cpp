@@ -110,8 +110,8 @@ class Builder {
         // Per rank (build_rank resets it): one bit per (stage, op).
         (void)rank;
         if (st.stage < 0 || st.stage >= s_.stages) return true;
-        uint32_t& seen = meta_done_[static_cast<size_t>(st.stage)];
-        const uint32_t bit = uint32_t{1} << static_cast<unsigned>(st.op);
+        uint64_t& seen = meta_done_[static_cast<size_t>(st.stage)];
+        const uint64_t bit = uint64_t{1} << static_cast<unsigned>(st.op);
         if (seen == 0) meta_touched_.push_back(st.stage);
         if (seen & bit) return false;
         seen |= bit;
@@ -312,6 +312,16 @@ class Builder {
     const auto& inf = info(st.op);
     if (inf.collective == CollectiveScope::AllPipelineRanks) {
       for (int q = 0; q < s_.ranks; ++q) members.push_back(q);
+    } else if (inf.collective == CollectiveScope::Replicas) {
+      members = s_.replica_ranks(st.stage);
+      if (members.size() < 2 || !std::binary_search(members.begin(), members.end(), r)) {
+        problem(ViolationKind::CollectiveMismatch, r, index, -1,
+                short_label(st) + " synchronises the copies of stage " + std::to_string(st.stage) +
+                    ", but the schedule holds " + (members.size() < 2 ? "no other copy of it" : "it on another rank") +
+                    " (\"pipes\" and the placement say where the copies live)");
+        action(r, ActionKind::Local, index, -1);
+        return;
+      }
     } else {
       members = st.group;
       std::sort(members.begin(), members.end());
@@ -325,7 +335,12 @@ class Builder {
         return;
       }
     }
-    auto it = group_ids_.find(members);
+    // Each model stage's copies sync in a communicator of their own (Chimera's grad_sync_groups,
+    // one process group per stage), even where two model stages share the same ranks.
+    const int32_t subject = inf.collective == CollectiveScope::Replicas ? s_.model_stage_of(st.stage) : -1;
+    std::vector<int32_t> key = members;
+    if (subject >= 0) key.push_back(-2 - subject);
+    auto it = group_ids_.find(key);
     int32_t gid;
     if (it == group_ids_.end()) {
       gid = static_cast<int32_t>(m_.groups.size());
@@ -338,8 +353,9 @@ class Builder {
         for (size_t k = 0; k < members.size(); ++k) g.label += (k ? "," : "") + std::to_string(members[k]);
         g.label += "}";
       }
+      if (subject >= 0) g.label += " (the copies of model stage " + std::to_string(subject) + ")";
       m_.groups.push_back(g);
-      group_ids_.emplace(members, gid);
+      group_ids_.emplace(key, gid);
     } else {
       gid = it->second;
     }
@@ -349,6 +365,7 @@ class Builder {
     call.rank = r;
     call.step_index = index;
     call.op = st.op;
+    call.subject = subject;
     int32_t cid = static_cast<int32_t>(m_.collective_calls.size());
     m_.collective_calls.push_back(call);
     m_.calls_by_rank[static_cast<size_t>(r)].push_back(cid);
@@ -363,8 +380,8 @@ class Builder {
   const CheckOptions& o_;
   CommModel m_;
   std::map<Key, std::vector<int32_t>> pending_;
-  static_assert(kOpCount <= 32, "meta_done_ keeps one bit per op");
-  std::vector<uint32_t> meta_done_ = std::vector<uint32_t>(static_cast<size_t>(std::max(s_.stages, 0)), 0);
+  static_assert(kOpCount <= 64, "meta_done_ keeps one bit per op");
+  std::vector<uint64_t> meta_done_ = std::vector<uint64_t>(static_cast<size_t>(std::max(s_.stages, 0)), 0);
   std::vector<int32_t> meta_touched_;
   std::vector<int32_t> scratch_;
   std::map<std::vector<int32_t>, int32_t> group_ids_;

@@ -78,6 +78,9 @@ struct CollectiveCall {
   int32_t rank = -1;
   int32_t step_index = -1;
   Op op = Op::ALL_REDUCE;
+  // What the call reduces when the op alone does not say: a REPLICA_GRAD_SYNC's model stage
+  // (the copies of stage 0 and of stage 3 may share a group of ranks); -1 otherwise.
+  int32_t subject = -1;
 };
 
 struct CommModel {

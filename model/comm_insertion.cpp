@@ -143,12 +143,13 @@ class Scan {
     };
     switch (info(st.op).compute) {
       case ComputeKind::Forward:
-        if (st.stage > 0) need(Produces::Forward, st.stage - 1, st.micro, "FWD");
+        if (const int prev = s_.chain_neighbour(st.stage, -1); prev >= 0) need(Produces::Forward, prev, st.micro, "FWD");
         break;
       case ComputeKind::Backward:
       case ComputeKind::BackwardInput:
         need(Produces::Forward, st.stage, st.micro, "FWD");
-        if (st.stage + 1 < s_.stages) need(Produces::BackwardInput, st.stage + 1, st.micro, "backward");
+        if (const int next = s_.chain_neighbour(st.stage, +1); next >= 0)
+          need(Produces::BackwardInput, next, st.micro, "backward");
         break;
       case ComputeKind::BackwardWeight:
         need(Produces::InputHalf, st.stage, st.micro, "BWD_INPUT");
@@ -277,6 +278,8 @@ class Scan {
     out.micro_batches = s_.micro_batches;
     out.placement = s_.placement;
     out.mpipe = s_.mpipe;
+    out.pipes = s_.pipes;
+    out.micro_pipe = s_.micro_pipe;
     out.data_steps = s_.data_steps;
     // The time-column layout pads each rank with idle slots up to its last column: for a
     // pipeline of P one-micro stages that is about 1.5 P^2 slots, in proportion to ranks^2
@@ -389,8 +392,8 @@ class Scan {
   int hand_over_rank(const Step& st, int r) const {
     const std::optional<Op> send = info(st.op).hands_over;
     if (!send) return -1;
-    const int to = st.stage + info(*send).partner_stage_delta;
-    if (to < 0 || to >= s_.stages || s_.rank_of(to) == r) return -1;
+    const int to = s_.chain_neighbour(st.stage, info(*send).partner_stage_delta);
+    if (to < 0 || s_.rank_of(to) == r) return -1;
     return s_.rank_of(to);
   }
 

@@ -59,6 +59,15 @@ std::vector<int> Schedule::stages_of(int rank) const {
   return out;
 }
 
+std::vector<int32_t> Schedule::replica_ranks(int stage) const {
+  std::vector<int32_t> out;
+  if (stage < 0 || stage >= stages) return out;
+  for (int k = model_stage_of(stage); k < stages; k += model_stages()) out.push_back(rank_of(k));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 size_t Schedule::step_count() const {
   size_t n = 0;
   for (const auto& p : programs)
@@ -92,13 +101,17 @@ void mark_data_steps(Schedule& s) { s.data_steps = has_body_data_steps(s); }
 int peer_of(const Schedule& s, int rank, const Step& step) {
   if (step.peer != kNone) return step.peer;
   const auto& i = info(step.op);
-  auto stage_rank = [&](int stage) { return stage >= 0 && stage < s.stages ? s.rank_of(stage) : kNone; };
+  // Inside the step's copy of the pipeline (a replicated schedule's copies are chains of their own).
+  auto stage_rank = [&](int delta) {
+    const int to = s.chain_neighbour(step.stage, delta);
+    return to >= 0 ? s.rank_of(to) : kNone;
+  };
   switch (i.peer) {
     case PeerRule::None: return kNone;
-    case PeerRule::NextStage: return step.stage >= 0 ? stage_rank(step.stage + 1) : kNone;
-    case PeerRule::PrevStage: return step.stage >= 0 ? stage_rank(step.stage - 1) : kNone;
+    case PeerRule::NextStage: return step.stage >= 0 ? stage_rank(+1) : kNone;
+    case PeerRule::PrevStage: return step.stage >= 0 ? stage_rank(-1) : kNone;
     case PeerRule::DataChain:
-      if (step.stage >= 0) return stage_rank(i.kind == StepKind::P2PSend ? step.stage + 1 : step.stage - 1);
+      if (step.stage >= 0) return stage_rank(i.kind == StepKind::P2PSend ? +1 : -1);
       return i.kind == StepKind::P2PSend ? 0 : s.owner_of(step.micro);
     case PeerRule::OwnerToRank0: return 0;
     case PeerRule::Rank0ToOwner: return s.owner_of(step.micro);
@@ -112,10 +125,10 @@ uint32_t conditions_of(const Schedule& s, int rank, const Step& step) {
   if (step.stage >= 0 && step.stage < s.stages) {
     c |= Body;
     const int st = step.stage;
-    c |= st == 0 ? FirstStage : NotFirstStage;
-    c |= st == s.stages - 1 ? LastStage : NotLastStage;
-    if (st > 0) c |= s.rank_of(st - 1) == rank ? PrevStageLocal : PrevStageRemote;
-    if (st + 1 < s.stages) c |= s.rank_of(st + 1) == rank ? NextStageLocal : NextStageRemote;
+    c |= s.is_first_stage(st) ? FirstStage : NotFirstStage;
+    c |= s.is_last_stage(st) ? LastStage : NotLastStage;
+    if (const int prev = s.chain_neighbour(st, -1); prev >= 0) c |= s.rank_of(prev) == rank ? PrevStageLocal : PrevStageRemote;
+    if (const int next = s.chain_neighbour(st, +1); next >= 0) c |= s.rank_of(next) == rank ? NextStageLocal : NextStageRemote;
   } else {
     c |= Prefix;
   }

@@ -83,6 +83,13 @@ struct Schedule {
   int32_t micro_batches = 0;
   Placement placement;
   std::optional<MPipeConfig> mpipe;
+  // Replicated stages (Chimera, bidirectional DualPipe): `pipes` copies of a pipeline of
+  // stages / pipes model stages run side by side. Stage k is copy k / S of model stage k % S
+  // (S = model_stages()); each copy is a chain of its own (stage k hands over to k + 1 only
+  // inside its copy), and micro-batch m runs through the copy micro_pipe[m] only. The copies of
+  // a model stage add up their weight gradients with a REPLICA_GRAD_SYNC. pipes = 1: none.
+  int32_t pipes = 1;
+  std::vector<int32_t> micro_pipe;  // pipes > 1: the copy of each micro-batch (size micro_batches)
   std::vector<Program> programs;
   // Derived from the programs, never written to a file: the body carries hyper-parallel's data
   // steps (a DATA_LOAD, DATA_SEND or DATA_RECV with a stage), so each micro-batch's inputs and
@@ -91,6 +98,26 @@ struct Schedule {
   bool data_steps = false;
 
   int rank_of(int stage) const { return placement.stage_to_rank[static_cast<size_t>(stage)]; }
+  // Replicated stages (pipes > 1); with one pipe these are the plain chain's answers.
+  int model_stages() const { return pipes > 1 ? stages / pipes : stages; }
+  int model_stage_of(int stage) const { return pipes > 1 ? stage % model_stages() : stage; }
+  int pipe_of_stage(int stage) const { return pipes > 1 ? stage / model_stages() : 0; }
+  int pipe_of_micro(int micro) const {
+    return pipes > 1 && micro >= 0 && static_cast<size_t>(micro) < micro_pipe.size() ? micro_pipe[static_cast<size_t>(micro)] : 0;
+  }
+  bool is_first_stage(int stage) const { return model_stage_of(stage) == 0; }
+  bool is_last_stage(int stage) const { return model_stage_of(stage) == model_stages() - 1; }
+  // Whether micro-batch `micro` runs through `stage` (always, with one pipe).
+  bool runs_through(int stage, int micro) const { return pipes <= 1 || pipe_of_stage(stage) == pipe_of_micro(micro); }
+  // The stage a step of `stage` hands over to (+1) or receives from (-1) inside its copy; kNone
+  // past either end of the chain.
+  int chain_neighbour(int stage, int delta) const {
+    const int to = stage + delta;
+    if (stage < 0 || to < 0 || to >= stages || pipe_of_stage(to) != pipe_of_stage(stage)) return -1;
+    return to;
+  }
+  // The ranks holding a copy of `stage`'s model stage, ascending (REPLICA_GRAD_SYNC's group).
+  std::vector<int32_t> replica_ranks(int stage) const;
   // Number of owner ranks in MPipe: NT = min(ranks, micro_batches).
   int mpipe_owner_count() const;
   // owner(m) under the MPipe rule (or the explicit owners array). Requires mpipe.
@@ -108,6 +135,7 @@ struct Schedule {
   bool operator==(const Schedule& o) const {
     return name == o.name && ranks == o.ranks && stages == o.stages &&
            micro_batches == o.micro_batches && placement == o.placement && mpipe == o.mpipe &&
+           pipes == o.pipes && micro_pipe == o.micro_pipe &&
            data_steps == o.data_steps && programs == o.programs;
   }
 };

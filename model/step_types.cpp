@@ -202,6 +202,13 @@ std::array<StepTypeInfo, kOpCount> make_table() {
   ar.collective = CollectiveScope::ExplicitGroup;
   ar.collective_kind = CollectiveKind::AllReduce;
   ar.collective_bytes = CollectiveBytes::TiedParams;
+  // Chimera's sync_grad / DualPipe's copy exchange: the copies of a replicated stage add up their
+  // weight gradients, once each, after the copy's last weight-gradient backward.
+  auto& rs = add(row(Op::REPLICA_GRAD_SYNC, "REPLICA_GRAD_SYNC", "RS", "REPLICA_GRAD_SYNC", K::Collective, F::None,
+                     F::Required, "all-reduce a replicated stage's weight gradients over the ranks holding its copies"));
+  rs.collective = CollectiveScope::Replicas;
+  rs.collective_kind = CollectiveKind::AllReduce;
+  rs.collective_bytes = CollectiveBytes::StageGrads;
 
   // ---- swap (lifecycle: LAUNCH_OFFLOAD < WAIT_OFFLOAD < LAUNCH_LOAD < WAIT_LOAD < backward) --
   auto swap = [&](Op op, std::string_view name, std::string_view short_name, Cache in, Cache out,

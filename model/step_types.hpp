@@ -26,6 +26,8 @@ enum class Op : uint8_t {
   DATA_LOAD, DATA_SEND, DATA_RECV,
   // FSDP / DP and tied parameters
   FSDP_UNSHARD, FSDP_RESHARD, FSDP_REDUCE_GRAD, ALL_REDUCE,
+  // replicated stages (Chimera, bidirectional DualPipe)
+  REPLICA_GRAD_SYNC,
   // activation swap
   SWAP_LAUNCH_OFFLOAD, SWAP_WAIT_OFFLOAD, SWAP_LAUNCH_LOAD, SWAP_WAIT_LOAD,
   // MPipe Transpose
@@ -69,6 +71,7 @@ enum class CollectiveScope : uint8_t {
   AllPipelineRanks,  // every rank of the pipeline (MPipe broadcast / grad reduce)
   ExplicitGroup,     // the step's "group" field (tied-parameter ALL_REDUCE)
   DataParallel,      // a group outside the pipeline (FSDP): no pipeline rank waits on it
+  Replicas,          // the ranks holding a copy of the step's stage (Schedule::replica_ranks)
 };
 
 // What a compute step costs in a cost model; also the executor's handler class.
@@ -104,6 +107,7 @@ enum class CollectiveBytes : uint8_t {
   None,
   TiedParams,   // gradients of the tied parameters (cost model "tied_param_bytes")
   TowerParams,  // the MPipe tower's trainable parameters ("tower_param_bytes")
+  StageGrads,   // the gradients of the step's stage (cost model "param_bytes" of that stage)
 };
 
 // What a P2P message carries (the simulator prices it by this).

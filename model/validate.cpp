@@ -39,6 +39,7 @@ class Validator {
     check_counts();
     check_placement();
     check_mpipe();
+    check_pipes();
     if (s_.data_steps != has_body_data_steps(s_))
       fail_top("programs", std::string("internal: the schedule's data_steps flag says ") +
                                (s_.data_steps ? "it has" : "it has no") +
@@ -118,6 +119,26 @@ class Validator {
                  "owner " + std::to_string(owners[m]) + " of micro " + std::to_string(m) +
                      " is out of range: expected " + range_text(s_.ranks, "ranks"));
     }
+  }
+
+  // Replicated stages: the copies divide the stages evenly, every micro-batch names its copy.
+  void check_pipes() const {
+    if (s_.pipes < 1 || s_.pipes > s_.stages || s_.stages % s_.pipes != 0)
+      fail_top("pipes", "pipes must divide the " + std::to_string(s_.stages) + " stages into equal copies, got " +
+                            std::to_string(s_.pipes));
+    if (s_.pipes == 1) {
+      if (!s_.micro_pipe.empty()) fail_top("micro_pipe", "micro_pipe needs \"pipes\" > 1 (replicated stages)");
+      return;
+    }
+    if (s_.mpipe) fail_top("pipes", "replicated stages (pipes > 1) and an MPipe layer do not combine");
+    if (s_.micro_pipe.size() != static_cast<size_t>(s_.micro_batches))
+      fail_top("micro_pipe", "expected the pipe of each of the " + std::to_string(s_.micro_batches) +
+                                 " micro-batches, found " + entries(s_.micro_pipe.size()));
+    for (size_t m = 0; m < s_.micro_pipe.size(); ++m)
+      if (s_.micro_pipe[m] < 0 || s_.micro_pipe[m] >= s_.pipes)
+        fail_top("micro_pipe[" + std::to_string(m) + "]",
+                 "pipe " + std::to_string(s_.micro_pipe[m]) + " of micro " + std::to_string(m) +
+                     " is out of range: expected " + range_text(s_.pipes, "pipes"));
   }
 
   // `inside` is the composite holding this step, if any; sub-steps are located at the

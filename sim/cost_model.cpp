@@ -123,6 +123,18 @@ bool CostModel::varies_by_micro() const {
   return false;
 }
 
+CostModel CostModel::per_copies(int pipes) const {
+  CostModel out = *this;
+  if (pipes <= 1) return out;
+  for (const auto& f : stage_fields()) {
+    StageValue& v = out.*f.value;
+    if (v.rows.size() <= 1) continue;
+    const auto one = v.rows;
+    for (int p = 1; p < pipes; ++p) v.rows.insert(v.rows.end(), one.begin(), one.end());
+  }
+  return out;
+}
+
 void CostModel::check_fits(int stages, int micro_batches) const {
   for (const auto& f : stage_fields()) {
     const StageValue& v = this->*f.value;

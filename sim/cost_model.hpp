@@ -117,6 +117,10 @@ struct CostModel {
   // not have one entry per stage, or a per-micro row not one entry per micro-batch
   // (micro_batches <= 0: rows are not checked).
   void check_fits(int stages, int micro_batches) const;
+  // The model of a schedule with `pipes` copies of its stages (Schedule::pipes): stage k costs
+  // what model stage k mod S costs, so each per-stage array is repeated once per copy (scalars
+  // stay scalars). Per-micro rows are kept as they are.
+  CostModel per_copies(int pipes) const;
 };
 
 // The per-stage values of a cost model with the cost-file path each is written at (compute.FWD,

@@ -729,10 +729,10 @@ class Engine {
             }
             inst.arrived++;
             if (inst.arrived == static_cast<int>(members.size())) {
-              inst.end = inst.start + collective_ms(a.op, members);
+              inst.end = inst.start + collective_ms(a.op, a.stage, members);
               for (int q : members) {
                 add_slice(q, collective_step(q, call), -1, Lane::Collective, inst.start, inst.end,
-                          collective_bytes(a.op), false, inst.cause);
+                          collective_bytes(a.op, a.stage), false, inst.cause);
                 wake_cause_[static_cast<size_t>(q)] = static_cast<int32_t>(slices_.size()) - 1;
                 if (q != r) {
                   end_wait(q, inst.end);
@@ -772,10 +772,12 @@ class Engine {
     return next >= acts.size() || acts[next].step_index != acts[next - 1].step_index;
   }
 
-  double collective_bytes(Op op) const {
+  double collective_bytes(Op op, int stage) const {
     switch (info(op).collective_bytes) {
       case CollectiveBytes::TiedParams: return c_.tied_param_bytes;
       case CollectiveBytes::TowerParams: return c_.tower_param_bytes;
+      // A replica sync adds up the stage's gradients, as many bytes as its parameters.
+      case CollectiveBytes::StageGrads: return stage >= 0 ? c_.param_bytes.at(stage, 0) : 0.0;
       case CollectiveBytes::None: break;
     }
     return 0;
@@ -783,7 +785,7 @@ class Engine {
 
   // Ring formulas over the group's slowest link: all-reduce 2(n-1)/n * B/bw + 2(n-1) * lat;
   // broadcast (pipelined ring) B/bw + (n-1) * lat. Tree: log2(n) rounds of B/bw + lat.
-  double collective_ms(Op op, const std::vector<int32_t>& members) const {
+  double collective_ms(Op op, int stage, const std::vector<int32_t>& members) const {
     const size_t n = members.size();
     if (n <= 1) return 0.0;
     double lat = 0, inv_bw = 0;
@@ -792,7 +794,7 @@ class Engine {
       lat = std::max(lat, l.latency_ms);
       if (l.bandwidth_GBps && *l.bandwidth_GBps > 0) inv_bw = std::max(inv_bw, 1e3 / (*l.bandwidth_GBps * 1e9));
     }
-    const double B = collective_bytes(op);
+    const double B = collective_bytes(op, stage);
     const bool reduce = info(op).collective_kind == CollectiveKind::AllReduce;
     const double dn = static_cast<double>(n);
     if (c_.collective_algorithm == CollectiveAlgorithm::Tree) {

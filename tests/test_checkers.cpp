@@ -130,7 +130,7 @@ TEST_CASE("verify() is its list of passes run over one input into one report", "
   std::vector<std::string> names;
   for (const auto& p : verification_passes()) names.emplace_back(p.name);
   CHECK(names == std::vector<std::string>{"coverage", "caches", "lowering", "p2p_matching", "collectives",
-                                          "data_parallel", "deadlock"});
+                                          "data_parallel", "replicas", "deadlock"});
   for (const char* file : {"bad/grad_order_mismatch.json", "bad/w_before_i.json", "bad/both_send_first.json"}) {
     INFO(file);
     Schedule s = read_schedule_file(data(file));

@@ -8,11 +8,14 @@
 //    ppsched's parse_action), idle slots as '.';
 //  - megatron/: Megatron-LM's get_schedule_table + get_pp_rank_microbatches +
 //    convert_schedule_table_to_order per rank, and what forward_backward_pipelining_with_interleaving
-//    refuses, with its message.
+//    refuses, with its message;
+//  - chimera/: Shigangli/Chimera's chimera_pipeline_rank.py grid as its runtime walks it;
+//  - deepseek/: DeepSeek's dualpipe.py (DualPipe.step) per rank, OVERLAP_F_B pairs included.
 // Each case line is the ppsched command line of the same schedule.
 #include <catch2/catch.hpp>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <sstream>
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "checkers/checks.hpp"
+#include "model/comm_insertion.hpp"
 #include "model/errors.hpp"
 #include "model/formats/action_notation.hpp"
 #include "model/generators/generator.hpp"
@@ -280,4 +284,129 @@ TEST_CASE("interleaved-1f1b --group-size is Megatron-LM's interleaved order per 
   CHECK(accepted == 107);
   CHECK(refused == 105);
   CHECK(not_multiple_of_p > 20);
+}
+
+namespace {
+
+// The compute and gradient-sync steps of a program (no P2P, no idle slots): what Chimera's and
+// DualPipe's code decide (their transfers follow from it).
+std::string compute_and_syncs(const Program& p) {
+  std::vector<std::string> out;
+  for (const auto& slot : p)
+    if (slot && (is_compute(slot->op) || is_composite(slot->op) || info(slot->op).kind == StepKind::Collective))
+      out.push_back(short_label(*slot));
+  return joined(out);
+}
+
+// A peer's rank line as ppsched steps (action notation through parse_action).
+std::vector<Step> peer_steps(const std::vector<std::string>& tokens) {
+  std::vector<Step> out;
+  for (const auto& t : tokens) {
+    std::string error;
+    auto st = parse_action(t, &error);
+    INFO(t << ": " << error);
+    REQUIRE(st);
+    out.push_back(std::move(*st));
+  }
+  return out;
+}
+
+std::string labels_of(const std::vector<Step>& steps, bool syncs) {
+  std::vector<std::string> out;
+  for (const Step& st : steps)
+    if (syncs || st.op != Op::REPLICA_GRAD_SYNC) out.push_back(short_label(st));
+  return joined(out);
+}
+
+// The peer's order as a ppsched schedule of the same shape, its P2P steps inserted by ppsched.
+Schedule peer_as_schedule(const Case& c, const Schedule& like) {
+  Schedule s = like;
+  s.name = "peer";
+  for (size_t r = 0; r < s.programs.size(); ++r) {
+    s.programs[r].clear();
+    for (Step& st : peer_steps(c.ranks[r])) s.programs[r].push_back(std::move(st));
+  }
+  return insert_p2p(std::move(s), Alignment::Auto);
+}
+
+}  // namespace
+
+TEST_CASE("dualpipe is DeepSeek's dualpipe.py DualPipe step for step, OVERLAP_F_B pairs and split backwards "
+          "included, at every size DualPipe.step accepts for P 2..8, M up to 4P; the copies' syncs end the step",
+          "[peers][dualpipe]") {
+  int cases = 0;
+  for (const Case& c : read_cases(read_gz(data_path("peers/deepseek/dualpipe.txt.gz")))) {
+    INFO(c.line);
+    const Schedule s = generate(c.family, c.options);
+    REQUIRE(c.ranks.size() == s.programs.size());
+    for (size_t r = 0; r < s.programs.size(); ++r) {
+      INFO("rank " << r);
+      // DeepSeek's step() leaves the gradient exchange to its caller: its order, then the syncs.
+      const std::string theirs = labels_of(peer_steps(c.ranks[r]), false);
+      const int lower = std::min(static_cast<int>(r), c.options.pp - 1 - static_cast<int>(r));
+      const int P = c.options.pp;
+      auto sync = [&](int model_stage) {
+        return short_label(make_step(Op::REPLICA_GRAD_SYNC, kNone, model_stage == static_cast<int>(r) ? model_stage : P + model_stage));
+      };
+      CHECK(compute_and_syncs(s.programs[r]) == theirs + " " + sync(lower) + " " + sync(P - 1 - lower));
+    }
+    CHECK(verify(s).ok());
+    ++cases;
+  }
+  CHECK(cases == 24);
+}
+
+TEST_CASE("chimera is Shigangli/Chimera's chimera_pipeline_rank.py grid as its runtime walks it: forwards, "
+          "backwards and gradient syncs for P = 4 (M 4..32) and P = 8, M = 8; at P = 8, M = 16 the same compute "
+          "order, where Chimera syncs each copy twice, once before its last backward; from M = 3P at P = 8 "
+          "Chimera's grid drops steps",
+          "[peers][chimera]") {
+  int identical = 0, compute_only = 0, peer_drops_steps = 0;
+  for (const Case& c : read_cases(read_gz(data_path("peers/chimera/chimera.txt.gz")))) {
+    INFO(c.line);
+    const Schedule s = generate(c.family, c.options);
+    CHECK(verify(s).ok());
+    REQUIRE(c.ranks.size() == s.programs.size());
+    const int P = c.options.pp, M = c.options.micro;
+    if (P == 8 && M >= 3 * P) {
+      // Chimera starts a unit for every micro-batch its first unit retires; their cells collide
+      // on the grid and get overwritten: the peer's order misses micro-batches.
+      size_t theirs = 0;
+      for (const auto& rank : c.ranks) theirs += rank.size();
+      CHECK(theirs < static_cast<size_t>(2 * P * M));
+      ++peer_drops_steps;
+      continue;
+    }
+    bool all_same = true;
+    for (size_t r = 0; r < s.programs.size(); ++r) {
+      INFO("rank " << r);
+      const auto theirs = peer_steps(c.ranks[r]);
+      CHECK(compute_and_syncs(s.programs[r]).find("RS") != std::string::npos);
+      std::vector<std::string> ours_compute;
+      for (const auto& slot : s.programs[r])
+        if (slot && is_compute(slot->op)) ours_compute.push_back(short_label(*slot));
+      CHECK(joined(ours_compute) == labels_of(theirs, false));
+      all_same = all_same && compute_and_syncs(s.programs[r]) == labels_of(theirs, true);
+    }
+    if (all_same) {
+      ++identical;
+    } else {
+      // P = 8, M = 16: Chimera syncs a copy after each of its units; ppsched's checker finds
+      // the first sync before the copy's last backward and the second one adding gradients twice.
+      CHECK((P == 8 && M == 2 * P));
+      const CheckReport report = verify(peer_as_schedule(c, s));
+      CHECK_FALSE(report.ok());
+      bool early = false, twice = false;
+      for (const auto& v : report.violations) {
+        early = early || (v.kind == ViolationKind::Dependency && v.message.find("after its REPLICA_GRAD_SYNC") != std::string::npos);
+        twice = twice || (v.kind == ViolationKind::CacheViolation && v.message.find("a second time") != std::string::npos);
+      }
+      CHECK(early);
+      CHECK(twice);
+      ++compute_only;
+    }
+  }
+  CHECK(identical == 9);
+  CHECK(compute_only == 1);
+  CHECK(peer_drops_steps == 2);
 }

@@ -279,6 +279,10 @@ std::string write_pytorch_csv(const Schedule& s, CsvKind kind) {
   if (s.mpipe)
     throw InputError({},
                      "the MPipe layer (the \"mpipe\" object) cannot be expressed in PyTorch CSV; write JSON");
+  if (s.pipes > 1)
+    throw InputError({}, "replicated stages (\"pipes\": " + std::to_string(s.pipes) +
+                             ", each micro-batch in one copy of the pipeline) cannot be expressed in PyTorch CSV: "
+                             "its stages form one chain; write JSON");
   std::string out;
   out.reserve(s.step_count() * 8 + s.programs.size());
   for (size_t r = 0; r < s.programs.size(); ++r) {

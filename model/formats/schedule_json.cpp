@@ -32,14 +32,14 @@ constexpr std::string_view kFormatTag = "ppsched-schedule";
 constexpr int kVersion = 1;
 
 using Keys = std::vector<std::string_view>;
-const Keys kTopKeys = {"format",        "version",   "name",  "ranks",   "stages",
-                       "micro_batches", "placement", "mpipe", "programs"};
+const Keys kTopKeys = {"format",        "version",   "name",  "ranks",      "stages",
+                       "micro_batches", "placement", "mpipe", "programs", "pipes", "micro_pipe"};
 const Keys kMPipeKeys = {"overflow", "tower", "owner_backward", "owners"};
 const Keys kStepKeys = {"op", "micro", "stage", "peer", "sub_steps", "tensors", "group"};
 const Keys kTensorKeys = {"shape", "dtype"};
 // Positions in the lists above.
 enum TopKey { kTopFormat, kTopVersion, kTopName, kTopRanks, kTopStages, kTopMicro, kTopPlacement, kTopMPipe,
-              kTopPrograms };
+              kTopPrograms, kTopPipes, kTopMicroPipe };
 enum MPipeKey { kMPipeOverflow, kMPipeTower, kMPipeOwnerBackward, kMPipeOwners };
 enum StepKey { kStepOp, kStepMicro, kStepStage, kStepPeer, kStepSubSteps, kStepTensors, kStepGroup };
 enum TensorKey { kTensorShape, kTensorDtype };
@@ -137,7 +137,7 @@ class Reader {
   }
 
   // What an open container is.
-  enum class Ctx : uint8_t { Top, Placement, MPipe, Owners, Programs, Program, Step, SubSteps, Tensors, Tensor,
+  enum class Ctx : uint8_t { Top, Placement, MPipe, Owners, MicroPipe, Programs, Program, Step, SubSteps, Tensors, Tensor,
                              Shape, Group, Skip };
   // A container's own place in its parent is the parent's pending key or element (which
   // cannot change while the container is open), so a frame stores no label. Frames are
@@ -473,6 +473,9 @@ bool Reader::open(Kind kind) {
         if (object) wrong_type("an array", kind);
         has_programs_ = true;
         push(Ctx::Programs, false);
+      } else if (f.key_id == kTopMicroPipe) {
+        if (object) wrong_type("an array with the pipe of each micro-batch", kind);
+        push(Ctx::MicroPipe, false);
       } else {
         wrong_type(f.key_id == kTopName || f.key_id == kTopFormat ? "a string" : "an integer", kind);
       }
@@ -535,6 +538,7 @@ bool Reader::open(Kind kind) {
       return true;
     case Ctx::Placement:
     case Ctx::Owners:
+    case Ctx::MicroPipe:
     case Ctx::Shape:
     case Ctx::Group:
       wrong_type("an integer", kind);
@@ -610,6 +614,12 @@ bool Reader::scalar(const Value& v) {
                std::to_string(kVersion) + " only");
       } else if (id == kTopName) {
         s_.name = std::string(text(v));
+      } else if (id == kTopPipes) {
+        const int32_t count = int32(v);
+        if (count < 1 || count > kMaxCount) fail("expected a pipe count of at least 1 for pipes, got " + std::to_string(count));
+        s_.pipes = count;
+      } else if (id == kTopMicroPipe) {
+        wrong_type("an array with the pipe of each micro-batch", v.kind);
       } else if (id == kTopRanks || id == kTopStages || id == kTopMicro) {
         const int32_t count = int32(v);
         // Checked here, before anything is sized by the count.
@@ -655,6 +665,7 @@ bool Reader::scalar(const Value& v) {
       break;
     }
     case Ctx::Owners: s_.mpipe->owners.push_back(int32(v)); break;
+    case Ctx::MicroPipe: s_.micro_pipe.push_back(int32(v)); break;
     case Ctx::Programs: wrong_type("an array", v.kind);
     case Ctx::Program:
       if (v.kind == Kind::Null) {
@@ -870,6 +881,12 @@ std::string write_schedule_json(const Schedule& s) {
       put_int_array(out, s.mpipe->owners);
     }
     out += '}';
+  }
+  if (s.pipes > 1) {
+    out += ",\n  \"pipes\": ";
+    put_int(out, s.pipes);
+    out += ",\n  \"micro_pipe\": ";
+    put_int_array(out, s.micro_pipe);
   }
   out += ",\n  \"programs\": [";
   for (size_t r = 0; r < s.programs.size(); ++r) {

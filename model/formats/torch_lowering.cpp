@@ -225,6 +225,10 @@ Schedule lower_like_pytorch(const Schedule& s) {
   if (s.mpipe)
     throw InputError({}, "the MPipe layer has no place in PyTorch's pipelining schedules, so PyTorch's lowering "
                          "cannot be applied");
+  if (s.pipes > 1)
+    throw InputError({}, "replicated stages (" + std::to_string(s.pipes) +
+                             " copies of the pipeline) have no place in PyTorch's pipelining schedules, so PyTorch's "
+                             "lowering cannot be applied");
   Schedule compute = s;
   for (int r = 0; r < s.ranks; ++r) {
     std::vector<Step> order = compute_order(s, r);

@@ -66,6 +66,8 @@ Schedule generate_zbv_greedy(const GenerateOptions&);
 Schedule generate_v_half(const GenerateOptions&);
 Schedule generate_v_min(const GenerateOptions&);
 Schedule generate_dualpipev(const GenerateOptions&);
+Schedule generate_dualpipe(const GenerateOptions&);
+Schedule generate_chimera(const GenerateOptions&);
 Schedule generate_mpipe_transpose(const GenerateOptions&);
 Schedule generate_interleaved_zb(const GenerateOptions&);
 

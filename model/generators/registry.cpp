@@ -29,6 +29,14 @@ const std::vector<GeneratorInfo>& generators() {
        "P >= 1, V = 2, M >= 1", generate_zbv, 2, 2},
       {"dualpipev", "DualPipeV: V placement, two stages per rank, OVERLAP_F_B in the steady state",
        "P >= 1, V = 2, M >= 2P", generate_dualpipev, 2, 2, 2},
+      {"dualpipe",
+       "DeepSeek's bidirectional DualPipe: two copies of the pipeline in opposite directions on the same ranks "
+       "(replicated stages), OVERLAP_F_B in the steady state, the copies' gradients synced at the end",
+       "P >= 2 even, V = 1, M >= 2P even", generate_dualpipe, 1, 1, 2},
+      {"chimera",
+       "Chimera (SC'21): a down and an up pipeline on the same ranks (replicated stages), units of P/2 "
+       "micro-batches, each copy's gradient sync in the first idle slot after its last backward",
+       "P >= 2 even, V = 1, M a multiple of P", generate_chimera, 1, 1, 1},
       {"mpipe-transpose",
        "interleaved-1F1B body with the MPipe Transpose tower layer; --overflow full|min, "
        "--tower trainable|frozen|none, --owner-backward",

@@ -75,7 +75,7 @@ Action add_check(CLI::App& app) {
         std::cerr << "note: " << name << " is a compute_comms CSV (PyTorch's lowered schedule): checked under "
                   << "--overlap-p2p, PyTorch's runtime semantics; --no-overlap-p2p checks it blocking\n";
       // Bytes per cache entry come from the cost model, so check and simulate count alike.
-      CostModel costs = load_cost_model(st->cost, st->dp, s.stages);
+      CostModel costs = load_cost_model(st->cost, st->dp, s);
       o.memory = costs.memory_model(s.stages);
       if (!st->activation_bytes.empty()) o.memory.activation_bytes = {parse_bytes(st->activation_bytes, "--activation-bytes")};
       const bool given_costs = !st->cost.costs.empty() || !st->cost.model.empty();

@@ -41,7 +41,6 @@ void add_sim_flags(CLI::App& cmd, SimFlags& f) {
   add_data_parallel_flags(cmd, f.dp);
 }
 
-CostModel load_costs(SimFlags& f, int stages) { return load_cost_model(f.cost, f.dp, stages); }
 
 // `comms_csv`: the schedule was read from a compute_comms CSV, which selects --overlap-p2p
 // unless --no-overlap-p2p (model/formats/schedule_io.hpp, selects_overlap_p2p).
@@ -302,7 +301,7 @@ Action add_simulate(CLI::App& app) {
     };
     for (size_t k = 0; k < inputs.size(); ++k) {
       auto& [name, s] = inputs[k];
-      CostModel c = load_costs(st->sim, s.stages);
+      CostModel c = load_cost_model(st->sim.cost, st->sim.dp, s);
       c.check_fits(s.stages, s.micro_batches);
       bool trace = !st->trace.empty() || !st->svg.empty() || !st->trace_dir.empty();
       const SimOptions so = sim_options(st->sim, c, s, name, trace, comms_csv[k]);
@@ -395,7 +394,7 @@ Action add_compare(CLI::App& app) {
     for (size_t k = 0; k < schedules.size(); ++k) {
       const std::string& f = st->files[k];
       const Schedule& s = schedules[k];
-      CostModel c = load_costs(st->sim, s.stages);
+      CostModel c = load_cost_model(st->sim.cost, st->sim.dp, s);
       c.check_fits(s.stages, s.micro_batches);
       const bool tower_on_stage0 = tower != Tower::None && !s.mpipe;
       if (tower_on_stage0) c = with_tower_on_stage0(c, s.stages, tower);

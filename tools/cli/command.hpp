@@ -133,6 +133,9 @@ Network load_network(const CostFlags& f, DataParallelFlags& dp);
 // and per-stage figures; `dp` takes the model's data-parallel settings where no flag gave them.
 // Throws InputError.
 CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, int stages, NetworkCosts* net = nullptr);
+// The cost model of schedule `s`: as above for its stages, or, with replicated stages, for its
+// model stages repeated once per copy (CostModel::per_copies).
+CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, const Schedule& s);
 
 // Writes `text` to `path`, or to stdout when path is empty or "-". Throws InputError when
 // the file cannot be written.

@@ -131,4 +131,11 @@ CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, int stages,
   return c;
 }
 
+CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, const Schedule& s) {
+  if (s.pipes <= 1) return load_cost_model(f, dp, s.stages);
+  // Replicated stages: the model is split into the model stages; each copy costs the same.
+  CostModel c = load_cost_model(f, dp, s.model_stages());
+  return c.stage_count() == s.stages ? c : c.per_copies(s.pipes);
+}
+
 }  // namespace ppsched::cli

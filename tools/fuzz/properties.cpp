@@ -390,6 +390,12 @@ Case draw_case(Property p, const Limits& limits, const Draw& draw) {
   c.gen.vpp = draw(g->vpp_min, g->vpp_max ? g->vpp_max : std::max(g->vpp_min, limits.vpp_max));
   const int micro_min = std::max(1, g->micro_per_rank_min * c.gen.pp);
   c.gen.micro = draw(micro_min, std::max(micro_min, limits.micro_max));
+  // The bidirectional families take an even P; Chimera M a multiple of P, DualPipe M even.
+  if (c.family == "chimera" || c.family == "dualpipe") {
+    c.gen.pp += c.gen.pp % 2;
+    c.gen.micro = std::max(c.gen.micro, 2 * c.gen.pp);
+    c.gen.micro += c.family == "chimera" ? (c.gen.pp - c.gen.micro % c.gen.pp) % c.gen.pp : c.gen.micro % 2;
+  }
   if (c.family == "interleaved-1f1b") {
     int variant = draw(0, 3);
     c.gen.less_memory = variant == 1;

@@ -279,7 +279,7 @@ TEST_CASE("no false alarms: every family over P 1..8, V 1..4, M 1..3P verifies c
     REQUIRE(r.ok());
     ++checked;
   };
-  for (const char* fam : {"gpipe", "1f1b", "zb-h1", "zbv", "dualpipev"}) {
+  for (const char* fam : {"gpipe", "1f1b", "zb-h1", "zbv", "dualpipev", "chimera", "dualpipe"}) {
     GenerateOptions g;
     g.vpp = std::string(fam) == "zbv" || std::string(fam) == "dualpipev" ? 2 : 1;
     sweep(fam, g, 8, verify_clean);
@@ -644,4 +644,117 @@ TEST_CASE("a PP x DP job runs its FSDP steps as PyTorch's runtime does", "[check
   CHECK(fsdp.violations.size() == 2);
   CHECK(has(fsdp, ViolationKind::Dependency, 0, 0));
   CHECK(verify(add_fsdp_steps(plain), options(2, true)).ok());
+}
+
+// ---- replicated stages (Chimera, DualPipe) ---------------------------------------------------
+
+namespace {
+
+Schedule chimera(int P, int M) {
+  GenerateOptions g;
+  g.pp = P;
+  g.micro = M;
+  return generate("chimera", g);
+}
+
+// The index of the step labelled `label` on `rank` (-1 if none).
+int index_of(const Schedule& s, int rank, const std::string& label) {
+  const Program& p = s.programs[static_cast<size_t>(rank)];
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i] && short_label(*p[i]) == label) return static_cast<int>(i);
+  return -1;
+}
+
+// Moves the step at `from` so that it lands at `to` (indices of the program before the move).
+void move_step(Schedule& s, int rank, int from, int to) {
+  Program& p = s.programs[static_cast<size_t>(rank)];
+  Slot st = p[static_cast<size_t>(from)];
+  p.erase(p.begin() + from);
+  p.insert(p.begin() + (to > from ? to - 1 : to), st);
+}
+
+bool mentions(const CheckReport& r, ViolationKind kind, const std::string& text) {
+  for (const auto& v : r.violations)
+    if (v.kind == kind && v.message.find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a replicated stage's gradient sync must follow its last weight-gradient step on its rank", "[checkers][replicas]") {
+  Schedule s = chimera(4, 4);  // rank 0: ... B0s0 RSs7 BR1s0 B1s0 RSs0
+  REQUIRE(verify(s).ok());
+  const int sync = index_of(s, 0, "RSs0"), last_b = index_of(s, 0, "B1s0");
+  REQUIRE((sync > last_b && last_b > 0));
+  move_step(s, 0, sync, last_b);
+  const CheckReport r = verify(s);
+  INFO(dump(r));
+  CHECK(has(r, ViolationKind::Dependency, 0, last_b + 1));  // B1s0, one slot later now
+  CHECK(mentions(r, ViolationKind::Dependency, "after its REPLICA_GRAD_SYNC"));
+  CHECK(mentions(r, ViolationKind::Dependency, "copy 0 of model stage 0"));
+}
+
+TEST_CASE("a copy that never syncs, or syncs twice, is reported, and its partner's sync is left unmatched", "[checkers][replicas]") {
+  SECTION("missing") {
+    Schedule s = chimera(4, 8);
+    const int sync = index_of(s, 0, "RSs0");
+    s.programs[0].erase(s.programs[0].begin() + sync);
+    const CheckReport r = verify(s);
+    INFO(dump(r));
+    CHECK(mentions(r, ViolationKind::Dependency, "never synchronised with its other copies"));
+    CHECK(mentions(r, ViolationKind::CollectiveMismatch, "rank 0 never reaches it"));
+  }
+  SECTION("twice") {
+    Schedule s = chimera(4, 8);
+    const int sync = index_of(s, 0, "RSs0");
+    s.programs[0].push_back(s.programs[0][static_cast<size_t>(sync)]);
+    const CheckReport r = verify(s);
+    INFO(dump(r));
+    CHECK(mentions(r, ViolationKind::CacheViolation, "a second time"));
+    CHECK(mentions(r, ViolationKind::CollectiveMismatch, "never reaches it"));
+  }
+}
+
+TEST_CASE("each model stage's copies sync in a communicator of their own: two ranks that order the syncs of "
+          "their two shared model stages differently deadlock", "[checkers][replicas]") {
+  // Rank 0 holds model stages 0 (stage 0) and 3 (stage 7), rank 3 model stages 3 (stage 3) and
+  // 0 (stage 4): both sync model stage 3 first. Rank 0 syncing model stage 0 first waits for
+  // rank 3 in stage 0's group while rank 3 waits for it in stage 3's.
+  Schedule s = chimera(4, 4);
+  const int first = index_of(s, 0, "RSs7");
+  s.programs[0].push_back(s.programs[0][static_cast<size_t>(first)]);
+  s.programs[0].erase(s.programs[0].begin() + first);
+  const CheckReport r = verify(s);
+  INFO(dump(r));
+  CHECK_FALSE(r.ok());
+  CHECK_FALSE(r.completes);
+  bool cycle = false;
+  for (const auto& v : r.violations) cycle = cycle || v.kind == ViolationKind::Deadlock;
+  CHECK(cycle);
+  // The collective pass names what each side calls in the shared group of ranks {0,3}.
+  CheckOptions o;
+  const CommModel m = build_comm_model(s, o);
+  int replica_groups = 0;
+  for (const auto& g : m.groups) replica_groups += g.label.find("copies of model stage") != std::string::npos ? 1 : 0;
+  CHECK(replica_groups == 4);
+}
+
+TEST_CASE("a REPLICA_GRAD_SYNC of a stage with no other copy is refused by the lowering", "[checkers][replicas]") {
+  GenerateOptions g;
+  g.pp = 2;
+  g.micro = 2;
+  Schedule s = generate("1f1b", g);
+  s.programs[0].push_back(make_step(Op::REPLICA_GRAD_SYNC, kNone, 0));
+  const CheckReport r = verify(s);
+  INFO(dump(r));
+  CHECK(mentions(r, ViolationKind::CollectiveMismatch, "holds no other copy of it"));
+}
+
+TEST_CASE("replicated stages: a micro-batch runs through its own copy only", "[checkers][replicas]") {
+  Schedule s = chimera(4, 4);
+  s.micro_pipe[0] = 1;  // micro 0 now belongs to the up pipeline, but runs on the down one
+  const CheckReport r = verify(s);
+  INFO(dump(r));
+  CHECK(mentions(r, ViolationKind::Dependency, "never runs through this copy"));
+  CHECK(mentions(r, ViolationKind::Dependency, "no FWD"));
 }

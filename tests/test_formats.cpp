@@ -16,6 +16,7 @@
 #include "model/formats/pytorch_csv.hpp"
 #include "model/formats/schedule_io.hpp"
 #include "model/formats/schedule_json.hpp"
+#include "model/generators/generator.hpp"
 #include "model/validate.hpp"
 #include "tests/support/structure.hpp"
 #include "tests/support/expect_error.hpp"
@@ -807,4 +808,46 @@ TEST_CASE("a step in the writer's plain shape and its near misses read as the ev
   CHECK_THAT(e.message(), Catch::Contains("syntax error"));
   e = expect_error([&] { read_schedule_json(head + R"({"op": "FWD", "micro": 1)", "x.json"); });
   CHECK_THAT(e.message(), Catch::Contains("unexpected end of input"));
+}
+
+// ---- replicated stages ----------------------------------------------------------------------
+
+TEST_CASE("replicated stages round-trip through JSON (\"pipes\", \"micro_pipe\") and are refused by PyTorch CSV",
+          "[formats][replicas]") {
+  for (const char* family : {"chimera", "dualpipe"}) {
+    GenerateOptions g;
+    g.pp = 4;
+    g.micro = 8;
+    const Schedule s = generate(family, g);
+    REQUIRE(s.pipes == 2);
+    const std::string text = write_schedule(s, FileFormat::Json);
+    CHECK(text.find("\"pipes\": 2") != std::string::npos);
+    CHECK(read_schedule_json(text, "x.json") == s);
+    const InputError e = expect_error([&] { write_schedule(s, FileFormat::Csv); });
+    CHECK(e.message().find("replicated stages") != std::string::npos);
+  }
+}
+
+TEST_CASE("a replicated schedule's pipes and micro_pipe are checked with a located error", "[formats][replicas]") {
+  GenerateOptions g;
+  g.pp = 4;
+  g.micro = 4;
+  const std::string text = write_schedule(generate("chimera", g), FileFormat::Json);
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    const size_t at = t.find(from);
+    REQUIRE(at != std::string::npos);
+    return t.replace(at, from.size(), to);
+  };
+  const InputError short_map = expect_error([&] { read_schedule_json(with("\"micro_pipe\": [0, 0, 1, 1]", "\"micro_pipe\": [0, 0, 1]"), "c.json"); });
+  CHECK(short_map.where().field == "micro_pipe");
+  CHECK(short_map.message().find("expected the pipe of each of the 4 micro-batches") != std::string::npos);
+  const InputError out_of_range = expect_error([&] { read_schedule_json(with("\"micro_pipe\": [0, 0, 1, 1]", "\"micro_pipe\": [0, 0, 1, 2]"), "c.json"); });
+  CHECK(out_of_range.where().field == "micro_pipe[3]");
+  const InputError uneven = expect_error([&] { read_schedule_json(with("\"pipes\": 2", "\"pipes\": 3"), "c.json"); });
+  CHECK(uneven.where().field == "pipes");
+  const InputError word = expect_error([&] { read_schedule_json(with("\"pipes\": 2", "\"pipes\": \"two\""), "c.json"); });
+  CHECK(word.where().field == "pipes");
+  const InputError no_pipes = expect_error([&] { read_schedule_json(with("\"pipes\": 2,", ""), "c.json"); });
+  CHECK(no_pipes.where().field == "micro_pipe");
 }

@@ -721,3 +721,47 @@ TEST_CASE("body data steps are priced as bytes.data on the forward's link, and D
   c.data_load = StageValue::scalar(0.5);
   CHECK(run(data, c).makespan_ms > run(plain, c).makespan_ms);
 }
+
+// ---- replicated stages ------------------------------------------------------------------------
+
+TEST_CASE("a replicated stage's gradient sync is priced as an all-reduce of the stage's gradient bytes over the "
+          "ranks holding its copies", "[simulator][replicas]") {
+  CostModel c = uniform(1.0, 2.0, /*latency=*/0.01);
+  c.intra_node.bandwidth_GBps = 100.0;
+  c.inter_node.bandwidth_GBps = 100.0;
+  // 4 model stages of different sizes; the copies of model stage j cost what stage j costs.
+  c.param_bytes.rows = {{1e9}, {2e9}, {3e9}, {4e9}};
+  c.param_bytes.given = true;
+  const Schedule s = gen("chimera", 4, 8);
+  const CostModel per_copy = c.per_copies(2);
+  REQUIRE(per_copy.param_bytes.rows.size() == 8);
+  CHECK(per_copy.param_bytes.at(7, 0) == 4e9);
+  const SimResult r = run(s, per_copy);
+  REQUIRE(r.completed);
+  int syncs = 0;
+  for (const auto& sl : r.slices) {
+    if (sl.lane != Lane::Collective) continue;
+    const Step& st = *s.programs[static_cast<size_t>(sl.rank)][static_cast<size_t>(sl.step_index)];
+    REQUIRE(st.op == Op::REPLICA_GRAD_SYNC);
+    const double B = 1e9 * (s.model_stage_of(st.stage) + 1);
+    // ring all-reduce over n = 2 ranks: 2(n-1)/n * B/bw + 2(n-1) * latency
+    CHECK(sl.bytes == B);
+    CHECK(sl.end_ms - sl.start_ms == Approx(B / 100e9 * 1e3 + 2 * 0.01).epsilon(1e-9));
+    ++syncs;
+  }
+  CHECK(syncs == 8);  // two copies on each of the 4 ranks
+}
+
+TEST_CASE("Chimera's two pipelines fill each other's bubbles: with F = B and free communication each rank idles "
+          "P - 2 slots where 1F1B's idle 2(P - 1) (Li & Hoefler, SC'21, Table 2)", "[simulator][replicas]") {
+  CostModel c = uniform(1.0, 1.0);
+  for (int P : {4, 8}) {
+    INFO("P=" << P);
+    const SimResult chim = run(gen("chimera", P, P), c.per_copies(2));
+    REQUIRE(chim.completed);
+    const SimResult one = run(gen("1f1b", P, P), c);
+    // per rank 2P slots of work (P micro-batches, F and B each)
+    CHECK(chim.makespan_ms == Approx(2 * P + P - 2));
+    CHECK(one.makespan_ms == Approx(2 * P + 2 * (P - 1)));
+  }
+}

@@ -17,7 +17,7 @@ TEST_CASE("every step type has exactly one row, named in hyper-parallel's spelli
     CHECK(op_from_name(i.name) == i.op);
     CHECK(!i.summary.empty());
   }
-  CHECK(kOpCount == 32);
+  CHECK(kOpCount == 33);
   CHECK(!op_from_name("FORWARD").has_value());
 }
 
@@ -81,11 +81,11 @@ TEST_CASE("the columns code reads instead of naming ops are declared for every r
     // Composites, and only they, say how their sub-steps run.
     CHECK((i.kind == StepKind::Composite) == (i.composite != CompositeKind::None));
     CHECK((i.forward_first) == (i.op == Op::OVERLAP_F_B));
-    // Collectives, and only they, have an operation; the pipeline-wide ones and the explicit
-    // group move a byte count of the cost model.
+    // Collectives, and only they, have an operation; the pipeline-wide ones, the explicit
+    // group and the replicas' sync move a byte count of the cost model.
     CHECK((i.kind == StepKind::Collective) == (i.collective_kind != CollectiveKind::None));
-    CHECK((i.collective == CollectiveScope::AllPipelineRanks || i.collective == CollectiveScope::ExplicitGroup) ==
-          (i.collective_bytes != CollectiveBytes::None));
+    CHECK((i.collective == CollectiveScope::AllPipelineRanks || i.collective == CollectiveScope::ExplicitGroup ||
+           i.collective == CollectiveScope::Replicas) == (i.collective_bytes != CollectiveBytes::None));
     // Only P2P steps change their posting with the mode; sends and receives of a pair agree.
     if (i.posting != Posting::Blocking) CHECK(is_p2p(i.op));
     if (is_send(i.op) && i.posting == Posting::OverlapP2P) CHECK(info(i.partner).posting == Posting::OverlapP2P);

@@ -324,6 +324,9 @@ std::vector<FamilyVariant> family_variants(int pp, int vpp, int micro) {
     const std::string name(g.name);
     // MPipe adds a tower's work to the step: not the same workload as the others.
     if (name == "mpipe-transpose") continue;
+    // Replicated stages (chimera, dualpipe) hold every stage twice: not the same memory, and the
+    // search's orders (one copy of each stage) cannot seed from them.
+    if (name == "chimera" || name == "dualpipe") continue;
     GenerateOptions o;
     o.pp = pp;
     o.vpp = vpp;

@@ -213,6 +213,39 @@ def _(ctx):
                                    "--fail-at", "1:1:corrupt"] + GPT, 1e-4, "", "perturbed received labels")
 
 
+# ---- replicated stages (chimera, dualpipe) ---------------------------------------------------
+# Two copies of the pipeline on the same ranks: rank r builds model stage r of one copy and
+# P-1-r of the other (same units, same initial values), each copy runs its own micro-batches,
+# and REPLICA_GRAD_SYNC adds up the copies' gradients (Gloo all-reduce over the two ranks), so
+# every copy ends with the single-process gradient of the whole batch.
+REPLICATED_RUNS = [["chimera", "--micro", "8"], ["chimera", "--micro", "8", "--data-steps"],
+                   ["dualpipe", "--micro", "8"], ["dualpipe", "--micro", "8", "--data-steps"]]
+
+
+@case("parity_replicated_stages_pp4")
+def _(ctx):
+    for gen in REPLICATED_RUNS:
+        parity_run(ctx, 4, ["--generate"] + gen + ["--pp", "4"] + GPT, iterations=2)
+    parity_run(ctx, 4, ["--generate", "chimera", "--pp", "4", "--micro", "4"] + MLP, iterations=1)
+
+
+@case("replicated_stages_without_sync_diverge_pp4")
+def _(ctx):
+    # Negative control: the same chimera schedule without its REPLICA_GRAD_SYNC steps (run with
+    # --no-verify: ppsched check refuses it) leaves each copy with half the batch's gradients.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "chimera.json")
+        run_ppsched(ctx, ["generate", "chimera", "--pp", "4", "--micro", "8", "-o", path])
+        with open(path) as f:
+            sched = json.load(f)
+        for prog in sched["programs"]:
+            prog[:] = [st for st in prog if not (isinstance(st, dict) and st.get("op") == "REPLICA_GRAD_SYNC")]
+        with open(path, "w") as f:
+            json.dump(sched, f)
+        run_ppsched(ctx, ["check", path], expect_rc=1)
+        expect_parity_failure(ctx, 4, ["--schedule", path, "--no-verify"] + GPT, 0.1, "", "copies never synced")
+
+
 # ---- pipeline x data parallel (--dp, --mesh-order, --fsdp) ----------------------------------
 
 def fsdp_schedule(ctx, generate, unshard_reshard=True):

@@ -186,8 +186,20 @@ class RankRun {
     const StepTypeInfo& inf = info(st.op);
     if (inf.collective == CollectiveScope::DataParallel) return;  // outside the pipeline group
     std::vector<int> members;
+    int subject = -1;
     if (inf.collective == CollectiveScope::AllPipelineRanks) {
       for (int q = 0; q < s_.ranks; ++q) members.push_back(q);
+    } else if (inf.collective == CollectiveScope::Replicas) {
+      // The ranks placing a copy of the step's model stage (stages k with k mod S equal).
+      const int S = s_.stages / s_.pipes, model = st.stage % S;
+      std::set<int> g;
+      for (int k = model; k < s_.stages; k += S) g.insert(s_.placement.stage_to_rank[static_cast<size_t>(k)]);
+      members.assign(g.begin(), g.end());
+      subject = model;
+      if (members.size() < 2 || !g.count(r_)) {
+        out_.problems.push_back(where(r_, i, -1, true));
+        return;
+      }
     } else {
       std::set<int> g(st.group.begin(), st.group.end());
       members.assign(g.begin(), g.end());
@@ -196,7 +208,7 @@ class RankRun {
         return;
       }
     }
-    CommOp op{CommOpKind::Collective, {}, members, st.op, i, -1};
+    CommOp op{CommOpKind::Collective, {}, members, st.op, i, -1, subject};
     ops_.push_back(std::move(op));
   }
 
@@ -263,6 +275,7 @@ RankComm lowered_comm(const Schedule& s, const CommModel& m) {
           const CollectiveCall& call = m.collective_calls[static_cast<size_t>(a.collective)];
           op.kind = CommOpKind::Collective;
           op.members = m.groups[static_cast<size_t>(call.group)].members;
+          op.subject = call.subject;
           op.op = call.op;
           op.step = call.step_index;
           break;
@@ -321,7 +334,7 @@ std::string first_difference(const Schedule& s, const RankComm& ref, const RankC
       if (k >= b.size()) return "rank " + std::to_string(r) + ": the lowering stops before the reference's " + std::to_string(k) + "th operation, " + describe(a[k]);
       CommOp x = norm(a[k]), y = norm(b[k]);
       bool same = x.kind == y.kind && x.transfers == y.transfers;
-      if (same && x.kind == CommOpKind::Collective) same = x.members == y.members && x.op == y.op && x.step == y.step;
+      if (same && x.kind == CommOpKind::Collective) same = x.members == y.members && x.op == y.op && x.step == y.step && x.subject == y.subject;
       if (!same)
         return "rank " + std::to_string(r) + ", communication operation " + std::to_string(k) + ": the reference does " +
                describe(x) + ", the lowering " + describe(y);
@@ -357,11 +370,11 @@ bool completes(const Schedule& s, const RankComm& c, CommMode mode) {
   for (int r = 0; r < R; ++r) {
     std::map<std::pair<int, bool>, int> next;
     std::map<Transfer, int> at;
-    std::map<std::vector<int>, int> calls;
+    std::map<std::pair<std::vector<int>, int>, int> calls;  // (members, subject): one communicator
     for (const CommOp& op : c.ranks[static_cast<size_t>(r)]) {
       if (op.kind == CommOpKind::Block || op.kind == CommOpKind::Post)
         for (const Transfer& t : op.transfers) at[t] = next[{t.peer, t.send}]++;
-      coll_pos[static_cast<size_t>(r)].push_back(op.kind == CommOpKind::Collective ? calls[op.members]++ : -1);
+      coll_pos[static_cast<size_t>(r)].push_back(op.kind == CommOpKind::Collective ? calls[{op.members, op.subject}]++ : -1);
     }
     pos[static_cast<size_t>(r)] = std::move(at);
   }
@@ -374,7 +387,7 @@ bool completes(const Schedule& s, const RankComm& c, CommMode mode) {
     if (t.send) return mode == CommMode::Eager || posted_recvs[{r, t.peer}] > k_of(r, t);
     return posted_sends[{t.peer, r}] > k_of(r, t);
   };
-  std::map<std::pair<std::vector<int>, int>, std::set<int>> arrived;  // (group, position) -> ranks there
+  std::map<std::tuple<std::vector<int>, int, int>, std::set<int>> arrived;  // (group, subject, position) -> ranks there
   std::vector<size_t> pc(static_cast<size_t>(R), 0);
   std::vector<bool> started(static_cast<size_t>(R), false);
   bool moved = true;
@@ -389,14 +402,14 @@ bool completes(const Schedule& s, const RankComm& c, CommMode mode) {
           started[static_cast<size_t>(r)] = true;
           if (op.kind == CommOpKind::Block || op.kind == CommOpKind::Post)
             for (const Transfer& t : op.transfers) post(r, t);
-          if (op.kind == CommOpKind::Collective) arrived[{op.members, coll_pos[static_cast<size_t>(r)][i]}].insert(r);
+          if (op.kind == CommOpKind::Collective) arrived[{op.members, op.subject, coll_pos[static_cast<size_t>(r)][i]}].insert(r);
           moved = true;
         }
         bool can = true;
         if (op.kind == CommOpKind::Block || op.kind == CommOpKind::Wait)
           for (const Transfer& t : op.transfers) can = can && done(r, t);
         if (op.kind == CommOpKind::Collective)
-          can = arrived[{op.members, coll_pos[static_cast<size_t>(r)][i]}].size() == op.members.size();
+          can = arrived[{op.members, op.subject, coll_pos[static_cast<size_t>(r)][i]}].size() == op.members.size();
         if (!can) break;
         ++i;
         started[static_cast<size_t>(r)] = false;

@@ -147,7 +147,7 @@ std::string rendezvous_replay(const Schedule& s) {
         if (i.collective == CollectiveScope::AllPipelineRanks) for (int q = 0; q < R; ++q) group.push_back(q);
         else if (i.collective == CollectiveScope::Replicas) { const auto g = s.replica_ranks(st->stage); group.assign(g.begin(), g.end()); }
         else group.assign(st->group.begin(), st->group.end());
-        // Replica syncs match only the copies of the same model stage.
+        // Replica syncs match only the copies of the same model stage (a mismatch stays stuck).
         auto same = [&](const Step* h) {
           return h && h->op == st->op &&
                  (i.collective != CollectiveScope::Replicas || s.model_stage_of(h->stage) == s.model_stage_of(st->stage));

@@ -6,8 +6,9 @@
 //    backward's gradients out of the sum, so the copies diverge;
 //  - no sync at all leaves the copies to diverge (every copy that computed anything needs one);
 //  - a second sync adds the other copies' gradients twice.
-// That the copies' syncs meet (same group, same model stage, same position) is the collective
-// pass's job (CollectiveCall::subject). All findings are `dependency`, a second sync
+// That the copies' syncs meet (same ranks, same model stage at the same position: two model
+// stages whose copies share ranks sync in one communicator) is the collective pass's job
+// (CollectiveCall::subject). All findings are `dependency`, a second sync
 // `cache_violation`, as for FSDP_REDUCE_GRAD (checkers/data_parallel.cpp).
 #include <map>
 

@@ -60,7 +60,7 @@ std::string num(double v) {
   return buf;
 }
 
-// The collective groups of every ALL_REDUCE in the schedule, sorted: each member creates them
+// The collective groups of every ALL_REDUCE and REPLICA_GRAD_SYNC in the schedule, sorted: each member creates them
 // in this same order (reference §3.5 item 17).
 std::vector<std::vector<int>> reduce_groups(const Schedule& s) {
   std::set<std::vector<int>> groups;
@@ -68,8 +68,12 @@ std::vector<std::vector<int>> reduce_groups(const Schedule& s) {
     for (const auto& slot : prog) {
       if (!slot) continue;
       auto visit = [&](const Step& st) {
-        if (info(st.op).collective != CollectiveScope::ExplicitGroup) return;
-        std::vector<int> g(st.group.begin(), st.group.end());
+        const CollectiveScope scope = info(st.op).collective;
+        if (scope != CollectiveScope::ExplicitGroup && scope != CollectiveScope::Replicas) return;
+        // REPLICA_GRAD_SYNC: the ranks holding the copies of its stage.
+        const std::vector<int32_t> ranks = scope == CollectiveScope::Replicas ? s.replica_ranks(st.stage)
+                                                                              : std::vector<int32_t>(st.group.begin(), st.group.end());
+        std::vector<int> g(ranks.begin(), ranks.end());
         std::sort(g.begin(), g.end());
         g.erase(std::unique(g.begin(), g.end()), g.end());
         if (g.size() > 1) groups.insert(g);
@@ -82,7 +86,7 @@ std::vector<std::vector<int>> reduce_groups(const Schedule& s) {
 
 // Every collective group the run creates, over the whole mesh in global ranks, sorted: each
 // process creates the ones it belongs to in this order (overlapping groups created in
-// different orders deadlock). Per replica: the tied-parameter ALL_REDUCE groups and, with
+// different orders deadlock). Per replica: the tied-parameter ALL_REDUCE and replicated stages' groups and, with
 // data parallelism and pipeline-wide collectives (MPipe), the replica's pipeline; per pipeline
 // rank, its data-parallel group when the schedule has FSDP steps.
 std::vector<std::vector<int>> mesh_groups(const Schedule& s, const DeviceMesh& mesh) {

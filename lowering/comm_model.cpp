@@ -335,11 +335,12 @@ class Builder {
         return;
       }
     }
-    // Each model stage's copies sync in a communicator of their own (Chimera's grad_sync_groups,
-    // one process group per stage), even where two model stages share the same ranks.
+    // A group is its ranks: where two model stages' copies live on the same ranks (Chimera and
+    // DualPipe place model stages j and P-1-j on the same pair), their syncs share the group and
+    // must come in the same order on both (the executor runs them in one communicator); the
+    // collective pass compares the model stage (CollectiveCall::subject).
     const int32_t subject = inf.collective == CollectiveScope::Replicas ? s_.model_stage_of(st.stage) : -1;
-    std::vector<int32_t> key = members;
-    if (subject >= 0) key.push_back(-2 - subject);
+    const std::vector<int32_t>& key = members;
     auto it = group_ids_.find(key);
     int32_t gid;
     if (it == group_ids_.end()) {
@@ -353,7 +354,6 @@ class Builder {
         for (size_t k = 0; k < members.size(); ++k) g.label += (k ? "," : "") + std::to_string(members[k]);
         g.label += "}";
       }
-      if (subject >= 0) g.label += " (the copies of model stage " + std::to_string(subject) + ")";
       m_.groups.push_back(g);
       group_ids_.emplace(key, gid);
     } else {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <tuple>
 
 namespace ppsched::oracle {
 namespace {
@@ -370,11 +369,11 @@ bool completes(const Schedule& s, const RankComm& c, CommMode mode) {
   for (int r = 0; r < R; ++r) {
     std::map<std::pair<int, bool>, int> next;
     std::map<Transfer, int> at;
-    std::map<std::pair<std::vector<int>, int>, int> calls;  // (members, subject): one communicator
+    std::map<std::vector<int>, int> calls;
     for (const CommOp& op : c.ranks[static_cast<size_t>(r)]) {
       if (op.kind == CommOpKind::Block || op.kind == CommOpKind::Post)
         for (const Transfer& t : op.transfers) at[t] = next[{t.peer, t.send}]++;
-      coll_pos[static_cast<size_t>(r)].push_back(op.kind == CommOpKind::Collective ? calls[{op.members, op.subject}]++ : -1);
+      coll_pos[static_cast<size_t>(r)].push_back(op.kind == CommOpKind::Collective ? calls[op.members]++ : -1);
     }
     pos[static_cast<size_t>(r)] = std::move(at);
   }
@@ -387,7 +386,7 @@ bool completes(const Schedule& s, const RankComm& c, CommMode mode) {
     if (t.send) return mode == CommMode::Eager || posted_recvs[{r, t.peer}] > k_of(r, t);
     return posted_sends[{t.peer, r}] > k_of(r, t);
   };
-  std::map<std::tuple<std::vector<int>, int, int>, std::set<int>> arrived;  // (group, subject, position) -> ranks there
+  std::map<std::pair<std::vector<int>, int>, std::set<int>> arrived;  // (group, position) -> ranks there
   std::vector<size_t> pc(static_cast<size_t>(R), 0);
   std::vector<bool> started(static_cast<size_t>(R), false);
   bool moved = true;
@@ -402,14 +401,14 @@ bool completes(const Schedule& s, const RankComm& c, CommMode mode) {
           started[static_cast<size_t>(r)] = true;
           if (op.kind == CommOpKind::Block || op.kind == CommOpKind::Post)
             for (const Transfer& t : op.transfers) post(r, t);
-          if (op.kind == CommOpKind::Collective) arrived[{op.members, op.subject, coll_pos[static_cast<size_t>(r)][i]}].insert(r);
+          if (op.kind == CommOpKind::Collective) arrived[{op.members, coll_pos[static_cast<size_t>(r)][i]}].insert(r);
           moved = true;
         }
         bool can = true;
         if (op.kind == CommOpKind::Block || op.kind == CommOpKind::Wait)
           for (const Transfer& t : op.transfers) can = can && done(r, t);
         if (op.kind == CommOpKind::Collective)
-          can = arrived[{op.members, op.subject, coll_pos[static_cast<size_t>(r)][i]}].size() == op.members.size();
+          can = arrived[{op.members, coll_pos[static_cast<size_t>(r)][i]}].size() == op.members.size();
         if (!can) break;
         ++i;
         started[static_cast<size_t>(r)] = false;

@@ -43,7 +43,7 @@ struct CommOp {
   Op op = Op::FWD;           // Collective: its step type
   int step = -1;             // Collective: its step index
   int batch = -1;            // Block/Post of a BATCH_SEND_RECV's payloads: its step index
-  int subject = -1;          // Collective: a REPLICA_GRAD_SYNC's model stage (its communicator), else -1
+  int subject = -1;          // Collective: a REPLICA_GRAD_SYNC's model stage, else -1
 };
 
 struct RankComm {

@@ -21,6 +21,9 @@ BODY = {
     "zb-h1": ["zb-h1"],
     "zbv": ["zbv", "--vpp", "2"],
     "dualpipev": ["dualpipev", "--vpp", "2"],
+    # replicated stages: two parameter copies per stage, synced by REPLICA_GRAD_SYNC
+    "dualpipe": ["dualpipe"],
+    "chimera": ["chimera"],
 }
 MATRIX_BODY = list(BODY) + ["tied_allreduce"]
 MATRIX_MPIPE = [f"mpipe_{ov}_{mode}" for ov in ("full", "min") for mode in TOWER_MODES]

@@ -21,7 +21,14 @@ struct Variants {
   std::vector<std::vector<Layer>> lists;
   std::vector<const std::vector<Layer>*> per_micro;
 };
-Variants variants(const Network& net) {
+// Figures are kept per stage and per micro-batch length: bounded like a generated schedule's
+// stages x micro-batches (README "Limits").
+Variants variants(const Network& net, size_t stages) {
+  constexpr size_t kMaxFigures = size_t{1} << 21;
+  const size_t lengths = net.training.seq_lens.size();
+  if (lengths > 1 && lengths * stages > kMaxFigures)
+    throw InputError({}, std::to_string(lengths) + " per-micro-batch sequence lengths x " + std::to_string(stages) +
+                             " stages is over the limit of 2097152 per-stage figures (README \"Limits\")");
   Variants v;
   std::map<int64_t, size_t> seen;
   std::vector<size_t> which;
@@ -94,7 +101,7 @@ double compute_ms(const Device& d, double flops) {
 }
 
 StagePlan plan_stages(const Network& net, const Layout& layout) {
-  const Variants v = variants(net);
+  const Variants v = variants(net, layout.stages.size());
   const auto& per_micro = v.per_micro;
   StagePlan plan;
   plan.micro_variants = static_cast<int>(per_micro.size());
@@ -113,7 +120,7 @@ StagePlan plan_stages(const Network& net, const Layout& layout) {
 }
 
 StagePlan plan_fraction(const Network& net, int stages) {
-  const Variants v = variants(net);
+  const Variants v = variants(net, static_cast<size_t>(std::max(stages, 1)));
   const auto& per_micro = v.per_micro;
   StagePlan plan;
   plan.micro_variants = static_cast<int>(per_micro.size());

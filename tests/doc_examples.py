@@ -131,7 +131,22 @@ def megatron_first_stage(header, row):
             "%.2f" % (meg / GiB) if has_formula else "no formula"]
 
 
-CHECKS = {"llama_fit": llama_fit, "megatron_interleave": megatron_interleave, "megatron_first_stage": megatron_first_stage}
+MODELS = {"GPT-2": "gpt2", "Llama-3-8B": "llama3_8b", "Llama-3-70B": "llama3_70b", "Qwen3-30B-A3B": "qwen3_30b_a3b"}
+
+
+def partition_gain(header, row):
+    """tune --partition search against torchtitan's even split (deterministic: --seconds 0 and
+    bounded iterations)."""
+    model = "tests/data/models/hf/%s.json" % MODELS[row[0]]
+    args = ["tune", "--model", model, "--partition", "search", "--seconds", "0", "--iterations", "2000",
+            "--des-iterations", "50", "-q", "--json"] + shlex.split(row[1].strip("`"))
+    d = json.loads(ppsched(args).stdout)
+    p = d["partition"]
+    return [row[0], row[1], ",".join(map(str, p["even_layout"])), "%.1f" % p["even_makespan_ms"],
+            ",".join(map(str, d["layout"])), "%.1f" % d["makespan_ms"], d["best"], "%.1f%%" % (100 * p["gain_over_even"])]
+
+
+CHECKS = {"partition_gain": partition_gain, "llama_fit": llama_fit, "megatron_interleave": megatron_interleave, "megatron_first_stage": megatron_first_stage}
 
 pages = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
 for page in pages:

@@ -456,6 +456,14 @@ def main():
     case("models", "per-micro sequence lengths x stages over the limit",
          ["model", wjson("model_seq_list.json", model(hf_config=llama, training={"seq_len": [128] * 65536})),
           "--pp", "64", "--layout", ",".join(["1"] * 32 + ["0"] * 32)], expect=[2], max_stderr=1500)
+    tune_model = ["tune", "--pp", "4", "--micro", "8", "--model", hf_good, "--seconds", "1", "-q"]
+    for extra, why in [(["--partition", "search", "--partition-layouts", "0"], "no layouts"),
+                       (["--partition", "search", "--partition-layouts", "99999999999999"], "layouts over the range"),
+                       (["--partition", "sideways"], "an unknown partition mode"),
+                       (["--partition", "search", "--vpp", "64"], "more stages than the model has layers"),
+                       (["--family", "x" * 100000], "a 100 kB family name"),
+                       (["--partition", "search", "--layout-out", "/nonexistent/dir/l.txt"], "an unwritable --layout-out")]:
+        case("models", "tune " + why, tune_model + extra, expect=[2], max_stderr=1500)
     case("models", "--seq-len at its limit", ["model", hf_good, "--pp", "4", "--seq-len", str(2 ** 24)], expect=[0, 2],
          max_stderr=1500)
     case("models", "a model flag without --model", ["simulate", good, "--seq-len", "4096"], expect=[2])

@@ -133,6 +133,10 @@ Network load_network(const CostFlags& f, DataParallelFlags& dp);
 // and per-stage figures; `dp` takes the model's data-parallel settings where no flag gave them.
 // Throws InputError.
 CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, int stages, NetworkCosts* net = nullptr);
+// The same for a network already loaded, laid out by `layout` ("" : the file's or the even
+// split); --costs still overrides what it sets.
+CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, const std::string& layout,
+                           NetworkCosts* out = nullptr);
 
 // Writes `text` to `path`, or to stdout when path is empty or "-". Throws InputError when
 // the file cannot be written.

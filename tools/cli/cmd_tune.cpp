@@ -230,6 +230,9 @@ Action add_tune(CLI::App& app) {
     rq.families = !st->no_families;
     rq.memory_rule = st->memory_rule == "zero-bubble" ? search::MemoryRule::ZeroBubble : search::MemoryRule::Ppsched;
     rq.settings.objective = st->objective == "span" ? search::Objective::Span : search::Objective::Makespan;
+    // The DES hill climb chases the makespan: under --objective span the search's own best
+    // (by span) is measured as an entry of its own.
+    rq.keep_search_best = rq.settings.objective == search::Objective::Span;
     rq.settings.iterations = st->iterations;
     rq.settings.des_iterations = st->des_iterations;
     rq.settings.rounds = st->rounds;

@@ -83,9 +83,9 @@ void add_layers(StageFigures& st, const Network& net, const std::vector<const st
     st.fwd_flops.push_back(f);
     st.bwd_input_flops.push_back(bi);
     st.bwd_weight_flops.push_back(bw);
-    st.fwd_ms.push_back(compute_ms(net.device, f));
-    st.bwd_input_ms.push_back(compute_ms(net.device, bi));
-    st.bwd_weight_ms.push_back(compute_ms(net.device, bw));
+    st.fwd_ms.push_back(compute_ms(net.device, f, RateKind::Fwd));
+    st.bwd_input_ms.push_back(compute_ms(net.device, bi, RateKind::BwdInput));
+    st.bwd_weight_ms.push_back(compute_ms(net.device, bw, RateKind::BwdWeight));
     st.activation_bytes.push_back(checked(act, "kept activation bytes", index));
     st.weight_grad_bytes.push_back(checked(wg, "weight-gradient bytes", index));
     st.workspace_bytes.push_back(checked(ws, "recomputation workspace", index));
@@ -97,6 +97,14 @@ void add_layers(StageFigures& st, const Network& net, const std::vector<const st
 
 double compute_ms(const Device& d, double flops) {
   const double ms = flops / d.effective_flops() * 1e3;
+  return std::round(ms * 1e3) / 1e3;
+}
+
+double compute_ms(const Device& d, double flops, RateKind kind) {
+  const auto& f = d.fitted[static_cast<size_t>(kind)];
+  if (!f) return compute_ms(d, flops);
+  // A stage without work of this kind takes no step time (no overhead either).
+  const double ms = flops > 0 ? f->overhead_ms + flops / f->flops_per_s * 1e3 : 0.0;
   return std::round(ms * 1e3) / 1e3;
 }
 

@@ -163,6 +163,38 @@ for extra, needle in [(["--partition", "search"], "needs --model"),
     p = run(*(base + extra), expect=2)
     check(needle in p.stderr, "%s: %s" % (" ".join(extra), p.stderr.strip()[:200]))
 
+# ---- per-layer calibration: fit on one run, predict another family, V and layout ----
+with tempfile.TemporaryDirectory() as tmp:
+    trace, other = os.path.join(tmp, "t.json"), os.path.join(tmp, "zbv.json")
+    fitted = os.path.join(tmp, "fitted.json")
+    # The same network on a device the fit must correct (half the rate, another MFU).
+    wrong = os.path.join(tmp, "wrong.json")
+    with open(wrong, "w") as f:
+        json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(LLAMA),
+                   "device": {"flops_per_s": 5e14, "mfu": 0.3}}, f)
+    run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", LLAMA, "--layout", "10,8,8,6",
+        "--trace", trace)
+    run("generate", "zbv", "--pp", "4", "--vpp", "2", "--micro", "16", "-o", other)
+    cal = jrun("calibrate", trace, "--model", wrong, "--trace-layout", "10,8,8,6", "--schedule", other,
+               "--layout", "4,4,4,4,4,4,4,4", "--model-out", fitted)
+    truth = jrun("simulate", other, "--model", LLAMA, "--layout", "4,4,4,4,4,4,4,4")
+    kinds = cal.get("per_layer", {}).get("kinds", [])
+    check(len(kinds) == 3 and all(abs(k["flops_per_s"] / (989e12 * 0.45) - 1) < 1e-3 for k in kinds),
+          "the fitted rates are the traced device's 989 TFLOP/s x 0.45: %s" % kinds)
+    pred = cal.get("prediction", {})
+    check(pred.get("measured_ms", 0) is None, "another run: no measured figure to compare")
+    err = abs(pred.get("predicted_ms", 0) - truth.get("makespan_ms", -1)) / max(truth.get("makespan_ms", 1), 1e-9)
+    check(err < 1e-3, "per-layer prediction of ZB-V V=2 M=16 on another layout from a 1F1B M=8 trace: %s vs %s" %
+          (pred.get("predicted_ms"), truth.get("makespan_ms")))
+    # The per-stage fit cannot: the same trace's cost file has 4 stages, the schedule 8.
+    p = run("calibrate", trace, "--schedule", other, expect=2)
+    check("not the schedule that ran" in p.stderr, "the per-stage fit refuses another shape: " + p.stderr[-200:])
+    # The written model reads back and prices the schedule as the prediction did.
+    again = jrun("simulate", other, "--model", fitted, "--layout", "4,4,4,4,4,4,4,4")
+    check(abs(again.get("makespan_ms", 0) - pred.get("predicted_ms", -1)) < 1e-6, "--model-out reads back as fitted")
+    p = run("calibrate", trace, "--trace-layout", "8,8,8,8", expect=2)
+    check("--model" in p.stderr, "--trace-layout without --model is refused")
+
 # ---- refusals ----
 p = run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--seq-len", "4096", expect=2)
 check("--model" in p.stderr, "--seq-len without --model is refused")

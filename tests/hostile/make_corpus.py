@@ -435,6 +435,14 @@ def main():
         "model_hf_path_dev.json": (model(hf_config="/dev/zero"), "hf_config"),
         "model_hf_path_missing.json": (model(hf_config="/nonexistent/config.json"), "hf_config"),
         "model_layout_huge_repeat.json": (model(layers=[layer(count=8)], layout="Et*99999999999|L"), "layout"),
+        "model_fitted_zero_rate.json": (model(layers=[layer(count=8)], device={"fitted": {"FWD": {"flops_per_s": 0}}}),
+                                        "device.fitted.FWD.flops_per_s"),
+        "model_fitted_negative_overhead.json": (model(layers=[layer(count=8)], device={
+            "fitted": {"BWD_INPUT": {"flops_per_s": 1e12, "overhead_ms": -1}}}), "device.fitted.BWD_INPUT.overhead_ms"),
+        "model_fitted_unknown_kind.json": (model(layers=[layer(count=8)], device={"fitted": {"BWD": {"flops_per_s": 1e12}}}),
+                                           "device.fitted.BWD"),
+        "model_fitted_overhead_1e300.json": (model(layers=[layer(count=8)], device={
+            "fitted": {"FWD": {"flops_per_s": 1e12, "overhead_ms": 1e300}}}), "device.fitted.FWD.overhead_ms"),
     }
     for name, (obj, located) in model_cases.items():
         if obj is None:

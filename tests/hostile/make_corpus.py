@@ -221,6 +221,19 @@ def main():
         shown = " ".join(a if len(a) < 40 else a[:20] + "..." for a in args)
         case("flags", shown, args, expect=[1, 2] if args[0] != "show" else [0, 2])
 
+    # Flags that do not apply are refused (exit 2, naming the flag), never ignored.
+    good_sched = wjson("flags_good.json", pipeline(2, 2))
+    for args, needle in [
+            (["generate", "1f1b", "--pp", "4", "--micro", "8", "--dxdw-split"], "--dxdw-split does not apply"),
+            (["generate", "1f1b", "--pp", "4", "--micro", "8", "--less-memory"], "--less-memory does not apply"),
+            (["generate", "zbv", "--pp", "4", "--vpp", "2", "--micro", "8", "--overflow", "min"], "--overflow does not apply"),
+            (["generate", "gpipe", "--pp", "4", "--micro", "8", "--tower", "trainable"], "--tower does not apply"),
+            (["generate", "1f1b", "--pp", "4", "--micro", "8", "--owner-backward"], "--owner-backward does not apply"),
+            (["check", good_sched, "--pp", "8"], "--pp requires --generate"),
+            (["simulate", good_sched, "--micro", "3"], "--micro requires --generate"),
+            (["simulate", good_sched, "--vpp", "2"], "--vpp requires --generate")]:
+        case("flags", " ".join(args[:2] + args[-2:]) + " (does not apply)", args, expect=[2], stderr_has=needle)
+
     # ---- arithmetic: bytes and times that would wrap or go non-finite ----
     def costs(**sections):
         d = {"format": "ppsched-costs", "version": 1,

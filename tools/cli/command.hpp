@@ -89,13 +89,16 @@ void suggest_fix(const std::string& name, const Schedule& s, const CheckOptions&
 struct GeneratorFlags {
   std::string family;
   GenerateOptions options;
-  std::string overflow = "full";
-  std::string tower = "trainable";
+  std::string overflow;  // "" : not given (full)
+  std::string tower;     // "" : not given (trainable)
   bool batch = false;  // coalesce P2P runs into BATCH_SEND_RECV
   bool fsdp_steps = false;  // insert FSDP_UNSHARD / RESHARD / REDUCE_GRAD as PyTorch lowers them
   bool data_steps_on = false, data_steps_off = false;  // --data-steps / --no-data-steps
 };
 void add_generator_flags(CLI::App& cmd, GeneratorFlags& flags, bool family_required);
+// On commands that read FILEs too (check, simulate): the generator flags describe --generate's
+// schedule, and without --generate they are refused (a FILE says its own P, V and M).
+void generator_flags_need_generate(CLI::App& cmd);
 // Builds the schedule the flags describe (throws InputError on bad parameters).
 Schedule build_generated(GeneratorFlags& flags);
 

@@ -10,8 +10,10 @@ workload as a ppsched model file with explicit layers (tests/data/peers/README.m
 and family, under ppsched's DES and the same model:
 
 - the family on PyTorch's partition (`simulate --generate FAMILY --layout <PyTorch's counts>`);
-- `tune --partition search --family FAMILY` (deterministic: --seconds 0, bounded iterations): its
-  best, and the family itself on the layout it found, are both at most the family on PyTorch's.
+- `tune --partition search --family FAMILY --placement loop` (deterministic: --seconds 0, bounded
+  iterations): its best is at most the family on PyTorch's partition. Printed beside it: the
+  family's own order on the layout tune found (where tune's best is a searched order, that layout
+  was chosen for the searched order, not for the family's).
 
 The model files must say what PyTorch was given (FLOPs, boundary bytes, FLOP/s, bytes/s).
 """
@@ -23,6 +25,7 @@ import sys
 EXE, DATA = sys.argv[1], sys.argv[2]
 DIR = os.path.join(DATA, "peers", "pytorch_partition")
 TUNE_FLAGS = ["--seconds", "0", "--iterations", "300", "--des-iterations", "20", "--threads", "1", "-q"]
+LOOP = ["--placement", "loop"]  # PyTorch's stage placement, which the counts of V = 2 assume
 REL = 1e-9
 failures = []
 
@@ -72,16 +75,13 @@ for w in res["workloads"]:
               "%s: PyTorch's partition covers the layers" % name)
         theirs = family_ms(model, res, fam, fam["best_counts"])
         t = jrun("tune", *shape(res, fam), "--model", model, "--partition", "search", "--family", fam["ppsched_family"],
-                 *TUNE_FLAGS)
+                 *LOOP, *TUNE_FLAGS)
         if not t:
             continue
         ours = family_ms(model, res, fam, t["layout"])
         check(t["makespan_ms"] <= theirs * (1 + REL),
               "%s: tune's best %.9g ms (layout %s) above the family on PyTorch's partition %s: %.9g ms" % (
                   name, t["makespan_ms"], t["layout"], fam["best_counts"], theirs))
-        check(ours <= theirs * (1 + REL),
-              "%s: the family on ppsched's layout %s takes %.9g ms, on PyTorch's %s %.9g ms" % (
-                  name, t["layout"], ours, fam["best_counts"], theirs))
         print("%-40s PyTorch %-26s %14.9g ms   ppsched %-26s %14.9g ms (family) %14.9g ms (%s)" % (
             name, ",".join(map(str, fam["best_counts"])), theirs, ",".join(map(str, t["layout"])), ours,
             t["makespan_ms"], t["best"]))

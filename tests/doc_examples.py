@@ -174,7 +174,7 @@ def pytorch_partition(header, row):
         _pt_any[row[0]] = json.loads(ppsched(["tune"] + shape + ["--vpp-max", "2", "--model", model, "--partition",
                                                                   "search"] + PT_TUNE).stdout)
     a = _pt_any[row[0]]
-    ms = lambda v: "%.4g" % v
+    ms = lambda v: "%.1f" % v
     return [row[0], row[1], ",".join(map(str, fam["best_counts"])), ms(family_ms(fam["best_counts"])),
             ",".join(map(str, t["layout"])), ms(family_ms(t["layout"])), ms(t["makespan_ms"]),
             "%s %s" % (a["best"], ",".join(map(str, a["layout"]))), ms(a["makespan_ms"])]

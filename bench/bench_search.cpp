@@ -209,7 +209,8 @@ BENCHMARK(BM_SearchZbvGrid)->Unit(benchmark::kSecond)->Iterations(1);
 // (<case>_pytorch_ms), `tune --partition search --family F --placement loop` (<case>_ppsched_ms,
 // the family itself on its layout <case>_family_on_ppsched_ms), deterministic (no time limit,
 // the CLI test's iterations); per workload the search over every family and V <= 2
-// (<workload>_any_ms). Fails (SkipWithError) when ppsched's layout is slower than PyTorch's.
+// (<workload>_any_ms). Fails (SkipWithError) when tune's best on its layout is slower than the
+// family on PyTorch's partition.
 namespace {
 
 std::string pytorch_partition_dir() {
@@ -300,7 +301,7 @@ static void BM_PartitionVsPyTorch(benchmark::State& state) {
         state.counters[k + "_pytorch_ms"] = pt;
         state.counters[k + "_ppsched_ms"] = best_ms(r);
         state.counters[k + "_family_on_ppsched_ms"] = ours;
-        if (!(ours <= pt * (1 + 1e-9) && best_ms(r) <= pt * (1 + 1e-9))) why += k + " ";
+        if (!(best_ms(r) <= pt * (1 + 1e-9))) why += k + " ";
       }
       state.counters[wname + "_any_ms"] = best_ms(search_partition(partition_request(net, pp, micro, {}, 1, 2)));
     }

@@ -146,7 +146,41 @@ def partition_gain(header, row):
             ",".join(map(str, d["layout"])), "%.1f" % d["makespan_ms"], d["best"], "%.1f%%" % (100 * p["gain_over_even"])]
 
 
-CHECKS = {"partition_gain": partition_gain, "llama_fit": llama_fit, "megatron_interleave": megatron_interleave, "megatron_first_stage": megatron_first_stage}
+PT_DIR = "tests/data/peers/pytorch_partition"
+PT_TUNE = ["--seconds", "0", "--iterations", "300", "--des-iterations", "20", "--threads", "1", "-q", "--json"]
+PT_NAMES = {"1F1B": "1f1b", "Interleaved1F1B V=2": "interleaved-1f1b", "InterleavedZeroBubble V=2": "interleaved-zb"}
+_pt_any = {}
+
+
+def pytorch_partition(header, row):
+    """PyTorch's _partition.py search (tests/data/peers/pytorch_partition/pytorch_results.json)
+    against tune --partition search --family F --placement loop, both timed by ppsched's DES on
+    the workload's model file; and the search over every family and V <= 2."""
+    res = json.load(open(os.path.join(ROOT, PT_DIR, "pytorch_results.json")))
+    w = next(x for x in res["workloads"] if x["name"] == row[0])
+    fam = next(f for f in w["families"] if f["ppsched_family"] == PT_NAMES[row[1]])
+    model = "%s/%s" % (PT_DIR, w["model_file"])
+    shape = ["--pp", str(res["pp"]), "--micro", str(res["micro"])]
+    vpp = ["--vpp", str(fam["vpp"])] if fam["vpp"] > 1 else []
+
+    def family_ms(counts):
+        args = ["simulate", "--generate", fam["ppsched_family"]] + shape + vpp + ["--model", model, "--layout",
+                                                                               ",".join(map(str, counts)), "--json"]
+        return json.loads(ppsched(args).stdout)["makespan_ms"]
+
+    t = json.loads(ppsched(["tune"] + shape + vpp + ["--model", model, "--partition", "search", "--family",
+                                                     fam["ppsched_family"], "--placement", "loop"] + PT_TUNE).stdout)
+    if row[0] not in _pt_any:
+        _pt_any[row[0]] = json.loads(ppsched(["tune"] + shape + ["--vpp-max", "2", "--model", model, "--partition",
+                                                                  "search"] + PT_TUNE).stdout)
+    a = _pt_any[row[0]]
+    ms = lambda v: "%.1f" % v
+    return [row[0], row[1], ",".join(map(str, fam["best_counts"])), ms(family_ms(fam["best_counts"])),
+            ",".join(map(str, t["layout"])), ms(family_ms(t["layout"])), ms(t["makespan_ms"]),
+            "%s %s" % (a["best"], ",".join(map(str, a["layout"]))), ms(a["makespan_ms"])]
+
+
+CHECKS = {"partition_gain": partition_gain, "pytorch_partition": pytorch_partition, "llama_fit": llama_fit, "megatron_interleave": megatron_interleave, "megatron_first_stage": megatron_first_stage}
 
 pages = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
 for page in pages:

@@ -9,8 +9,9 @@
 // moves off the stages the DES's critical path spends the most compute on and onto the least
 // loaded ones; keep a move that lowers the makespan of the best verified family under the whole
 // per-rank memory cap (a layout no family fits is scored by how far its peak is over the cap,
-// so the walk leads back under it). Stops at a local optimum, after `max_layouts` layouts, or
-// at the time share. Then the full tune (families, order search, DES hill climb) runs on the
+// so the walk leads back under it). At a local optimum the walk looks two moves ahead from the
+// few best neighbours (two boundaries that only pay off shifted together). Stops when that
+// finds nothing either, after `max_layouts` layouts, or at the time share. Then the full tune (families, order search, DES hill climb) runs on the
 // best layout of each V and on the even split, and the better wins.
 //
 // Deterministic for a seed, like tune, unless --seconds stops it first (the result says so).

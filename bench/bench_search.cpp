@@ -5,9 +5,18 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "model/generators/generator.hpp"
+#include "network/model_file.hpp"
+#include "sim/engine.hpp"
+#include "sim/network_costs.hpp"
+#include "sim/search/partition.hpp"
 #include "sim/search/tune.hpp"
 
 using namespace ppsched;
@@ -191,3 +200,115 @@ static void BM_SearchZbvGrid(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_SearchZbvGrid)->Unit(benchmark::kSecond)->Iterations(1);
+
+// Against PyTorch's partitioner (issue 22 item 2): the six workloads of PyTorch's
+// test_partition.py as ppsched models, P=4, M=8, and what PyTorch's
+// optimize_partition_model_layers returned for 1F1B, Interleaved1F1B and InterleavedZeroBubble
+// (V=2), from tests/data/peers/pytorch_partition/ ($PPSCHED_TEST_DATA, else the source tree's).
+// Per case, under ppsched's DES and the same model: the family on PyTorch's partition
+// (<case>_pytorch_ms), `tune --partition search --family F --placement loop` (<case>_ppsched_ms,
+// the family itself on its layout <case>_family_on_ppsched_ms), deterministic (no time limit,
+// the CLI test's iterations); per workload the search over every family and V <= 2
+// (<workload>_any_ms). Fails (SkipWithError) when tune's best on its layout is slower than the
+// family on PyTorch's partition.
+namespace {
+
+std::string pytorch_partition_dir() {
+  const char* d = std::getenv("PPSCHED_TEST_DATA");
+  return std::string(d ? d : PPSCHED_TEST_DATA_DIR) + "/peers/pytorch_partition/";
+}
+
+PartitionRequest partition_request(const Network& net, int pp, int micro, const std::vector<std::string>& families,
+                                   int vpp_min, int vpp_max) {
+  PartitionRequest pr;
+  pr.tune.pp = pp;
+  pr.tune.micro = micro;
+  pr.tune.vpp_min = vpp_min;
+  pr.tune.vpp_max = vpp_max;
+  pr.tune.only_families = families;
+  if (!families.empty()) pr.tune.placements = {PlacementKind::Loop};  // PyTorch's placement
+  else pr.tune.placements = {PlacementKind::Loop, PlacementKind::V};
+  pr.tune.settings.iterations = 300;
+  pr.tune.settings.des_iterations = 20;
+  pr.tune.settings.threads = 1;
+  pr.tune.settings.seconds = 0;
+  const std::vector<Layer> layers = net.layers();
+  for (const Layer& l : layers) {
+    const double ms = compute_ms(net.device, l.fwd_flops + l.bwd_input_flops + l.bwd_weight_flops);
+    if (is_body(l.kind)) {
+      ++pr.body_layers;
+      pr.layer_ms.push_back(ms);
+    } else if (pinned_first(l.kind)) {
+      pr.first_ms += ms;
+    } else {
+      pr.last_ms += ms;
+    }
+  }
+  pr.costs = [net](const std::vector<int>& c) { return network_costs(net, static_cast<int>(c.size()), counts_string(c)).costs; };
+  pr.even = [layers](int stages) {
+    std::vector<int> c;
+    for (int64_t n : body_counts(even_layout(layers, stages), layers)) c.push_back(static_cast<int>(n));
+    return c;
+  };
+  return pr;
+}
+
+// The family's own order on a layout, timed by the DES (what `simulate --generate` prints).
+double family_ms(const Network& net, const std::string& family, int pp, int vpp, int micro, const std::vector<int>& counts) {
+  GenerateOptions o;
+  o.pp = pp;
+  o.vpp = vpp;
+  o.micro = micro;
+  const Schedule s = generate(family, o);
+  const CostModel c = network_costs(net, s.stages, counts_string(counts)).costs;
+  SimOptions so;
+  so.check.memory = c.memory_model(s.stages);
+  const SimResult r = simulate(s, c, so);
+  return r.completed && r.check.ok() ? r.makespan_ms : 1e300;
+}
+
+double best_ms(const PartitionResult& r) {
+  return r.result.best >= 0 ? r.result.leaderboard[static_cast<size_t>(r.result.best)].makespan_ms : 1e300;
+}
+
+}  // namespace
+
+static void BM_PartitionVsPyTorch(benchmark::State& state) {
+  static std::string why;
+  why.clear();
+  const std::string dir = pytorch_partition_dir();
+  std::ifstream in(dir + "pytorch_results.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) {
+    state.SkipWithError("tests/data/peers/pytorch_partition/pytorch_results.json not found (set PPSCHED_TEST_DATA)");
+    return;
+  }
+  const nlohmann::json res = nlohmann::json::parse(text.str());
+  const int pp = res["pp"], micro = res["micro"];
+  for (auto _ : state) {
+    for (const auto& w : res["workloads"]) {
+      const std::string wname = w["name"];
+      const Network net = read_network_file(dir + w["model_file"].get<std::string>());
+      for (const auto& f : w["families"]) {
+        const std::string fam = f["ppsched_family"];
+        const int vpp = f["vpp"];
+        const std::vector<int> theirs = f["best_counts"];
+        const double pt = family_ms(net, fam, pp, vpp, micro, theirs);
+        const PartitionResult r = search_partition(partition_request(net, pp, micro, {fam}, vpp, vpp));
+        const double ours = family_ms(net, fam, pp, vpp, micro, r.counts);
+        const std::string k = wname + "_" + fam;
+        state.counters[k + "_pytorch_ms"] = pt;
+        state.counters[k + "_ppsched_ms"] = best_ms(r);
+        state.counters[k + "_family_on_ppsched_ms"] = ours;
+        if (!(best_ms(r) <= pt * (1 + 1e-9))) why += k + " ";
+      }
+      state.counters[wname + "_any_ms"] = best_ms(search_partition(partition_request(net, pp, micro, {}, 1, 2)));
+    }
+  }
+  if (!why.empty()) {
+    why = "slower than PyTorch's partition: " + why;
+    state.SkipWithError(why.c_str());
+  }
+}
+BENCHMARK(BM_PartitionVsPyTorch)->Unit(benchmark::kSecond)->Iterations(1);

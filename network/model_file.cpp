@@ -16,7 +16,9 @@ const Keys kLayerKeys = {"name", "kind", "count", "params", "fwd_flops", "bwd_fl
                          "bwd_weight_flops", "activation_bytes", "output_bytes", "weight_grad_bytes", "workspace_bytes"};
 const Keys kTrainingKeys = {"seq_len", "micro_batch_size", "precision", "optimizer", "distributed_optimizer",
                             "fsdp", "dp", "tp", "recompute", "flash_attention"};
-const Keys kDeviceKeys = {"flops_per_s", "mfu", "memory_bytes"};
+const Keys kDeviceKeys = {"flops_per_s", "mfu", "memory_bytes", "fitted"};
+const Keys kFittedKinds = {"FWD", "BWD_INPUT", "BWD_WEIGHT"};
+const Keys kFittedKeys = {"flops_per_s", "overhead_ms"};
 const Keys kKinds = {"embedding", "decoder", "mtp", "norm", "head", "loss", "layer"};
 constexpr LayerKind kKindValues[] = {LayerKind::Embedding, LayerKind::Decoder, LayerKind::Mtp, LayerKind::FinalNorm,
                                      LayerKind::Head, LayerKind::Loss, LayerKind::Generic};
@@ -202,6 +204,23 @@ class ModelReader {
       if (j["memory_bytes"].is_null()) d.memory_bytes.reset();
       else d.memory_bytes = f_.whole(j["memory_bytes"], "device.memory_bytes", 1, int64_t{1} << 50, "bytes from 1 to 2^50, or null");
     }
+    // What `ppsched calibrate --model` fitted: per compute kind an achieved rate and a fixed
+    // time per step.
+    if (j.contains("fitted")) {
+      const nlohmann::json& fit = f_.object(j["fitted"], "device.fitted", kFittedKinds);
+      for (size_t k = 0; k < kFittedKinds.size(); ++k) {
+        const std::string key(kFittedKinds[k]);
+        if (!fit.contains(key)) continue;
+        const std::string path = "device.fitted." + key;
+        const nlohmann::json& e = f_.object(fit[key], path, kFittedKeys);
+        if (!e.contains("flops_per_s")) f_.fail(path + ".flops_per_s", "missing key 'flops_per_s'");
+        Device::Fitted out;
+        out.flops_per_s = f_.number(e["flops_per_s"], path + ".flops_per_s", kMinFlopsPerSecond, kMaxFlopsPerSecond, "FLOP/s from 1e3 to 1e21");
+        if (e.contains("overhead_ms"))
+          out.overhead_ms = f_.number(e["overhead_ms"], path + ".overhead_ms", 0, 1e9, "a time in ms from 0 to 1e9");
+        d.fitted[k] = out;
+      }
+    }
   }
 
   JsonFields f_;
@@ -213,6 +232,51 @@ Network read_network(std::string_view text, const std::string& file) { return Mo
 
 Network read_network_file(const std::string& path) {
   return read_network(read_input_file(path, kMaxModelFileBytes), path);
+}
+
+std::string write_model_file(const std::string& path, const Network& net) {
+  nlohmann::json doc = parse_json_strict(read_input_file(path, kMaxModelFileBytes), path, false);
+  nlohmann::json out;
+  if (is_hf_config(doc)) {
+    out = {{"format", "ppsched-model"}, {"version", 1}, {"name", net.name}, {"hf_config", doc}};
+  } else {
+    out = doc;
+    if (out.contains("hf_config") && out["hf_config"].is_string()) {
+      std::filesystem::path p(out["hf_config"].get<std::string>());
+      if (p.is_relative()) p = std::filesystem::path(path).parent_path() / p;
+      out["hf_config"] = parse_json_strict(read_input_file(p.string(), kMaxModelFileBytes), p.string(), false);
+    }
+  }
+  const Training& t = net.training;
+  nlohmann::json tr = nlohmann::json::object();
+  if (net.arch) {
+    if (t.seq_lens.size() == 1) tr["seq_len"] = t.seq_lens[0];
+    else tr["seq_len"] = t.seq_lens;
+    tr["micro_batch_size"] = t.micro_batch_size;
+    nlohmann::json rc = nlohmann::json::array();
+    for (Recompute r : t.recompute) rc.push_back(to_string(r));
+    tr["recompute"] = t.recompute.size() == 1 ? rc[0] : rc;
+    tr["flash_attention"] = t.flash_attention;
+  }
+  tr["precision"] = to_string(t.precision);
+  tr["optimizer"] = to_string(t.optimizer);
+  tr["distributed_optimizer"] = t.distributed_optimizer;
+  tr["fsdp"] = t.fsdp;
+  tr["dp"] = t.dp;
+  tr["tp"] = t.tp;
+  out["training"] = tr;
+  nlohmann::json dev = {{"flops_per_s", net.device.flops_per_s}, {"mfu", net.device.mfu}};
+  dev["memory_bytes"] = net.device.memory_bytes ? nlohmann::json(*net.device.memory_bytes) : nlohmann::json(nullptr);
+  nlohmann::json fitted = nlohmann::json::object();
+  for (size_t k = 0; k < 3; ++k)
+    if (net.device.fitted[k])
+      fitted[kRateKindKeys[k]] = {{"flops_per_s", net.device.fitted[k]->flops_per_s},
+                                     {"overhead_ms", net.device.fitted[k]->overhead_ms}};
+  if (!fitted.empty()) dev["fitted"] = fitted;
+  out["device"] = dev;
+  for (auto it = net.cost_extras.begin(); it != net.cost_extras.end(); ++it) out[it.key()] = it.value();
+  if (!net.default_layout.empty()) out["layout"] = net.default_layout;
+  return out.dump(2) + "\n";
 }
 
 }  // namespace ppsched

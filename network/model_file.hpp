@@ -30,6 +30,12 @@ namespace ppsched {
 Network read_network(std::string_view text, const std::string& file);
 Network read_network_file(const std::string& path);
 
+// A ppsched-model file for `net` as `path` describes it, with net's training settings and device
+// (fitted rates included): the file's own keys kept, a Hugging Face config.json (given as the
+// file or by path) carried inline. What `ppsched calibrate --model --model-out` writes; it reads
+// back as `net`.
+std::string write_model_file(const std::string& path, const Network& net);
+
 // The embedded default: a 7B-class transformer (hidden 4096, 32 layers of 12 h^2 parameters,
 // sequence 4096, micro-batch 1, bf16, FlashAttention) on H100-class GPUs; its layers are listed
 // (network/default_network.cpp states each figure), without embedding and head.

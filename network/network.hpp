@@ -93,10 +93,22 @@ struct Training {
   }
 };
 
+// The compute kinds a step time is priced for.
+enum class RateKind : uint8_t { Fwd, BwdInput, BwdWeight };
+inline constexpr const char* kRateKindKeys[] = {"FWD", "BWD_INPUT", "BWD_WEIGHT"};
+
 struct Device {
   double flops_per_s = 989e12;  // H100 SXM dense bf16 peak
   double mfu = 0.45;            // achieved fraction of the peak
   std::optional<int64_t> memory_bytes = int64_t{80} << 30;
+  // What `ppsched calibrate --model` measured, per compute kind: an achieved rate and a fixed
+  // time per step (a stage's step takes overhead_ms + its FLOPs / flops_per_s). Unset: the
+  // peak x mfu, no overhead.
+  struct Fitted {
+    double flops_per_s = 0;
+    double overhead_ms = 0;
+  };
+  std::optional<Fitted> fitted[3];  // by RateKind
   double effective_flops() const { return flops_per_s * mfu; }
 };
 

@@ -21,7 +21,14 @@ struct Variants {
   std::vector<std::vector<Layer>> lists;
   std::vector<const std::vector<Layer>*> per_micro;
 };
-Variants variants(const Network& net) {
+// Figures are kept per stage and per micro-batch length: bounded like a generated schedule's
+// stages x micro-batches (README "Limits").
+Variants variants(const Network& net, size_t stages) {
+  constexpr size_t kMaxFigures = size_t{1} << 21;
+  const size_t lengths = net.training.seq_lens.size();
+  if (lengths > 1 && lengths * stages > kMaxFigures)
+    throw InputError({}, std::to_string(lengths) + " per-micro-batch sequence lengths x " + std::to_string(stages) +
+                             " stages is over the limit of 2097152 per-stage figures (README \"Limits\")");
   Variants v;
   std::map<int64_t, size_t> seen;
   std::vector<size_t> which;
@@ -76,9 +83,9 @@ void add_layers(StageFigures& st, const Network& net, const std::vector<const st
     st.fwd_flops.push_back(f);
     st.bwd_input_flops.push_back(bi);
     st.bwd_weight_flops.push_back(bw);
-    st.fwd_ms.push_back(compute_ms(net.device, f));
-    st.bwd_input_ms.push_back(compute_ms(net.device, bi));
-    st.bwd_weight_ms.push_back(compute_ms(net.device, bw));
+    st.fwd_ms.push_back(compute_ms(net.device, f, RateKind::Fwd));
+    st.bwd_input_ms.push_back(compute_ms(net.device, bi, RateKind::BwdInput));
+    st.bwd_weight_ms.push_back(compute_ms(net.device, bw, RateKind::BwdWeight));
     st.activation_bytes.push_back(checked(act, "kept activation bytes", index));
     st.weight_grad_bytes.push_back(checked(wg, "weight-gradient bytes", index));
     st.workspace_bytes.push_back(checked(ws, "recomputation workspace", index));
@@ -93,8 +100,16 @@ double compute_ms(const Device& d, double flops) {
   return std::round(ms * 1e3) / 1e3;
 }
 
+double compute_ms(const Device& d, double flops, RateKind kind) {
+  const auto& f = d.fitted[static_cast<size_t>(kind)];
+  if (!f) return compute_ms(d, flops);
+  // A stage without work of this kind takes no step time (no overhead either).
+  const double ms = flops > 0 ? f->overhead_ms + flops / f->flops_per_s * 1e3 : 0.0;
+  return std::round(ms * 1e3) / 1e3;
+}
+
 StagePlan plan_stages(const Network& net, const Layout& layout) {
-  const Variants v = variants(net);
+  const Variants v = variants(net, layout.stages.size());
   const auto& per_micro = v.per_micro;
   StagePlan plan;
   plan.micro_variants = static_cast<int>(per_micro.size());
@@ -113,7 +128,7 @@ StagePlan plan_stages(const Network& net, const Layout& layout) {
 }
 
 StagePlan plan_fraction(const Network& net, int stages) {
-  const Variants v = variants(net);
+  const Variants v = variants(net, static_cast<size_t>(std::max(stages, 1)));
   const auto& per_micro = v.per_micro;
   StagePlan plan;
   plan.micro_variants = static_cast<int>(per_micro.size());

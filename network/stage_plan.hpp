@@ -39,5 +39,7 @@ StagePlan plan_fraction(const Network& net, int stages);
 
 // Milliseconds for `flops` at the device's effective rate, rounded to the microsecond.
 double compute_ms(const Device& d, double flops);
+// The same for one step of a kind: the fitted rate and overhead where calibration gave them.
+double compute_ms(const Device& d, double flops, RateKind kind);
 
 }  // namespace ppsched

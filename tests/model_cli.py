@@ -126,6 +126,75 @@ with tempfile.TemporaryDirectory() as tmp:
     rows = jrun("compare", f1, "--model", LLAMA)
     check(rows and rows[0].get("peak_memory_bytes", 0) > 30 * 2 ** 30, "compare prices the model's memory")
 
+# ---- tune --partition search: the layout searched with the schedule ----
+with tempfile.TemporaryDirectory() as tmp:
+    lay, best = os.path.join(tmp, "layout.txt"), os.path.join(tmp, "best.json")
+    t = jrun("tune", "--pp", "4", "--micro", "8", "--model", LLAMA, "--dp", "8", "--distributed-optimizer",
+             "--partition", "search", "--family", "1f1b", "--family", "zb-h1", "--seconds", "0", "--iterations", "500",
+             "--des-iterations", "20", "-q", "--layout-out", lay, "-o", best)
+    counts = t.get("layout", [])
+    part = t.get("partition", {})
+    check(len(counts) == 4 and sum(counts) == 32, "tune --json layout: 4 stages, 32 decoder layers: %s" % counts)
+    check(part.get("layouts_evaluated", 0) > 2 and part.get("even_layout") == [8, 9, 8, 7],
+          "partition: layouts evaluated, torchtitan's even split as the baseline: %s" % part)
+    check(t["makespan_ms"] <= part.get("even_makespan_ms", 0) + 1e-9, "never slower than the even split")
+    check(all(e.get("layout") for e in t.get("leaderboard", [])), "every leaderboard row names its layout")
+    check(all(e["name"].split()[0] in ("1f1b", "zb-h1", "found") for e in t["leaderboard"]),
+          "--family keeps the other families out: %s" % [e["name"] for e in t["leaderboard"]])
+    text = open(lay).read().split("\n") if os.path.exists(lay) else ["", ""]
+    check(text[0] == ",".join(map(str, counts)) and text[1] == t.get("layout_megatron"),
+          "--layout-out: the counts, then Megatron's string: %s" % text[:2])
+    # Both spellings read back as the same stages, and the written schedule simulates as tuned.
+    m1 = jrun("model", LLAMA, "--pp", "4", "--layout", text[0])
+    m2 = jrun("model", LLAMA, "--pp", "4", "--layout", text[1])
+    check([s["layers"] for s in m1.get("stages", [])] == [s["layers"] for s in m2.get("stages", [])],
+          "the layout's two spellings agree")
+    sim = jrun("simulate", best, "--model", LLAMA, "--dp", "8", "--distributed-optimizer", "--layout", text[0])
+    check(abs(sim.get("makespan_ms", 0) - t["makespan_ms"]) < 1e-6, "the tuned schedule simulates as tuned on its layout")
+# Refused: a flag that cannot apply.
+base = ["tune", "--pp", "4", "--micro", "8", "--seconds", "0", "-q"]
+for extra, needle in [(["--partition", "search"], "needs --model"),
+                      (["--layout-out", "x.txt"], "needs --model"),
+                      (["--model", LLAMA, "--partition", "search", "--layout", "8,8,8,8"], "give one"),
+                      (["--model", LLAMA, "--partition-layouts", "9"], "only with --partition search"),
+                      (["--model", LLAMA, "--partition", "search", "--pareto"], "does not apply"),
+                      (["--family", "nope"], "not a family"),
+                      (["--family", "1f1b", "--no-families"], "contradict")]:
+    p = run(*(base + extra), expect=2)
+    check(needle in p.stderr, "%s: %s" % (" ".join(extra), p.stderr.strip()[:200]))
+
+# ---- per-layer calibration: fit on one run, predict another family, V and layout ----
+with tempfile.TemporaryDirectory() as tmp:
+    trace, other = os.path.join(tmp, "t.json"), os.path.join(tmp, "zbv.json")
+    fitted = os.path.join(tmp, "fitted.json")
+    # The same network on a device the fit must correct (half the rate, another MFU).
+    wrong = os.path.join(tmp, "wrong.json")
+    with open(wrong, "w") as f:
+        json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(LLAMA),
+                   "device": {"flops_per_s": 5e14, "mfu": 0.3}}, f)
+    run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", LLAMA, "--layout", "10,8,8,6",
+        "--trace", trace)
+    run("generate", "zbv", "--pp", "4", "--vpp", "2", "--micro", "16", "-o", other)
+    cal = jrun("calibrate", trace, "--model", wrong, "--trace-layout", "10,8,8,6", "--schedule", other,
+               "--layout", "4,4,4,4,4,4,4,4", "--model-out", fitted)
+    truth = jrun("simulate", other, "--model", LLAMA, "--layout", "4,4,4,4,4,4,4,4")
+    kinds = cal.get("per_layer", {}).get("kinds", [])
+    check(len(kinds) == 3 and all(abs(k["flops_per_s"] / (989e12 * 0.45) - 1) < 1e-3 for k in kinds),
+          "the fitted rates are the traced device's 989 TFLOP/s x 0.45: %s" % kinds)
+    pred = cal.get("prediction", {})
+    check(pred.get("measured_ms", 0) is None, "another run: no measured figure to compare")
+    err = abs(pred.get("predicted_ms", 0) - truth.get("makespan_ms", -1)) / max(truth.get("makespan_ms", 1), 1e-9)
+    check(err < 1e-3, "per-layer prediction of ZB-V V=2 M=16 on another layout from a 1F1B M=8 trace: %s vs %s" %
+          (pred.get("predicted_ms"), truth.get("makespan_ms")))
+    # The per-stage fit cannot: the same trace's cost file has 4 stages, the schedule 8.
+    p = run("calibrate", trace, "--schedule", other, expect=2)
+    check("not the schedule that ran" in p.stderr, "the per-stage fit refuses another shape: " + p.stderr[-200:])
+    # The written model reads back and prices the schedule as the prediction did.
+    again = jrun("simulate", other, "--model", fitted, "--layout", "4,4,4,4,4,4,4,4")
+    check(abs(again.get("makespan_ms", 0) - pred.get("predicted_ms", -1)) < 1e-6, "--model-out reads back as fitted")
+    p = run("calibrate", trace, "--trace-layout", "8,8,8,8", expect=2)
+    check("--model" in p.stderr, "--trace-layout without --model is refused")
+
 # ---- refusals ----
 p = run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--seq-len", "4096", expect=2)
 check("--model" in p.stderr, "--seq-len without --model is refused")

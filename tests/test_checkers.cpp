@@ -19,6 +19,10 @@ using namespace ppsched;
 
 namespace {
 
+// x mod n for any int x (std::abs(INT_MIN) is undefined).
+int mod(int x, int n) { return static_cast<int>(static_cast<unsigned>(x) % static_cast<unsigned>(n)); }
+
+
 std::string data(const std::string& rel) {
   const char* d = std::getenv("PPSCHED_TEST_DATA");
   return std::string(d ? d : "tests/data") + "/" + rel;
@@ -359,14 +363,14 @@ TEST_CASE("the replay, the happens-before graph and the exhaustive explorer agre
   rc::prop("replay == all interleavings, for small schedules and their mutations",
            [](int family_pick, int P, int M, std::vector<std::array<int, 4>> muts, bool eager) {
              const char* fams[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "mpipe-transpose"};
-             const char* fam = fams[static_cast<size_t>(std::abs(family_pick) % 5)];
+             const char* fam = fams[static_cast<size_t>(mod(family_pick, 5))];
              GenerateOptions g;
-             g.pp = 2 + std::abs(P) % 2;
-             g.micro = 1 + std::abs(M) % 3;
+             g.pp = 2 + mod(P, 2);
+             g.micro = 1 + mod(M, 3);
              g.vpp = std::string(fam) == "interleaved-1f1b" && g.pp == 2 ? 2 : 1;
              Schedule s = generate(fam, g);
              if (muts.size() > 3) muts.resize(3);
-             for (const auto& m : muts) s = mutate(s, std::abs(m[0]), std::abs(m[1]), std::abs(m[2]), std::abs(m[3]));
+             for (const auto& m : muts) s = mutate(s, mod(m[0], 1 << 30), mod(m[1], 1 << 30), mod(m[2], 1 << 30), mod(m[3], 1 << 30));
              RC_PRE(s.step_count() <= 44);
              CommMode mode = eager ? CommMode::Eager : CommMode::Rendezvous;
              CheckOptions o;
@@ -457,11 +461,11 @@ TEST_CASE("the cache walk's fast clean-case proof agrees with the explaining wal
   rc::prop("same violations, peaks and peak steps, for generated schedules and their mutations",
            [](int family_pick, int P, int M, int V, std::vector<std::array<int, 4>> muts, bool budget) {
              const char* fams[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipev", "mpipe-transpose"};
-             const char* fam = fams[static_cast<size_t>(std::abs(family_pick) % 7)];
+             const char* fam = fams[static_cast<size_t>(mod(family_pick, 7))];
              GenerateOptions g;
-             g.pp = 2 + std::abs(P) % 3;
-             g.micro = 1 + std::abs(M) % 6;
-             g.vpp = std::string(fam) == "interleaved-1f1b" ? 1 + std::abs(V) % 3 : 1;
+             g.pp = 2 + mod(P, 3);
+             g.micro = 1 + mod(M, 6);
+             g.vpp = std::string(fam) == "interleaved-1f1b" ? 1 + mod(V, 3) : 1;
              Schedule s;
              try {
                s = generate(fam, g);
@@ -469,7 +473,7 @@ TEST_CASE("the cache walk's fast clean-case proof agrees with the explaining wal
                RC_DISCARD("not a valid generator configuration");
              }
              if (muts.size() > 4) muts.resize(4);
-             for (const auto& m : muts) s = mutate(s, std::abs(m[0]), std::abs(m[1]), std::abs(m[2]), std::abs(m[3]));
+             for (const auto& m : muts) s = mutate(s, mod(m[0], 1 << 30), mod(m[1], 1 << 30), mod(m[2], 1 << 30), mod(m[3], 1 << 30));
              RC_TAG(muts.empty() ? "as generated" : "mutated");
              CheckOptions fast, exact;
              if (budget) fast.memory_budget = exact.memory_budget = 3 * fast.memory.activation(0);

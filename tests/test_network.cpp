@@ -52,6 +52,7 @@ TEST_CASE("parameter totals of real config.json files equal their published coun
   // bf16; GPT-2: sum(p.numel() for p in model.parameters()), the 124M of its card without the
   // attention-mask buffers its checkpoint also holds). tests/data/models/hf/README.md.
   CHECK(hf("llama3_8b").total_params() == 8030261248);
+  CHECK(hf("llama3_70b").total_params() == 70553706496);
   CHECK(hf("mistral_7b_v0.1").total_params() == 7241732096);
   CHECK(hf("qwen2.5_7b").total_params() == 7615616512);
   CHECK(hf("qwen3_8b").total_params() == 8190735360);

@@ -466,18 +466,33 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
     struct Sample {
       int64_t ts;
       uint32_t index;
-      int64_t bytes;
+      int64_t bytes, activations;
       bool operator<(const Sample& o) const { return ts != o.ts ? ts < o.ts : index < o.index; }
     };
     std::vector<std::vector<Sample>> of_rank(static_cast<size_t>(nranks));
     for (size_t i = 0; i < r.memory.size(); ++i) {
       const MemorySample& m = r.memory[i];
       if (m.rank >= 0 && wanted(m.rank))
-        of_rank[static_cast<size_t>(m.rank)].push_back({to_ns(m.time_ms), static_cast<uint32_t>(i), m.bytes});
+        of_rank[static_cast<size_t>(m.rank)].push_back({to_ns(m.time_ms), static_cast<uint32_t>(i), m.bytes, m.activations});
     }
-    auto counter = [&](int rank, int64_t ts, int64_t bytes) {
-      ev.next().raw("{\"name\":\"memory\",\"cat\":\"memory\",\"ph\":\"C\",\"pid\":").integer(rank).raw(",\"tid\":0,\"ts\":")
-          .micros(ts).raw(",\"args\":{\"bytes\":").integer(bytes).raw("}}");
+    // Beside the whole ("bytes": what the rank holds, resident weights, gradients and optimizer
+    // state included), the kept activations alone and the resident part, when the run has them
+    // (a model's costs): Perfetto draws each as a series of the rank's memory track.
+    std::vector<int64_t> resident(static_cast<size_t>(nranks), 0);
+    bool breakdown = false;
+    for (const auto& x : r.ranks)
+      if (x.rank >= 0 && x.rank < nranks) {
+        resident[static_cast<size_t>(x.rank)] = x.memory.resident_bytes();
+        breakdown = breakdown || x.memory.resident_bytes() > 0;
+      }
+    for (const auto& m : r.memory) breakdown = breakdown || m.activations > 0;
+    auto counter = [&](int rank, int64_t ts, const Sample& x) {
+      Out& o = ev.next();
+      o.raw("{\"name\":\"memory\",\"cat\":\"memory\",\"ph\":\"C\",\"pid\":").integer(rank).raw(",\"tid\":0,\"ts\":")
+          .micros(ts).raw(",\"args\":{\"bytes\":").integer(x.bytes);
+      if (breakdown)
+        o.raw(",\"activations\":").integer(x.activations).raw(",\"resident\":").integer(resident[static_cast<size_t>(rank)]);
+      o.raw("}}");
     };
     // A counter is a step function: of the samples at one timestamp only the highest (when it
     // exceeds the final one, so the peak stays queryable) and the final one are visible, and a
@@ -487,16 +502,18 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
       auto& v = of_rank[rank];
       if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
       bool any = false;
-      int64_t current = 0;
+      Sample current{};
       for (size_t k = 0; k < v.size();) {
         const int64_t ts = v[k].ts;
-        int64_t high = v[k].bytes, last = high;
+        Sample high = v[k], last = high;
         for (++k; k < v.size() && v[k].ts == ts; ++k) {
-          high = std::max(high, v[k].bytes);
-          last = v[k].bytes;
+          if (v[k].bytes > high.bytes) high = v[k];
+          last = v[k];
         }
-        if (high > last && (!any || high != current)) counter(static_cast<int>(rank), ts, high), current = high, any = true;
-        if (!any || last != current) counter(static_cast<int>(rank), ts, last), current = last, any = true;
+        const auto same = [](const Sample& a, const Sample& b) { return a.bytes == b.bytes && a.activations == b.activations; };
+        if (high.bytes > last.bytes && (!any || !same(high, current)))
+          counter(static_cast<int>(rank), ts, high), current = high, any = true;
+        if (!any || !same(last, current)) counter(static_cast<int>(rank), ts, last), current = last, any = true;
       }
     }
   }

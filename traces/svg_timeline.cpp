@@ -373,38 +373,52 @@ std::string svg_timeline(const Schedule& s, const SimResult& r, const SvgOptions
           return bottom - (peak > 0 ? usable * std::clamp(static_cast<double>(b) / static_cast<double>(peak), 0.0, 1.0) : 0.0);
         };
         // Step function, at most four points per pixel column: entry, both extremes, exit.
-        std::vector<std::pair<double, double>> pts;
-        auto add = [&](double x, double yv) {
-          if (!pts.empty() && std::abs(pts.back().first - x) < 0.05 && std::abs(pts.back().second - yv) < 0.05) return;
-          pts.emplace_back(x, yv);
-        };
-        double entry = bottom;
-        size_t i = 0;
-        while (i < samples.size()) {
-          const double x = x_of(samples[i]->time_ms);
-          const double col = std::floor(x);
-          int64_t lo = samples[i]->bytes, hi = lo, last = lo;
-          size_t j = i + 1;
-          for (; j < samples.size() && std::floor(x_of(samples[j]->time_ms)) == col; ++j) {
-            lo = std::min(lo, samples[j]->bytes);
-            hi = std::max(hi, samples[j]->bytes);
-            last = samples[j]->bytes;
+        const auto curve = [&](int64_t MemorySample::*field, const char* css) {
+          std::vector<std::pair<double, double>> pts;
+          auto add = [&](double x, double yv) {
+            if (!pts.empty() && std::abs(pts.back().first - x) < 0.05 && std::abs(pts.back().second - yv) < 0.05) return;
+            pts.emplace_back(x, yv);
+          };
+          double entry = bottom;
+          size_t i = 0;
+          while (i < samples.size()) {
+            const double x = x_of(samples[i]->time_ms);
+            const double col = std::floor(x);
+            int64_t lo = samples[i]->*field, hi = lo, last = lo;
+            size_t j = i + 1;
+            for (; j < samples.size() && std::floor(x_of(samples[j]->time_ms)) == col; ++j) {
+              lo = std::min(lo, samples[j]->*field);
+              hi = std::max(hi, samples[j]->*field);
+              last = samples[j]->*field;
+            }
+            if (i > 0) add(x, entry);
+            add(x, y_of(samples[i]->*field));
+            add(x, y_of(hi));
+            add(x, y_of(lo));
+            add(x, y_of(last));
+            entry = y_of(last);
+            i = j;
           }
-          if (i > 0) add(x, entry);
-          add(x, y_of(samples[i]->bytes));
-          add(x, y_of(hi));
-          add(x, y_of(lo));
-          add(x, y_of(last));
-          entry = y_of(last);
-          i = j;
+          add(kLeft + W, entry);
+          body.raw("<polyline class=\"").raw(css).raw("\" points=\"");
+          for (size_t k = 0; k < pts.size(); ++k) {
+            if (k) body.raw(" ");
+            body.num(pts[k].first).raw(",").num(pts[k].second);
+          }
+          body.raw("\"/>\n");
+        };
+        curve(&MemorySample::bytes, "mem");
+        // With a model's costs the rank also holds its weights, gradients and optimizer state
+        // for the whole step (a dashed level) and keeps activations (a lighter curve).
+        const int64_t resident =
+            static_cast<size_t>(rank) < r.ranks.size() ? r.ranks[static_cast<size_t>(rank)].memory.resident_bytes() : 0;
+        if (resident > 0) {
+          body.raw("<line class=\"res\" x1=\"").num(kLeft).raw("\" y1=\"").num(y_of(resident)).raw("\" x2=\"")
+              .num(kLeft + W).raw("\" y2=\"").num(y_of(resident)).raw("\"><title>held for the whole step (weights, "
+                                                                   "gradients, optimizer state): ")
+              .raw(human_bytes(static_cast<double>(resident))).raw("</title></line>\n");
+          curve(&MemorySample::activations, "act");
         }
-        add(kLeft + W, entry);
-        body.raw("<polyline class=\"mem\" points=\"");
-        for (size_t k = 0; k < pts.size(); ++k) {
-          if (k) body.raw(" ");
-          body.num(pts[k].first).raw(",").num(pts[k].second);
-        }
-        body.raw("\"/>\n");
         // The peak: a dot on the curve (tooltip: when) and its value under the row's label.
         const std::string peak_text = "peak " + human_bytes(static_cast<double>(peak));
         body.raw("<circle class=\"pkd\" cx=\"").num(x_of(peak_t)).raw("\" cy=\"").num(y_of(peak))
@@ -492,6 +506,18 @@ std::string svg_timeline(const Schedule& s, const SimResult& r, const SvgOptions
     legend.raw("<line class=\"mem\" x1=\"").num(x).raw("\" y1=\"").num(legend_y + 6).raw("\" x2=\"").num(x + 14)
         .raw("\" y2=\"").num(legend_y + 6).raw("\"/><text x=\"").num(x + 18).raw("\" y=\"").num(legend_y + 10)
         .raw("\">memory (scaled to the rank&apos;s peak)</text>\n");
+    bool resident = false;
+    for (const auto& x : r.ranks) resident = resident || x.memory.resident_bytes() > 0;
+    if (resident) {
+      const double xa = entry_space("kept activations");
+      legend.raw("<line class=\"act\" x1=\"").num(xa).raw("\" y1=\"").num(legend_y + 6).raw("\" x2=\"").num(xa + 14)
+          .raw("\" y2=\"").num(legend_y + 6).raw("\"/><text x=\"").num(xa + 18).raw("\" y=\"").num(legend_y + 10)
+          .raw("\">kept activations</text>\n");
+      const double xr = entry_space("held for the whole step (weights, gradients, optimizer)");
+      legend.raw("<line class=\"res\" x1=\"").num(xr).raw("\" y1=\"").num(legend_y + 6).raw("\" x2=\"").num(xr + 14)
+          .raw("\" y2=\"").num(legend_y + 6).raw("\"/><text x=\"").num(xr + 18).raw("\" y=\"").num(legend_y + 10)
+          .raw("\">held for the whole step (weights, gradients, optimizer)</text>\n");
+    }
   }
   if (arrows) {
     const double x = entry_space("P2P transfer");
@@ -526,6 +552,8 @@ std::string svg_timeline(const Schedule& s, const SimResult& r, const SvgOptions
            ".bg{fill:#f0f0f0}\n"
            ".mb{stroke:#cccccc;stroke-width:0.5}\n"
            ".mem{fill:none;stroke:#1f5fa8;stroke-width:1}\n"
+           ".act{fill:none;stroke:#7fb0e0;stroke-width:1}\n"
+           ".res{stroke:#1f5fa8;stroke-width:0.8;stroke-dasharray:3,2}\n"
            ".ar{stroke:#555;stroke-width:0.7;fill:none;opacity:0.8}\n"
            ".cp{stroke:#000;stroke-width:1.2}\n"
            ".vi{fill:#d00000}\n");

@@ -45,6 +45,10 @@ struct GeneratorInfo {
   // Places hyper-parallel's data steps itself (its reference lays them out); the others get
   // them from add_data_steps when --data-steps is given.
   bool places_data_steps = false;
+  // Takes --less-memory, --overlap-b-f, --dxdw-split (the interleaved body's variants).
+  bool takes_interleave_options = false;
+  // Takes --overflow, --tower, --owner-backward (the MPipe tower).
+  bool takes_mpipe_options = false;
 };
 
 // Every family, in the order `ppsched generate --list` prints them.

@@ -16,7 +16,7 @@ const std::vector<GeneratorInfo>& generators() {
        "interleaved 1F1B over V virtual stages per rank (loop placement); "
        "--less-memory, --overlap-b-f, --dxdw-split, --group-size G (Megatron-LM's micro-batch groups)",
        "P >= 1, V >= 1, M >= 1; --group-size: V >= 2, P <= G <= M, M % G = 0 or >= P", generate_interleaved_1f1b,
-       1, 0, 0, true, true},
+       1, 0, 0, true, true, true},
       {"looped-bfs", "all forwards of each local stage, then backwards in reverse (loop placement)",
        "P >= 1, V >= 1, M >= 1", generate_looped_bfs},
       {"interleaved-zb",
@@ -40,7 +40,7 @@ const std::vector<GeneratorInfo>& generators() {
       {"mpipe-transpose",
        "interleaved-1F1B body with the MPipe Transpose tower layer; --overflow full|min, "
        "--tower trainable|frozen|none, --owner-backward",
-       "P >= 1, V >= 1, M >= 1", generate_mpipe_transpose, 1, 0, 0, false, true},
+       "P >= 1, V >= 1, M >= 1", generate_mpipe_transpose, 1, 0, 0, false, true, true, true},
       {"zbv-greedy",
        "ZB-V placement built by ppsched's greedy list scheduler under a 2P memory cap (not the published order)",
        "P >= 1, V = 2, M >= 1", generate_zbv_greedy, 2, 2},
@@ -102,6 +102,23 @@ Schedule generate(std::string_view name, const GenerateOptions& options) {
   if (options.group_size != 0 && !g->takes_group_size)
     refuse(name, "--group-size is Megatron-LM's microbatch_group_size_per_vp_stage; it applies to "
                  "interleaved-1f1b only");
+  // A flag that does not apply is refused, never ignored.
+  auto takers = [](bool GeneratorInfo::*column) {
+    std::string names;
+    for (const auto& x : generators())
+      if (x.*column) names += (names.empty() ? "" : ", ") + std::string(x.name);
+    return names;
+  };
+  for (const auto& [given, flag] : {std::pair<bool, const char*>{options.less_memory, "--less-memory"},
+                                    {options.overlap_b_f, "--overlap-b-f"},
+                                    {options.dxdw_split, "--dxdw-split"}})
+    if (given && !g->takes_interleave_options)
+      refuse(name, std::string(flag) + " does not apply (it applies to " + takers(&GeneratorInfo::takes_interleave_options) + ")");
+  for (const auto& [given, flag] : {std::pair<bool, const char*>{options.overflow != Overflow::Full, "--overflow"},
+                                    {options.tower != Tower::Trainable, "--tower"},
+                                    {options.owner_backward, "--owner-backward"}})
+    if (given && !g->takes_mpipe_options)
+      refuse(name, std::string(flag) + " does not apply (it applies to " + takers(&GeneratorInfo::takes_mpipe_options) + ")");
   Schedule s = g->build(options);
   if (options.data_steps.value_or(false) && !g->places_data_steps) s = add_data_steps(std::move(s));
   mark_data_steps(s);

@@ -310,6 +310,17 @@ Entry measure(const Schedule& s, const CostModel& costs, const SimOptions& sim, 
   return e;
 }
 
+std::vector<std::string> tunable_families() {
+  std::vector<std::string> out;
+  for (const auto& g : generators())
+    // MPipe adds a tower's work to the step: not the same workload as the others. Replicated
+    // stages (chimera, dualpipe) hold every stage twice: not the same memory, and the search's
+    // orders (one copy of each stage) cannot seed from them.
+    if (std::string(g.name) != "mpipe-transpose" && std::string(g.name) != "chimera" && std::string(g.name) != "dualpipe")
+      out.emplace_back(g.name);
+  return out;
+}
+
 namespace {
 
 struct FamilyVariant {
@@ -318,15 +329,10 @@ struct FamilyVariant {
   std::string family;
 };
 
-std::vector<FamilyVariant> family_variants(int pp, int vpp, int micro) {
+std::vector<FamilyVariant> family_variants(int pp, int vpp, int micro, const std::vector<std::string>& only) {
   std::vector<FamilyVariant> out;
-  for (const auto& g : generators()) {
-    const std::string name(g.name);
-    // MPipe adds a tower's work to the step: not the same workload as the others.
-    if (name == "mpipe-transpose") continue;
-    // Replicated stages (chimera, dualpipe) hold every stage twice: not the same memory, and the
-    // search's orders (one copy of each stage) cannot seed from them.
-    if (name == "chimera" || name == "dualpipe") continue;
+  for (const std::string& name : tunable_families()) {
+    if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) continue;
     GenerateOptions o;
     o.pp = pp;
     o.vpp = vpp;
@@ -414,7 +420,7 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
 std::vector<Found> family_seeds(const Problem& p) {
   std::vector<Found> out;
   const int vpp = p.ranks > 0 ? p.stages / p.ranks : 1;
-  for (const auto& fv : family_variants(p.ranks, vpp, p.micros)) {
+  for (const auto& fv : family_variants(p.ranks, vpp, p.micros, {})) {
     try {
       auto o = order_of(generate(fv.family, fv.options), p);
       if (o) out.push_back(Found{std::move(*o), {}, "family " + fv.label});
@@ -493,7 +499,7 @@ TuneResult tune(const TuneRequest& rq) {
   std::vector<int> family_vpp;
   for (int v = rq.vpp_min; v <= rq.vpp_max && rq.families; ++v)
     if (fits[static_cast<size_t>(v)])
-    for (const auto& fv : family_variants(rq.pp, v, rq.micro)) {
+    for (const auto& fv : family_variants(rq.pp, v, rq.micro, rq.only_families)) {
       Schedule s;
       try {
         s = generate(fv.family, fv.options);
@@ -526,6 +532,10 @@ TuneResult tune(const TuneRequest& rq) {
       const int stages = rq.pp * sh.vpp;
       Problem p = problem_from_costs(model_for(stages), rq.pp, sh.vpp, rq.micro, sh.placement, split, rq.memory_rule,
                                      cap_for(stages), rq.sim.check.dp);
+      if (!rq.search_orders) {
+        if (split) bounds.push_back(lower_bound(p));
+        continue;
+      }
       std::vector<Found> seeds;
       for (const auto& [s, label] : family_schedules) {
         auto o = order_of(s, p);

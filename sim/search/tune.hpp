@@ -101,6 +101,11 @@ struct TuneRequest {
   SimOptions sim;                // comm semantics of the DES (memory filled in by tune)
   SearchSettings settings;
   bool families = true;
+  // Only these families (generate's names) as candidates and seeds; empty: every family.
+  std::vector<std::string> only_families;
+  // Run the order search (false: the families alone, each timed by the DES; what the partition
+  // search evaluates a layout with).
+  bool search_orders = true;
   // The accounting the budget is judged by: ppsched's cache model (the DES checks it), or Zero
   // Bubble's (a forward keeps its activation until its weight pass; every candidate's peaks by
   // memory_peaks(), the DES then checks no budget).
@@ -124,6 +129,7 @@ struct Entry {
   size_t messages = 0;
   int vpp = 1;
   PlacementKind placement = PlacementKind::Loop;
+  std::string layout;   // the layer counts per stage it was priced with (tune --partition), else ""
 };
 
 struct TuneResult {
@@ -140,6 +146,10 @@ struct TuneResult {
 };
 
 TuneResult tune(const TuneRequest& request);
+
+// The families tune can take as candidates (generate's names, MPipe left out: its tower is
+// another workload).
+std::vector<std::string> tunable_families();
 
 // Builds `order`'s schedule, verifies it and times it with the DES: an Entry.
 Entry measure(const Schedule& s, const CostModel& costs, const SimOptions& sim, SimResult* out = nullptr);

@@ -221,6 +221,19 @@ def main():
         shown = " ".join(a if len(a) < 40 else a[:20] + "..." for a in args)
         case("flags", shown, args, expect=[1, 2] if args[0] != "show" else [0, 2])
 
+    # Flags that do not apply are refused (exit 2, naming the flag), never ignored.
+    good_sched = wjson("flags_good.json", pipeline(2, 2))
+    for args, needle in [
+            (["generate", "1f1b", "--pp", "4", "--micro", "8", "--dxdw-split"], "--dxdw-split does not apply"),
+            (["generate", "1f1b", "--pp", "4", "--micro", "8", "--less-memory"], "--less-memory does not apply"),
+            (["generate", "zbv", "--pp", "4", "--vpp", "2", "--micro", "8", "--overflow", "min"], "--overflow does not apply"),
+            (["generate", "gpipe", "--pp", "4", "--micro", "8", "--tower", "trainable"], "--tower does not apply"),
+            (["generate", "1f1b", "--pp", "4", "--micro", "8", "--owner-backward"], "--owner-backward does not apply"),
+            (["check", good_sched, "--pp", "8"], "--pp requires --generate"),
+            (["simulate", good_sched, "--micro", "3"], "--micro requires --generate"),
+            (["simulate", good_sched, "--vpp", "2"], "--vpp requires --generate")]:
+        case("flags", " ".join(args[:2] + args[-2:]) + " (does not apply)", args, expect=[2], stderr_has=needle)
+
     # ---- arithmetic: bytes and times that would wrap or go non-finite ----
     def costs(**sections):
         d = {"format": "ppsched-costs", "version": 1,
@@ -435,6 +448,14 @@ def main():
         "model_hf_path_dev.json": (model(hf_config="/dev/zero"), "hf_config"),
         "model_hf_path_missing.json": (model(hf_config="/nonexistent/config.json"), "hf_config"),
         "model_layout_huge_repeat.json": (model(layers=[layer(count=8)], layout="Et*99999999999|L"), "layout"),
+        "model_fitted_zero_rate.json": (model(layers=[layer(count=8)], device={"fitted": {"FWD": {"flops_per_s": 0}}}),
+                                        "device.fitted.FWD.flops_per_s"),
+        "model_fitted_negative_overhead.json": (model(layers=[layer(count=8)], device={
+            "fitted": {"BWD_INPUT": {"flops_per_s": 1e12, "overhead_ms": -1}}}), "device.fitted.BWD_INPUT.overhead_ms"),
+        "model_fitted_unknown_kind.json": (model(layers=[layer(count=8)], device={"fitted": {"BWD": {"flops_per_s": 1e12}}}),
+                                           "device.fitted.BWD"),
+        "model_fitted_overhead_1e300.json": (model(layers=[layer(count=8)], device={
+            "fitted": {"FWD": {"flops_per_s": 1e12, "overhead_ms": 1e300}}}), "device.fitted.FWD.overhead_ms"),
     }
     for name, (obj, located) in model_cases.items():
         if obj is None:
@@ -456,6 +477,14 @@ def main():
     case("models", "per-micro sequence lengths x stages over the limit",
          ["model", wjson("model_seq_list.json", model(hf_config=llama, training={"seq_len": [128] * 65536})),
           "--pp", "64", "--layout", ",".join(["1"] * 32 + ["0"] * 32)], expect=[2], max_stderr=1500)
+    tune_model = ["tune", "--pp", "4", "--micro", "8", "--model", hf_good, "--seconds", "1", "-q"]
+    for extra, why in [(["--partition", "search", "--partition-layouts", "0"], "no layouts"),
+                       (["--partition", "search", "--partition-layouts", "99999999999999"], "layouts over the range"),
+                       (["--partition", "sideways"], "an unknown partition mode"),
+                       (["--partition", "search", "--vpp", "64"], "more stages than the model has layers"),
+                       (["--family", "x" * 100000], "a 100 kB family name"),
+                       (["--partition", "search", "--layout-out", "/nonexistent/dir/l.txt"], "an unwritable --layout-out")]:
+        case("models", "tune " + why, tune_model + extra, expect=[2], max_stderr=1500)
     case("models", "--seq-len at its limit", ["model", hf_good, "--pp", "4", "--seq-len", str(2 ** 24)], expect=[0, 2],
          max_stderr=1500)
     case("models", "a model flag without --model", ["simulate", good, "--seq-len", "4096"], expect=[2])

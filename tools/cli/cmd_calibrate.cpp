@@ -10,8 +10,12 @@
 
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
+#include "network/layout.hpp"
+#include "network/model_file.hpp"
 #include "sim/calibrate.hpp"
+#include "sim/calibrate_model.hpp"
 #include "sim/engine.hpp"
+#include "sim/network_costs.hpp"
 #include "tools/cli/command.hpp"
 
 namespace ppsched::cli {
@@ -27,6 +31,8 @@ std::string fixed(double v, int digits = 3) {
 
 struct Prediction {
   double predicted_ms = 0, error = 0;
+  bool same_run = true;  // the schedule (and layout) the trace measured: the error means something
+  std::string layout;    // per-layer prediction: the layout it was priced with
   bool completed = false;
   size_t violations = 0;
   std::string mode;  // the runtime mode it was simulated in, as ppsched check's flags
@@ -76,6 +82,8 @@ Action add_calibrate(CLI::App& app) {
     int stages = -1;
     double eager = -1;
     bool json = false;
+    CostFlags cost;
+    std::string trace_layout, model_out;
   };
   auto st = std::make_shared<State>();
   auto* cmd = app.add_subcommand(
@@ -97,16 +105,81 @@ Action add_calibrate(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->check(number_in(-1, kMaxBytes));
   cmd->add_flag("--json", st->json, "print the fit (and the prediction) as JSON");
+  add_cost_flags(*cmd, st->cost, false);
+  cmd->get_option("--model")->description(
+      "per-layer calibration: explain the trace's per-stage step times by the FLOPs this model (a ppsched-model "
+      "file or a Hugging Face config.json) puts on each stage, one achieved rate and per-step overhead per compute "
+      "kind; --schedule may then be another schedule (family, V, micro-batches, layout: --layout)");
+  cmd->get_option("--layout")->description(
+      "with --model and --schedule: the layout the predicted schedule runs with (counts or Megatron's string; "
+      "default: the even split)");
+  cmd->add_option("--trace-layout", st->trace_layout,
+                  "with --model: the layout the traced run had (default: the even split over the trace's stages)")
+      ->needs(st->cost.model_opt);
+  cmd->add_option("--model-out", st->model_out,
+                  "with --model: write the model with its fitted rates (device.fitted) as a ppsched-model file")
+      ->needs(st->cost.model_opt);
   return [st] {
     CalibrateOptions o;
     o.statistic = st->statistic == "mean" ? Statistic::Mean : Statistic::Median;
     o.stages = st->stages;
     if (st->eager >= 0) o.eager_threshold_bytes = st->eager;
     refuse_overwriting_input(st->out, {st->trace, st->schedule}, "-o");
+    refuse_overwriting_input(st->model_out, {st->trace, st->schedule, st->cost.model}, "--model-out");
     Calibration c = calibrate_trace(read_text(st->trace), st->trace, o);
 
+    // Per-layer calibration: the model's FLOPs on each traced stage explain its step times.
+    const bool per_layer = !st->cost.model.empty();
+    std::optional<Network> fitted_net;
+    std::vector<KindFit> fits;
+    std::string traced_layout;
+    if (per_layer) {
+      DataParallelFlags dp;
+      Network net = load_network(st->cost, dp);
+      const NetworkCosts traced = network_costs(net, c.stages, st->trace_layout, "--trace-layout");
+      traced_layout = counts_text(traced.layout, traced.layers);
+      fits = fit_kind_rates(c, traced.plan);
+      net.device = with_fits(net.device, fits);
+      // The trace's link, protocol and collectives stay the fitted model's.
+      const nlohmann::json fitted_costs = nlohmann::json::parse(write_cost_model(c.costs));
+      for (const char* key : {"link", "collectives", "protocol", "overlap_efficiency"})
+        if (fitted_costs.contains(key)) net.cost_extras[key] = fitted_costs[key];
+      fitted_net = std::move(net);
+    }
+
     std::optional<Prediction> pred;
-    if (!st->schedule.empty()) {
+    if (!st->schedule.empty() && per_layer) {
+      // Another schedule than the traced one may be predicted: priced from the fitted model.
+      std::optional<CsvKind> kind;
+      Schedule s = read_schedule_file(st->schedule, {}, {}, &kind);
+      const NetworkCosts nc = network_costs(*fitted_net, s.stages, st->cost.layout, "--layout");
+      SimOptions so;
+      so.check.memory = nc.costs.memory_model(s.stages);
+      so.record_trace = false;
+      if (c.mode) {
+        so.check.comm = c.mode->comm;
+        so.check.overlap_p2p = c.mode->overlap_p2p;
+        so.check.mpipe_batched_recv = c.mode->mpipe_batched_recv;
+        so.check.dyn_shape = c.mode->dyn_shape;
+      } else {
+        so.check.overlap_p2p = selects_overlap_p2p(kind);
+      }
+      so.check.memory_budget.reset();  // a prediction of time: memory is simulate's business
+      SimResult r = simulate(s, nc.costs, so);
+      Prediction p;
+      p.mode = mode_flags(so.check);
+      p.predicted_ms = r.makespan_ms;
+      // Only the run that was traced has a measurement to compare with.
+      const bool same_run = s.ranks == c.ranks && s.stages == c.stages && s.micro_batches == c.micro_batches &&
+                            (c.schedule.empty() || s.name == c.schedule) &&
+                            counts_text(nc.layout, nc.layers) == traced_layout;
+      p.error = same_run && c.measured_makespan_ms > 0 ? (r.makespan_ms - c.measured_makespan_ms) / c.measured_makespan_ms : 0;
+      p.same_run = same_run;
+      p.layout = counts_text(nc.layout, nc.layers);
+      p.completed = r.completed;
+      p.violations = r.check.violations.size();
+      pred = p;
+    } else if (!st->schedule.empty()) {
       std::optional<CsvKind> kind;
       Schedule s = read_schedule_file(st->schedule, {}, {}, &kind);
       Location where = in_file(st->schedule);
@@ -150,6 +223,13 @@ Action add_calibrate(CLI::App& app) {
         write_error = e.what();
       }
     }
+    if (!st->model_out.empty() && write_error.empty()) {
+      try {
+        write_output(st->model_out, write_model_file(st->cost.model, *fitted_net));
+      } catch (const InputError& e) {
+        write_error = e.what();
+      }
+    }
     const bool wrote = !st->out.empty() && write_error.empty();
 
     if (st->json) {
@@ -181,20 +261,49 @@ Action add_calibrate(CLI::App& app) {
                    {"note", l.note}};
       j["notes"] = c.notes;
       if (wrote) j["output"] = st->out;
-      if (pred)
+      if (per_layer) {
+        j["per_layer"] = {{"model", st->cost.model}, {"traced_layout", traced_layout}, {"kinds", nlohmann::json::array()}};
+        for (const KindFit& f : fits)
+          j["per_layer"]["kinds"].push_back({{"key", f.key}, {"from", f.from}, {"points", f.points},
+                                             {"flops_per_s", f.flops_per_s}, {"overhead_ms", f.overhead_ms},
+                                             {"through_origin", f.through_origin}, {"rms_residual_ms", f.rms_residual_ms},
+                                             {"max_residual_ms", f.max_residual_ms}});
+        if (!st->model_out.empty() && write_error.empty()) j["per_layer"]["model_output"] = st->model_out;
+      }
+      if (pred) {
         j["prediction"] = {{"schedule", st->schedule},
-                           {"measured_ms", c.measured_makespan_ms},
+                           {"measured_ms", pred->same_run ? nlohmann::json(c.measured_makespan_ms) : nlohmann::json(nullptr)},
                            {"predicted_ms", pred->predicted_ms},
                            {"mode", pred->mode},
-                           {"relative_error", pred->error},
+                           {"relative_error", pred->same_run ? nlohmann::json(pred->error) : nlohmann::json(nullptr)},
                            {"completed", pred->completed},
                            {"violations", pred->violations}};
+        if (per_layer) j["prediction"]["layout"] = pred->layout;
+      }
       (st->out == "-" ? std::cerr : std::cout) << j.dump() << "\n";
     } else {
       std::ostream& os = st->out == "-" ? std::cerr : std::cout;
       os << summary_text(c, st->trace, o.statistic);
       if (wrote && st->out != "-") os << "  wrote " << st->out << "\n";
-      if (pred)
+      if (per_layer) {
+        os << "  per layer (" << st->cost.model << ", traced layout " << traced_layout
+           << "): step ms = overhead + stage FLOPs / rate, least squares over the stages\n";
+        for (const KindFit& f : fits) {
+          char line[256];
+          std::snprintf(line, sizeof line, "    %-10s from %-10s %3d stages  %10.2f TFLOP/s  overhead %8.4f ms%s  residual rms %.4f ms\n",
+                        f.key.c_str(), f.from.c_str(), f.points, f.flops_per_s / 1e12, f.overhead_ms,
+                        f.through_origin ? " (through 0)" : "", f.rms_residual_ms);
+          os << line;
+        }
+        if (!st->model_out.empty() && write_error.empty()) os << "  wrote " << st->model_out << " (the model with device.fitted)\n";
+      }
+      if (pred && !pred->same_run)
+        os << "prediction for " << st->schedule << " on layout " << pred->layout << (pred->mode.empty() ? "" : " (" + pred->mode + ")")
+           << ": " << fixed(pred->predicted_ms) << " ms (another run than the traced one: no measurement to compare)"
+           << (pred->completed ? "" : " (the simulation stopped: deadlock)")
+           << (pred->violations ? " (" + std::to_string(pred->violations) + " violation(s): ppsched check shows them)" : "")
+           << "\n";
+      else if (pred)
         os << "prediction for " << st->schedule << (pred->mode.empty() ? "" : " (" + pred->mode + ")") << ": measured " << fixed(c.measured_makespan_ms) << " ms, predicted "
            << fixed(pred->predicted_ms) << " ms, error " << (pred->error >= 0 ? "+" : "") << fixed(100 * pred->error, 1)
            << "%" << (pred->completed ? "" : " (the simulation stopped: deadlock)")

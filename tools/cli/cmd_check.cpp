@@ -25,6 +25,7 @@ Action add_check(CLI::App& app) {
   auto st = std::make_shared<State>();
   cmd->add_option("files", st->files, "schedule files (.json or .csv)");
   add_generator_flags(*cmd, st->gen, false);
+  generator_flags_need_generate(*cmd);
   cmd->add_option("--comm", st->comm, "P2P semantics: rendezvous (NCCL-like, default) or eager (buffered sends)")
       ->check(CLI::IsMember({"rendezvous", "eager"}));
   cmd->add_flag("--overlap-p2p", st->options.overlap_p2p,

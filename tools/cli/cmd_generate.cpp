@@ -44,11 +44,23 @@ void add_generator_flags(CLI::App& cmd, GeneratorFlags& f, bool family_required)
                "parallel job: simulate --dp N [--fsdp])");
 }
 
+void generator_flags_need_generate(CLI::App& cmd) {
+  CLI::Option* gen = cmd.get_option("--generate");
+  for (const char* name : {"--pp", "--vpp", "--micro", "--less-memory", "--overlap-b-f", "--dxdw-split", "--group-size",
+                           "--data-steps", "--no-data-steps", "--overflow", "--tower", "--owner-backward", "--batch",
+                           "--fsdp-steps"})
+    if (CLI::Option* o = cmd.get_option_no_throw(name)) o->needs(gen);
+}
+
 Schedule build_generated(GeneratorFlags& f) {
   if (f.options.pp < 1) throw InputError({}, "--pp is required (pipeline ranks, >= 1)");
   if (f.options.micro < 1) throw InputError({}, "--micro is required (micro-batches, >= 1)");
   f.options.overflow = f.overflow == "min" ? Overflow::Min : Overflow::Full;
   f.options.tower = f.tower == "frozen" ? Tower::Frozen : f.tower == "none" ? Tower::None : Tower::Trainable;
+  // Given with its default value it still does not apply to another family.
+  if (const GeneratorInfo* g = find_generator(f.family); g && !g->takes_mpipe_options)
+    for (const auto& [given, flag] : {std::pair<bool, const char*>{!f.overflow.empty(), "--overflow"}, {!f.tower.empty(), "--tower"}})
+      if (given) throw InputError({}, f.family + ": " + flag + " does not apply (it applies to mpipe-transpose)");
   if (f.data_steps_on) f.options.data_steps = true;
   if (f.data_steps_off) f.options.data_steps = false;
   Schedule s = generate(f.family, f.options);

@@ -265,6 +265,7 @@ Action add_simulate(CLI::App& app) {
   auto st = std::make_shared<State>();
   cmd->add_option("files", st->files, "schedule files (.json or .csv)");
   add_generator_flags(*cmd, st->gen, false);
+  generator_flags_need_generate(*cmd);
   add_sim_flags(*cmd, st->sim);
   cmd->add_option("--trace", st->trace, "write a Chrome/Perfetto trace (JSON) of the simulation");
   cmd->add_option("--trace-per-rank", st->trace_dir, "write one trace per rank (with distributedInfo, for HTA) into DIR");

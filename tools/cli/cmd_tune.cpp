@@ -7,7 +7,10 @@
 
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
+#include "network/layout.hpp"
+#include "sim/network_costs.hpp"
 #include "sim/search/pareto.hpp"
+#include "sim/search/partition.hpp"
 #include "sim/search/tune.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/cli/render.hpp"
@@ -108,6 +111,9 @@ Action add_tune(CLI::App& app) {
     DataParallelFlags dp;
     std::string budget, placement = "any", out, trace, svg, comm = "rendezvous", objective = "makespan";
     std::string memory_rule = "ppsched";
+    std::string partition, layout_out;
+    std::vector<std::string> only_families;
+    long partition_layouts = 400;
     double seconds = 20;
     uint64_t seed = 1;
     int pareto_searches = 32;
@@ -151,6 +157,18 @@ Action add_tune(CLI::App& app) {
                 "budget, then again just below the best's peak memory, until nothing fits");
   cmd->add_option("--pareto-searches", st->pareto_searches, "--pareto: at most this many searches (default 32)")
       ->check(CLI::Range(1, 10000));
+  cmd->add_option("--family", st->only_families,
+                  "only this family's orders as candidates and search starts (repeatable; generate's names)");
+  cmd->add_option("--partition", st->partition,
+                  "with --model: search which layers each stage holds together with the schedule (search), or "
+                  "keep torchtitan's even split (even; the default without --layout)")
+      ->check(CLI::IsMember({"search", "even"}));
+  cmd->add_option("--partition-layouts", st->partition_layouts,
+                  "--partition search: at most this many layouts timed per V (default 400)")
+      ->check(CLI::Range(1L, 1000000L));
+  cmd->add_option("--layout-out", st->layout_out,
+                  "with --model: write the best schedule's layout here, as layer counts per stage and as "
+                  "Megatron's --pipeline-model-parallel-layout (one per line)");
   cmd->add_flag("--json", st->json, "machine-readable result");
   cmd->add_flag("-q,--quiet", st->quiet, "no progress line on stderr");
   return [st]() {
@@ -164,7 +182,29 @@ Action add_tune(CLI::App& app) {
     } else if (st->pareto_searches != 32) {
       throw InputError({}, "tune: --pareto-searches applies only with --pareto");
     }
+    const bool with_model = !st->cost.model.empty();
+    const bool partition_search = st->partition == "search";
+    if (!st->partition.empty() && !with_model)
+      throw InputError({}, "tune: --partition needs --model (a cost file has no layers to place)");
+    if (!st->layout_out.empty() && !with_model)
+      throw InputError({}, "tune: --layout-out needs --model (a cost file has no layers to place)");
+    if (!st->partition.empty() && !st->cost.layout.empty())
+      throw InputError({}, "tune: --partition " + st->partition + " and --layout both say which layers each stage holds: give one");
+    if (st->partition_layouts != 400 && !partition_search)
+      throw InputError({}, "tune: --partition-layouts applies only with --partition search");
+    if (partition_search && st->pareto)
+      throw InputError({}, "tune: --partition search does not apply with --pareto (the frontier is per layout: give --layout)");
+    if (!st->only_families.empty() && st->no_families)
+      throw InputError({}, "tune: --family and --no-families contradict each other");
+    const std::vector<std::string> known = search::tunable_families();
+    for (const std::string& f : st->only_families)
+      if (std::find(known.begin(), known.end(), f) == known.end()) {
+        std::string names;
+        for (const auto& k : known) names += (names.empty() ? "" : ", ") + k;
+        throw InputError({}, "tune: --family " + f.substr(0, 60) + ": not a family tune can take (" + names + ")");
+      }
     search::TuneRequest rq;
+    rq.only_families = st->only_families;
     rq.pp = st->pp;
     rq.micro = st->micro;
     if (st->vpp_max > 0) {
@@ -190,6 +230,9 @@ Action add_tune(CLI::App& app) {
     rq.families = !st->no_families;
     rq.memory_rule = st->memory_rule == "zero-bubble" ? search::MemoryRule::ZeroBubble : search::MemoryRule::Ppsched;
     rq.settings.objective = st->objective == "span" ? search::Objective::Span : search::Objective::Makespan;
+    // The DES hill climb chases the makespan: under --objective span the search's own best
+    // (by span) is measured as an entry of its own.
+    rq.keep_search_best = rq.settings.objective == search::Objective::Span;
     rq.settings.iterations = st->iterations;
     rq.settings.des_iterations = st->des_iterations;
     rq.settings.rounds = st->rounds;
@@ -202,7 +245,60 @@ Action add_tune(CLI::App& app) {
         std::fflush(stderr);
       };
     if (st->pareto) return print_pareto(rq, shown, st->memory_rule, st->objective, st->pareto_searches, st->json, st->quiet);
-    search::TuneResult r = search::tune(rq);
+    // With a model: the layout of each V, searched or given.
+    std::optional<Network> net;
+    std::vector<Layer> layers;
+    if (with_model) {
+      DataParallelFlags dp = st->dp;
+      net = load_network(st->cost, dp);
+      layers = net->layers();
+    }
+    std::optional<search::PartitionResult> part;
+    search::TuneResult r;
+    if (partition_search) {
+      search::PartitionRequest pr;
+      pr.tune = rq;
+      pr.max_layouts = st->partition_layouts;
+      for (const Layer& l : layers) {
+        const double ms = compute_ms(net->device, l.fwd_flops + l.bwd_input_flops + l.bwd_weight_flops);
+        if (is_body(l.kind)) {
+          ++pr.body_layers;
+          pr.layer_ms.push_back(ms);
+        } else if (pinned_first(l.kind)) {
+          pr.first_ms += ms;
+        } else {
+          pr.last_ms += ms;
+        }
+      }
+      pr.costs = [st, &net](const std::vector<int>& counts) {
+        return model_cost_model(*net, st->cost, static_cast<int>(counts.size()), search::counts_string(counts));
+      };
+      pr.even = [&layers](int stages) {
+        std::vector<int> c;
+        for (int64_t n : body_counts(even_layout(layers, stages), layers)) c.push_back(static_cast<int>(n));
+        return c;
+      };
+      if (!st->quiet)
+        pr.progress = [last = -1.0](long n, double best, double elapsed) mutable {
+          if (elapsed - last < 0.25) return;  // a few lines a second
+          last = elapsed;
+          if (best < 1e300)
+            std::fprintf(stderr, "\rtune --partition search: %.1f s, %ld layouts, best so far %.3f ms (families)   ", elapsed, n, best);
+          else
+            std::fprintf(stderr, "\rtune --partition search: %.1f s, %ld layouts, none fits the memory budget yet   ", elapsed, n);
+          std::fflush(stderr);
+        };
+      part = search::search_partition(pr);
+      r = std::move(part->result);
+    } else {
+      r = search::tune(rq);
+      if (with_model)
+        for (auto& e : r.leaderboard) {
+          NetworkCosts nc;
+          model_cost_model(*net, st->cost, rq.pp * e.vpp, st->cost.layout, &nc);
+          e.layout = counts_text(nc.layout, nc.layers);
+        }
+    }
     if (!st->quiet) std::fprintf(stderr, "\n");
     if (r.best < 0) {
       std::cerr << "tune: no candidate verifies under the memory budget (" << r.leaderboard.size()
@@ -210,6 +306,14 @@ Action add_tune(CLI::App& app) {
       return kFound;
     }
     const auto& best = r.leaderboard[static_cast<size_t>(r.best)];
+    // The best's layout in both spellings (counts, Megatron's string).
+    std::string best_counts, best_megatron;
+    if (with_model) {
+      const Layout lay = parse_layout(best.layout, layers, rq.pp * best.vpp, "tune");
+      best_counts = counts_text(lay, layers);
+      best_megatron = megatron_text(lay, layers);
+    }
+    if (!st->layout_out.empty()) write_output(st->layout_out, best_counts + "\n" + best_megatron + "\n");
     if (!st->out.empty()) write_output(st->out, write_schedule(r.best_schedule, FileFormat::Json));
     if (!st->trace.empty()) write_output(st->trace, chrome_trace_json(r.best_schedule, r.best_sim, TraceOptions::labelled("simulated")));
     if (!st->svg.empty()) write_output(st->svg, svg_timeline(r.best_schedule, r.best_sim));
@@ -235,6 +339,20 @@ Action add_tune(CLI::App& app) {
       j["seconds"] = r.seconds;
       j["evaluations"] = r.evaluations;
       j["stopped_by_time"] = r.stopped_by_time;
+      if (with_model) {
+        nlohmann::json counts = nlohmann::json::array();
+        for (int64_t n : body_counts(parse_layout(best.layout, layers, rq.pp * best.vpp, "tune"), layers)) counts.push_back(n);
+        j["layout"] = counts;
+        j["layout_megatron"] = best_megatron;
+      }
+      if (part) {
+        j["partition"] = {{"layouts_evaluated", part->layouts},
+                          {"even_layout", part->even_counts},
+                          {"even_makespan_ms", part->even_makespan},
+                          {"searched_makespan_ms", part->searched_makespan},
+                          {"gain_over_even", part->even_makespan > 0 ? part->even_makespan / best.makespan_ms - 1 : 0.0},
+                          {"stopped_by_time", part->stopped_by_time}};
+      }
       j["leaderboard"] = nlohmann::json::array();
       for (const auto& e : r.leaderboard)
         j["leaderboard"].push_back({{"name", e.name},
@@ -249,6 +367,8 @@ Action add_tune(CLI::App& app) {
                                     {"messages", e.messages},
                                     {"vpp", e.vpp},
                                     {"placement", placement_name(e.placement)}});
+      if (with_model)
+        for (size_t i = 0; i < r.leaderboard.size(); ++i) j["leaderboard"][i]["layout"] = r.leaderboard[i].layout;
       std::cout << j.dump(2) << "\n";
       return kOk;
     }
@@ -257,12 +377,18 @@ Action add_tune(CLI::App& app) {
               << ", budget " << (rq.budget ? human_bytes(static_cast<int64_t>(*rq.budget))
                                           : shown.capacity_bytes ? human_bytes(static_cast<int64_t>(*shown.capacity_bytes)) : "none")
               << (st->memory_rule == "ppsched" ? "" : ", memory rule " + st->memory_rule) << ")\n";
-    std::cout << "   #  schedule                                   makespan ms   span ms  bubble  messages  peak memory per rank  verdict\n";
+    // The layout column (with --model) is as wide as its longest entry.
+    size_t layout_width = 0;
+    for (const auto& e : r.leaderboard) layout_width = std::max(layout_width, e.layout.size());
+    if (with_model) layout_width = std::max<size_t>(layout_width, 6);
+    std::cout << "   #  schedule                                   makespan ms   span ms  bubble  messages  "
+              << (with_model ? "layout" + std::string(layout_width - 6 + 2, ' ') : "") << "peak memory per rank  verdict\n";
     for (size_t i = 0; i < r.leaderboard.size(); ++i) {
       const auto& e = r.leaderboard[i];
-      char line[512];
-      std::snprintf(line, sizeof line, "  %2zu  %-42s %11.3f %9.3f  %5.1f%%  %8zu  %-20s  %s\n", i + 1, e.name.c_str(),
-                    e.makespan_ms, e.span_ms, 100 * e.bubble, e.messages, peaks_text(e).c_str(),
+      char line[1024];
+      const std::string lay = with_model ? e.layout + std::string(layout_width - e.layout.size() + 2, ' ') : "";
+      std::snprintf(line, sizeof line, "  %2zu  %-42s %11.3f %9.3f  %5.1f%%  %8zu  %s%-20s  %s\n", i + 1, e.name.c_str(),
+                    e.makespan_ms, e.span_ms, 100 * e.bubble, e.messages, lay.substr(0, 400).c_str(), peaks_text(e).c_str(),
                     e.verified ? "ok" : e.verdict.substr(0, 60).c_str());
       std::cout << line;
     }
@@ -270,7 +396,16 @@ Action add_tune(CLI::App& app) {
     if (best_family)
       std::cout << "; best family " << best_family->name << " " << fmt("%.3f", best_family->makespan_ms) << " ms (gain "
                 << fmt("%.2f", 100 * (best_family->makespan_ms / best.makespan_ms - 1)) << "%)";
-    std::cout << "\nlower bound: " << fmt("%.3f", r.bound.makespan) << " ms (binding: " << r.bound.makespan_binding
+    std::cout << "\n";
+    if (with_model) std::cout << "layout: " << best_counts << " = Megatron \"" << best_megatron << "\"\n";
+    if (part) {
+      std::cout << "partition: " << part->layouts << " layouts timed with the families; even split "
+                << search::counts_string(part->even_counts) << " "
+                << (part->even_makespan > 0 ? fmt("%.3f", part->even_makespan) + " ms" : std::string("(nothing fits)"))
+                << (part->even_makespan > 0 ? ", gain " + fmt("%.2f", 100 * (part->even_makespan / best.makespan_ms - 1)) + "%" : "")
+                << "\n";
+    }
+    std::cout << "lower bound: " << fmt("%.3f", r.bound.makespan) << " ms (binding: " << r.bound.makespan_binding
               << "), gap " << fmt("%.2f", 100 * r.gap) << "%"
               << (r.gap < -1e-9 ? " (below the bound: the bound assumes one compute at a time; this schedule overlaps "
                                   "F and B in OVERLAP steps)"
@@ -285,6 +420,7 @@ Action add_tune(CLI::App& app) {
               << (r.stopped_by_time ? " (stopped by --seconds: the result may depend on timing)" : " (deterministic for --seed)")
               << "\n";
     if (!st->out.empty()) std::cout << "wrote " << st->out << " (P2P steps inserted; verified)\n";
+    if (!st->layout_out.empty()) std::cout << "wrote " << st->layout_out << " (layer counts per stage; Megatron's layout)\n";
     return kOk;
   };
 }

@@ -89,13 +89,16 @@ void suggest_fix(const std::string& name, const Schedule& s, const CheckOptions&
 struct GeneratorFlags {
   std::string family;
   GenerateOptions options;
-  std::string overflow = "full";
-  std::string tower = "trainable";
+  std::string overflow;  // "" : not given (full)
+  std::string tower;     // "" : not given (trainable)
   bool batch = false;  // coalesce P2P runs into BATCH_SEND_RECV
   bool fsdp_steps = false;  // insert FSDP_UNSHARD / RESHARD / REDUCE_GRAD as PyTorch lowers them
   bool data_steps_on = false, data_steps_off = false;  // --data-steps / --no-data-steps
 };
 void add_generator_flags(CLI::App& cmd, GeneratorFlags& flags, bool family_required);
+// On commands that read FILEs too (check, simulate): the generator flags describe --generate's
+// schedule, and without --generate they are refused (a FILE says its own P, V and M).
+void generator_flags_need_generate(CLI::App& cmd);
 // Builds the schedule the flags describe (throws InputError on bad parameters).
 Schedule build_generated(GeneratorFlags& flags);
 
@@ -133,6 +136,10 @@ Network load_network(const CostFlags& f, DataParallelFlags& dp);
 // and per-stage figures; `dp` takes the model's data-parallel settings where no flag gave them.
 // Throws InputError.
 CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, int stages, NetworkCosts* net = nullptr);
+// The same for a network already loaded, laid out by `layout` ("" : the file's or the even
+// split); --costs still overrides what it sets.
+CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, const std::string& layout,
+                           NetworkCosts* out = nullptr);
 // The cost model of schedule `s`: as above for its stages, or, with replicated stages, for its
 // model stages repeated once per copy (CostModel::per_copies).
 CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, const Schedule& s);

@@ -116,7 +116,11 @@ Network load_network(const CostFlags& f, DataParallelFlags& dp) {
 
 CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, int stages, NetworkCosts* out) {
   if (f.model.empty()) return f.costs.empty() ? default_cost_model(stages) : read_cost_file(f.costs);
-  NetworkCosts nc = network_costs(load_network(f, dp), stages, f.layout, "--layout");
+  return model_cost_model(load_network(f, dp), f, stages, f.layout, out);
+}
+
+CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, const std::string& layout, NetworkCosts* out) {
+  NetworkCosts nc = network_costs(net, stages, layout, "--layout");
   if (!f.costs.empty()) {
     nlohmann::json base = nlohmann::json::parse(write_cost_model(nc.costs));
     const nlohmann::json top = parse_json_strict(read_input_file(f.costs, kMaxCostFileBytes), f.costs, false);

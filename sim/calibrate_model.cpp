@@ -1,0 +1,124 @@
+#include "sim/calibrate_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "model/errors.hpp"
+
+namespace ppsched {
+namespace {
+
+struct Point {
+  double flops, ms;
+};
+
+// t = a + x / rate by least squares; through the origin when the x do not spread or a < 0.
+KindFit fit_line(const std::vector<Point>& pts) {
+  KindFit f;
+  f.points = static_cast<int>(pts.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  double lo = pts.front().flops, hi = lo;
+  for (const Point& p : pts) {
+    sx += p.flops;
+    sy += p.ms;
+    sxx += p.flops * p.flops;
+    sxy += p.flops * p.ms;
+    lo = std::min(lo, p.flops);
+    hi = std::max(hi, p.flops);
+  }
+  const double n = static_cast<double>(pts.size());
+  double slope = 0, a = 0;
+  const double den = n * sxx - sx * sx;
+  // The FLOPs must differ by more than 1 % for an intercept to mean anything.
+  if (pts.size() >= 2 && hi > lo * 1.01 && den > 0) {
+    slope = (n * sxy - sx * sy) / den;
+    a = (sy - slope * sx) / n;
+  }
+  if (!(slope > 0) || a < 0) {
+    a = 0;
+    slope = sxx > 0 ? sxy / sxx : 0;
+    f.through_origin = true;
+  }
+  if (!(slope > 0) || !std::isfinite(slope))
+    throw InputError({}, "calibrate --model: the step times do not grow with the stages' FLOPs (no positive rate fits)");
+  f.flops_per_s = 1e3 / slope;  // slope: ms per FLOP
+  f.overhead_ms = a;
+  double ss = 0;
+  for (const Point& p : pts) {
+    const double r = a + slope * p.flops - p.ms;
+    ss += r * r;
+    f.max_residual_ms = std::max(f.max_residual_ms, std::abs(r));
+  }
+  f.rms_residual_ms = std::sqrt(ss / n);
+  if (f.flops_per_s < kMinFlopsPerSecond || f.flops_per_s > kMaxFlopsPerSecond)
+    throw InputError({}, "calibrate --model: the fitted rate " + std::to_string(f.flops_per_s) +
+                             " FLOP/s is outside 1e3..1e21: do the model and the trace describe the same run?");
+  return f;
+}
+
+}  // namespace
+
+std::vector<KindFit> fit_kind_rates(const Calibration& c, const StagePlan& traced) {
+  const size_t stages = traced.stages.size();
+  if (static_cast<size_t>(c.stages) != stages)
+    throw InputError({}, "calibrate --model: the trace has " + std::to_string(c.stages) + " stages, the model's layout " +
+                             std::to_string(stages));
+  // The trace's fitted time of each (key, stage).
+  std::map<std::string, std::map<int, double>> t;
+  for (const ComputeFit& f : c.compute)
+    if (f.stage >= 0) t[f.key][f.stage] = f.value_ms;
+  auto flops = [&](size_t s, RateKind k) {
+    const StageFigures& st = traced.stages[s];
+    const auto& v = k == RateKind::Fwd ? st.fwd_flops : k == RateKind::BwdInput ? st.bwd_input_flops : st.bwd_weight_flops;
+    double sum = 0;  // the mean over micro-batch lengths (the trace's times are per-stage means)
+    for (double x : v) sum += x;
+    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+  };
+  auto points = [&](const std::string& key, auto x_of) {
+    std::vector<Point> pts;
+    if (const auto it = t.find(key); it != t.end())
+      for (const auto& [stage, ms] : it->second)
+        if (static_cast<size_t>(stage) < stages && x_of(static_cast<size_t>(stage)) > 0)
+          pts.push_back({x_of(static_cast<size_t>(stage)), ms});
+    return pts;
+  };
+  std::vector<KindFit> out;
+  const bool split = t.count("BWD_INPUT") && t.count("BWD_WEIGHT");
+  auto fwd = points("FWD", [&](size_t s) { return flops(s, RateKind::Fwd); });
+  if (fwd.empty()) throw InputError({}, "calibrate --model: the trace has no forward step time on a stage with FLOPs");
+  KindFit f = fit_line(fwd);
+  f.key = f.from = "FWD";
+  out.push_back(f);
+  if (split) {
+    for (RateKind k : {RateKind::BwdInput, RateKind::BwdWeight}) {
+      const std::string key = kRateKindKeys[static_cast<size_t>(k)];
+      auto pts = points(key, [&](size_t s) { return flops(s, k); });
+      if (pts.empty()) throw InputError({}, "calibrate --model: the trace has no " + key + " step time on a stage with FLOPs");
+      KindFit g = fit_line(pts);
+      g.key = g.from = key;
+      out.push_back(g);
+    }
+  } else {
+    // A whole backward: one rate for both halves, its overhead shared between them.
+    auto pts = points("BWD", [&](size_t s) { return flops(s, RateKind::BwdInput) + flops(s, RateKind::BwdWeight); });
+    if (pts.empty()) throw InputError({}, "calibrate --model: the trace has no backward step time on a stage with FLOPs");
+    KindFit g = fit_line(pts);
+    g.from = "BWD";
+    g.overhead_ms /= 2;
+    g.key = "BWD_INPUT";
+    out.push_back(g);
+    g.key = "BWD_WEIGHT";
+    out.push_back(g);
+  }
+  return out;
+}
+
+Device with_fits(Device device, const std::vector<KindFit>& fits) {
+  for (const KindFit& f : fits)
+    for (size_t k = 0; k < 3; ++k)
+      if (f.key == kRateKindKeys[k]) device.fitted[k] = Device::Fitted{f.flops_per_s, f.overhead_ms};
+  return device;
+}
+
+}  // namespace ppsched

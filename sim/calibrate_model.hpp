@@ -1,0 +1,36 @@
+// Per-layer calibration (`ppsched calibrate TRACE --model MODEL`): the per-stage step times a
+// trace gives (sim/calibrate.hpp) explained by the FLOPs the model puts on each stage of the
+// traced layout. Per compute kind, a stage's step time is t_s = overhead + FLOPs_s / rate,
+// fitted by least squares over the stages (through the origin when the stages' FLOPs do not
+// differ enough to separate the two, or the intercept comes out negative). The fitted rates
+// price any layout, V, family or micro-batch count of the same model: the prediction a
+// per-(kind, stage) fit cannot make.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "network/network.hpp"
+#include "network/stage_plan.hpp"
+#include "sim/calibrate.hpp"
+
+namespace ppsched {
+
+struct KindFit {
+  std::string key;          // "FWD", "BWD_INPUT", "BWD_WEIGHT"
+  std::string from;         // the trace's step the fit used ("BWD" for an unsplit backward)
+  int points = 0;           // stages with a measured time and FLOPs
+  double flops_per_s = 0;   // achieved
+  double overhead_ms = 0;   // per step
+  bool through_origin = false;
+  double rms_residual_ms = 0, max_residual_ms = 0;
+};
+
+// Throws InputError when the trace's stage count differs from the plan's, or a kind cannot be
+// fitted (no stage with both a time and FLOPs).
+std::vector<KindFit> fit_kind_rates(const Calibration& c, const StagePlan& traced);
+
+// `device` with the fits as its fitted rates.
+Device with_fits(Device device, const std::vector<KindFit>& fits);
+
+}  // namespace ppsched

@@ -41,25 +41,9 @@ PartitionRequest request(const Network& net, int pp, int micro, const std::vecto
   pr.tune.settings.des_iterations = 10;
   pr.tune.settings.threads = 1;
   pr.tune.settings.seconds = 0;
-  const std::vector<Layer> layers = net.layers();
-  for (const Layer& l : layers) {
-    const double ms = compute_ms(net.device, l.fwd_flops + l.bwd_input_flops + l.bwd_weight_flops);
-    if (is_body(l.kind)) {
-      ++pr.body_layers;
-      pr.layer_ms.push_back(ms);
-    } else if (pinned_first(l.kind)) {
-      pr.first_ms += ms;
-    } else {
-      pr.last_ms += ms;
-    }
-  }
+  describe_network(pr, net);
   pr.costs = [net](const std::vector<int>& c) {
     return network_costs(net, static_cast<int>(c.size()), counts_string(c)).costs;
-  };
-  pr.even = [layers](int stages) {
-    std::vector<int> c;
-    for (int64_t n : body_counts(even_layout(layers, stages), layers)) c.push_back(static_cast<int>(n));
-    return c;
   };
   return pr;
 }

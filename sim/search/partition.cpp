@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "model/errors.hpp"
+#include "network/layout.hpp"
+#include "network/stage_plan.hpp"
 
 namespace ppsched::search {
 namespace {
@@ -234,6 +236,29 @@ class Searcher {
 };
 
 }  // namespace
+
+void describe_network(PartitionRequest& pr, const Network& net) {
+  const std::vector<Layer> layers = net.layers();
+  pr.body_layers = 0;
+  pr.layer_ms.clear();
+  pr.first_ms = pr.last_ms = 0;
+  for (const Layer& l : layers) {
+    const double ms = compute_ms(net.device, l.fwd_flops + l.bwd_input_flops + l.bwd_weight_flops);
+    if (is_body(l.kind)) {
+      ++pr.body_layers;
+      pr.layer_ms.push_back(ms);
+    } else if (pinned_first(l.kind)) {
+      pr.first_ms += ms;
+    } else {
+      pr.last_ms += ms;
+    }
+  }
+  pr.even = [layers](int stages) {
+    std::vector<int> c;
+    for (int64_t n : body_counts(even_layout(layers, stages), layers)) c.push_back(static_cast<int>(n));
+    return c;
+  };
+}
 
 std::string counts_string(const std::vector<int>& counts) {
   std::string s;

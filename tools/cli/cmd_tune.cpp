@@ -259,24 +259,9 @@ Action add_tune(CLI::App& app) {
       search::PartitionRequest pr;
       pr.tune = rq;
       pr.max_layouts = st->partition_layouts;
-      for (const Layer& l : layers) {
-        const double ms = compute_ms(net->device, l.fwd_flops + l.bwd_input_flops + l.bwd_weight_flops);
-        if (is_body(l.kind)) {
-          ++pr.body_layers;
-          pr.layer_ms.push_back(ms);
-        } else if (pinned_first(l.kind)) {
-          pr.first_ms += ms;
-        } else {
-          pr.last_ms += ms;
-        }
-      }
+      search::describe_network(pr, *net);
       pr.costs = [st, &net](const std::vector<int>& counts) {
         return model_cost_model(*net, st->cost, static_cast<int>(counts.size()), search::counts_string(counts));
-      };
-      pr.even = [&layers](int stages) {
-        std::vector<int> c;
-        for (int64_t n : body_counts(even_layout(layers, stages), layers)) c.push_back(static_cast<int>(n));
-        return c;
       };
       if (!st->quiet)
         pr.progress = [last = -1.0](long n, double best, double elapsed) mutable {

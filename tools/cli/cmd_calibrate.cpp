@@ -49,6 +49,23 @@ std::string mode_flags(const CheckOptions& o) {
   return f;
 }
 
+// A prediction runs in the mode the trace says the run had; a trace that does not say: a
+// compute_comms CSV ran under --overlap-p2p (ppsched-exec's default for it).
+SimOptions prediction_options(const Calibration& c, const std::optional<CsvKind>& kind, MemoryModel memory) {
+  SimOptions so;
+  so.check.memory = std::move(memory);
+  so.record_trace = false;
+  if (c.mode) {
+    so.check.comm = c.mode->comm;
+    so.check.overlap_p2p = c.mode->overlap_p2p;
+    so.check.mpipe_batched_recv = c.mode->mpipe_batched_recv;
+    so.check.dyn_shape = c.mode->dyn_shape;
+  } else {
+    so.check.overlap_p2p = selects_overlap_p2p(kind);
+  }
+  return so;
+}
+
 std::string summary_text(const Calibration& c, const std::string& trace, Statistic st) {
   std::string out = "calibrated from " + trace + " (" + (c.label.empty() ? "unlabelled" : c.label) + ", '" + c.schedule +
                     "', " + std::to_string(c.ranks) + " ranks, " + std::to_string(c.stages) + " stages, " +
@@ -153,17 +170,7 @@ Action add_calibrate(CLI::App& app) {
       std::optional<CsvKind> kind;
       Schedule s = read_schedule_file(st->schedule, {}, {}, &kind);
       const NetworkCosts nc = network_costs(*fitted_net, s.stages, st->cost.layout, "--layout");
-      SimOptions so;
-      so.check.memory = nc.costs.memory_model(s.stages);
-      so.record_trace = false;
-      if (c.mode) {
-        so.check.comm = c.mode->comm;
-        so.check.overlap_p2p = c.mode->overlap_p2p;
-        so.check.mpipe_batched_recv = c.mode->mpipe_batched_recv;
-        so.check.dyn_shape = c.mode->dyn_shape;
-      } else {
-        so.check.overlap_p2p = selects_overlap_p2p(kind);
-      }
+      SimOptions so = prediction_options(c, kind, nc.costs.memory_model(s.stages));
       so.check.memory_budget.reset();  // a prediction of time: memory is simulate's business
       SimResult r = simulate(s, nc.costs, so);
       Prediction p;
@@ -192,19 +199,7 @@ Action add_calibrate(CLI::App& app) {
                                     std::to_string(c.micro_batches) + ": not the schedule that ran");
       if (!c.schedule.empty() && s.name != c.schedule)
         c.notes.push_back("the trace names schedule '" + c.schedule + "', --schedule '" + s.name + "'");
-      SimOptions so;
-      so.check.memory = c.costs.memory_model(s.stages);
-      so.record_trace = false;
-      // Predicted in the mode the trace says the run had; a trace that does not say: a
-      // compute_comms CSV ran under --overlap-p2p (ppsched-exec's default for it).
-      if (c.mode) {
-        so.check.comm = c.mode->comm;
-        so.check.overlap_p2p = c.mode->overlap_p2p;
-        so.check.mpipe_batched_recv = c.mode->mpipe_batched_recv;
-        so.check.dyn_shape = c.mode->dyn_shape;
-      } else {
-        so.check.overlap_p2p = selects_overlap_p2p(kind);
-      }
+      SimOptions so = prediction_options(c, kind, c.costs.memory_model(s.stages));
       SimResult r = simulate(s, c.costs, so);
       Prediction p;
       p.mode = mode_flags(so.check);

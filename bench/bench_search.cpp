@@ -247,7 +247,7 @@ double family_ms(const Network& net, const std::string& family, int pp, int vpp,
   const CostModel c = network_costs(net, s.stages, counts_string(counts)).costs;
   SimOptions so;
   so.check.memory = c.memory_model(s.stages);
-  const SimResult r = simulate(s, c, so);
+  const RunRecord r = simulate(s, c, so);
   return r.completed && r.check.ok() ? r.makespan_ms : 1e300;
 }
 

@@ -27,7 +27,7 @@ void BM_SimulateInterleaved(benchmark::State& state) {
   o.check.memory = c.memory_model(s.stages);
   if (c.capacity_bytes) o.check.memory_budget = static_cast<int64_t>(*c.capacity_bytes);
   for (auto _ : state) {
-    SimResult r = simulate(s, c, o);
+    RunRecord r = simulate(s, c, o);
     if (!r.completed || !r.check.ok()) state.SkipWithError("simulation did not complete clean");
     benchmark::DoNotOptimize(r.makespan_ms);
   }

@@ -13,7 +13,7 @@ namespace {
 
 struct Fabricated {
   Schedule s;
-  SimResult r;
+  RunRecord r;
 };
 
 // P ranks, M micro-batches; per rank: forward receive, FWD, forward send per micro, then the
@@ -22,7 +22,7 @@ Fabricated fabricate(int P, int M) {
   const double F = 1.0, B = 2.0, c = 0.25;
   Fabricated out;
   Schedule& s = out.s;
-  SimResult& r = out.r;
+  RunRecord& r = out.r;
   s.name = "bench-gpipe";
   s.ranks = s.stages = P;
   s.micro_batches = M;
@@ -37,7 +37,7 @@ Fabricated fabricate(int P, int M) {
     Program& p = s.programs[static_cast<size_t>(rank)];
     auto add = [&](Op op, int m, Lane lane, double a, double b) {
       p.push_back(make_step(op, m, rank));
-      SimSlice sl;
+      TimedSlice sl;
       sl.rank = rank;
       sl.step_index = static_cast<int32_t>(p.size() - 1);
       sl.lane = lane;

@@ -60,6 +60,90 @@ def one(args, c, flags, tmp, keep=None):
     return cal["prediction"]["measured_ms"], cal["prediction"]["predicted_ms"]
 
 
+# Out of sample (issue 22, item 4): fit once on a traced 1F1B run, predict runs the fit never
+# saw. Each target: (name, generate flags). Its layout is what the executor ran, read from the
+# target's own trace (otherData.layers), so that the prediction prices the same split.
+OUT_OF_SAMPLE_FIT = ["1f1b", "--micro", "8"]
+OUT_OF_SAMPLE_TARGETS = [
+    ("1f1b M=8 (noise floor: another run of the fitted schedule)", ["1f1b", "--micro", "8"]),
+    ("gpipe M=8", ["gpipe", "--micro", "8"]),
+    ("zb-h1 M=8", ["zb-h1", "--micro", "8"]),
+    ("1f1b M=16", ["1f1b", "--micro", "16"]),
+    ("interleaved-1f1b V=2 M=8", ["interleaved-1f1b", "--vpp", "2", "--micro", "8"]),
+    ("zbv M=8", ["zbv", "--vpp", "2", "--micro", "8"]),
+    ("dualpipev M=8", ["dualpipev", "--vpp", "2", "--micro", "8"]),
+]
+
+
+def trace_makespan(path):
+    """The traced iteration's makespan: first slice start to last slice end (ms)."""
+    with open(path) as f:
+        doc = json.load(f)
+    xs = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    return (max(e["ts"] + e["dur"] for e in xs) - min(e["ts"] for e in xs)) / 1e3, doc["otherData"]
+
+
+def traced_counts(other, model):
+    """The body-layer counts per stage of a traced run (otherData.layers), as --layout takes them."""
+    body = {layer["name"] for layer in model["layers"] if layer.get("kind") not in ("embedding", "head")}
+    stages = sorted(other["layers"], key=lambda e: e["stage"])
+    return ",".join(str(sum(1 for n in st["layers"] if n in body)) for st in stages)
+
+
+def exec_run(args, sched, trace, extra=()):
+    run([sys.executable, args.launcher, str(args.pp), "--", args.exe, "--schedule", sched] + MODEL +
+        ["--iterations", "2", "--trace", trace, "--cpu-bind", args.cpu_bind] + list(extra))
+
+
+def out_of_sample(args):
+    """Per repetition: one fit run, then every target run back to back; each target predicted
+    from the fit (calibrate --model with the executor's own model file) and measured."""
+    errors = {name: [] for name, _ in OUT_OF_SAMPLE_TARGETS}
+    measured = {name: [] for name, _ in OUT_OF_SAMPLE_TARGETS}
+    in_sample = []
+    with tempfile.TemporaryDirectory() as tmp:
+        scheds = {}
+        for name, gen in [("fit", OUT_OF_SAMPLE_FIT)] + OUT_OF_SAMPLE_TARGETS:
+            scheds[name] = os.path.join(tmp, f"{len(scheds)}.json")
+            run([args.ppsched, "generate"] + gen + ["--pp", str(args.pp), "-o", scheds[name]])
+        model_file = os.path.join(tmp, "model.json")
+        for rep in range(args.runs):
+            fit_trace = os.path.join(tmp, "fit.trace.json")
+            exec_run(args, scheds["fit"], fit_trace, ["--model-out", model_file])
+            with open(model_file) as f:
+                model = json.load(f)
+            cal = json.loads(run([args.ppsched, "calibrate", fit_trace, "--model", model_file, "--schedule",
+                                  scheds["fit"], "--json"]))
+            in_sample.append(cal["prediction"]["predicted_ms"] / cal["prediction"]["measured_ms"] - 1)
+            for name, _ in OUT_OF_SAMPLE_TARGETS:
+                trace = os.path.join(tmp, "target.trace.json")
+                exec_run(args, scheds[name], trace)
+                ms, other = trace_makespan(trace)
+                pred = json.loads(run([args.ppsched, "calibrate", fit_trace, "--model", model_file, "--schedule",
+                                       scheds[name], "--layout", traced_counts(other, model), "--json"]))
+                errors[name].append(pred["prediction"]["predicted_ms"] / ms - 1)
+                measured[name].append(ms)
+            if not args.json:
+                print(f"repetition {rep + 1}: in-sample {100 * in_sample[-1]:+.1f} %; " +
+                      "; ".join(f"{n.split(' (')[0]} {100 * errors[n][-1]:+.1f} %" for n, _ in OUT_OF_SAMPLE_TARGETS),
+                      flush=True)
+    cells = [{"target": n, "errors": errors[n], "median_abs_error": statistics.median(abs(e) for e in errors[n]),
+              "measured_ms": measured[n]} for n, _ in OUT_OF_SAMPLE_TARGETS]
+    load = os.getloadavg()
+    if args.json:
+        print(json.dumps({"pp": args.pp, "runs": args.runs, "fit": " ".join(OUT_OF_SAMPLE_FIT), "model": MODEL,
+                          "in_sample_errors": in_sample, "cells": cells, "load_average": load}, indent=1))
+    else:
+        print(f"fit: {' '.join(OUT_OF_SAMPLE_FIT)} PP={args.pp} (per-layer: calibrate --model, the executor's "
+              f"--model-out); in-sample median |error| {100 * statistics.median(abs(e) for e in in_sample):.1f} %")
+        for c in cells:
+            print(f"  {c['target']:58s} median |error| {100 * c['median_abs_error']:5.1f} %   runs: " +
+                  " ".join(f"{100 * e:+.1f}" for e in c["errors"]) +
+                  f"   (measured {statistics.median(c['measured_ms']):.1f} ms)")
+        print(f"load average now {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--exe", default=os.path.join(ROOT, "build", "tools", "ppsched-exec"))
@@ -78,8 +162,13 @@ def main():
                          "none shows what the OS's placement costs the prediction)")
     ap.add_argument("--keep", default="", help="copy each cell's schedule and traces to KEEP/<mode>/<family>/")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--out-of-sample", action="store_true",
+                    help="fit one traced 1F1B run per repetition (per-layer, with the executor's model file) and "
+                         "predict other families, V, micro-batch counts and another run of the same schedule")
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.out_of_sample:
+        return out_of_sample(args)
     only = set(f for f in args.families.split(",") if f)
     results = []
     t0 = time.monotonic()

@@ -1,7 +1,7 @@
-// Per-step timing of a real run, as the simulator's result type: each rank records what it
-// ran (timed intervals, the messages it exchanged), ships the records to rank 0 after the
-// iteration, and rank 0 builds one SimResult for every rank and writes it with the same
-// Chrome-trace writer as `ppsched simulate --trace` (label "measured"). Torch-free: the
+// Per-step timing of a real run, as a RunRecord (results/run_record.hpp) like a simulation's:
+// each rank records what it ran (timed intervals, the messages it exchanged), ships the
+// records to rank 0 after the iteration, and rank 0 builds one RunRecord for every rank and
+// writes it with the same Chrome-trace writer as `ppsched simulate --trace` (source "measured"). Torch-free: the
 // records are plain numbers, so this part compiles and is tested without libtorch.
 //
 // What a slice is, so that a measured trace reads like a simulated one:
@@ -22,7 +22,7 @@
 
 #include "exec/cpu_binding.hpp"
 #include "model/schedule.hpp"
-#include "sim/engine.hpp"
+#include "results/run_record.hpp"
 
 namespace ppsched::exec {
 
@@ -62,29 +62,30 @@ struct RankTrace {
   std::vector<LoggedMessage> messages;
 };
 
-// A line-based text form, for the store.
+// Its JSON form (inside the rank's report, exec/rank_report.hpp); from_json throws
+// std::runtime_error on a malformed record.
 std::string serialize(const RankTrace& t);
-// Throws std::runtime_error on a malformed record.
 RankTrace parse_rank_trace(const std::string& text);
 
-struct MeasuredRun {
-  SimResult result;
-  bool shared_clock = false;       // aligned on one host's monotonic clock
-  std::vector<std::string> notes;  // records that could not be paired with the comm model
+// What rank 0 knows of the run besides the ranks' records: it goes into the record's
+// provenance (results/run_record.hpp), so that the trace says it and calibrate reads it.
+struct MeasuredRunInfo {
+  CheckOptions mode;                       // the runtime mode the executor ran
+  RunTransport transport = RunTransport::None;
+  std::optional<RunMesh> mesh;             // with --dp: the traced replica's place in the mesh
+  CpuBindMode cpu_bind = CpuBindMode::Auto;
+  std::vector<StageLayers> layers;         // the model layers each stage held
 };
 
-// One SimResult for every rank: slices in rank order,
-// on one time axis: when every rank ran on the same host, their shared monotonic clock (each
-// rank's times shifted by its epoch's distance from the earliest epoch), else each rank's
-// epoch (taken right after a barrier) is time 0; flows from the comm model's matching
-// (default CheckOptions, what the executor runs), link volumes, per-rank busy time and end.
-// A message the comm model has but the rank did not exchange is skipped only when it is a
-// meta (body FWD metas go once per process, so later iterations have none); any other
-// difference stops pairing that rank's messages and is reported in `notes`.
-MeasuredRun assemble_measured_run(const Schedule& s, const std::vector<RankTrace>& ranks, const CheckOptions& mode = {});
-
-// otherData.cpu_binding of a measured trace: {"mode": "auto", "ranks": [{"host", "cpus": [..],
-// "bound"}, ...]}, one entry per rank of `ranks` (ppsched calibrate reads it).
-std::string cpu_binding_json(const std::vector<RankTrace>& ranks, CpuBindMode mode);
+// One RunRecord for every rank, filled through the RunRecorder like a simulation: slices in
+// rank order, on one time axis: when every rank ran on the same host, their shared monotonic
+// clock (each rank's times shifted by its epoch's distance from the earliest epoch), else each
+// rank's epoch (taken right after a barrier) is time 0; flows from the comm model's matching
+// (info.mode, what the executor ran), link volumes, per-rank busy time and end; provenance
+// (measured, the transport, the mode, the mesh, where each rank ran, the layers). A message the
+// comm model has but the rank did not exchange is skipped only when it is a meta (body FWD
+// metas go once per process, so later iterations have none); any other difference stops
+// pairing that rank's messages and is reported in provenance.notes.
+RunRecord assemble_measured_run(const Schedule& s, const std::vector<RankTrace>& ranks, const MeasuredRunInfo& info = {});
 
 }  // namespace ppsched::exec

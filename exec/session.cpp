@@ -27,7 +27,7 @@
 #include "exec/runtime.hpp"
 #include "exec/transport.hpp"
 #include "exec/watchdog.hpp"
-#include "model/formats/schedule_io.hpp"
+#include "exec/rank_report.hpp"
 #include "traces/chrome_trace.hpp"
 
 namespace ppsched::exec {
@@ -43,7 +43,7 @@ std::string text(const std::vector<uint8_t>& v) { return {v.begin(), v.end()}; }
 std::string digest_of(const ExecConfig& cfg, const Schedule& s) {
   std::ostringstream o;
   const auto& m = cfg.model;
-  o << write_schedule(s, FileFormat::Json) << '|' << static_cast<int>(m.kind) << ' ' << m.layers << ' ' << m.hidden << ' '
+  o << schedule_digest(s) << '|' << static_cast<int>(m.kind) << ' ' << m.layers << ' ' << m.hidden << ' '
     << m.heads << ' ' << m.seq << ' ' << m.vocab << ' ' << m.micro_batch_size << ' ' << m.seed << ' ' << m.tie_embeddings
     << ' ' << m.tower_layers << ' ' << static_cast<int>(m.tower.value_or(Tower::None)) << '|' << cfg.run.iterations << ' '
     << cfg.run.check_parity << ' ' << cfg.run.lr << ' ' << static_cast<int>(cfg.run.transport) << ' '
@@ -116,45 +116,31 @@ std::vector<std::vector<int>> mesh_groups(const Schedule& s, const DeviceMesh& m
   return {groups.begin(), groups.end()};
 }
 
-// Rank 0: replica 0's records from the store (by pipeline rank), one SimResult, one Chrome trace file.
-TraceWritten write_measured_trace(const compat::StorePtr& store, const Schedule& s, const CheckOptions& mode, int world,
-                                  const std::string& path, bool cuda, const std::string& transport, const DeviceMesh& mesh,
-                                  CpuBindMode cpu_bind) {
-  std::vector<RankTrace> ranks;
-  for (int q = 0; q < world; ++q) ranks.push_back(parse_rank_trace(text(store->get("trace/" + std::to_string(q)))));
-  MeasuredRun run = assemble_measured_run(s, ranks, mode);
-  TraceOptions o;
-  // The transport in the label: ppsched calibrate prices Gloo's rendezvous sends accordingly.
-  o.label = "measured (" + transport + ")";
-  // The mode that ran: the Gloo and NCCL transports block a send until its receive is posted
-  // (exec/agreement.cpp refuses --comm eager for a schedule that needs buffered sends), so an
-  // eager run was a rendezvous run, and calibrate --schedule predicts it as one.
-  o.mode = mode;
-  if (mode.comm == CommMode::Eager) {
-    o.mode.comm = CommMode::Rendezvous;
-    o.mode_note = "--comm eager was verified with buffered sends and ran with the " + transport +
-                  " transport's blocking sends (each waits for its receive): a rendezvous run";
+// The model layers each stage holds, by the executor's names (exec/model_layout.hpp): an MPipe
+// tower's units are stage 0's first.
+std::vector<StageLayers> stage_layers(const ModelConfig& m, const ModelLayout& layout, int stages) {
+  std::vector<StageLayers> out;
+  for (int st = 0; st < stages && static_cast<size_t>(st) < layout.stage_units.size(); ++st) {
+    StageLayers sl;
+    sl.stage = st;
+    if (st == 0)
+      for (int u : layout.tower_units) sl.layers.push_back(unit_name(m, layout, u));
+    for (int u : layout.stage_units[static_cast<size_t>(st)]) sl.layers.push_back(unit_name(m, layout, u));
+    out.push_back(std::move(sl));
   }
-  std::string doc = chrome_trace_json(s, run.result, o);
-  // Which replica this is (--dp): otherData.mesh gives the DP degree and, per pipeline rank
-  // of the trace, the global rank that ran it. The label stays the transport's (calibrate reads it).
-  const std::string other = "\"otherData\":{";
-  if (const size_t at = doc.find(other); at != std::string::npos) {
-    std::string ranks;
-    for (int r = 0; r < mesh.pp; ++r) ranks += (r ? "," : "") + std::to_string(mesh.global_rank(0, r));
-    doc.insert(at + other.size(), "\"mesh\":{\"dim_names\":[\"dp\",\"pp\"],\"shape\":[" + std::to_string(mesh.dp) + "," +
-                                      std::to_string(mesh.pp) + "],\"order\":\"" + to_string(mesh.order) +
-                                      "\",\"replica\":0,\"global_ranks\":[" + ranks + "]},");
-  }
-  // Where each rank ran (--cpu-bind): calibrate notes ranks that shared cores, which the model
-  // does not price (it gives every rank a processor of its own).
-  if (const size_t at = doc.find(other); at != std::string::npos)
-    doc.insert(at + other.size(), "\"cpu_binding\":" + cpu_binding_json(ranks, cpu_bind) + ",");
+  return out;
+}
+
+// Rank 0: replica 0's records (by pipeline rank), one RunRecord, one Chrome trace file.
+TraceWritten write_measured_trace(const std::vector<RankTrace>& ranks, const Schedule& s, const MeasuredRunInfo& info,
+                                  const std::string& path, bool cuda) {
+  const RunRecord run = assemble_measured_run(s, ranks, info);
+  const std::string doc = chrome_trace_json(s, run);
   std::ofstream out(path, std::ios::binary);
   out << doc;
   out.close();
   if (!out) throw std::runtime_error("cannot write the trace to '" + path + "'");
-  return {path, run.result.slices.size(), run.result.flows.size(), run.result.makespan_ms, cuda, run.shared_clock, run.notes};
+  return {path, run.slices.size(), run.flows.size(), run.makespan_ms, cuda, run.provenance.shared_clock, run.provenance.notes};
 }
 
 // Waits until `count` ranks incremented `key`, polling, at most `limit`.
@@ -168,6 +154,85 @@ void wait_count(const compat::StorePtr& store, const std::string& key, int count
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Where this process runs (--cpu-bind): what the kernel says after the binding, not what was
+// planned, and why.
+struct CpuPlacement {
+  std::vector<int> cpus;
+  bool bound = false;
+  std::string reason;
+};
+
+ExecOutcome refused(std::vector<std::string> errors);
+
+// An explicit --cpu-bind blocks that the kernel refuses is refused; under auto the run goes on
+// where the launcher put it, and says so.
+std::optional<ExecOutcome> bind_cpus(const ExecConfig& cfg, bool cpu_run, CpuPlacement& out) {
+  const CpuBindPlan plan =
+      plan_cpu_binding(cfg.run.cpu_bind, cpu_run, cfg.env.local_rank, cfg.env.local_world_size, allowed_cpus(), online_cpus());
+  out.reason = plan.reason;
+  try {
+    apply_cpu_binding(plan.cpus);
+    out.bound = !plan.cpus.empty();
+  } catch (const std::exception& e) {
+    if (cfg.run.cpu_bind == CpuBindMode::Blocks)
+      return refused({"rank " + std::to_string(cfg.env.rank) + ": --cpu-bind blocks: " + e.what()});
+    out.reason = std::string("not bound: ") + e.what();
+  }
+  out.cpus = allowed_cpus();
+  return std::nullopt;
+}
+
+// Whether pipeline rank r holds a last stage (one per copy of the pipeline with replicated
+// stages): those ranks report the losses of their micro-batches.
+bool holds_last_stage(const Schedule& s, int r) {
+  for (int st = 0; st < s.stages; ++st)
+    if (s.is_last_stage(st) && s.rank_of(st) == r) return true;
+  return false;
+}
+
+// Rank 0: every rank's report from the store; the global batch's loss (the mean of the
+// replicas', each the sum over its last-stage ranks of their micro-batches' share), the parity
+// check, the trace of replica 0, where each rank ran and what it held.
+void collect_on_rank0(const compat::StorePtr& store, const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout,
+                      const DeviceMesh& mesh, const MeasuredRunInfo& info, bool cuda, ExecOutcome& outcome) {
+  const int world = mesh.world();
+  std::vector<RankReport> reports;
+  for (int q = 0; q < world; ++q) reports.push_back(parse_rank_report(text(store->get("report/" + std::to_string(q)))));
+  std::vector<double> losses;
+  for (const RankReport& r : reports) {
+    if (!r.losses) continue;
+    for (size_t k = 0; k < r.losses->size(); ++k) {
+      if (k >= losses.size()) losses.push_back(0);
+      losses[k] += (*r.losses)[k] / mesh.dp;
+    }
+  }
+  if (cfg.run.check_parity) {
+    std::vector<std::vector<GradRecord>> grads;
+    for (int q = 0; q < world; ++q) grads.push_back(unpack_grads(store->get("grads/" + std::to_string(q))));
+    outcome.parity = check_parity(cfg.model, layout, s, cfg.run.iterations, grads, losses, mesh);
+  }
+  if (!cfg.run.trace.empty()) {
+    std::vector<RankTrace> traces;
+    for (int r = 0; r < s.ranks; ++r) {
+      const RankReport& rep = reports[static_cast<size_t>(mesh.global_rank(0, r))];
+      if (!rep.trace) throw std::runtime_error("rank " + std::to_string(rep.rank) + " sent no trace record");
+      traces.push_back(*rep.trace);
+    }
+    outcome.trace = write_measured_trace(traces, s, info, cfg.run.trace, cuda);
+  }
+  for (const RankReport& r : reports) {
+    outcome.cpu_binding.push_back(r.cpu);
+    outcome.parameter_elements.push_back(r.parameter_elements);
+    outcome.held_parameter_elements.push_back(r.held_parameter_elements);
+  }
+  outcome.reporter = true;
+  outcome.losses = std::move(losses);
 }
 
 }  // namespace
@@ -222,24 +287,8 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
                                 : at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cfg.env.local_rank % compat::cuda_device_count()));
 
   // ---- CPUs (--cpu-bind): before the store, Gloo and the watchdog start their threads ----
-  // An explicit --cpu-bind blocks that the kernel refuses is refused; under auto the run goes
-  // on where the launcher put it, and says so.
-  std::vector<int> cpus;  // what the kernel says after the binding, not what was planned
-  bool cpu_bound = false;
-  std::string cpu_reason;
-  {
-    const CpuBindPlan plan = plan_cpu_binding(cfg.run.cpu_bind, kind == TransportKind::Gloo, cfg.env.local_rank,
-                                              cfg.env.local_world_size, allowed_cpus(), online_cpus());
-    cpu_reason = plan.reason;
-    try {
-      apply_cpu_binding(plan.cpus);
-      cpu_bound = !plan.cpus.empty();
-    } catch (const std::exception& e) {
-      if (cfg.run.cpu_bind == CpuBindMode::Blocks) return refused({"rank " + std::to_string(rank) + ": --cpu-bind blocks: " + e.what()});
-      cpu_reason = std::string("not bound: ") + e.what();
-    }
-    cpus = allowed_cpus();
-  }
+  CpuPlacement placement;
+  if (auto refusal = bind_cpus(cfg, kind == TransportKind::Gloo, placement)) return *refusal;
 
   if (cfg.model.kind == ModelKind::StageModules) {
     // Refused like any other mismatch: on every rank, before anyone connects.
@@ -376,8 +425,6 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
         traced.rank = prank;
         traced.host = host;
         traced.epoch_ns = clock.epoch_ns();
-        traced.cpus = cpus;
-        traced.cpu_bound = cpu_bound;
         traced.intervals = clock.resolve();
         traced.messages = ctx.messages;
       }
@@ -398,75 +445,40 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
     }
 
     // ---- results to rank 0 (through the store, outside the schedule's channels) ---------
-    // The ranks holding a last stage (one per copy of the pipeline with replicated stages)
-    // each report the losses of their micro-batches; rank 0 adds them up.
-    std::vector<int> loss_ranks;
-    for (int st = 0; st < s.stages; ++st)
-      if (s.is_last_stage(st) && std::find(loss_ranks.begin(), loss_ranks.end(), s.rank_of(st)) == loss_ranks.end())
-        loss_ranks.push_back(s.rank_of(st));
-    if (std::find(loss_ranks.begin(), loss_ranks.end(), prank) != loss_ranks.end()) {
-      std::ostringstream l;
-      for (double v : local_losses) l << num(v) << ' ';
-      store->set("losses/" + std::to_string(replica) + "/" + std::to_string(prank), bytes(l.str()));
+    RankReport mine;
+    mine.rank = rank;
+    if (holds_last_stage(s, prank)) mine.losses = local_losses;
+    mine.cpu = {rank, placement.bound, placement.cpus.empty() ? "" : cpu_list(placement.cpus), placement.reason};
+    mine.parameter_elements = parameter_elements(ctx);
+    mine.held_parameter_elements = held_parameter_elements(ctx);
+    // The trace is replica 0's pipeline (the schedule's ranks); the others only kept in step.
+    if (tracing && replica == 0) {
+      traced.cpus = placement.cpus;
+      traced.cpu_bound = placement.bound;
+      mine.trace = std::move(traced);
     }
-    // Line 1: bound (0/1) and the CPU list ("0-3,8"; "-" when unknown); line 2: the reason.
-    store->set("cpus/" + std::to_string(rank), bytes(std::string(cpu_bound ? "1 " : "0 ") +
-                                                     (cpus.empty() ? "-" : cpu_list(cpus)) + "\n" + cpu_reason));
-    store->set("params/" + std::to_string(rank),
-               bytes(std::to_string(parameter_elements(ctx)) + " " + std::to_string(held_parameter_elements(ctx))));
+    store->set("report/" + std::to_string(rank), bytes(serialize(mine)));
     if (cfg.run.check_parity) {
       // --fsdp: the full gradients back from the shards (a DP all-gather outside the schedule,
       // like the store traffic of the check itself).
       gather_full_grads(ctx);
       store->set("grads/" + std::to_string(rank), pack_grads(model));
     }
-    // The trace is replica 0's pipeline (the schedule's ranks); the others only kept in step.
-    if (tracing && replica == 0) store->set("trace/" + std::to_string(prank), bytes(serialize(traced)));
     if (rank == 0) {
-      // The global batch's loss: the mean of the replicas' (each the mean of its micro-batches).
-      std::vector<double> losses;
-      for (int d = 0; d < mesh.dp; ++d)
-        for (int q : loss_ranks) {
-          std::istringstream in(text(store->get("losses/" + std::to_string(d) + "/" + std::to_string(q))));
-          size_t k = 0;
-          for (double v; in >> v; ++k) {
-            if (k >= losses.size()) losses.push_back(0);
-            losses[k] += v / mesh.dp;
-          }
-        }
-      if (cfg.run.check_parity) {
-        std::vector<std::vector<GradRecord>> grads;
-        for (int q = 0; q < world; ++q) grads.push_back(unpack_grads(store->get("grads/" + std::to_string(q))));
-        outcome.parity = check_parity(cfg.model, layout, s, cfg.run.iterations, grads, losses, mesh);
-      }
-      if (tracing)
-        outcome.trace =
-            write_measured_trace(store, s, cfg.run.mode, s.ranks, cfg.run.trace, clock.cuda(), transport->name(), mesh,
-                                 cfg.run.cpu_bind);
-      for (int q = 0; q < world; ++q) {
-        std::istringstream in(text(store->get("cpus/" + std::to_string(q))));
-        std::string head;
-        std::getline(in, head);
-        CpuBindingReport b;
-        b.rank = q;
-        b.bound = head.rfind("1 ", 0) == 0;
-        b.cpus = head.size() > 2 && head.substr(2) != "-" ? head.substr(2) : "";
-        std::getline(in, b.reason);
-        outcome.cpu_binding.push_back(std::move(b));
-      }
-      for (int q = 0; q < world; ++q) {
-        std::istringstream in(text(store->get("params/" + std::to_string(q))));
-        int64_t full = 0, held = 0;
-        in >> full >> held;
-        outcome.parameter_elements.push_back(full);
-        outcome.held_parameter_elements.push_back(held);
-      }
-      outcome.reporter = true;
+      MeasuredRunInfo info;
+      info.mode = cfg.run.mode;
+      info.transport = transport_from_name(transport->name()).value_or(RunTransport::None);
+      RunMesh m;  // which replica the trace is (--dp), and the global rank of each of its pipeline ranks
+      m.dp = mesh.dp;
+      m.pp = mesh.pp;
+      m.order = to_string(mesh.order);
+      for (int r = 0; r < mesh.pp; ++r) m.global_ranks.push_back(mesh.global_rank(0, r));
+      info.mesh = m;
+      info.cpu_bind = cfg.run.cpu_bind;
+      info.layers = stage_layers(cfg.model, layout, s.stages);
+      collect_on_rank0(store, cfg, s, layout, mesh, info, clock.cuda(), outcome);
       outcome.transport = transport->name();
-      outcome.losses = std::move(losses);
       if (outcome.parity && !outcome.parity->ok) outcome.status = ExecOutcome::Status::Failed;
-      leave(false);
-      return outcome;
     }
     leave(false);
     return outcome;

@@ -181,4 +181,76 @@ std::string short_label(const Step& step) {
   return out;
 }
 
+namespace {
+// FNV-1a over the fields' values, each field fed as a fixed-width integer (and a string's
+// length before its bytes), so that no two different field sequences read the same bytes.
+class Fnv {
+ public:
+  void add(uint64_t v) {
+    for (int k = 0; k < 8; ++k) {
+      h_ ^= (v >> (8 * k)) & 0xffu;
+      h_ *= 0x100000001b3ull;
+    }
+  }
+  void add(const std::string& s) {
+    add(static_cast<uint64_t>(s.size()));
+    for (unsigned char c : s) {
+      h_ ^= c;
+      h_ *= 0x100000001b3ull;
+    }
+  }
+  template <class V>
+  void ints(const V& v) {
+    add(static_cast<uint64_t>(v.size()));
+    for (auto x : v) add(static_cast<uint64_t>(static_cast<int64_t>(x)));
+  }
+  void step(const Step& st) {
+    add(static_cast<uint64_t>(st.op));
+    add(static_cast<uint64_t>(static_cast<int64_t>(st.micro)));
+    add(static_cast<uint64_t>(static_cast<int64_t>(st.stage)));
+    add(static_cast<uint64_t>(static_cast<int64_t>(st.peer)));
+    ints(st.group);
+    add(static_cast<uint64_t>(st.tensors.size()));
+    for (const TensorDesc& t : st.tensors) {
+      ints(t.shape);
+      add(t.dtype);
+    }
+    add(static_cast<uint64_t>(st.sub_steps.size()));
+    for (const Step& sub : st.sub_steps) step(sub);
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 0xcbf29ce484222325ull;
+};
+}  // namespace
+
+uint64_t schedule_digest(const Schedule& s) {
+  Fnv f;
+  f.add(s.name);
+  f.add(static_cast<uint64_t>(s.ranks));
+  f.add(static_cast<uint64_t>(s.stages));
+  f.add(static_cast<uint64_t>(s.micro_batches));
+  f.add(static_cast<uint64_t>(s.placement.kind));
+  f.ints(s.placement.stage_to_rank);
+  f.add(s.mpipe ? 1 : 0);
+  if (s.mpipe) {
+    f.add(static_cast<uint64_t>(s.mpipe->overflow));
+    f.add(static_cast<uint64_t>(s.mpipe->tower));
+    f.add(s.mpipe->owner_backward ? 1 : 0);
+    f.ints(s.mpipe->owners);
+  }
+  f.add(static_cast<uint64_t>(s.pipes));
+  f.ints(s.micro_pipe);
+  f.add(static_cast<uint64_t>(s.programs.size()));
+  for (const Program& p : s.programs) {
+    f.add(static_cast<uint64_t>(p.size()));
+    for (const Slot& slot : p) {
+      f.add(slot ? 1 : 0);
+      if (slot) f.step(*slot);
+    }
+  }
+  return f.value();
+}
+
 }  // namespace ppsched

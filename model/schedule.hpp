@@ -161,4 +161,10 @@ std::string_view to_string(Tower t);
 // [B0s3|F4s1] for composites.
 std::string short_label(const Step& step);
 
+// A 64-bit digest of everything a schedule says (shape, placement, MPipe settings, copies and
+// every slot of every program, idle slots included), computed over the in-memory schedule:
+// ranks started with different schedules compare digests instead of re-written files. Equal
+// schedules have equal digests; different ones differ but for a 2^-64 chance (FNV-1a).
+uint64_t schedule_digest(const Schedule& s);
+
 }  // namespace ppsched

@@ -289,4 +289,28 @@ std::string megatron_text(const Layout& layout, const std::vector<Layer>& layers
   return out;
 }
 
+Layout named_layout(const std::vector<std::vector<std::string>>& stage_layers, const std::vector<Layer>& layers,
+                    const std::string& where) {
+  Layout out;
+  out.how = where;
+  size_t next = 0;
+  for (size_t s = 0; s < stage_layers.size(); ++s) {
+    out.stages.emplace_back();
+    for (const std::string& name : stage_layers[s]) {
+      if (next >= layers.size())
+        throw InputError(in_file(where), "stage " + std::to_string(s) + " holds '" + name + "' but the model has only " +
+                                             std::to_string(layers.size()) + " layers");
+      if (layers[next].name != name)
+        throw InputError(in_file(where), "stage " + std::to_string(s) + " holds '" + name + "' where the model's layer " +
+                                             std::to_string(next) + " is '" + layers[next].name +
+                                             "': the run and the model describe different networks");
+      out.stages.back().push_back(static_cast<int32_t>(next++));
+    }
+  }
+  if (next != layers.size())
+    throw InputError(in_file(where), "the run's stages hold " + std::to_string(next) + " layers, the model " +
+                                         std::to_string(layers.size()) + " (the first missing: '" + layers[next].name + "')");
+  return out;
+}
+
 }  // namespace ppsched

@@ -32,6 +32,11 @@ struct Layout {
 // `where`: how a message names the source ("--layout", "model.json (layout)").
 Layout parse_layout(const std::string& text, const std::vector<Layer>& layers, int stages, const std::string& where);
 Layout even_layout(const std::vector<Layer>& layers, int stages);
+// The layout a run had, from the layer names each stage held (a measured trace's
+// otherData.layers, in stage order): every layer of `layers` once, in model order. Throws
+// InputError (`where`) naming the first layer that differs.
+Layout named_layout(const std::vector<std::vector<std::string>>& stage_layers, const std::vector<Layer>& layers,
+                    const std::string& where);
 // The layout's body-layer counts per stage ("8,9,8,7") and the same as Megatron's string
 // ("Et*8|t*9|t*8|t*7L"), each accepted back by parse_layout.
 std::vector<int64_t> body_counts(const Layout& layout, const std::vector<Layer>& layers);

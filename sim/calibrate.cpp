@@ -1,16 +1,12 @@
-// Fitting a cost model to a trace (see calibrate.hpp for what is fitted from what).
-//
-// The trace is read through its documented layout (traces/chrome_trace.hpp): X slices with
-// args {micro, stage, step_index, [sub], bytes, meta, op}, thread_name metadata naming each
-// thread's lane ("compute", "send #2", ...), and v1 flow events whose ends lie strictly inside
-// the send and the receive slice of one message. Only the lane names are taken from metadata,
-// so this reader does not depend on the writer's thread numbering.
+// Fitting a cost model to a run record (see calibrate.hpp for what is fitted from what): the
+// record of a trace as traces/trace_reader.hpp reads it, one sample per slice. The fit runs in
+// parts, each a function below: what the run was (provenance), compute, bytes, the protocol
+// and the link.
 #include "sim/calibrate.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <unordered_map>
 
@@ -18,62 +14,29 @@
 #include "model/step_types.hpp"
 #include "model/validate.hpp"
 #include "sim/cost_model.hpp"
+#include "traces/trace_reader.hpp"
 
 namespace ppsched {
 namespace {
 
-using json = nlohmann::json;
-
-enum class LaneKind { Compute, Send, Recv, Collective, Unknown };
-
+// A slice of the record with what it ran, as the fit reads it (times in ms).
 struct Slice {
   int event = -1;  // index in traceEvents (for error messages)
-  int pid = -1, tid = -1;
-  double ts = 0, dur = 0;  // microseconds
+  int pid = -1;    // the rank
+  double ts = 0, dur = 0;
   Op op = Op::FWD;
   int stage = -1, micro = -1, step_index = -1, sub = -1;
   double bytes = 0;
   bool meta = false;
-  LaneKind lane = LaneKind::Unknown;
+  Lane lane = Lane::Compute;
   int flows = 0;  // flow ends bound to this slice
   double end() const { return ts + dur; }
-};
-
-struct FlowEnd {
-  int event = -1;
-  int pid = -1, tid = -1;
-  double ts = 0;
 };
 
 [[noreturn]] void fail(const std::string& file, int event, const std::string& msg) {
   Location where = in_file(file);
   if (event >= 0) where.field = "traceEvents[" + std::to_string(event) + "]";
   throw InputError(where, msg);
-}
-
-LaneKind lane_of_thread(const std::string& name) {
-  const std::string word = name.substr(0, name.find(' '));
-  if (word == "compute") return LaneKind::Compute;
-  if (word == "send") return LaneKind::Send;
-  if (word == "recv") return LaneKind::Recv;
-  if (word == "collective") return LaneKind::Collective;
-  return LaneKind::Unknown;
-}
-
-// A required number of an event; `what` names it in the error.
-double number_at(const json& obj, const char* key, const std::string& file, int event, const std::string& what) {
-  auto it = obj.find(key);
-  if (it == obj.end() || !it->is_number())
-    fail(file, event, what + " has no numeric \"" + key + "\"");
-  return it->get<double>();
-}
-
-// A required integer field (ranks, threads, stages, indices): a number that fits an int.
-int int_at(const json& obj, const char* key, const std::string& file, int event, const std::string& what) {
-  const double v = number_at(obj, key, file, event, what);
-  if (!(v >= -2147483648.0 && v < 2147483648.0) || v != std::floor(v))
-    fail(file, event, what + ": \"" + key + "\" is not an integer in range");
-  return static_cast<int>(v);
 }
 
 double statistic(std::vector<double> v, Statistic s) {
@@ -142,68 +105,21 @@ StageValue per_stage(const std::map<int, std::vector<double>>& by_stage, int sta
   return out;
 }
 
-// The fit itself, over a parsed document; `current` tracks the event being read.
-Calibration fit(const json& root, const std::string& file, const CalibrateOptions& options, int& current);
 
-}  // namespace
-
-Calibration calibrate_trace(std::string_view text, const std::string& file, const CalibrateOptions& options) {
-  json root;
-  try {
-    root = json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {  // a syntax error, or a number out of range (1E432)
-    fail(file, -1, "not JSON: " + library_message(e.what()));
-  }
-  if (!root.is_object() || !root.contains("traceEvents") || !root["traceEvents"].is_array())
-    fail(file, -1, "not a Chrome trace: expected an object with a \"traceEvents\" array (ppsched simulate --trace, "
-                   "ppsched-exec --trace)");
-
-  int current = -1;  // the event being read, for a type error's location
-  Calibration cal;
-  try {
-    cal = fit(root, file, options, current);
-  } catch (const json::exception& e) {
-    fail(file, current, "unexpected JSON type: " + library_message(e.what()));
-  }
-  // What calibrate fits, the cost reader must read. The slices' own numbers are checked
-  // where they are read; what is left (a sum such as BWD = BWD_INPUT + BWD_WEIGHT beyond the
-  // time limit) is refused here, located in the trace.
-  try {
-    read_cost_model(write_cost_model(cal.costs), file);
-  } catch (const InputError& e) {
-    fail(file, -1, "the fitted model is not a valid cost file (" +
-                       (e.where().field.empty() ? std::string("?") : e.where().field) + "): " + e.message());
-  }
-  return cal;
-}
-
-namespace {
-
-// otherData.cpu_binding of a measured trace (exec/measured_trace.hpp): where each rank ran. The
+// Where each rank of a measured run ran (otherData.cpu_binding, exec/measured_trace.hpp). The
 // model gives every rank a processor of its own; when ranks of one host had fewer CPUs than
 // ranks, or were left where the OS puts them, their step times hold waits for a core.
-void note_shared_cores(const json& b, const std::string& file, std::vector<std::string>& notes) {
-  if (!b.is_object() || !b.contains("ranks") || !b["ranks"].is_array())
-    fail(file, -1, "otherData.cpu_binding: expected an object with a \"ranks\" array");
+void note_shared_cores(const std::vector<RankPlacement>& placement, std::vector<std::string>& notes) {
   struct Host {
     size_t ranks = 0;
-    std::set<int64_t> cpus;  // their union
-    size_t total = 0;        // the sum of their sizes: above the union's, two ranks could meet on a core
+    std::set<int> cpus;  // their union
+    size_t total = 0;    // the sum of their sizes: above the union's, two ranks could meet on a core
   };
   std::map<std::string, Host> hosts;
-  const json& ranks = b["ranks"];
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    const json& e = ranks[r];
-    const std::string where = "otherData.cpu_binding.ranks[" + std::to_string(r) + "]";
-    if (!e.is_object() || !e.contains("cpus") || !e["cpus"].is_array())
-      fail(file, -1, where + ": expected {\"host\", \"cpus\": [CPU numbers], \"bound\"}");
-    Host& h = hosts[e.contains("host") && e["host"].is_string() ? e["host"].get<std::string>() : std::string()];
+  for (const RankPlacement& p : placement) {
+    Host& h = hosts[p.host];
     ++h.ranks;
-    std::set<int64_t> mine;
-    for (const json& c : e["cpus"]) {
-      if (!c.is_number_integer() || c.get<int64_t>() < 0) fail(file, -1, where + ".cpus: expected CPU numbers (integers >= 0)");
-      mine.insert(c.get<int64_t>());
-    }
+    const std::set<int> mine(p.cpus.begin(), p.cpus.end());
     h.total += mine.size();
     h.cpus.insert(mine.begin(), mine.end());
   }
@@ -221,193 +137,74 @@ void note_shared_cores(const json& b, const std::string& file, std::vector<std::
   }
 }
 
-Calibration fit(const json& root, const std::string& file, const CalibrateOptions& options, int& current) {
+
+// ---- what the run was ------------------------------------------------------------------------
+Calibration describe_run(const RunProvenance& p, const std::string& file, const CalibrateOptions& options) {
   Calibration cal;
-  const json other = root.contains("otherData") ? root["otherData"] : json::object();
-  if (other.is_object()) {
-    if (other.contains("schedule") && other["schedule"].is_string()) cal.schedule = other["schedule"].get<std::string>();
-    if (other.contains("label") && other["label"].is_string()) cal.label = other["label"].get<std::string>();
-    if (other.contains("ranks") && other["ranks"].is_number_integer()) cal.ranks = other["ranks"].get<int>();
-    if (other.contains("stages") && other["stages"].is_number_integer()) cal.stages = other["stages"].get<int>();
-    if (other.contains("micro_batches") && other["micro_batches"].is_number_integer())
-      cal.micro_batches = other["micro_batches"].get<int>();
-    if (other.contains("mode")) {
-      // The runtime mode the run had (traces/chrome_trace.hpp TraceOptions::mode).
-      const json& m = other["mode"];
-      auto flag = [&](const char* key) {
-        if (!m.contains(key)) return false;
-        if (!m[key].is_boolean()) fail(file, -1, std::string("otherData.mode.") + key + ": expected true or false");
-        return m[key].get<bool>();
-      };
-      if (!m.is_object()) fail(file, -1, "otherData.mode: expected an object");
-      CheckOptions mode;
-      if (m.contains("comm")) {
-        if (m["comm"] == "eager") mode.comm = CommMode::Eager;
-        else if (m["comm"] != "rendezvous") fail(file, -1, "otherData.mode.comm: expected \"rendezvous\" or \"eager\"");
-      }
-      mode.overlap_p2p = flag("overlap_p2p");
-      mode.mpipe_batched_recv = flag("mpipe_batched_recv");
-      mode.dyn_shape = flag("dyn_shape");
-      cal.mode = mode;
-      if (m.contains("note") && m["note"].is_string()) cal.notes.push_back("the run's mode: " + m["note"].get<std::string>());
-    }
-  }
-  if (other.is_object() && other.contains("cpu_binding")) note_shared_cores(other["cpu_binding"], file, cal.notes);
+  cal.schedule = p.schedule;
+  cal.label = p.display_label();
+  cal.transport = p.transport;
+  cal.ranks = p.ranks;
+  cal.stages = p.stages;
+  cal.micro_batches = p.micro_batches;
+  cal.mode = p.mode;
+  cal.layers = p.layers;
+  if (!p.mode_note.empty()) cal.notes.push_back("the run's mode: " + p.mode_note);
+  note_shared_cores(p.placement, cal.notes);
   if (options.stages > 0) cal.stages = options.stages;
   if (cal.stages > (1 << 20)) fail(file, -1, "otherData.stages is " + std::to_string(cal.stages) + ", beyond 2^20");
   if (cal.stages <= 0)
     fail(file, -1, "the trace does not say how many stages the schedule has (otherData.stages); give --stages");
+  return cal;
+}
 
-  // ---- read the events ----------------------------------------------------------------
-  std::map<std::pair<int, int>, LaneKind> lanes;  // (pid, tid) -> lane, from thread_name
+// The record's slices with what each ran, checked against the cost file's limits (README
+// "Limits") where each number is, so that the fitted model never needs refusing as a whole.
+std::vector<Slice> slices_of(const ReadTrace& t, const Calibration& cal, const std::string& file) {
   std::vector<Slice> slices;
-  std::map<int64_t, FlowEnd> flow_start, flow_finish;
-  const json& events = root["traceEvents"];
-  for (size_t i = 0; i < events.size(); ++i) {
-    const int ev = static_cast<int>(i);
-    current = ev;
-    const json& e = events[i];
-    if (!e.is_object()) fail(file, ev, "an event is not an object");
-    const std::string ph = e.value("ph", "");
-    if (ph == "M") {
-      if (e.value("name", "") == "thread_name" && e.contains("args") && e["args"].is_object() &&
-          e["args"].contains("name") && e["args"]["name"].is_string())
-        lanes[{int_at(e, "pid", file, ev, "thread_name metadata"),
-               int_at(e, "tid", file, ev, "thread_name metadata")}] =
-            lane_of_thread(e["args"]["name"].get<std::string>());
-      continue;
+  slices.reserve(t.record.slices.size());
+  for (size_t i = 0; i < t.record.slices.size(); ++i) {
+    const TimedSlice& r = t.record.slices[i];
+    const SliceStep& st = t.steps[i];
+    Slice s;
+    s.event = st.event;
+    s.pid = r.rank;
+    s.ts = r.start_ms;
+    s.dur = r.end_ms - r.start_ms;
+    s.op = st.op;
+    s.stage = st.stage;
+    s.micro = st.micro;
+    s.step_index = r.step_index;
+    s.sub = r.sub;
+    s.bytes = r.bytes;
+    s.meta = r.meta;
+    s.lane = r.lane;
+    s.flows = t.flows_of_slice[i];
+    const std::string what = "the slice of step " + std::to_string(s.step_index) + " on rank " + std::to_string(s.pid);
+    if (!(s.bytes >= 0 && s.bytes <= kMaxBytes)) {
+      char b[64];
+      std::snprintf(b, sizeof b, "%.17g", s.bytes);
+      fail(file, s.event, what + ": bytes " + b + " is outside 0 to " + std::to_string(static_cast<int64_t>(kMaxBytes)) +
+                              " bytes (1 TiB)");
     }
-    if (ph == "X") {
-      const std::string name = e.value("name", "?");
-      const std::string what = "slice '" + name + "'";
-      Slice s;
-      s.event = ev;
-      s.pid = int_at(e, "pid", file, ev, what);
-      s.tid = int_at(e, "tid", file, ev, what);
-      s.ts = number_at(e, "ts", file, ev, what);
-      s.dur = number_at(e, "dur", file, ev, what);
-      if (s.dur < 0) fail(file, ev, what + " has a negative duration");
-      if (!e.contains("args") || !e["args"].is_object())
-        fail(file, ev, what + " has no args: calibration needs each slice's op, stage, micro, step_index and bytes "
-                              "(as ppsched simulate --trace and ppsched-exec --trace write them)");
-      const json& a = e["args"];
-      auto op_it = a.find("op");
-      if (op_it == a.end() || !op_it->is_string())
-        fail(file, ev, what + " has no args.op: calibration needs the step type of every slice (this trace was "
-                              "not written by ppsched simulate --trace or ppsched-exec --trace, or by an older version)");
-      auto op = op_from_name(op_it->get<std::string>());
-      if (!op) fail(file, ev, what + ": unknown op '" + op_it->get<std::string>() + "' in args.op");
-      s.op = *op;
-      const std::string where = what + " args";
-      s.stage = int_at(a, "stage", file, ev, where);
-      s.micro = int_at(a, "micro", file, ev, where);
-      s.step_index = int_at(a, "step_index", file, ev, where);
-      s.bytes = number_at(a, "bytes", file, ev, where);
-      // The cost file's limits (README "Limits"), checked where the number is, so that the
-      // fitted model never needs refusing as a whole.
-      if (!(s.bytes >= 0 && s.bytes <= kMaxBytes))
-        fail(file, ev, where + ": bytes " + a["bytes"].dump() + " is outside 0 to " +
-                           std::to_string(static_cast<int64_t>(kMaxBytes)) + " bytes (1 TiB)");
-      if (s.dur / 1e3 > kMaxTimeMs)
-        fail(file, ev, what + ": dur " + e["dur"].dump() + " us is over the limit of 1e9 ms (11.6 days)");
-      if (a.contains("sub")) s.sub = int_at(a, "sub", file, ev, where);
-      if (a.contains("meta") && a["meta"].is_boolean()) s.meta = a["meta"].get<bool>();
-      if (s.stage >= cal.stages)
-        fail(file, ev, what + ": stage " + std::to_string(s.stage) + " but the trace has " + std::to_string(cal.stages) +
-                           " stages");
-      slices.push_back(s);
-      continue;
-    }
-    if (ph == "s" || ph == "f") {
-      if (e.value("cat", "") != "p2p") continue;
-      FlowEnd f;
-      f.event = ev;
-      const std::string what = std::string("flow ") + (ph == "s" ? "start" : "end");
-      f.pid = int_at(e, "pid", file, ev, what);
-      f.tid = int_at(e, "tid", file, ev, what);
-      f.ts = number_at(e, "ts", file, ev, what);
-      const int64_t id = int_at(e, "id", file, ev, what);
-      auto& dst = ph == "s" ? flow_start : flow_finish;
-      if (!dst.emplace(id, f).second) fail(file, ev, what + " repeats flow id " + std::to_string(id));
-    }
+    if (!(s.dur <= kMaxTimeMs))
+      fail(file, s.event, what + ": its duration " + std::to_string(s.dur) + " ms is over the limit of 1e9 ms (11.6 days)");
+    if (s.stage >= cal.stages)
+      fail(file, s.event, what + ": stage " + std::to_string(s.stage) + " but the trace has " + std::to_string(cal.stages) +
+                              " stages");
+    slices.push_back(s);
   }
-  current = -1;
-  if (slices.empty()) fail(file, -1, "the trace has no slices (X events): nothing to calibrate");
-  for (auto& s : slices) {
-    auto it = lanes.find({s.pid, s.tid});
-    if (it == lanes.end() || it->second == LaneKind::Unknown)
-      fail(file, s.event, "slice on pid " + std::to_string(s.pid) + " tid " + std::to_string(s.tid) +
-                              ": no thread_name metadata naming its lane (compute, send, recv, collective)");
-    s.lane = it->second;
-  }
-  cal.slices = static_cast<int>(slices.size());
-  int max_pid = 0;
-  for (const auto& s : slices) max_pid = std::max(max_pid, s.pid);
-  if (cal.ranks <= 0) cal.ranks = max_pid + 1;
+  return slices;
+}
 
-  double first = slices[0].ts, last = slices[0].end();
-  for (const auto& s : slices) first = std::min(first, s.ts), last = std::max(last, s.end());
-  cal.measured_makespan_ms = (last - first) / 1e3;
-
-  // ---- flows: bind each end to the one slice of its thread that contains it --------------
-  std::map<std::pair<int, int>, std::vector<int>> by_thread;
-  for (size_t i = 0; i < slices.size(); ++i) by_thread[{slices[i].pid, slices[i].tid}].push_back(static_cast<int>(i));
-  for (auto& [k, v] : by_thread)
-    std::sort(v.begin(), v.end(), [&](int a, int b) { return slices[static_cast<size_t>(a)].ts < slices[static_cast<size_t>(b)].ts; });
-  auto bind = [&](const FlowEnd& f) {
-    auto it = by_thread.find({f.pid, f.tid});
-    if (it != by_thread.end()) {
-      const auto& v = it->second;
-      // the last slice starting at or before f.ts (slices of one thread never overlap)
-      auto pos = std::upper_bound(v.begin(), v.end(), f.ts,
-                                  [&](double t, int idx) { return t < slices[static_cast<size_t>(idx)].ts; });
-      if (pos != v.begin()) {
-        const Slice& s = slices[static_cast<size_t>(*(pos - 1))];
-        if (f.ts <= s.end()) return *(pos - 1);
-      }
-    }
-    fail(file, f.event, "flow end at pid " + std::to_string(f.pid) + " tid " + std::to_string(f.tid) + " ts " +
-                            std::to_string(f.ts) + " lies in no slice of its thread");
-  };
-  std::vector<std::pair<int, int>> pairs;  // (send slice, recv slice)
-  for (const auto& [id, s] : flow_start) {
-    auto f = flow_finish.find(id);
-    if (f == flow_finish.end()) fail(file, s.event, "flow " + std::to_string(id) + " has a start but no end");
-    pairs.push_back({bind(s), bind(f->second)});
-  }
-  for (const auto& [id, f] : flow_finish)
-    if (!flow_start.count(id)) fail(file, f.event, "flow " + std::to_string(id) + " has an end but no start");
-  for (const auto& [a, b] : pairs) ++slices[static_cast<size_t>(a)].flows, ++slices[static_cast<size_t>(b)].flows;
-  cal.flows = static_cast<int>(pairs.size());
-
-  // ---- compute ---------------------------------------------------------------------------
+// ---- compute -------------------------------------------------------------------------------
+// Per (compute kind, stage), the mean (or median) of the kind's slices.
+void fit_compute(const std::vector<Slice>& slices, const CalibrateOptions& options, Calibration& cal) {
   CostModel& c = cal.costs;
-  c = CostModel{};
-  // The protocol: what the options say, else a Gloo run's (measured in the executor's traces),
-  // else the cost model's defaults (a GPU's).
-  const bool gloo = cal.label == "measured (gloo)";
-  const auto protocol = [&](const auto& option, auto& field, auto gloo_value, const char* why) {
-    if (option) {
-      field = *option;
-    } else if (gloo) {
-      field = gloo_value;
-      cal.notes.push_back(why);
-    }
-  };
-  protocol(options.eager_threshold_bytes, c.eager_threshold_bytes, 0.0,
-           "a Gloo run: its sends wait for the receiver, so the fitted model has eager threshold 0");
-  protocol(options.compute_blocks_host, c.compute_blocks_host, true,
-           "a Gloo run computes on the CPU that posts the communication, so the fitted model has "
-           "compute_blocks_host: true (nothing is posted while a compute runs)");
-  protocol(options.background_progress, c.background_progress, false,
-           "a Gloo run's receiver reads a payload in on its transport thread, which gets a core only "
-           "while the rank waits, so the fitted model has background_progress: false");
-  const bool fit_handoff = options.send_handoff.value_or(gloo);
-  c.source = "calibrated from " + (file.empty() ? std::string("a trace") : file);
   std::map<ComputeKind, std::map<int, std::vector<double>>> samples;
   int composites = 0, sub_slices = 0;
   for (const auto& s : slices) {
-    if (s.lane != LaneKind::Compute) continue;
+    if (s.lane != Lane::Compute) continue;
     if (is_composite(s.op)) {
       ++composites;
       continue;
@@ -415,7 +212,7 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
     const ComputeKind kind = info(s.op).compute;
     if (kind == ComputeKind::None) continue;
     if (s.sub >= 0) ++sub_slices;
-    samples[kind][s.stage].push_back(s.dur / 1e3);
+    samples[kind][s.stage].push_back(s.dur);
   }
   for (const auto& [kind, by_stage] : samples) {
     const bool staged = std::any_of(by_stage.begin(), by_stage.end(), [](const auto& kv) { return kv.first >= 0; });
@@ -436,7 +233,7 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
       fit.value_ms = to_ns_ms(options.statistic == Statistic::Median ? fit.median_ms : fit.mean_ms);
       cal.compute.push_back(fit);
     }
-    StageValue* field = compute_field(c, kind);
+    StageValue* field = &c.compute(kind);
     if (!staged) {
       *field = StageValue::scalar(to_ns_ms(statistic(grouped[-1], options.statistic)));
     } else {
@@ -456,7 +253,7 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
                          ? cal.stages
                          : 1;
     for (int s = 0; s < rows; ++s) v.rows.push_back({to_ns_ms(f(s))});
-    *compute_field(c, target) = v;
+    c.compute(target) = v;
   };
   if (!sampled(ComputeKind::Backward) && sampled(ComputeKind::BackwardInput) && sampled(ComputeKind::BackwardWeight))
     derive(ComputeKind::Backward, [&](int s) { return c.bwd_input.at(s, 0) + c.bwd_weight.at(s, 0); });
@@ -475,18 +272,22 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
     cal.notes.push_back("composite sub-steps were timed one after the other: overlap_efficiency 0");
   }
   for (const auto& k : compute_keys())
-    if (StageValue* f = compute_field(c, k.kind); f && !f->given) *f = StageValue::scalar(0);
+    if (StageValue& f = c.compute(k.kind); !f.given) f = StageValue::scalar(0);
 
-  // ---- bytes -----------------------------------------------------------------------------
+}
+
+// ---- bytes ---------------------------------------------------------------------------------
+void fit_bytes(const std::vector<Slice>& slices, Calibration& cal) {
+  CostModel& c = cal.costs;
   std::map<Payload, std::map<int, std::vector<double>>> payloads;
   std::vector<double> metas, tower_params, tied_params;
   for (const auto& s : slices) {
-    if (s.lane == LaneKind::Collective) {
+    if (s.lane == Lane::Collective) {
       if (info(s.op).collective_bytes == CollectiveBytes::TowerParams) tower_params.push_back(s.bytes);
       if (info(s.op).collective_bytes == CollectiveBytes::TiedParams) tied_params.push_back(s.bytes);
       continue;
     }
-    if (s.lane != LaneKind::Send && s.lane != LaneKind::Recv) continue;
+    if (s.lane != Lane::Send && s.lane != Lane::Recv) continue;
     if (s.meta) {
       metas.push_back(s.bytes);
       continue;
@@ -522,13 +323,46 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
   c.capacity_bytes.reset();
   c.kept_activation_bytes = StageValue::scalar(0);
 
-  // ---- link: least squares over single-message transfers ---------------------------------
+}
+
+// ---- protocol ------------------------------------------------------------------------------
+// What the options say, else a Gloo run's (measured in the executor's traces), else the cost
+// model's defaults (a GPU's).
+void fit_protocol(const CalibrateOptions& options, Calibration& cal) {
+  CostModel& c = cal.costs;
+  const bool gloo = cal.transport == RunTransport::Gloo;
+  const auto protocol = [&](const auto& option, auto& field, auto gloo_value, const char* why) {
+    if (option) {
+      field = *option;
+    } else if (gloo) {
+      field = gloo_value;
+      cal.notes.push_back(why);
+    }
+  };
+  protocol(options.eager_threshold_bytes, c.eager_threshold_bytes, 0.0,
+           "a Gloo run: its sends wait for the receiver, so the fitted model has eager threshold 0");
+  protocol(options.compute_blocks_host, c.compute_blocks_host, true,
+           "a Gloo run computes on the CPU that posts the communication, so the fitted model has "
+           "compute_blocks_host: true (nothing is posted while a compute runs)");
+  protocol(options.background_progress, c.background_progress, false,
+           "a Gloo run's receiver reads a payload in on its transport thread, which gets a core only "
+           "while the rank waits, so the fitted model has background_progress: false");
+}
+
+// ---- link: least squares over single-message transfers ---------------------------------
+void fit_link(const std::vector<Slice>& slices, const std::vector<MessageFlow>& flows, const std::string& file,
+              const CalibrateOptions& options, Calibration& cal) {
+  CostModel& c = cal.costs;
+  const bool fit_handoff = options.send_handoff.value_or(cal.transport == RunTransport::Gloo);
+  std::vector<std::pair<int, int>> pairs;  // (send slice, recv slice)
+  pairs.reserve(flows.size());
+  for (const MessageFlow& f : flows) pairs.push_back({f.send_slice, f.recv_slice});
   // The end of the last compute slice issued before a step, per rank (a send's payload is
   // ready then at the earliest).
   std::map<int, std::vector<std::pair<int, double>>> compute_ends;  // pid -> (step_index, end), by step
   std::map<int, std::vector<std::pair<double, double>>> computes;   // pid -> (start, end), by start
   for (const auto& s : slices)
-    if (s.lane == LaneKind::Compute) {
+    if (s.lane == Lane::Compute) {
       compute_ends[s.pid].push_back({s.step_index, s.end()});
       computes[s.pid].push_back({s.ts, s.end()});
     }
@@ -575,8 +409,8 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
     if (computed_during(rcv)) {
       ++skipped_deferred;
       const double waited = last_compute_in(rcv);
-      if (rcv.flows == 1 && std::max(snd.ts, ready_at(snd.pid, snd.step_index)) < waited - 1e-3)  // 1 ns
-        deferred.push_back({rcv.bytes, (rcv.end() - waited) / 1e3});
+      if (rcv.flows == 1 && std::max(snd.ts, ready_at(snd.pid, snd.step_index)) < waited - 1e-6)  // 1 ns
+        deferred.push_back({rcv.bytes, rcv.end() - waited});
       continue;
     }
     const double start = std::max({snd.ts, rcv.ts, ready_at(snd.pid, snd.step_index)});
@@ -586,7 +420,7 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
         if (!fresh) it->second = std::max(it->second, start);
       }
     if (rcv.flows != 1) continue;
-    const double t = (rcv.end() - start) / 1e3;
+    const double t = rcv.end() - start;
     if (t < 0) {
       ++skipped_negative;
       continue;
@@ -596,13 +430,13 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
     // A group's send slice ends with the group; a send posted early and waited after a compute
     // (--overlap-p2p waits its sends at the end) ends with that wait.
     if (snd.flows == 1 && !computed_during(snd)) {
-      handoff_sum += std::max(0.0, (snd.end() - start) / 1e3);
+      handoff_sum += std::max(0.0, snd.end() - start);
       ++singles;
     }
   }
   for (const auto& [k, latest] : group_start) {
     const Slice& rcv = slices[static_cast<size_t>(k)];
-    const double t = (rcv.end() - latest) / 1e3;
+    const double t = rcv.end() - latest;
     if (t < 0) {
       ++skipped_negative;
       continue;
@@ -640,7 +474,7 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
   {
     std::map<std::pair<int, int>, std::vector<const Slice*>> by_op_rank;  // (op, pid) -> slices in time order
     for (const auto& s : slices)
-      if (s.lane == LaneKind::Collective && info(s.op).collective == CollectiveScope::AllPipelineRanks)
+      if (s.lane == Lane::Collective && info(s.op).collective == CollectiveScope::AllPipelineRanks)
         by_op_rank[{static_cast<int>(s.op), s.pid}].push_back(&s);
     std::map<int, std::vector<std::vector<const Slice*>>> per_op;  // op -> per rank
     for (auto& [key, v] : by_op_rank) {
@@ -659,7 +493,7 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
         const bool reduce = info(static_cast<Op>(op)).collective_kind == CollectiveKind::AllReduce;
         as.push_back(reduce ? 2 * (n - 1) : n - 1);
         xs.push_back(reduce ? 2 * (n - 1) / n * bytes : bytes);
-        ys.push_back((last_end - last_start) / 1e3);
+        ys.push_back(last_end - last_start);
         ++lf.collectives;
       }
     }
@@ -736,8 +570,44 @@ Calibration fit(const json& root, const std::string& file, const CalibrateOption
   }
   c.intra_node = c.inter_node = link;
   c.pairs.clear();
-  return cal;
+}
+
+// A derived value (BWD = BWD_INPUT + BWD_WEIGHT) may pass the limit its parts kept.
+void check_limits(const CostModel& c, const std::string& file) {
+  for (const auto& k : compute_keys()) {
+    const StageValue& v = c.compute(k.kind);
+    for (size_t s = 0; s < v.rows.size(); ++s)
+      for (double ms : v.rows[s])
+        if (!(ms <= kMaxTimeMs))
+          fail(file, -1, "the fitted model is not a valid cost file (compute." + std::string(k.key) + "[" +
+                             std::to_string(s) + "]): " + std::to_string(ms) + " ms is over the limit of 1e9 ms");
+  }
 }
 
 }  // namespace
+
+Calibration calibrate_run(const ReadTrace& trace, const std::string& file, const CalibrateOptions& options) {
+  Calibration cal = describe_run(trace.record.provenance, file, options);
+  const std::vector<Slice> slices = slices_of(trace, cal, file);
+  cal.slices = static_cast<int>(slices.size());
+  cal.flows = static_cast<int>(trace.record.flows.size());
+  if (cal.ranks <= 0) cal.ranks = static_cast<int>(trace.record.ranks.size());
+  double first = slices[0].ts, last = slices[0].end();
+  for (const auto& s : slices) first = std::min(first, s.ts), last = std::max(last, s.end());
+  cal.measured_makespan_ms = last - first;
+
+  cal.costs = CostModel{};
+  cal.costs.source = "calibrated from " + (file.empty() ? std::string("a trace") : file);
+  fit_protocol(options, cal);
+  fit_compute(slices, options, cal);
+  fit_bytes(slices, cal);
+  fit_link(slices, trace.record.flows, file, options, cal);
+  check_limits(cal.costs, file);
+  return cal;
+}
+
+Calibration calibrate_trace(std::string_view text, const std::string& file, const CalibrateOptions& options) {
+  return calibrate_run(read_chrome_trace(text, file), file, options);
+}
+
 }  // namespace ppsched

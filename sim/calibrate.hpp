@@ -1,5 +1,6 @@
-// Calibration: a cost model fitted to a trace (Chrome trace JSON as traces/chrome_trace.cpp
-// writes it, from `ppsched-exec --trace` or `ppsched simulate --trace`).
+// Calibration: a cost model fitted to a run record (results/run_record.hpp) — in practice a
+// Chrome trace read back by traces/trace_reader.hpp, from `ppsched-exec --trace` or
+// `ppsched simulate --trace`.
 //
 // What is fitted, and from what:
 //  - compute: every slice on a compute thread whose args name a step type with a compute kind
@@ -18,7 +19,8 @@
 //    receive, so waiting for the peer is not counted.
 //  - bytes: the median payload of each kind (activation / gradient per stage boundary, data,
 //    features, ..., meta, collective payloads) as the slices' args.bytes give them.
-//  - protocol: a Gloo run's sends wait for their receiver (eager threshold 0), its compute
+//  - protocol: when the record's provenance says the run was measured on Gloo (otherData.transport),
+//    its sends wait for their receiver (eager threshold 0), its compute
 //    runs on the thread that posts the communication (compute_blocks_host), and a receiver
 //    reads a payload in only while it waits (background_progress false), and a send
 //    returns once the transport took its payload (send_handoff_ms: the mean time from a
@@ -32,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "results/run_record.hpp"
 #include "sim/cost_model.hpp"
 
 namespace ppsched {
@@ -42,17 +45,17 @@ struct CalibrateOptions {
   Statistic statistic = Statistic::Mean;
   int stages = -1;  // -1: otherData.stages of the trace
   // Written to the fitted model's protocol section (the fit itself times every transfer as a
-  // rendezvous, from the later post). Unset: 0 for a trace labelled "measured (gloo)" (Gloo's
+  // rendezvous, from the later post). Unset: 0 for a measured Gloo run (Gloo's
   // TCP pairs send only once the receiver posted), else the cost model's 4 MiB (NCCL's buffer).
   std::optional<double> eager_threshold_bytes;
-  // Written to the protocol section too. Unset: true for a trace labelled "measured (gloo)"
+  // Written to the protocol section too. Unset: true for a measured Gloo run
   // (the executor's Gloo runs compute on the CPU thread that posts the communication), else
   // false (a GPU run launches compute on a stream and goes on posting).
   std::optional<bool> compute_blocks_host;
-  // The same: unset, false for a trace labelled "measured (gloo)" (one core per rank: Gloo's
+  // The same: unset, false for a measured Gloo run (one core per rank: Gloo's
   // thread of the receiver reads a payload in only while the rank waits), else true.
   std::optional<bool> background_progress;
-  // Whether to fit protocol.send_handoff_ms. Unset: for a trace labelled "measured (gloo)".
+  // Whether to fit protocol.send_handoff_ms. Unset: for a measured Gloo run.
   std::optional<bool> send_handoff;
 };
 
@@ -78,7 +81,9 @@ struct LinkFit {
 struct Calibration {
   CostModel costs;
   std::string schedule;      // otherData.schedule
-  std::string label;         // otherData.label ("measured", "simulated", ...)
+  std::string label;         // the run's display label ("measured (gloo)", "simulated", ...)
+  RunTransport transport = RunTransport::None;  // a measured run's transport (its protocol)
+  std::vector<StageLayers> layers;  // the model layers each stage held, when the run said
   int ranks = 0, stages = 0, micro_batches = 0;
   // otherData.mode: the runtime mode the traced run had (comm, overlap_p2p, mpipe_batched_recv,
   // dyn_shape); unset for a trace that does not say.
@@ -95,5 +100,9 @@ struct Calibration {
 // flow end that lies in no slice, a number beyond the cost file's limits (bytes, durations,
 // a fitted link): what it returns, write_cost_model writes and read_cost_model reads.
 Calibration calibrate_trace(std::string_view text, const std::string& file_name, const CalibrateOptions& options = {});
+
+// The same fit from a trace already read (traces/trace_reader.hpp); `file_name` locates errors.
+struct ReadTrace;
+Calibration calibrate_run(const ReadTrace& trace, const std::string& file_name, const CalibrateOptions& options = {});
 
 }  // namespace ppsched

@@ -49,6 +49,12 @@ const StageValue& CostModel::compute(ComputeKind kind) const {
   return zero;
 }
 
+StageValue& CostModel::compute(ComputeKind kind) {
+  for (const auto& f : kComputeFields)
+    if (f.kind == kind) return this->*f.value;
+  throw std::logic_error("CostModel::compute: no field prices compute kind " + std::to_string(static_cast<int>(kind)));
+}
+
 double CostModel::compute_ms(Op op, int stage, int micro) const {
   return compute(info(op).compute).at(stage, micro);
 }

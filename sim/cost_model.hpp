@@ -109,6 +109,8 @@ struct CostModel {
 
   // The StageValue a compute kind is priced by (ComputeKind::None: an all-zero value).
   const StageValue& compute(ComputeKind kind) const;
+  // The same field, to set (calibrate). Throws std::logic_error for ComputeKind::None.
+  StageValue& compute(ComputeKind kind);
   // How many stages the per-stage arrays describe: 1 when every value is a scalar.
   int stage_count() const;
   // Whether any per-stage value has per-micro rows (then a price depends on the micro-batch).

@@ -36,6 +36,7 @@
 #include "lowering/effects.hpp"
 #include "model/errors.hpp"
 #include "model/flat_map.hpp"
+#include "results/recorder.hpp"
 
 namespace ppsched {
 namespace {
@@ -62,10 +63,22 @@ struct MsgState {
 };
 static_assert(sizeof(MsgState) == 40, "MsgState: keep it at 40 bytes");
 
+// A simulated run's provenance: the schedule's shape and the runtime mode it was priced in.
+RunProvenance provenance(const Schedule& s, const SimOptions& o) {
+  RunProvenance p;
+  p.source = RunSource::Simulated;
+  p.schedule = s.name;
+  p.ranks = s.ranks;
+  p.stages = s.stages;
+  p.micro_batches = s.micro_batches;
+  p.mode = o.check;
+  return p;
+}
+
 class Engine {
  public:
   Engine(const Schedule& s, const CostModel& c, const SimOptions& o)
-      : s_(s), c_(c), o_(o), model_(build_comm_model(s, o.check)) {
+      : s_(s), c_(c), o_(o), model_(build_comm_model(s, o.check)), rec_(provenance(s, o), s.ranks, o.record_trace) {
     const size_t R = static_cast<size_t>(s.ranks);
     host_.assign(R, 0.0);
     host_cause_.assign(R, -1);
@@ -122,8 +135,8 @@ class Engine {
     }
   }
 
-  SimResult run() {
-    SimResult res;
+  RunRecord run() {
+    RunRecord& res = rec_.header();
     res.check = verify(s_, o_.check, model_);
     // After the checks: their temporaries are freed by now, and the slices reuse that memory.
     size_t actions = 0;
@@ -146,8 +159,7 @@ class Engine {
       // wait for something else: nothing timed can wake those any more, so they wait still.
     } while (start_any_stalled());
     res.completed = std::all_of(done_.begin(), done_.end(), [](bool d) { return d; });
-    finish(res);
-    return res;
+    return finish();
   }
 
  private:
@@ -257,7 +269,7 @@ class Engine {
       a.time = t;
       a.step = current_step_;
     }
-    if (o_.record_trace) memory_samples_.push_back({r, t, resident_[ri].total() + now, act_now_[ri]});
+    rec_.memory({r, t, resident_[ri].total() + now, act_now_[ri]});
   }
 
   // The workspace a compute action's backward holds while it runs (0 for anything else): the
@@ -806,19 +818,17 @@ class Engine {
   }
 
   // ---- results --------------------------------------------------------------------------------
-  void finish(SimResult& res) {
+  RunRecord finish() {
+    RunRecord& res = rec_.header();
     res.steps = res.check.stats.steps;  // counted once, by the checks (the cache walk)
     res.events = events_;
     double makespan = last_slice_ >= 0 ? std::max(0.0, last_end_) : 0.0;
     for (int r = 0; r < s_.ranks; ++r) makespan = std::max(makespan, host_[static_cast<size_t>(r)]);
-    res.makespan_ms = makespan;
     for (int r = 0; r < s_.ranks; ++r) {
       const size_t ri = static_cast<size_t>(r);
       RankSummary rs;
       rs.rank = r;
       rs.busy_ms = busy_[ri];
-      rs.idle_ms = std::max(0.0, makespan - busy_[ri]);
-      rs.bubble_fraction = makespan > 0 ? rs.idle_ms / makespan : 0.0;
       const Peak& pk = peaks_[ri];
       rs.peak_memory_bytes = resident_[ri].total() + pk.bytes;
       rs.peak_memory_time_ms = pk.time;
@@ -835,8 +845,7 @@ class Engine {
       rs.end_ms = std::max(host_[ri], compute_free_[ri]);
       rs.dp_collective_ms = dp_ms_[ri];
       rs.dp_ring_inter_node = dp_ring_inter_node(r);
-      res.dp_collective_ms += dp_ms_[ri];
-      res.ranks.push_back(rs);
+      rec_.rank(rs);
     }
     res.dp_degree = o_.check.dp.degree;
     // Critical path: from the slice that ends last, follow the causes back.
@@ -844,24 +853,21 @@ class Engine {
     std::vector<CriticalStep> path;
     for (int32_t k = last; k >= 0 && path.size() <= slices_.size(); k = causes_[static_cast<size_t>(k)]) {
       const Span& sl = slices_[static_cast<size_t>(k)];
-      path.push_back({sl.rank, sl.step_index, sl.lane, sl.start_ms, sl.end_ms});
+      path.push_back({sl.rank, sl.step_index, sl.lane, sl.start_ms, sl.end_ms, sl.meta});
       if (causes_[static_cast<size_t>(k)] >= k) break;  // causes always point to earlier slices
     }
     std::reverse(path.begin(), path.end());
     // A slice can begin before its cause ends (a send posted before its payload is ready);
     // on the path it counts from when its cause let it go.
     for (size_t k = 1; k < path.size(); ++k) path[k].start_ms = std::max(path[k].start_ms, path[k - 1].end_ms);
-    res.critical_path = std::move(path);
+    rec_.critical_path(std::move(path));
     for (size_t k = 0; k < model_.channels.size(); ++k)
-      if (link_msgs_[k])
-        res.links.push_back({model_.channels[k].src, model_.channels[k].dst, link_bytes_[k], link_msgs_[k]});
-    std::sort(res.links.begin(), res.links.end(),
-              [](const auto& x, const auto& y) { return std::tie(x.src, x.dst) < std::tie(y.src, y.dst); });
+      if (link_msgs_[k]) rec_.link(model_.channels[k].src, model_.channels[k].dst, link_bytes_[k], link_msgs_[k]);
     if (o_.record_trace) {
-      res.slices.reserve(slices_.size());
+      rec_.reserve_slices(slices_.size());
       for (size_t k = 0; k < slices_.size(); ++k) {
         const Span& sp = slices_[k];
-        SimSlice sl;
+        TimedSlice sl;
         sl.rank = sp.rank;
         sl.step_index = sp.step_index;
         sl.sub = sp.sub;
@@ -870,25 +876,23 @@ class Engine {
         sl.end_ms = sp.end_ms;
         sl.bytes = slice_bytes_[k];
         sl.meta = sp.meta;
-        res.slices.push_back(sl);
+        rec_.slice(sl);
       }
-      int32_t id = 0;
       for (auto& [sid, rid] : pending_flows_) {
         const MsgState& a = msgs_[static_cast<size_t>(sid)];
         const MsgState& b = msgs_[static_cast<size_t>(rid)];
         if (a.slice < 0 || b.slice < 0) continue;
-        SimFlow f{id++, a.slice, b.slice};
         // As settle() and transfer() timed it: an eager payload leaves when ready and arrives
         // when its send completes; a rendezvous one leaves when its transfer starts (the
         // receive's `ready`) and arrives when the receive completes.
+        double leave = std::numeric_limits<double>::quiet_NaN(), arrive = leave;
         if (a.end != kUnknown) {
           const bool is_eager = eager(msg_bytes_[static_cast<size_t>(sid)]);
-          f.leave_ms = is_eager ? a.ready : b.ready;
-          f.arrive_ms = is_eager ? a.end : b.end;
+          leave = is_eager ? a.ready : b.ready;
+          arrive = is_eager ? a.end : b.end;
         }
-        res.flows.push_back(f);
+        rec_.flow(a.slice, b.slice, leave, arrive);
       }
-      res.memory = std::move(memory_samples_);
     }
     // The checks replayed the same lowering (their deadlock pass): a timed run that stops is
     // explained there, either by a deadlock or by the unmatched message or collective the
@@ -896,6 +900,7 @@ class Engine {
     if (!res.completed && res.check.completes)
       throw std::logic_error("simulate: the timed run of '" + s_.name +
                              "' stopped although the replay of its lowering completes (an engine bug)");
+    return rec_.finish(makespan);
   }
 
   struct Peak {
@@ -927,7 +932,7 @@ class Engine {
   std::map<std::pair<int32_t, int32_t>, Instance> instances_;
   std::vector<uint8_t> blocked_;
   std::vector<int32_t> wake_cause_;
-  // A slice while the run goes on: SimSlice less its bytes, which are kept apart and only
+  // A slice while the run goes on: TimedSlice less its bytes, which are kept apart and only
   // when tracing (32 bytes a slice instead of 48: a 10^7-step run holds ~10^7 of them).
   struct Span {
     double start_ms, end_ms;
@@ -940,7 +945,7 @@ class Engine {
   std::vector<double> slice_bytes_;  // per slice, when tracing
   std::vector<int32_t> causes_;
   std::vector<std::pair<int32_t, int32_t>> pending_flows_;
-  std::vector<MemorySample> memory_samples_;
+  RunRecorder rec_;
   std::vector<int64_t> mem_now_;        // per rank: live bytes (activations, buffers, gathered, workspace)
   std::vector<int64_t> act_now_;        // ... of which kept activations (the workspace included)
   std::vector<int64_t> gathered_now_, workspace_now_;
@@ -970,7 +975,7 @@ class Engine {
 
 }  // namespace
 
-SimResult simulate(const Schedule& s, const CostModel& costs, const SimOptions& options) {
+RunRecord simulate(const Schedule& s, const CostModel& costs, const SimOptions& options) {
   if (const std::string why = data_parallel_problem(options.check.dp, s.ranks); !why.empty())
     throw InputError({}, why);
   return Engine(s, costs, options).run();

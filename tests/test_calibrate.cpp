@@ -53,14 +53,12 @@ CostModel known_costs() {
 }
 
 Calibration round_trip(const Schedule& s, const CostModel& c) {
-  SimResult r = simulate(s, c);
+  RunRecord r = simulate(s, c);
   REQUIRE(r.completed);
   REQUIRE(r.check.ok());
-  TraceOptions to;
-  to.label = "simulated";
   CalibrateOptions o;
   o.eager_threshold_bytes = 0;
-  return calibrate_trace(chrome_trace_json(s, r, to), "sim.trace.json", o);
+  return calibrate_trace(chrome_trace_json(s, r), "sim.trace.json", o);
 }
 
 using testing::expect_error;
@@ -70,7 +68,7 @@ std::string simulated_trace() {
   g.pp = 2;
   g.micro = 4;
   Schedule s = generate("1f1b", g);
-  return chrome_trace_json(s, simulate(s, known_costs()), TraceOptions::labelled("simulated"));
+  return chrome_trace_json(s, simulate(s, known_costs()));
 }
 
 // Trace times are whole nanoseconds; a fitted value is within a few of them.
@@ -111,7 +109,7 @@ TEST_CASE("a simulated 1F1B trace calibrates back to its per-stage times, link l
 
   // The fitted model predicts the run it came from.
   const CostModel back = read_cost_model(write_cost_model(cal.costs), "fitted.json");
-  const SimResult again = simulate(s, back);
+  const RunRecord again = simulate(s, back);
   CHECK(again.makespan_ms == Approx(simulate(s, c).makespan_ms).margin(1e-4));
   CHECK(cal.measured_makespan_ms == Approx(simulate(s, c).makespan_ms).margin(kTimeTol));
 }
@@ -301,11 +299,15 @@ TEST_CASE("a Gloo trace gets the CPU run's protocol, any other the GPU's, and th
   const Schedule s = generate("1f1b", g);
   CostModel cpu = known_costs();
   cpu.compute_blocks_host = true;  // as on a CPU: no send slice spans a compute
-  const SimResult r = simulate(s, cpu);
-  const auto fit = [&](const char* label, const CalibrateOptions& o) {
-    return calibrate_trace(chrome_trace_json(s, r, TraceOptions::labelled(label)), "t.json", o);
+  const RunRecord r = simulate(s, cpu);
+  // The protocol follows the run's provenance (otherData.source and .transport), not its label.
+  const auto fit = [&](RunSource source, RunTransport transport, const CalibrateOptions& o) {
+    RunRecord measured = r;
+    measured.provenance.source = source;
+    measured.provenance.transport = transport;
+    return calibrate_trace(chrome_trace_json(s, measured), "t.json", o);
   };
-  const Calibration gloo = fit("measured (gloo)", {});
+  const Calibration gloo = fit(RunSource::Measured, RunTransport::Gloo, {});
   CHECK(gloo.costs.eager_threshold_bytes == 0);
   CHECK(gloo.costs.compute_blocks_host);
   CHECK_FALSE(gloo.costs.background_progress);
@@ -320,7 +322,7 @@ TEST_CASE("a Gloo trace gets the CPU run's protocol, any other the GPU's, and th
   CHECK(said(gloo, "compute_blocks_host: true"));
   CHECK(said(gloo, "background_progress: false"));
   CHECK(said(gloo, "send_handoff_ms"));
-  const Calibration sim = fit("simulated", {});
+  const Calibration sim = fit(RunSource::Simulated, RunTransport::None, {});
   CHECK(sim.costs.eager_threshold_bytes == CostModel{}.eager_threshold_bytes);
   CHECK_FALSE(sim.costs.compute_blocks_host);
   CHECK(sim.costs.background_progress);
@@ -330,7 +332,7 @@ TEST_CASE("a Gloo trace gets the CPU run's protocol, any other the GPU's, and th
   o.compute_blocks_host = false;
   o.background_progress = true;
   o.send_handoff = false;
-  const Calibration overridden = fit("measured (gloo)", o);
+  const Calibration overridden = fit(RunSource::Measured, RunTransport::Gloo, o);
   CHECK_FALSE(overridden.costs.compute_blocks_host);
   CHECK(overridden.costs.background_progress);
   CHECK_FALSE(overridden.costs.send_handoff_ms.has_value());
@@ -353,7 +355,7 @@ TEST_CASE("a batch's group is one sample of the link fit: interleaved --batch ca
   CHECK(cal.link.latency_ms == Approx(0.05).margin(kTimeTol));
   REQUIRE(cal.link.bandwidth_GBps);
   CHECK(*cal.link.bandwidth_GBps == Approx(12.5).epsilon(1e-5));
-  const SimResult again = simulate(s, read_cost_model(write_cost_model(cal.costs), "fitted.json"));
+  const RunRecord again = simulate(s, read_cost_model(write_cost_model(cal.costs), "fitted.json"));
   CHECK(again.makespan_ms == Approx(simulate(s, c).makespan_ms).margin(1e-4));
 }
 
@@ -370,13 +372,14 @@ TEST_CASE("a Gloo overlap trace: the receives its ranks waited after a compute g
   SimOptions o;
   o.record_trace = true;
   o.check.overlap_p2p = true;
-  const SimResult r = simulate(s, c, o);
+  const RunRecord r = simulate(s, c, o);
   REQUIRE(r.completed);
-  TraceOptions to = TraceOptions::labelled("measured (gloo)");
-  to.mode = o.check;
+  RunRecord measured = r;  // the mode (overlap_p2p) comes with the simulation's provenance
+  measured.provenance.source = RunSource::Measured;
+  measured.provenance.transport = RunTransport::Gloo;
   CalibrateOptions co;
   co.send_handoff = false;
-  const Calibration cal = calibrate_trace(chrome_trace_json(s, r, to), "gloo.trace.json", co);
+  const Calibration cal = calibrate_trace(chrome_trace_json(s, measured), "gloo.trace.json", co);
   CHECK(cal.costs.compute_blocks_host);
   CHECK_FALSE(cal.costs.background_progress);
   CHECK(cal.link.latency_ms == Approx(0.05).margin(kTimeTol));
@@ -385,7 +388,7 @@ TEST_CASE("a Gloo overlap trace: the receives its ranks waited after a compute g
   for (const auto& n : cal.notes) said = said || n.find("deferred_start_ms 0.375") != std::string::npos;
   CHECK(said);
   // The fitted model predicts the run it came from.
-  const SimResult again = simulate(s, read_cost_model(write_cost_model(cal.costs), "fitted.json"), o);
+  const RunRecord again = simulate(s, read_cost_model(write_cost_model(cal.costs), "fitted.json"), o);
   CHECK(again.makespan_ms == Approx(r.makespan_ms).margin(1e-4));
 }
 

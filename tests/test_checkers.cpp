@@ -534,7 +534,7 @@ void expect_same_as_canonical(const Schedule& hp, const Schedule& canonical) {
   CHECK(a.violations.size() == b.violations.size());
   CHECK(a.notes == b.notes);
   const CostModel c = default_cost_model(hp.stages);
-  const SimResult x = simulate(hp, c), y = simulate(canonical, c);
+  const RunRecord x = simulate(hp, c), y = simulate(canonical, c);
   CHECK(x.completed);
   CHECK(x.makespan_ms == y.makespan_ms);
   REQUIRE(x.ranks.size() == y.ranks.size());

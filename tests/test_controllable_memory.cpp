@@ -135,14 +135,14 @@ void check_identity(const char* family, const char* file) {
 
 CostModel unit_costs() { return read_cost_file(data_dir() + "/costs/unit_fiw.json"); }
 
-SimResult simulate_with(const Schedule& s, const CostModel& costs) {
+RunRecord simulate_with(const Schedule& s, const CostModel& costs) {
   SimOptions o;
   o.check.memory = costs.memory_model(s.stages);
   return simulate(s, costs, o);
 }
 
 // The reference's "longest stage time": over ranks, last compute end - first compute start.
-double longest_rank_span(const SimResult& r, int ranks) {
+double longest_rank_span(const RunRecord& r, int ranks) {
   std::vector<double> first(static_cast<size_t>(ranks), -1), last(static_cast<size_t>(ranks), 0);
   for (const auto& sl : r.slices) {
     if (sl.lane != Lane::Compute) continue;
@@ -195,7 +195,7 @@ TEST_CASE("ppsched simulate reproduces the reference's bubble rate with its unit
       const auto [P, M] = pm;
       INFO(family << " P=" << P << " M=" << M);
       const Schedule s = gen(family, P, M);
-      const SimResult r = simulate_with(s, costs);
+      const RunRecord r = simulate_with(s, costs);
       REQUIRE(r.completed);
       CHECK(r.check.ok());
       const double span = longest_rank_span(r, P);
@@ -217,7 +217,7 @@ TEST_CASE("activation peaks: v-half keeps (P+2)/2 and v-min (P+4)/3 stage activa
   CostModel stage = chunk;
   stage.kept_activation_bytes = StageValue::scalar(2.0 * (1 << 20));
   const auto half = read_reference("zbv_greedy_half.txt"), min = read_reference("zbv_greedy_min.txt");
-  auto peak_mib = [](const SimResult& r) {
+  auto peak_mib = [](const RunRecord& r) {
     int64_t p = 0;
     for (const auto& x : r.ranks) p = std::max(p, x.peak_memory_bytes);
     return static_cast<double>(p) / (1 << 20);

@@ -191,7 +191,7 @@ TEST_CASE("1F1B rank 0 with M >= P holds P micro-batches' activations at its pea
       SimOptions so;
       so.check.memory = nc.costs.memory_model(P);
       so.record_trace = false;
-      const SimResult r = simulate(s, nc.costs, so);
+      const RunRecord r = simulate(s, nc.costs, so);
       REQUIRE(r.completed);
       CHECK(r.ranks[0].memory.activations_peak_bytes == P * nc.plan.stages[0].activation_bytes[0]);
       CHECK(r.ranks[0].peak_memory_bytes >= r.ranks[0].memory.resident_bytes() + r.ranks[0].memory.activations_peak_bytes);

@@ -162,7 +162,7 @@ TEST_CASE("a searched order becomes an ordinary schedule: its compute order kept
     CHECK(verify(s).ok());
     SimOptions o;
     o.check.overlap_p2p = true;
-    const SimResult r = simulate(s, costs, o);
+    const RunRecord r = simulate(s, costs, o);
     REQUIRE(r.completed);
     CHECK(r.makespan_ms == Approx(so.best.eval.makespan).margin(1e-9));
     // ZB's model has no shape meta; ppsched's first forward per stage pays one more latency.
@@ -472,7 +472,7 @@ TEST_CASE("tune: the best is verified, never slower than any family that fits th
         }()).ok());
   SimOptions o;
   o.check.memory = default_cost_model(r.best_schedule.stages).memory_model(r.best_schedule.stages);
-  const SimResult again = simulate(r.best_schedule, default_cost_model(r.best_schedule.stages), o);
+  const RunRecord again = simulate(r.best_schedule, default_cost_model(r.best_schedule.stages), o);
   CHECK(again.makespan_ms == Approx(best.makespan_ms).epsilon(1e-12));
   CHECK(r.bound.makespan > 0);
   CHECK_FALSE(r.bound.formula.empty());
@@ -508,7 +508,7 @@ TEST_CASE("an F paired with the next backward becomes one OVERLAP_F_B step: veri
   CHECK(*back == *order);
   SimOptions o;
   o.check.overlap_p2p = true;
-  const SimResult r = simulate(s, costs, o);
+  const RunRecord r = simulate(s, costs, o);
   REQUIRE(r.completed);
   CHECK(r.makespan_ms == Approx(e.makespan).margin(1e-9));
 }

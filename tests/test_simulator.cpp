@@ -37,7 +37,7 @@ Schedule gen(const char* family, int P, int M, int V = 1) {
   return generate(family, g);
 }
 
-SimResult run(const Schedule& s, const CostModel& c) {
+RunRecord run(const Schedule& s, const CostModel& c) {
   SimOptions o;
   o.record_trace = true;
   return simulate(s, c, o);
@@ -60,7 +60,7 @@ TEST_CASE("GPipe and 1F1B take (M + P - 1)(F + B) with uniform costs and free co
     for (int P = 1; P <= 6; ++P)
       for (int M = P; M <= 3 * P; M += std::max(1, P / 2)) {
         INFO(fam << " P=" << P << " M=" << M);
-        SimResult r = run(gen(fam, P, M), uniform(1.0, 2.0));
+        RunRecord r = run(gen(fam, P, M), uniform(1.0, 2.0));
         REQUIRE(r.completed);
         CHECK(r.makespan_ms == Approx((M + P - 1) * 3.0));
       }
@@ -70,7 +70,7 @@ TEST_CASE("per-micro compute times are priced per micro-batch", "[simulator]") {
   // One rank, GPipe: the makespan is the sum of every step's time.
   CostModel c = uniform(1.0, 2.0);
   c.fwd.rows = {{1.0, 2.0, 3.0, 4.0}};
-  SimResult r = run(gen("gpipe", 1, 4), c);
+  RunRecord r = run(gen("gpipe", 1, 4), c);
   REQUIRE(r.completed);
   CHECK(r.makespan_ms == Approx(1 + 2 + 3 + 4 + 4 * 2.0));
   // Equal per-micro rows price like the scalar (the engine's per-(stage, op) table).
@@ -83,7 +83,7 @@ TEST_CASE("per-micro compute times are priced per micro-batch", "[simulator]") {
     m->inter_node.bandwidth_GBps = 100.0;
   }
   const Schedule s = gen("1f1b", 2, 6);
-  SimResult a = run(s, rows), b = run(s, scalar);
+  RunRecord a = run(s, rows), b = run(s, scalar);
   REQUIRE(a.completed);
   REQUIRE(b.completed);
   CHECK(a.makespan_ms == Approx(b.makespan_ms));
@@ -93,7 +93,7 @@ TEST_CASE("per-micro compute times are priced per micro-batch", "[simulator]") {
 TEST_CASE("1F1B's bubble fraction is (P - 1) / (M + P - 1) on every rank", "[simulator]") {
   for (int P = 2; P <= 6; ++P)
     for (int M = P; M <= 3 * P; ++M) {
-      SimResult r = run(gen("1f1b", P, M), uniform(1.5, 2.5));
+      RunRecord r = run(gen("1f1b", P, M), uniform(1.5, 2.5));
       for (const auto& rank : r.ranks) {
         INFO("P=" << P << " M=" << M << " rank " << rank.rank);
         CHECK(rank.bubble_fraction == Approx(double(P - 1) / (M + P - 1)));
@@ -107,8 +107,8 @@ TEST_CASE("interleaving over V stages per rank divides 1F1B's bubble by V", "[si
     for (int V : {2, 3, 4})
       for (int M : {P, 2 * P, 4 * P}) {
         const double F = 1.0, B = 2.0;
-        SimResult flat = run(gen("1f1b", P, M), uniform(F, B));
-        SimResult inter = run(gen("interleaved-1f1b", P, M, V), uniform(F / V, B / V));
+        RunRecord flat = run(gen("1f1b", P, M), uniform(F, B));
+        RunRecord inter = run(gen("interleaved-1f1b", P, M, V), uniform(F / V, B / V));
         REQUIRE(inter.completed);
         const double work = M * (F + B);
         INFO("P=" << P << " V=" << V << " M=" << M << " makespan " << inter.makespan_ms);
@@ -120,8 +120,8 @@ TEST_CASE("interleaving over V stages per rank divides 1F1B's bubble by V", "[si
 TEST_CASE("ZB-H1's bubble is a third of 1F1B's when F = I = W", "[simulator]") {
   for (int P = 2; P <= 8; ++P)
     for (int M = P; M <= 3 * P; M += P) {
-      SimResult one = run(gen("1f1b", P, M), uniform(1.0, 2.0));
-      SimResult zb = run(gen("zb-h1", P, M), uniform(1.0, 2.0));
+      RunRecord one = run(gen("1f1b", P, M), uniform(1.0, 2.0));
+      RunRecord zb = run(gen("zb-h1", P, M), uniform(1.0, 2.0));
       REQUIRE(zb.completed);
       for (int r = 0; r < P; ++r) {
         INFO("P=" << P << " M=" << M << " rank " << r);
@@ -137,7 +137,7 @@ TEST_CASE("1F1B keeps min(P - r, M) activations live on rank r in simulated time
       c.kept_activation_bytes = StageValue::scalar(1000);  // the memory model comes from the costs
       c.activation_bytes = StageValue::scalar(0);          // no receive buffers
       c.gradient_bytes = StageValue::scalar(0);
-      SimResult r = simulate(gen("1f1b", P, M), c);
+      RunRecord r = simulate(gen("1f1b", P, M), c);
       for (int rank = 0; rank < P; ++rank) {
         INFO("P=" << P << " M=" << M << " rank " << rank);
         CHECK(r.ranks[static_cast<size_t>(rank)].peak_memory_bytes == 1000 * std::min(P - rank, M));
@@ -151,8 +151,8 @@ TEST_CASE("a latency c adds exactly c per transfer on the critical path", "[simu
       for (int M : {P, 2 * P}) {
         Schedule s = gen(fam, P, M, std::string(fam) == "interleaved-1f1b" ? 2 : 1);
         const double c = 0.25;
-        SimResult free = run(s, uniform(1.0, 2.0));
-        SimResult slow = run(s, uniform(1.0, 2.0, c));
+        RunRecord free = run(s, uniform(1.0, 2.0));
+        RunRecord slow = run(s, uniform(1.0, 2.0, c));
         int transfers = 0;
         for (const auto& cp : slow.critical_path) transfers += cp.lane == Lane::Send || cp.lane == Lane::Recv;
         INFO(fam << " P=" << P << " M=" << M << " transfers on the critical path " << transfers);
@@ -168,10 +168,10 @@ TEST_CASE("compute_blocks_host (a CPU run): nothing is posted while the rank com
     int V;
   };
   // Whether some communication slice of a rank starts strictly inside one of its computes.
-  auto posts_inside_a_compute = [](const SimResult& r) {
-    for (const SimSlice& x : r.slices) {
+  auto posts_inside_a_compute = [](const RunRecord& r) {
+    for (const TimedSlice& x : r.slices) {
       if (x.lane == Lane::Compute) continue;
-      for (const SimSlice& c : r.slices)
+      for (const TimedSlice& c : r.slices)
         if (c.rank == x.rank && c.lane == Lane::Compute && c.start_ms < x.start_ms - 1e-9 &&
             x.start_ms < c.end_ms - 1e-9)
           return true;
@@ -187,7 +187,7 @@ TEST_CASE("compute_blocks_host (a CPU run): nothing is posted while the rank com
       gpu.eager_threshold_bytes = -1;  // every payload rendezvous, as on Gloo
       CostModel cpu = gpu;
       cpu.compute_blocks_host = true;
-      const SimResult a = run(s, gpu), b = run(s, cpu);
+      const RunRecord a = run(s, gpu), b = run(s, cpu);
       INFO(f.name << " P=" << P);
       REQUIRE(a.completed);
       REQUIRE(b.completed);
@@ -223,11 +223,11 @@ TEST_CASE("background_progress false (Gloo, a core per rank): a receiver takes a
         SimOptions o;
         o.record_trace = true;
         o.check.overlap_p2p = overlap;
-        const SimResult a = simulate(s, cpu, o), b = simulate(s, gloo, o);
+        const RunRecord a = simulate(s, cpu, o), b = simulate(s, gloo, o);
         // deferred_start_ms: a transfer that waited for its receiver starts that much later still.
         CostModel late = gloo;
         late.deferred_start_ms = 0.25;
-        const SimResult d = simulate(s, late, o);
+        const RunRecord d = simulate(s, late, o);
         REQUIRE(d.completed);
         CHECK(d.makespan_ms >= b.makespan_ms - eps);
         INFO(f.name << " P=" << P << (overlap ? " --overlap-p2p" : " blocking"));
@@ -237,18 +237,18 @@ TEST_CASE("background_progress false (Gloo, a core per rank): a receiver takes a
         REQUIRE(b.flows.size() == a.flows.size());
         // Whether rank computes at t; whether one of its slices (of any lane) ends at t.
         const auto computes_at = [&](int rank, double t) {
-          for (const SimSlice& c : b.slices)
+          for (const TimedSlice& c : b.slices)
             if (c.rank == rank && c.lane == Lane::Compute && c.start_ms < t - eps && t < c.end_ms - eps) return true;
           return false;
         };
         const auto ends_at = [&](int rank, double t) {
-          for (const SimSlice& c : b.slices)
+          for (const TimedSlice& c : b.slices)
             if (c.rank == rank && std::abs(c.end_ms - t) < eps) return true;
           return false;
         };
-        for (const SimFlow& fl : b.flows) {
-          const SimSlice& snd = b.slices[static_cast<size_t>(fl.send_slice)];
-          const SimSlice& rcv = b.slices[static_cast<size_t>(fl.recv_slice)];
+        for (const MessageFlow& fl : b.flows) {
+          const TimedSlice& snd = b.slices[static_cast<size_t>(fl.send_slice)];
+          const TimedSlice& rcv = b.slices[static_cast<size_t>(fl.recv_slice)];
           const double posted = std::max(snd.start_ms, rcv.start_ms);
           INFO("flow " << fl.id << " r" << snd.rank << " -> r" << rcv.rank << " posted " << posted << " leaves "
                        << fl.leave_ms);
@@ -259,14 +259,14 @@ TEST_CASE("background_progress false (Gloo, a core per rank): a receiver takes a
             CHECK(ends_at(rcv.rank, fl.leave_ms));  // held back until the receiver went to wait
           }
         }
-        for (const SimFlow& fl : d.flows) {
-          const SimSlice& snd = d.slices[static_cast<size_t>(fl.send_slice)];
-          const SimSlice& rcv = d.slices[static_cast<size_t>(fl.recv_slice)];
+        for (const MessageFlow& fl : d.flows) {
+          const TimedSlice& snd = d.slices[static_cast<size_t>(fl.send_slice)];
+          const TimedSlice& rcv = d.slices[static_cast<size_t>(fl.recv_slice)];
           const double posted = std::max(snd.start_ms, rcv.start_ms);
           if (fl.leave_ms <= posted + eps) continue;
           INFO("deferred flow " << fl.id << " leaves " << fl.leave_ms);
           bool waited = false;  // the receiver went to wait 0.25 ms before it left
-          for (const SimSlice& c : d.slices)
+          for (const TimedSlice& c : d.slices)
             waited = waited || (c.rank == rcv.rank && std::abs(c.end_ms + 0.25 - fl.leave_ms) < eps);
           CHECK(waited);
         }
@@ -293,16 +293,16 @@ TEST_CASE("send_handoff_ms (Gloo): a blocking send returns that long after its t
       nccl.intra_node.bandwidth_GBps = nccl.inter_node.bandwidth_GBps = 1.0;  // 1 ms per payload
       CostModel gloo = nccl;
       gloo.send_handoff_ms = 0.25;
-      const SimResult a = run(s, nccl), b = run(s, gloo);
+      const RunRecord a = run(s, nccl), b = run(s, gloo);
       INFO(fam << " P=" << P);
       REQUIRE(a.completed);
       REQUIRE(b.completed);
       CHECK(b.makespan_ms <= a.makespan_ms + eps);
       faster += b.makespan_ms < a.makespan_ms - eps;
       int payloads = 0;
-      for (const SimFlow& f : b.flows) {
-        const SimSlice& snd = b.slices[static_cast<size_t>(f.send_slice)];
-        const SimSlice& rcv = b.slices[static_cast<size_t>(f.recv_slice)];
+      for (const MessageFlow& f : b.flows) {
+        const TimedSlice& snd = b.slices[static_cast<size_t>(f.send_slice)];
+        const TimedSlice& rcv = b.slices[static_cast<size_t>(f.recv_slice)];
         if (rcv.meta) continue;
         ++payloads;
         INFO("flow " << f.id);
@@ -313,10 +313,10 @@ TEST_CASE("send_handoff_ms (Gloo): a blocking send returns that long after its t
       CHECK(payloads > 0);
       // A hand-off longer than the transfer ends with the arrival: a send never outlasts it.
       gloo.send_handoff_ms = 5.0;
-      const SimResult c = run(s, gloo);
+      const RunRecord c = run(s, gloo);
       REQUIRE(c.completed);
       CHECK(c.makespan_ms == Approx(a.makespan_ms));
-      for (const SimFlow& f : c.flows)
+      for (const MessageFlow& f : c.flows)
         if (!c.slices[static_cast<size_t>(f.recv_slice)].meta)
           CHECK(c.slices[static_cast<size_t>(f.send_slice)].end_ms == Approx(f.arrive_ms));
     }
@@ -324,7 +324,7 @@ TEST_CASE("send_handoff_ms (Gloo): a blocking send returns that long after its t
 }
 
 TEST_CASE("the critical path runs from the first step to the last without gaps", "[simulator]") {
-  SimResult r = run(gen("1f1b", 4, 8), uniform(1.0, 2.0, 0.1));
+  RunRecord r = run(gen("1f1b", 4, 8), uniform(1.0, 2.0, 0.1));
   REQUIRE(!r.critical_path.empty());
   CHECK(r.critical_path.front().start_ms == Approx(0.0));
   CHECK(r.critical_path.back().end_ms == Approx(r.makespan_ms));
@@ -352,11 +352,11 @@ TEST_CASE("MPipe Transpose shortens the warm-up of the same interleaved body", "
   g.vpp = V;
   g.micro = M;
   g.tower = Tower::Frozen;  // no tower backward on rank 0: the pure warm-up gain
-  SimResult a = run(gen("interleaved-1f1b", P, M, V), plain);
+  RunRecord a = run(gen("interleaved-1f1b", P, M, V), plain);
   CostModel frozen_plain = plain;
   frozen_plain.bwd.rows[0] = {B};
-  SimResult a_frozen = run(gen("interleaved-1f1b", P, M, V), frozen_plain);
-  SimResult b = run(generate("mpipe-transpose", g), mpipe);
+  RunRecord a_frozen = run(gen("interleaved-1f1b", P, M, V), frozen_plain);
+  RunRecord b = run(generate("mpipe-transpose", g), mpipe);
   REQUIRE(b.completed);
   INFO("interleaved " << a_frozen.makespan_ms << " ms, mpipe " << b.makespan_ms << " ms");
   // The tower forwards leave rank 0's stage-0 FWDs: only the prefix remains, M/P of them per
@@ -370,7 +370,7 @@ TEST_CASE("a deadlock stops the simulation with the wait-for cycle", "[simulator
   Schedule s = read_schedule_file(data("bad/both_send_first.json"));
   CostModel c = uniform(1.0, 2.0);
   c.eager_threshold_bytes = -1;  // every payload rendezvous
-  SimResult r = run(s, c);
+  RunRecord r = run(s, c);
   CHECK(!r.completed);
   REQUIRE(!r.check.ok());
   CHECK(r.check.violations[0].kind == ViolationKind::Deadlock);
@@ -382,7 +382,7 @@ TEST_CASE("the simulation reports the checks' verdicts on a run that stops, with
   // A second receive nobody sends: the timed run stops, the matching pass explains why, and
   // the stuck set is not reported again as a deadlock (as `ppsched check` reports it).
   Schedule s = read_schedule_file(data("bad/duplicated_recv.json"));
-  SimResult r = run(s, uniform(1.0, 2.0));
+  RunRecord r = run(s, uniform(1.0, 2.0));
   CHECK(!r.completed);
   CHECK(!r.check.completes);
   const CheckReport alone = verify(s);
@@ -403,7 +403,7 @@ TEST_CASE("the simulation is deterministic", "[simulator]") {
     g.micro = std::max(2 * g.pp, 1 + mod(M, 12));
     Schedule s = generate(fam, g);
     CostModel c = uniform(0.5 + std::fmod(std::abs(f), 3.0), 1.0, 0.01);
-    SimResult a = run(s, c), b = run(s, c);
+    RunRecord a = run(s, c), b = run(s, c);
     RC_ASSERT(a.makespan_ms == b.makespan_ms);
     RC_ASSERT(a.slices.size() == b.slices.size());
     for (size_t k = 0; k < a.slices.size(); ++k) {
@@ -434,7 +434,7 @@ TEST_CASE("a multi-tensor transfer releases and delivers its buffers once", "[si
   CostModel c = uniform(1.0, 2.0);
   c.features_bytes = 1 << 20;  // the cache the owners' MPIPE_FWD_SEND releases
   c.kept_activation_bytes = StageValue::scalar(1 << 22);
-  SimResult r = run(s, c);
+  RunRecord r = run(s, c);
   REQUIRE(r.completed);
   REQUIRE(r.check.ok());
   std::vector<int64_t> last(static_cast<size_t>(s.ranks), 0);
@@ -501,9 +501,9 @@ TEST_CASE("on one network (default costs, P=4 V=2 M=8) owner-backward MPipe beat
   g.owner_backward = true;
   const Schedule mpipe = generate("mpipe-transpose", g);
   const CostModel c = default_cost_model(8);
-  const SimResult body_only = run(interleaved, c);
-  const SimResult same_network = run(interleaved, with_tower_on_stage0(c, 8, Tower::Trainable));
-  const SimResult m = run(mpipe, c);
+  const RunRecord body_only = run(interleaved, c);
+  const RunRecord same_network = run(interleaved, with_tower_on_stage0(c, 8, Tower::Trainable));
+  const RunRecord m = run(mpipe, c);
   REQUIRE(body_only.completed);
   REQUIRE(same_network.completed);
   REQUIRE(m.completed);
@@ -529,7 +529,7 @@ CostModel dp_costs(int ranks_per_node) {
   return c;
 }
 
-SimResult run_dp(const Schedule& s, const CostModel& c, int degree, bool fsdp, MeshOrder order = MeshOrder::DpPp) {
+RunRecord run_dp(const Schedule& s, const CostModel& c, int degree, bool fsdp, MeshOrder order = MeshOrder::DpPp) {
   SimOptions o;
   o.record_trace = true;
   o.check.memory = c.memory_model(s.stages);  // the checks count with the same bytes, as the CLI's
@@ -540,7 +540,7 @@ SimResult run_dp(const Schedule& s, const CostModel& c, int degree, bool fsdp, M
 }
 
 // The duration of rank r's slices of the steps whose table row is a DP collective of `kind`.
-std::vector<double> dp_slices(const Schedule& s, const SimResult& r, CollectiveKind kind) {
+std::vector<double> dp_slices(const Schedule& s, const RunRecord& r, CollectiveKind kind) {
   std::vector<double> out;
   for (const auto& sl : r.slices) {
     const auto& slot = s.programs[static_cast<size_t>(sl.rank)][static_cast<size_t>(sl.step_index)];
@@ -560,8 +560,8 @@ TEST_CASE("PP=4 x DP=8 across nodes: REDUCE_GRAD is a ring all-reduce of the sta
   REQUIRE(all_reduce == Approx(35.14));
   const Schedule s = add_fsdp_steps(gen("1f1b", 4, 8));
   const CostModel c = dp_costs(8);
-  const SimResult one = run_dp(s, c, 1, false);
-  const SimResult dp = run_dp(s, c, 8, false);
+  const RunRecord one = run_dp(s, c, 1, false);
+  const RunRecord dp = run_dp(s, c, 8, false);
   REQUIRE(dp.completed);
   CHECK(dp.check.ok());
   CHECK(dp.dp_degree == 8);
@@ -588,8 +588,8 @@ TEST_CASE("PP=4 x DP=8 with --fsdp: UNSHARD all-gathers and REDUCE_GRAD reduce-s
   const double half = 7.0 / 8 * 1e9 / 50e9 * 1e3 + 7 * 0.010;
   const Schedule s = add_fsdp_steps(gen("1f1b", 4, 8));
   const CostModel c = dp_costs(8);
-  const SimResult one = run_dp(s, c, 1, true);
-  const SimResult dp = run_dp(s, c, 8, true);
+  const RunRecord one = run_dp(s, c, 1, true);
+  const RunRecord dp = run_dp(s, c, 8, true);
   REQUIRE(dp.completed);
   for (double d : dp_slices(s, dp, CollectiveKind::AllGather)) CHECK(d == Approx(half));
   for (double d : dp_slices(s, dp, CollectiveKind::ReduceScatter)) CHECK(d == Approx(half));
@@ -606,11 +606,11 @@ TEST_CASE("DP=1 prices a schedule exactly as a run without data parallelism", "[
     CostModel c = dp_costs(2);
     c.fsdp = StageValue::scalar(0.25);  // compute.FSDP: the fixed overhead of every FSDP_* step
     SimOptions plain;
-    const SimResult base = simulate(s, c, plain);
+    const RunRecord base = simulate(s, c, plain);
     for (MeshOrder order : {MeshOrder::DpPp, MeshOrder::PpDp})
       for (bool fsdp : {false, true}) {
         INFO(fam << " fsdp " << fsdp << " mesh " << (order == MeshOrder::PpDp ? "pp,dp" : "dp,pp"));
-        const SimResult r = run_dp(s, c, 1, fsdp, order);
+        const RunRecord r = run_dp(s, c, 1, fsdp, order);
         CHECK(r.makespan_ms == base.makespan_ms);
         CHECK(r.dp_collective_ms == 0.0);
         REQUIRE(r.slices.size() == base.slices.size());
@@ -630,7 +630,7 @@ TEST_CASE("the mesh order decides whether a DP ring stays inside a node", "[simu
   // ("pp", "dp"): pipeline rank r's DP group is {8r, ..., 8r + 7}, one node: the intra-node
   // link, 2 * 7/8 * 1e9 / 400 GB/s + 14 * 0.005 ms.
   const double intra = 2.0 * 7 / 8 * 1e9 / 400e9 * 1e3 + 14 * 0.005;
-  const SimResult pp_dp = run_dp(s, c, 8, false, MeshOrder::PpDp);
+  const RunRecord pp_dp = run_dp(s, c, 8, false, MeshOrder::PpDp);
   for (const auto& rank : pp_dp.ranks) {
     CHECK_FALSE(rank.dp_ring_inter_node);
     CHECK(rank.dp_collective_ms == Approx(intra));
@@ -645,7 +645,7 @@ TEST_CASE("the mesh order decides whether a DP ring stays inside a node", "[simu
   CHECK(run_dp(body, c, 8, false, MeshOrder::DpPp).makespan_ms == run_dp(body, c, 1, false).makespan_ms);
   CHECK(run_dp(body, c, 1, false).makespan_ms < run_dp(body, all_inter, 1, false).makespan_ms);
   // Under ("dp", "pp") a node of 32 ranks holds every DP group.
-  const SimResult big_node = run_dp(s, dp_costs(32), 8, false, MeshOrder::DpPp);
+  const RunRecord big_node = run_dp(s, dp_costs(32), 8, false, MeshOrder::DpPp);
   for (const auto& rank : big_node.ranks) {
     CHECK_FALSE(rank.dp_ring_inter_node);
     CHECK(rank.dp_collective_ms == Approx(intra));
@@ -668,8 +668,8 @@ TEST_CASE("with --fsdp the gathered parameters are live from UNSHARD to RESHARD,
     CostModel c = dp_costs(8);
     c.kept_activation_bytes = StageValue::scalar(1 << 20);
     c.param_bytes = StageValue::scalar(8e6);
-    const SimResult ddp = run_dp(s, c, 8, false);
-    const SimResult fsdp = run_dp(s, c, 8, true);
+    const RunRecord ddp = run_dp(s, c, 8, false);
+    const RunRecord fsdp = run_dp(s, c, 8, true);
     for (int r = 0; r < 4; ++r) {
       INFO("rank " << r);
       const auto& plain = ddp.ranks[static_cast<size_t>(r)];
@@ -709,7 +709,7 @@ TEST_CASE("body data steps are priced as bytes.data on the forward's link, and D
   c.data_bytes = 1 << 20;
   c.activation_bytes = StageValue::scalar(0);
   c.intra_node.bandwidth_GBps = 1.0;  // 1 MiB of data: ~1.05 ms per message
-  const SimResult a = run(plain, c), b = run(data, c);
+  const RunRecord a = run(plain, c), b = run(data, c);
   REQUIRE(a.completed);
   REQUIRE(b.completed);
   for (const LinkVolume& l : b.links) {
@@ -741,7 +741,7 @@ TEST_CASE("a replicated stage's gradient sync is priced as an all-reduce of the 
   const CostModel per_copy = c.per_copies(2);
   REQUIRE(per_copy.param_bytes.rows.size() == 8);
   CHECK(per_copy.param_bytes.at(7, 0) == 4e9);
-  const SimResult r = run(s, per_copy);
+  const RunRecord r = run(s, per_copy);
   REQUIRE(r.completed);
   int syncs = 0;
   for (const auto& sl : r.slices) {
@@ -762,9 +762,9 @@ TEST_CASE("Chimera's two pipelines fill each other's bubbles: with F = B and fre
   CostModel c = uniform(1.0, 1.0);
   for (int P : {4, 8}) {
     INFO("P=" << P);
-    const SimResult chim = run(gen("chimera", P, P), c.per_copies(2));
+    const RunRecord chim = run(gen("chimera", P, P), c.per_copies(2));
     REQUIRE(chim.completed);
-    const SimResult one = run(gen("1f1b", P, P), c);
+    const RunRecord one = run(gen("1f1b", P, P), c);
     // per rank 2P slots of work (P micro-batches, F and B each)
     CHECK(chim.makespan_ms == Approx(2 * P + P - 2));
     CHECK(one.makespan_ms == Approx(2 * P + 2 * (P - 1)));

@@ -25,6 +25,8 @@
 #include "traces/chrome_trace.hpp"
 #include "traces/svg_timeline.hpp"
 #include "traces/text_grid.hpp"
+#include "traces/trace_reader.hpp"
+#include "model/errors.hpp"
 #include "tests/support/trace_validator.hpp"
 
 using namespace ppsched;
@@ -36,7 +38,7 @@ namespace {
 
 struct Fabricated {
   Schedule s;
-  SimResult r;
+  RunRecord r;
 };
 
 const char* kTrickyMessage = "peak \"9 GiB\" > budget <8 GiB> & rank\\0\tover";
@@ -49,7 +51,7 @@ const char* kTrickyMessage = "peak \"9 GiB\" > budget <8 GiB> & rank\\0\tover";
 Fabricated fabricate(int P, int M, double F = 1.0, double B = 2.0, double c = 0.25) {
   Fabricated out;
   Schedule& s = out.s;
-  SimResult& r = out.r;
+  RunRecord& r = out.r;
   s.name = "fabricated-gpipe";
   s.ranks = P;
   s.stages = P;
@@ -69,7 +71,7 @@ Fabricated fabricate(int P, int M, double F = 1.0, double B = 2.0, double c = 0.
     Program& p = s.programs[static_cast<size_t>(rank)];
     auto add = [&](Op op, int m, Lane lane, double a, double b, double bytes) {
       p.push_back(make_step(op, m, rank));
-      SimSlice sl;
+      TimedSlice sl;
       sl.rank = rank;
       sl.step_index = static_cast<int32_t>(p.size() - 1);
       sl.lane = lane;
@@ -195,7 +197,7 @@ ParsedTrace parse_trace(const std::string& text) {
 }
 
 // The structural promises of every trace. Returns "" or the first broken one.
-std::string check_trace(const ParsedTrace& t, const SimResult& r) {
+std::string check_trace(const ParsedTrace& t, const RunRecord& r) {
   const json& d = t.doc;
   if (!d.contains("traceEvents") || !d["traceEvents"].is_array()) return "no traceEvents array";
   if (d.value("displayTimeUnit", "") != "ms") return "displayTimeUnit is not ms";
@@ -244,9 +246,9 @@ std::string check_trace(const ParsedTrace& t, const SimResult& r) {
         (*to)["tid"].get<int>() % kTraceLanes != static_cast<int>(Lane::Collective))
       return "flow ends outside a recv lane";
     // The bound slices are the flow's own (ids number r.flows from 1).
-    const SimFlow& sf = r.flows.at(static_cast<size_t>(id - 1));
-    const SimSlice& a = r.slices.at(static_cast<size_t>(sf.send_slice));
-    const SimSlice& b = r.slices.at(static_cast<size_t>(sf.recv_slice));
+    const MessageFlow& sf = r.flows.at(static_cast<size_t>(id - 1));
+    const TimedSlice& a = r.slices.at(static_cast<size_t>(sf.send_slice));
+    const TimedSlice& b = r.slices.at(static_cast<size_t>(sf.recv_slice));
     if ((*from)["pid"] != a.rank || (*from)["args"]["step_index"] != a.step_index) return "flow bound to the wrong send";
     if ((*to)["pid"] != b.rank || (*to)["args"]["step_index"] != b.step_index) return "flow bound to the wrong recv";
   }
@@ -450,11 +452,11 @@ TEST_CASE("composites, batch sub-steps and meta messages get compact names") {
   Step bf = make_composite(Op::OVERLAP_B_F, {make_step(Op::BWD, 0, 3), make_step(Op::FWD, 4, 1)});
   Step batch = make_composite(Op::BATCH_SEND_RECV, {make_step(Op::FWD_SEND, 3, 1), make_step(Op::BWD_RECV, 2, 1)});
   s.programs = {{bf, batch, make_step(Op::MPIPE_PARAM_BROADCAST), std::nullopt}};
-  SimSlice a;
+  TimedSlice a;
   a.rank = 0;
   a.step_index = 0;
   CHECK(slice_name(s, a) == "B0s3|F4s1");
-  SimSlice b = a;
+  TimedSlice b = a;
   b.step_index = 1;
   b.sub = 0;
   b.lane = Lane::Send;
@@ -462,10 +464,10 @@ TEST_CASE("composites, batch sub-steps and meta messages get compact names") {
   b.sub = 1;
   b.meta = true;
   CHECK(slice_name(s, b) == "BR2 s1 meta");
-  SimSlice c = a;
+  TimedSlice c = a;
   c.step_index = 2;
   CHECK(slice_name(s, c) == "BCAST");
-  SimSlice idle = a;
+  TimedSlice idle = a;
   idle.step_index = 3;
   CHECK(slice_step(s, idle) == nullptr);
   CHECK(slice_name(s, idle) == "step 3");
@@ -476,7 +478,7 @@ TEST_CASE("overlapping slices of one lane go on extra threads, so no thread has 
   // Three concurrent sends on rank 0 (a batch's transfers), one after them.
   auto send_at = [&](double a, double b) {
     f.s.programs[0].push_back(make_step(Op::FWD_SEND, 0, 0));
-    SimSlice sl;
+    TimedSlice sl;
     sl.rank = 0;
     sl.step_index = static_cast<int32_t>(f.s.programs[0].size() - 1);
     sl.lane = Lane::Send;
@@ -512,11 +514,11 @@ TEST_CASE("a zero-length receive between touching neighbours still binds its flo
   s.stages = 2;
   s.micro_batches = 3;
   s.placement = Placement::loop(2, 2);
-  SimResult r;
+  RunRecord r;
   auto add = [&](int rank, Op op, int m, Lane lane, double a, double b) {
     s.programs.resize(2);
     s.programs[static_cast<size_t>(rank)].push_back(make_step(op, m, rank));
-    SimSlice sl;
+    TimedSlice sl;
     sl.rank = rank;
     sl.step_index = static_cast<int32_t>(s.programs[static_cast<size_t>(rank)].size() - 1);
     sl.lane = lane;
@@ -596,7 +598,6 @@ TEST_CASE("the per-rank variant holds one rank's events and distributedInfo for 
   for (int rank = 0; rank < 3; ++rank) {
     TraceOptions o;
     o.only_rank = rank;
-    o.label = "simulated";
     ParsedTrace t = parse_trace(chrome_trace_json(f.s, f.r, o));
     INFO("rank " << rank);
     REQUIRE(t.doc.contains("distributedInfo"));
@@ -631,9 +632,8 @@ TEST_CASE("the same result gives byte-identical traces and pictures") {
 TEST_CASE("names and labels with quotes, backslashes and control characters stay valid JSON") {
   Fabricated f = fabricate(2, 2);
   f.s.name = "odd \"name\" \\ with\ttab\x01 and ünïcode";
-  TraceOptions o;
-  o.label = "a\nb";
-  json d = json::parse(chrome_trace_json(f.s, f.r, o));
+  f.r.provenance.label = "a\nb";
+  json d = json::parse(chrome_trace_json(f.s, f.r));
   CHECK(d["otherData"]["schedule"] == f.s.name);
   CHECK(d["otherData"]["label"] == "a\nb");
 }
@@ -645,7 +645,7 @@ TEST_CASE("an empty result still gives a loadable trace and picture") {
   s.stages = 2;
   s.placement = Placement::loop(2, 2);
   s.programs.resize(2);
-  SimResult r;
+  RunRecord r;
   ParsedTrace t = parse_trace(chrome_trace_json(s, r));
   CHECK(check_trace(t, r) == "");
   CHECK(t.of("M").size() == 2 * 4);  // process name and sort index, compute thread name and sort index
@@ -783,7 +783,7 @@ TEST_CASE("simulated schedules give traces whose flows bind and whose threads ne
     SimOptions so;
     so.check.overlap_p2p = c.overlap_p2p;
     if (c.eager) so.check.comm = CommMode::Eager;
-    SimResult r = simulate(s, default_cost_model(s.stages), so);
+    RunRecord r = simulate(s, default_cost_model(s.stages), so);
     REQUIRE(r.completed);
     REQUIRE(!r.slices.empty());  // a simulation that records nothing has no trace to check
     ParsedTrace t = parse_trace(chrome_trace_json(s, r));
@@ -826,7 +826,7 @@ TEST_CASE("simulated schedules give traces whose flows bind and whose threads ne
     CHECK(check_xml(svg) == "");
     for (int rank = 0; rank < c.pp; ++rank) CHECK(count(svg, ">rank " + std::to_string(rank) + "<") == 1);
     // Same inputs, same bytes (a second simulation included).
-    SimResult again = simulate(s, default_cost_model(s.stages), so);
+    RunRecord again = simulate(s, default_cost_model(s.stages), so);
     CHECK(chrome_trace_json(s, r) == chrome_trace_json(s, again));
     CHECK(svg == svg_timeline(s, again));
   }
@@ -941,9 +941,9 @@ TEST_CASE("every trace the quick start writes passes the strict validator, one f
     Schedule s = generate(family, g);
     SimOptions so;
     so.record_trace = true;
-    SimResult r = simulate(s, default_cost_model(s.stages), so);
+    RunRecord r = simulate(s, default_cost_model(s.stages), so);
     REQUIRE_FALSE(r.flows.empty());
-    TraceCheck c = validate_trace(chrome_trace_json(s, r, TraceOptions::labelled("simulated")));
+    TraceCheck c = validate_trace(chrome_trace_json(s, r));
     INFO(problems_of(c));
     CHECK(c.problem_count() == 0);
     CHECK(c.slices == r.slices.size());
@@ -964,7 +964,7 @@ TEST_CASE("a flow starts where its payload leaves the send and ends where it arr
     Schedule s = generate(family, g);
     SimOptions so;
     so.record_trace = true;
-    SimResult r = simulate(s, default_cost_model(s.stages), so);
+    RunRecord r = simulate(s, default_cost_model(s.stages), so);
     ParsedTrace t = parse_trace(chrome_trace_json(s, r));
     CHECK(check_trace(t, r) == "");
     std::map<int64_t, const json*> start, end;
@@ -972,11 +972,11 @@ TEST_CASE("a flow starts where its payload leaves the send and ends where it arr
     for (const json* e : t.of("f")) end[(*e)["id"].get<int64_t>()] = e;
     REQUIRE(start.size() == r.flows.size());
     for (size_t k = 0; k < r.flows.size(); ++k) {
-      const SimFlow& f = r.flows[k];
+      const MessageFlow& f = r.flows[k];
       REQUIRE(std::isfinite(f.leave_ms));
       REQUIRE(std::isfinite(f.arrive_ms));
-      const SimSlice& a = r.slices[static_cast<size_t>(f.send_slice)];
-      const SimSlice& b = r.slices[static_cast<size_t>(f.recv_slice)];
+      const TimedSlice& a = r.slices[static_cast<size_t>(f.send_slice)];
+      const TimedSlice& b = r.slices[static_cast<size_t>(f.recv_slice)];
       // The engine's times: the payload leaves within its send slice and arrives no later than
       // its receive returns, never before it left.
       CHECK(f.leave_ms >= a.start_ms - 1e-9);
@@ -1008,9 +1008,9 @@ TEST_CASE("an early-posted receive no longer makes its flow end before it starts
   s.placement = Placement::loop(2, 2);
   s.programs = {{make_step(Op::FWD_SEND, 0, 0), make_step(Op::FWD_SEND, 1, 0)},
                 {make_step(Op::FWD_RECV, 0, 1), make_step(Op::FWD_RECV, 1, 1)}};
-  SimResult r;
+  RunRecord r;
   auto slice = [&](int rank, int index, Lane lane, double a, double b) {
-    SimSlice sl;
+    TimedSlice sl;
     sl.rank = rank;
     sl.step_index = index;
     sl.lane = lane;
@@ -1042,14 +1042,14 @@ TEST_CASE("times are whole nanoseconds in fixed point, so abutting slices touch 
   s.stages = 1;
   s.micro_batches = 3;
   s.placement = Placement::loop(1, 1);
-  SimResult r;
+  RunRecord r;
   // Times whose doubles are not exact: 624.013178 ms, then slices that abut at sums of
   // tenths (0.1 + 0.2 != 0.3 in binary).
   const double marks[] = {624.013178 - 0.0001, 624.013178, 624.013178 + 0.1 + 0.2, 624.013178 + 0.3 + 0.1};
   for (int k = 0; k < 3; ++k) {
     s.programs.resize(1);
     s.programs[0].push_back(make_step(Op::FWD, k, 0));
-    SimSlice sl;
+    TimedSlice sl;
     sl.rank = 0;
     sl.step_index = k;
     sl.start_ms = marks[k];
@@ -1136,7 +1136,7 @@ TEST_CASE("a zero-time transfer that no flow can draw forward is left out, count
   c.inter_node = Link{};
   SimOptions so;
   so.record_trace = true;
-  SimResult r = simulate(s, c, so);
+  RunRecord r = simulate(s, c, so);
   const std::string text = chrome_trace_json(s, r);
   TraceCheck check = validate_trace(text);
   INFO(problems_of(check));
@@ -1144,4 +1144,110 @@ TEST_CASE("a zero-time transfer that no flow can draw forward is left out, count
   const int64_t left_out = json::parse(text)["otherData"]["flows_left_out"].get<int64_t>();
   CHECK(left_out > 0);  // this schedule has such transfers (6 when written)
   CHECK(check.flows + static_cast<size_t>(left_out) == r.flows.size());
+}
+
+TEST_CASE("a trace reads back into the record it was written from: slices, flows and provenance") {
+  GenerateOptions g;
+  g.pp = 4;
+  g.vpp = 2;
+  g.micro = 8;
+  for (const char* family : {"interleaved-1f1b", "zbv", "mpipe-transpose"}) {
+    INFO(family);
+    const Schedule s = generate(family, g);
+    SimOptions so;
+    so.check.overlap_p2p = std::string(family) == "zbv";
+    RunRecord r = simulate(s, default_cost_model(s.stages), so);
+    REQUIRE(r.completed);
+    // A measured run's provenance, as the executor fills it.
+    r.provenance.source = RunSource::Measured;
+    r.provenance.transport = RunTransport::Gloo;
+    r.provenance.shared_clock = true;
+    r.provenance.mesh = RunMesh{2, s.ranks, "pp,dp", 0, {0, 2, 4, 6}};
+    r.provenance.cpu_bind = "auto";
+    for (int k = 0; k < s.ranks; ++k) r.provenance.placement.push_back({"node0", {k}, true});
+    for (int st = 0; st < s.stages; ++st) r.provenance.layers.push_back({st, {"block" + std::to_string(st)}});
+    r.provenance.notes = {"a note"};
+    const ReadTrace back = read_chrome_trace(chrome_trace_json(s, r), "t.json");
+    const RunProvenance& p = back.record.provenance;
+    CHECK(p.source == RunSource::Measured);
+    CHECK(p.transport == RunTransport::Gloo);
+    CHECK(p.display_label() == "measured (gloo)");
+    CHECK(p.schedule == s.name);
+    CHECK(p.stages == s.stages);
+    CHECK(p.micro_batches == s.micro_batches);
+    REQUIRE(p.mode);
+    CHECK(p.mode->overlap_p2p == so.check.overlap_p2p);
+    CHECK(p.shared_clock);
+    REQUIRE(p.mesh);
+    CHECK(p.mesh->dp == 2);
+    CHECK(p.mesh->order == "pp,dp");
+    CHECK(p.mesh->global_ranks == std::vector<int>{0, 2, 4, 6});
+    REQUIRE(p.placement.size() == static_cast<size_t>(s.ranks));
+    CHECK(p.placement[3].cpus == std::vector<int>{3});
+    CHECK(p.cpu_bind == "auto");
+    REQUIRE(p.layers.size() == static_cast<size_t>(s.stages));
+    CHECK(p.layers[5].layers == std::vector<std::string>{"block5"});
+    CHECK(p.notes == std::vector<std::string>{"a note"});
+    // Slices in the writer's order (r.slices), to the nanosecond the trace keeps.
+    REQUIRE(back.record.slices.size() == r.slices.size());
+    REQUIRE(back.steps.size() == r.slices.size());
+    for (size_t k = 0; k < r.slices.size(); ++k) {
+      const TimedSlice& a = r.slices[k];
+      const TimedSlice& b = back.record.slices[k];
+      INFO("slice " << k);
+      CHECK(b.rank == a.rank);
+      CHECK(b.step_index == a.step_index);
+      CHECK(b.sub == a.sub);
+      CHECK(b.lane == a.lane);
+      CHECK(b.meta == a.meta);
+      CHECK(b.bytes == a.bytes);
+      CHECK(b.start_ms == Approx(a.start_ms).margin(1e-6));
+      if (a.end_ms - a.start_ms >= 2e-6) CHECK(b.end_ms == Approx(a.end_ms).margin(1e-6));
+      const Step* st = slice_step(s, a);
+      REQUIRE(st);
+      CHECK(back.steps[k].op == st->op);
+      CHECK(back.steps[k].stage == st->stage);
+    }
+    // Every flow the trace could draw, between the same two slices.
+    std::set<std::pair<int, int>> wrote, read;
+    for (const auto& f : r.flows) wrote.insert({f.send_slice, f.recv_slice});
+    for (const auto& f : back.record.flows) read.insert({f.send_slice, f.recv_slice});
+    const int left_out = json::parse(chrome_trace_json(s, r))["otherData"]["flows_left_out"].get<int>();
+    CHECK(read.size() + static_cast<size_t>(left_out) == wrote.size());
+    for (const auto& pr : read) CHECK(wrote.count(pr) == 1);
+    // The record's per-rank summary comes from its slices (the recorder's one definition).
+    REQUIRE(back.record.ranks.size() == static_cast<size_t>(s.ranks));
+    for (const auto& rs : back.record.ranks) CHECK(rs.bubble_fraction == Approx(rs.idle_ms / back.record.makespan_ms));
+  }
+}
+
+TEST_CASE("a trace whose otherData says what it cannot hold is refused where it says it") {
+  Fabricated f = fabricate(2, 2);
+  json d = json::parse(chrome_trace_json(f.s, f.r));
+  auto refused = [&](const json& doc) {
+    try {
+      read_chrome_trace(doc.dump(), "p.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  json bad = d;
+  bad["otherData"]["transport"] = "carrier pigeon";
+  CHECK_THAT(refused(bad), Catch::Contains("otherData.transport: expected \"gloo\" or \"nccl\""));
+  bad = d;
+  bad["otherData"]["layers"] = json::array({{{"stage", 9}, {"layers", {"x"}}}});
+  CHECK_THAT(refused(bad), Catch::Contains("otherData.layers[0].stage: 9 is not a stage"));
+  bad = d;
+  bad["otherData"]["mesh"] = {{"shape", {0, 2}}};
+  CHECK_THAT(refused(bad), Catch::Contains("otherData.mesh: expected"));
+  // A pid the file cannot justify (it would size the record's rank table).
+  bad = d;
+  for (auto& e : bad["traceEvents"])
+    if (e["ph"] == "X") {
+      e["pid"] = 2000000000;
+      break;
+    }
+  CHECK_THAT(refused(bad), Catch::Contains("a slice's pid is 2000000000"));
+  CHECK(refused(d).empty());
 }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -21,6 +22,7 @@
 #include "exec/error_file.hpp"
 #include "exec/flag_limits.hpp"
 #include "exec/launch_env.hpp"
+#include "exec/model_description.hpp"
 #include "exec/outcome.hpp"
 #include "exec/session.hpp"
 #include "model/errors.hpp"
@@ -256,6 +258,10 @@ int run(int argc, char** argv) {
   app.add_option("--fail-at", fail_at,
                  "testing: RANK:STEP[:throw|kill|hang|corrupt[:ITERATION]] injects a fault (corrupt: scales the rank's "
                  "gradients by 1.001 after the step; after a DATA_RECV, perturbs the micro-batch it received)");
+  std::string model_out;
+  app.add_option("--model-out", model_out,
+                 "rank 0 writes the built-in model as a ppsched-model file (one layer per unit, named as the trace's "
+                 "otherData.layers names them), for ppsched calibrate TRACE --model FILE");
   bool verbose = false;
   app.add_flag("--verbose", verbose, "errors from libtorch keep their C++ backtrace");
   // The runtime mode, with ppsched check's flags: verified under it, refused when the
@@ -379,6 +385,19 @@ int run(int argc, char** argv) {
     for (const auto& e : a.errors) std::cerr << "error: rank " << rank << ": " << e << "\n";
     std::cerr << "error: rank " << rank << ": the model does not fit the schedule; nothing was run\n";
     return cli::kBadInput;
+  }
+  if (!model_out.empty() && rank == 0) {
+    try {
+      const int blocks = a.layout.units - (cfg.model.kind == ModelKind::Gpt ? 2 : 0);
+      const std::string text = describe_model(cfg.model, blocks);
+      std::ofstream out(model_out, std::ios::binary);
+      out << text;
+      out.close();
+      if (!out) throw InputError({}, "--model-out: cannot write '" + model_out + "'");
+    } catch (const std::exception& e) {
+      std::cerr << "error: " << describe_exception(e) << "\n";
+      return cli::kBadInput;
+    }
   }
   return report(cfg, s, run_executor(cfg, s, a.layout));
 }

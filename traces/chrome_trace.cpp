@@ -38,7 +38,7 @@ struct Span {
   int64_t ts = 0, dur = 0;  // ns; dur >= kMinDisplayNs
 };
 
-Span span_of(const SimSlice& sl) {
+Span span_of(const TimedSlice& sl) {
   Span sp;
   sp.ts = to_ns(sl.start_ms);
   const int64_t end = to_ns(sl.end_ms);
@@ -135,7 +135,7 @@ class Out {
     return ch('"');
   }
   // The name of a slice, written in place (short names and digits: nothing to escape).
-  Out& slice_name(const Step* step, const SimSlice& sl);
+  Out& slice_name(const Step* step, const TimedSlice& sl);
 
  private:
   char* room(size_t n) {
@@ -159,7 +159,7 @@ struct EventList {
 
 // ---- names ---------------------------------------------------------------------------------
 
-Out& Out::slice_name(const Step* step, const SimSlice& sl) {
+Out& Out::slice_name(const Step* step, const TimedSlice& sl) {
   if (!step) {
     raw("step ").integer(sl.step_index);
   } else if (is_composite(step->op) && !step->sub_steps.empty()) {
@@ -229,7 +229,7 @@ std::string thread_name(int tid) {
   return name;
 }
 
-int rank_count(const Schedule& s, const SimResult& r) {
+int rank_count(const Schedule& s, const RunRecord& r) {
   int n = std::max(s.ranks, static_cast<int32_t>(r.ranks.size()));
   for (const auto& sl : r.slices) n = std::max(n, sl.rank + 1);
   for (const auto& m : r.memory) n = std::max(n, m.rank + 1);
@@ -243,7 +243,7 @@ int rank_count(const Schedule& s, const SimResult& r) {
 // near as that allows to the instant the payload left, the end to the instant it arrived, and
 // the start never after the end. Returns false when the two slices admit no such pair (a
 // receive that ended before the send began: clocks of a measured run that disagree).
-bool flow_ends(const SimFlow& f, const Span& send, const Span& recv, int64_t& start, int64_t& end) {
+bool flow_ends(const MessageFlow& f, const Span& send, const Span& recv, int64_t& start, int64_t& end) {
   const int64_t lo_s = send.ts + 1, hi_s = send.ts + send.dur - 1;  // dur >= kMinDisplayNs = 2
   const int64_t lo_r = recv.ts + 1, hi_r = recv.ts + recv.dur - 1;
   const int64_t leave = std::isfinite(f.leave_ms) ? to_ns(f.leave_ms) : send.ts;
@@ -269,7 +269,7 @@ std::string_view lane_name(Lane lane) {
   return "lane";
 }
 
-const Step* slice_step(const Schedule& s, const SimSlice& sl) {
+const Step* slice_step(const Schedule& s, const TimedSlice& sl) {
   if (sl.rank < 0 || static_cast<size_t>(sl.rank) >= s.programs.size()) return nullptr;
   const Program& p = s.programs[static_cast<size_t>(sl.rank)];
   if (sl.step_index < 0 || static_cast<size_t>(sl.step_index) >= p.size()) return nullptr;
@@ -280,7 +280,7 @@ const Step* slice_step(const Schedule& s, const SimSlice& sl) {
   return &*slot;
 }
 
-std::string slice_name(const Schedule& s, const SimSlice& sl) {
+std::string slice_name(const Schedule& s, const TimedSlice& sl) {
   Out out(32);
   out.slice_name(slice_step(s, sl), sl);
   return out.take();
@@ -288,19 +288,19 @@ std::string slice_name(const Schedule& s, const SimSlice& sl) {
 
 namespace {
 
-std::vector<Span> spans_of(const SimResult& r) {
+std::vector<Span> spans_of(const RunRecord& r) {
   std::vector<Span> spans(r.slices.size());
   for (size_t i = 0; i < spans.size(); ++i) spans[i] = span_of(r.slices[i]);
   return spans;
 }
 
-std::vector<int> thread_ids(const SimResult& r, const std::vector<Span>& spans) {
+std::vector<int> thread_ids(const RunRecord& r, const std::vector<Span>& spans) {
   const size_t n = r.slices.size();
   std::vector<int> tid(n, 0);
   // Bucket the slices by (rank, lane), in input order (a counting sort).
   int nranks = 0;
   for (const auto& sl : r.slices) nranks = std::max(nranks, sl.rank + 1);
-  auto key = [&](const SimSlice& sl) {
+  auto key = [&](const TimedSlice& sl) {
     return static_cast<size_t>(sl.rank) * kTraceLanes + static_cast<size_t>(lane_index(sl.lane));
   };
   std::vector<size_t> first(static_cast<size_t>(nranks) * kTraceLanes + 1, 0);
@@ -354,9 +354,9 @@ std::vector<int> thread_ids(const SimResult& r, const std::vector<Span>& spans) 
 
 }  // namespace
 
-std::vector<int> trace_thread_ids(const SimResult& r) { return thread_ids(r, spans_of(r)); }
+std::vector<int> trace_thread_ids(const RunRecord& r) { return thread_ids(r, spans_of(r)); }
 
-std::string chrome_trace_json(const Schedule& s, const SimResult& r, const TraceOptions& options) {
+std::string chrome_trace_json(const Schedule& s, const RunRecord& r, const TraceOptions& options) {
   const int nranks = rank_count(s, r);
   const int only = options.only_rank;
   auto wanted = [&](int rank) { return only < 0 || rank == only; };
@@ -409,7 +409,7 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
 
   // ---- complete slices -------------------------------------------------------------------
   for (size_t i = 0; i < r.slices.size(); ++i) {
-    const SimSlice& sl = r.slices[i];
+    const TimedSlice& sl = r.slices[i];
     if (sl.rank < 0 || !wanted(sl.rank)) continue;
     const Step* step = slice_step(s, sl);
     Out& o = ev.next();
@@ -434,12 +434,12 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
   // hold a dangling flow).
   int64_t flows_left_out = 0;
   for (size_t k = 0; k < r.flows.size(); ++k) {
-    const SimFlow& f = r.flows[k];
+    const MessageFlow& f = r.flows[k];
     if (f.send_slice < 0 || f.recv_slice < 0 || static_cast<size_t>(f.send_slice) >= r.slices.size() ||
         static_cast<size_t>(f.recv_slice) >= r.slices.size())
       continue;
-    const SimSlice& a = r.slices[static_cast<size_t>(f.send_slice)];
-    const SimSlice& b = r.slices[static_cast<size_t>(f.recv_slice)];
+    const TimedSlice& a = r.slices[static_cast<size_t>(f.send_slice)];
+    const TimedSlice& b = r.slices[static_cast<size_t>(f.recv_slice)];
     if (a.rank < 0 || b.rank < 0 || !wanted(a.rank) || !wanted(b.rank)) continue;
     const Step* sent = slice_step(s, a);
     std::string_view name = a.meta ? std::string_view("meta") : payload_name(sent ? info(sent->op).payload : Payload::None);
@@ -524,7 +524,7 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
     std::unordered_map<uint64_t, uint32_t> first_slice;
     std::vector<int64_t> rank_end(static_cast<size_t>(nranks), 0);
     for (size_t i = 0; i < r.slices.size(); ++i) {
-      const SimSlice& sl = r.slices[i];
+      const TimedSlice& sl = r.slices[i];
       if (sl.rank < 0) continue;
       first_slice.emplace(step_key(sl.rank, sl.step_index), static_cast<uint32_t>(i));
       rank_end[static_cast<size_t>(sl.rank)] =
@@ -559,19 +559,60 @@ std::string chrome_trace_json(const Schedule& s, const SimResult& r, const Trace
   out.raw("\n],\"displayTimeUnit\":\"ms\"");
   if (only >= 0)
     out.raw(",\"distributedInfo\":{\"rank\":").integer(only).raw(",\"world_size\":").integer(nranks).raw("}");
-  out.raw(",\"otherData\":{\"tool\":\"ppsched\",\"schedule\":").str(s.name).raw(",\"label\":").str(options.label)
-      .raw(",\"ranks\":").integer(nranks).raw(",\"stages\":").integer(s.stages)
+  // otherData: the run's provenance (results/run_record.hpp), which traces/trace_reader.cpp
+  // reads back.
+  const RunProvenance& p = r.provenance;
+  out.raw(",\"otherData\":{\"tool\":\"ppsched\",\"schedule\":").str(s.name).raw(",\"label\":").str(p.display_label())
+      .raw(",\"source\":").str(to_string(p.source));
+  if (p.transport != RunTransport::None) out.raw(",\"transport\":").str(to_string(p.transport));
+  out.raw(",\"ranks\":").integer(nranks).raw(",\"stages\":").integer(s.stages)
       .raw(",\"micro_batches\":").integer(s.micro_batches).raw(",\"makespan_ms\":").number(r.makespan_ms)
       .raw(",\"completed\":").boolean(r.completed).raw(",\"steps\":").integer(static_cast<int64_t>(r.steps))
       .raw(",\"violations\":").integer(static_cast<int64_t>(r.check.violations.size()))
-      .raw(",\"flows_left_out\":").integer(flows_left_out)
-      .raw(",\"mode\":{\"comm\":").str(options.mode.comm == CommMode::Eager ? "eager" : "rendezvous")
-      .raw(",\"overlap_p2p\":").boolean(options.mode.overlap_p2p)
-      .raw(",\"mpipe_batched_recv\":").boolean(options.mode.mpipe_batched_recv)
-      .raw(",\"dyn_shape\":").boolean(options.mode.dyn_shape);
-  if (!options.mode_note.empty()) out.raw(",\"note\":").str(options.mode_note);
-  out.raw("}")
-      .raw(",\"time_unit\":\"ts and dur in microseconds; simulated times are milliseconds\"}}\n");
+      .raw(",\"flows_left_out\":").integer(flows_left_out);
+  if (p.mode) {
+    out.raw(",\"mode\":{\"comm\":").str(p.mode->comm == CommMode::Eager ? "eager" : "rendezvous")
+        .raw(",\"overlap_p2p\":").boolean(p.mode->overlap_p2p)
+        .raw(",\"mpipe_batched_recv\":").boolean(p.mode->mpipe_batched_recv)
+        .raw(",\"dyn_shape\":").boolean(p.mode->dyn_shape);
+    if (!p.mode_note.empty()) out.raw(",\"note\":").str(p.mode_note);
+    out.raw("}");
+  }
+  if (p.source == RunSource::Measured) out.raw(",\"shared_clock\":").boolean(p.shared_clock);
+  if (p.mesh) {
+    // Which replica this is (--dp): the DP degree and, per pipeline rank of the trace, the
+    // global rank that ran it.
+    out.raw(",\"mesh\":{\"dim_names\":[\"dp\",\"pp\"],\"shape\":[").integer(p.mesh->dp).raw(",").integer(p.mesh->pp)
+        .raw("],\"order\":").str(p.mesh->order).raw(",\"replica\":").integer(p.mesh->replica).raw(",\"global_ranks\":[");
+    for (size_t k = 0; k < p.mesh->global_ranks.size(); ++k) out.raw(k ? "," : "").integer(p.mesh->global_ranks[k]);
+    out.raw("]}");
+  }
+  if (!p.placement.empty()) {
+    // Where each rank ran (--cpu-bind): calibrate notes ranks that shared cores.
+    out.raw(",\"cpu_binding\":{\"mode\":").str(p.cpu_bind).raw(",\"ranks\":[");
+    for (size_t k = 0; k < p.placement.size(); ++k) {
+      out.raw(k ? ",{\"host\":" : "{\"host\":").str(p.placement[k].host).raw(",\"cpus\":[");
+      for (size_t c = 0; c < p.placement[k].cpus.size(); ++c) out.raw(c ? "," : "").integer(p.placement[k].cpus[c]);
+      out.raw("],\"bound\":").boolean(p.placement[k].bound).raw("}");
+    }
+    out.raw("]}");
+  }
+  if (!p.layers.empty()) {
+    // The model layers each stage held (calibrate --model reads the traced layout from here).
+    out.raw(",\"layers\":[");
+    for (size_t k = 0; k < p.layers.size(); ++k) {
+      out.raw(k ? ",{\"stage\":" : "{\"stage\":").integer(p.layers[k].stage).raw(",\"layers\":[");
+      for (size_t l = 0; l < p.layers[k].layers.size(); ++l) out.raw(l ? "," : "").str(p.layers[k].layers[l]);
+      out.raw("]}");
+    }
+    out.raw("]");
+  }
+  if (!p.notes.empty()) {
+    out.raw(",\"notes\":[");
+    for (size_t k = 0; k < p.notes.size(); ++k) out.raw(k ? "," : "").str(p.notes[k]);
+    out.raw("]");
+  }
+  out.raw(",\"time_unit\":\"ts and dur in microseconds; simulated times are milliseconds\"}}\n");
   return out.take();
 }
 

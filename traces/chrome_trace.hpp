@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "model/schedule.hpp"
-#include "sim/engine.hpp"
+#include "results/run_record.hpp"
 
 namespace ppsched {
 
@@ -15,17 +15,6 @@ struct TraceOptions {
   // Per-rank variant for Holistic Trace Analysis: only this rank's events, with a top-level
   // "distributedInfo": {"rank": r}. -1 = one file with every rank.
   int only_rank = -1;
-  std::string label;  // e.g. "simulated" / "measured"; goes into the metadata
-  // The runtime mode the run had (otherData.mode: comm, overlap_p2p, mpipe_batched_recv,
-  // dyn_shape), so that `ppsched calibrate --schedule` predicts it in the same mode.
-  CheckOptions mode;
-  std::string mode_note;  // otherData.mode.note when not empty (how the run's mode came about)
-
-  static TraceOptions labelled(std::string l) {
-    TraceOptions o;
-    o.label = std::move(l);
-    return o;
-  }
 };
 
 // {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}} (plus "distributedInfo"
@@ -38,7 +27,8 @@ struct TraceOptions {
 // counters ("C" named "memory", cat "memory", args {"bytes"}, per rank in time order,
 // redundant samples folded), and instants ("i", cat "violation") at each violation's steps
 // (scope thread) or, for a violation without steps, on its ranks (scope process). Same
-// inputs, same bytes.
+// inputs, same bytes. otherData carries the record's provenance (label, source, transport,
+// mode, mesh, cpu_binding, layers, notes), which traces/trace_reader.hpp reads back.
 //
 // A flow's start lies strictly inside its send slice, at the flow's leave_ms (else the
 // slice's start) moved inside by at most 1 ns; its end strictly inside the receive slice, at
@@ -47,7 +37,7 @@ struct TraceOptions {
 // drops an end it reads before the start); a flow whose slices allow no such pair (a receive
 // that ended before its send began or as it began: disagreeing clocks, a zero-time transfer)
 // is left out and counted in otherData.flows_left_out.
-std::string chrome_trace_json(const Schedule& s, const SimResult& r, const TraceOptions& options = {});
+std::string chrome_trace_json(const Schedule& s, const RunRecord& r, const TraceOptions& options = {});
 
 // Layout of the trace (shared with the SVG timeline and the tests):
 //   pid = rank; tid = lane (0 compute, 1 send, 2 recv, 3 collective). Slices of one lane that
@@ -63,13 +53,13 @@ std::string_view lane_name(Lane lane);
 // The step a slice shows: the sub-step for a sub-slice of a composite (slice.sub >= 0), else
 // the step at slice.step_index. nullptr when the slice points outside the schedule or at an
 // idle slot.
-const Step* slice_step(const Schedule& s, const SimSlice& slice);
+const Step* slice_step(const Schedule& s, const TimedSlice& slice);
 
 // A slice's display name: "F3 s1", "FS3 s1", "TF2", "BCAST"; a composite joins its sub-steps'
 // short labels ("B0s3|F4s1"); a shape/dtype meta message gets " meta" appended.
-std::string slice_name(const Schedule& s, const SimSlice& slice);
+std::string slice_name(const Schedule& s, const TimedSlice& slice);
 
 // Thread id of every slice of r.slices under the layout above (the trace's own assignment).
-std::vector<int> trace_thread_ids(const SimResult& r);
+std::vector<int> trace_thread_ids(const RunRecord& r);
 
 }  // namespace ppsched

@@ -178,7 +178,7 @@ struct RowGeometry {
 
 }  // namespace
 
-std::string svg_timeline(const Schedule& s, const SimResult& r, const SvgOptions& options) {
+std::string svg_timeline(const Schedule& s, const RunRecord& r, const SvgOptions& options) {
   int nranks = std::max(s.ranks, static_cast<int32_t>(r.ranks.size()));
   double makespan = r.makespan_ms;
   for (const auto& sl : r.slices) {
@@ -207,7 +207,7 @@ std::string svg_timeline(const Schedule& s, const SimResult& r, const SvgOptions
   std::vector<uint32_t> order(r.slices.size());
   {
     std::vector<size_t> first(static_cast<size_t>(nranks) * kTraceLanes + 1, 0);
-    auto key = [&](const SimSlice& sl) { return static_cast<size_t>(sl.rank) * kTraceLanes + static_cast<size_t>(sl.lane) % kTraceLanes; };
+    auto key = [&](const TimedSlice& sl) { return static_cast<size_t>(sl.rank) * kTraceLanes + static_cast<size_t>(sl.lane) % kTraceLanes; };
     size_t kept = 0;
     for (const auto& sl : r.slices)
       if (sl.rank >= 0) ++first[key(sl) + 1], ++kept;
@@ -234,7 +234,7 @@ std::string svg_timeline(const Schedule& s, const SimResult& r, const SvgOptions
   std::unordered_set<uint64_t> critical;
   for (const auto& c : r.critical_path)
     critical.insert((static_cast<uint64_t>(static_cast<uint32_t>(c.rank)) << 32) | static_cast<uint32_t>(c.step_index));
-  auto is_critical = [&](const SimSlice& sl) {
+  auto is_critical = [&](const TimedSlice& sl) {
     return !critical.empty() && sl.lane == Lane::Compute &&
            critical.count((static_cast<uint64_t>(static_cast<uint32_t>(sl.rank)) << 32) |
                           static_cast<uint32_t>(sl.step_index));
@@ -311,7 +311,7 @@ std::string svg_timeline(const Schedule& s, const SimResult& r, const SvgOptions
         run.count = 0;
       };
       for (; pos < order.size() && r.slices[order[pos]].rank == rank && r.slices[order[pos]].lane == lane; ++pos) {
-        const SimSlice& sl = r.slices[order[pos]];
+        const TimedSlice& sl = r.slices[order[pos]];
         if (!(sl.end_ms > sl.start_ms)) continue;  // nothing to see
         const Step* step = slice_step(s, sl);
         const Cls cls = class_of(step, lane);
@@ -432,12 +432,12 @@ std::string svg_timeline(const Schedule& s, const SimResult& r, const SvgOptions
   // ---- P2P arrows: from the end of the send to the end of its receive ---------------------------
   if (arrows) {
     body.raw("<g id=\"p2p\">\n");
-    for (const SimFlow& f : r.flows) {
+    for (const MessageFlow& f : r.flows) {
       if (f.send_slice < 0 || f.recv_slice < 0 || static_cast<size_t>(f.send_slice) >= r.slices.size() ||
           static_cast<size_t>(f.recv_slice) >= r.slices.size())
         continue;
-      const SimSlice& a = r.slices[static_cast<size_t>(f.send_slice)];
-      const SimSlice& b = r.slices[static_cast<size_t>(f.recv_slice)];
+      const TimedSlice& a = r.slices[static_cast<size_t>(f.send_slice)];
+      const TimedSlice& b = r.slices[static_cast<size_t>(f.recv_slice)];
       if (a.rank < 0 || b.rank < 0) continue;
       const double y1 = row(a.rank).comm + kCommH / 4, y2 = row(b.rank).comm + 3 * kCommH / 4;
       body.raw("<line class=\"ar\" x1=\"").num(x_of(a.end_ms)).raw("\" y1=\"").num(y1).raw("\" x2=\"")

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "model/schedule.hpp"
-#include "sim/engine.hpp"
+#include "results/run_record.hpp"
 
 namespace ppsched {
 
@@ -16,6 +16,6 @@ struct SvgOptions {
   int max_tooltips = 5000;  // slices up to this count get a <title> tooltip (file size)
 };
 
-std::string svg_timeline(const Schedule& s, const SimResult& r, const SvgOptions& options = {});
+std::string svg_timeline(const Schedule& s, const RunRecord& r, const SvgOptions& options = {});
 
 }  // namespace ppsched

@@ -274,14 +274,14 @@ SearchOutcome search(const Problem& p, const std::vector<Found>& seeds, const Se
 
 // ---- tune ---------------------------------------------------------------------------------
 
-Entry measure(const Schedule& s, const CostModel& costs, const SimOptions& sim, SimResult* keep) {
+Entry measure(const Schedule& s, const CostModel& costs, const SimOptions& sim, RunRecord* keep) {
   Entry e;
   e.name = s.name;
   e.vpp = s.ranks > 0 ? s.stages / s.ranks : 1;
   e.placement = s.placement.kind;
   SimOptions o = sim;
   o.record_trace = true;
-  SimResult r = simulate(s, costs, o);
+  RunRecord r = simulate(s, costs, o);
   e.verified = r.completed && r.check.ok();
   if (!r.check.ok()) {
     const Violation& v = r.check.violations.front();
@@ -361,7 +361,7 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
   SimOptions o = sim;
   o.record_trace = false;
   auto time_of = [&](const Order& order) -> double {
-    const SimResult r = simulate(to_schedule(p, order, "candidate"), costs, o);
+    const RunRecord r = simulate(to_schedule(p, order, "candidate"), costs, o);
     if (evaluations) ++*evaluations;
     return r.completed && r.check.ok() ? r.makespan_ms : -1.0;
   };

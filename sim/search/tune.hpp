@@ -137,7 +137,7 @@ struct TuneResult {
   std::vector<Schedule> schedules;  // leaderboard[i]'s schedule (P2P inserted), with keep_schedules
   int best = -1;                   // index into leaderboard of the best verified entry
   Schedule best_schedule;          // P2P inserted, verified
-  SimResult best_sim;
+  RunRecord best_sim;
   LowerBound bound;                // for the best entry's shape
   double gap = 0;                  // best makespan / bound - 1
   double seconds = 0;
@@ -152,6 +152,6 @@ TuneResult tune(const TuneRequest& request);
 std::vector<std::string> tunable_families();
 
 // Builds `order`'s schedule, verifies it and times it with the DES: an Entry.
-Entry measure(const Schedule& s, const CostModel& costs, const SimOptions& sim, SimResult* out = nullptr);
+Entry measure(const Schedule& s, const CostModel& costs, const SimOptions& sim, RunRecord* out = nullptr);
 
 }  // namespace ppsched::search

@@ -674,6 +674,58 @@ def _(ctx):
     predict_run(ctx, 2, ["1f1b", "--pp", "2", "--micro", "8"], model, PREDICTION_FACTOR_PP2)
 
 
+@case("model_out_trace_layers_per_layer_calibration_pp2")
+def _(ctx):
+    # The executor's model as a ppsched-model file (--model-out) and the layers each stage held in
+    # its trace (otherData.layers): calibrate --model reads the traced layout from the trace and
+    # fits per-layer rates. The file's parameter counts are checked against libtorch's own.
+    with tempfile.TemporaryDirectory() as tmp:
+        sched = os.path.join(tmp, "sched.json")
+        trace = os.path.join(tmp, "run.trace.json")
+        model_file = os.path.join(tmp, "gpt.json")
+        run_ppsched(ctx, ["generate", "interleaved-1f1b", "--pp", "2", "--vpp", "2", "--micro", "4", "-o", sched])
+        rc, out, err, dt = launch(ctx, 2, ["--schedule", sched] + GPT + ["--iterations", "2", "--json", "--trace", trace,
+                                                                        "--model-out", model_file])
+        s = summary(out)
+        if not s["ok"] or "trace" not in s:
+            raise Failure("run failed or wrote no trace: " + json.dumps(s))
+        with open(model_file) as f:
+            m = json.load(f)
+        names = [layer["name"] for layer in m["layers"]]
+        want = ["embedding"] + [f"block{k}" for k in range(8)] + ["head"]
+        if names != want:
+            raise Failure(f"--model-out names the layers {names}, the executor's units are {want}")
+        file_params = sum(layer["params"] for layer in m["layers"])
+        if file_params != sum(s["parameter_elements"]):
+            raise Failure(f"--model-out counts {file_params} parameters, libtorch's modules hold "
+                          f"{sum(s['parameter_elements'])} ({s['parameter_elements']} per rank)")
+        with open(trace) as f:
+            other = json.load(f)["otherData"]
+        held = [layer for st in sorted(other["layers"], key=lambda e: e["stage"]) for layer in st["layers"]]
+        if held != want or len(other["layers"]) != 4:
+            raise Failure(f"otherData.layers lists {other['layers']}, not the model's layers over 4 stages")
+        cal = json.loads(run_ppsched(ctx, ["calibrate", trace, "--model", model_file, "--schedule", sched, "--json"]))
+        notes = " ".join(cal["notes"])
+        if "the traced layout 2,2,2,2 is the trace's (otherData.layers)" not in notes:
+            raise Failure("calibrate --model did not take the traced layout from the trace: " + json.dumps(cal["notes"]))
+        p = cal["prediction"]
+        if p["measured_ms"] is None or not p["completed"]:
+            raise Failure("the traced schedule on its own layout is not the run that was traced: " + json.dumps(p))
+        print(f"--model-out: {len(names)} layers, {file_params} parameters (libtorch: {s['parameter_elements']}); "
+              f"otherData.layers {[len(e['layers']) for e in other['layers']]}; per-layer fit predicts "
+              f"{p['predicted_ms']:.3f} ms for the traced {p['measured_ms']:.3f} ms")
+        # A model that is not the run's is refused, naming the first layer that differs.
+        m["layers"][3]["name"] = "attention2"
+        other_model = os.path.join(tmp, "other.json")
+        with open(other_model, "w") as f:
+            json.dump(m, f)
+        refused = subprocess.run([ctx.ppsched, "calibrate", trace, "--model", other_model], capture_output=True,
+                                 text=True, timeout=120)
+        if refused.returncode != 2 or "holds 'block2' where the model's layer 3 is 'attention2'" not in refused.stderr:
+            raise Failure(f"a model with other layers was not refused by name (exit {refused.returncode}): "
+                          + refused.stderr)
+
+
 # ---- --cpu-bind: where each rank runs (exec/cpu_binding.hpp) --------------------------------
 
 def expected_blocks(ranks, allowed):

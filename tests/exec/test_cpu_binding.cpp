@@ -9,7 +9,10 @@
 
 #include "exec/cpu_binding.hpp"
 #include "exec/measured_trace.hpp"
+#include "model/generators/generator.hpp"
+#include "traces/chrome_trace.hpp"
 
+using namespace ppsched;
 using namespace ppsched::exec;
 
 namespace {
@@ -104,9 +107,21 @@ TEST_CASE("a rank's CPUs travel in its trace record to otherData.cpu_binding", "
   CHECK(b2.cpus == b.cpus);
   CHECK(!b2.cpu_bound);
   CHECK(parse_rank_trace(serialize(RankTrace{})).cpus.empty());
-  CHECK_THROWS_WITH(parse_rank_trace("rank 0 5 h\nC 1 2 0\n"), Catch::Contains("malformed CPU list"));
-  CHECK_THROWS_WITH(parse_rank_trace("rank 0 5 h\nC 1 1 -4\n"), Catch::Contains("malformed CPU list"));
-  const auto j = nlohmann::json::parse(cpu_binding_json({a2, b2}, CpuBindMode::Auto));
+  CHECK_THROWS_WITH(parse_rank_trace(R"({"rank": 0, "host": "h", "epoch_ns": 5, "cpus": [1, )"),
+                    Catch::Contains("malformed trace record"));
+  CHECK_THROWS_WITH(parse_rank_trace(R"({"rank": 0, "host": "h", "epoch_ns": 5, "cpus": [-4], "cpu_bound": true,
+                                         "intervals": [], "messages": []})"),
+                    Catch::Contains("malformed CPU list"));
+  // Rank 0 puts them in the run's provenance; the trace writes them and reads them back.
+  GenerateOptions g;
+  g.pp = 2;
+  g.micro = 2;
+  const Schedule s = generate("1f1b", g);
+  MeasuredRunInfo info;
+  info.transport = RunTransport::Gloo;
+  info.cpu_bind = CpuBindMode::Auto;
+  const RunRecord run = assemble_measured_run(s, {a2, b2}, info);
+  const auto j = nlohmann::json::parse(chrome_trace_json(s, run))["otherData"]["cpu_binding"];
   CHECK(j["mode"] == "auto");
   REQUIRE(j["ranks"].size() == 2);
   CHECK(j["ranks"][0]["cpus"] == nlohmann::json::array({0}));

@@ -239,18 +239,18 @@ TEST_CASE("measured records of a later iteration pair with the comm model: one f
     INFO(family);
     const Schedule s = generated(family, 4, 1, 8);
     const auto records = later_iteration_records(s);
-    const MeasuredRun run = assemble_measured_run(s, records);
-    CHECK(run.notes.empty());
+    const RunRecord run = assemble_measured_run(s, records);
+    CHECK(run.provenance.notes.empty());
     size_t sends = 0, slices = 0;
     for (const auto& t : records) {
       slices += t.intervals.size();
       for (const auto& msg : t.messages) sends += msg.send ? 1 : 0;
     }
-    CHECK(run.result.slices.size() == slices);
-    CHECK(run.result.flows.size() == sends);
-    for (const auto& f : run.result.flows) {
-      const SimSlice& a = run.result.slices[static_cast<size_t>(f.send_slice)];
-      const SimSlice& b = run.result.slices[static_cast<size_t>(f.recv_slice)];
+    CHECK(run.slices.size() == slices);
+    CHECK(run.flows.size() == sends);
+    for (const auto& f : run.flows) {
+      const TimedSlice& a = run.slices[static_cast<size_t>(f.send_slice)];
+      const TimedSlice& b = run.slices[static_cast<size_t>(f.recv_slice)];
       CHECK(a.lane == Lane::Send);
       CHECK(b.lane == Lane::Recv);
       CHECK(a.meta == b.meta);
@@ -259,20 +259,20 @@ TEST_CASE("measured records of a later iteration pair with the comm model: one f
       CHECK(f.leave_ms == a.start_ms);
       CHECK(f.arrive_ms == b.end_ms);
     }
-    CHECK(run.result.ranks.size() == static_cast<size_t>(s.ranks));
+    CHECK(run.ranks.size() == static_cast<size_t>(s.ranks));
     // These made-up clocks disagree between ranks: a flow whose receive returned before its
     // send began is left out (and counted); every other one binds and runs forward.
-    const std::string text = chrome_trace_json(s, run.result, TraceOptions::labelled("measured (gloo)"));
+    const std::string text = chrome_trace_json(s, run);
     const ppsched::testing::TraceCheck c = ppsched::testing::validate_trace(text);
     INFO(c.summary());
     CHECK(c.problem_count() == 0);
     size_t impossible = 0;
-    for (const auto& f : run.result.flows)
-      impossible += run.result.slices[static_cast<size_t>(f.recv_slice)].end_ms * 1e6 -
-                                run.result.slices[static_cast<size_t>(f.send_slice)].start_ms * 1e6 < 2
+    for (const auto& f : run.flows)
+      impossible += run.slices[static_cast<size_t>(f.recv_slice)].end_ms * 1e6 -
+                                run.slices[static_cast<size_t>(f.send_slice)].start_ms * 1e6 < 2
                         ? 1
                         : 0;
-    CHECK(c.flows + impossible == run.result.flows.size());
+    CHECK(c.flows + impossible == run.flows.size());
     CHECK(nlohmann::json::parse(text)["otherData"]["flows_left_out"] == impossible);
   }
 }
@@ -282,11 +282,11 @@ TEST_CASE("a record that strays from the comm model keeps its slices and loses i
   auto records = later_iteration_records(s);
   REQUIRE(records[1].messages.size() > 2);
   records[1].messages[1].tensor = 7;  // not what the comm model has there
-  const MeasuredRun run = assemble_measured_run(s, records);
-  REQUIRE(run.notes.size() == 1);
-  CHECK(run.notes[0].find("rank 1: message 1") != std::string::npos);
+  const RunRecord run = assemble_measured_run(s, records);
+  REQUIRE(run.provenance.notes.size() == 1);
+  CHECK(run.provenance.notes[0].find("rank 1: message 1") != std::string::npos);
   // Rank 1's first message still pairs; nothing after it on rank 1 does.
-  CHECK(run.result.flows.size() == 1);
+  CHECK(run.flows.size() == 1);
 }
 
 TEST_CASE("ranks on one host are aligned on its monotonic clock, others at their barrier epoch", "[exec]") {
@@ -296,15 +296,15 @@ TEST_CASE("ranks on one host are aligned on its monotonic clock, others at their
     t.host = "node0";
     t.epoch_ns = 5'000'000 + t.rank * 1'500'000;  // rank 1 took its epoch 1.5 ms later
   }
-  const MeasuredRun shared = assemble_measured_run(s, records);
-  CHECK(shared.shared_clock);
+  const RunRecord shared = assemble_measured_run(s, records);
+  CHECK(shared.provenance.shared_clock);
   records[1].host = "node1";
-  const MeasuredRun apart = assemble_measured_run(s, records);
-  CHECK_FALSE(apart.shared_clock);
-  REQUIRE(shared.result.slices.size() == apart.result.slices.size());
-  for (size_t k = 0; k < shared.result.slices.size(); ++k) {
-    const double shift = shared.result.slices[k].rank == 1 ? 1.5 : 0.0;
-    CHECK(shared.result.slices[k].start_ms == Approx(apart.result.slices[k].start_ms + shift));
+  const RunRecord apart = assemble_measured_run(s, records);
+  CHECK_FALSE(apart.provenance.shared_clock);
+  REQUIRE(shared.slices.size() == apart.slices.size());
+  for (size_t k = 0; k < shared.slices.size(); ++k) {
+    const double shift = shared.slices[k].rank == 1 ? 1.5 : 0.0;
+    CHECK(shared.slices[k].start_ms == Approx(apart.slices[k].start_ms + shift));
   }
 }
 

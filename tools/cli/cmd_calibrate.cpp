@@ -129,9 +129,10 @@ Action add_calibrate(CLI::App& app) {
       "kind; --schedule may then be another schedule (family, V, micro-batches, layout: --layout)");
   cmd->get_option("--layout")->description(
       "with --model and --schedule: the layout the predicted schedule runs with (counts or Megatron's string; "
-      "default: the even split)");
+      "default: the traced layout when the schedule has the traced stage count, else the even split)");
   cmd->add_option("--trace-layout", st->trace_layout,
-                  "with --model: the layout the traced run had (default: the even split over the trace's stages)")
+                  "with --model: the layout the traced run had (default: the trace's otherData.layers, which ppsched-exec "
+                  "writes, else the even split over the trace's stages)")
       ->needs(st->cost.model_opt);
   cmd->add_option("--model-out", st->model_out,
                   "with --model: write the model with its fitted rates (device.fitted) as a ppsched-model file")
@@ -153,7 +154,19 @@ Action add_calibrate(CLI::App& app) {
     if (per_layer) {
       DataParallelFlags dp;
       Network net = load_network(st->cost, dp);
-      const NetworkCosts traced = network_costs(net, c.stages, st->trace_layout, "--trace-layout");
+      // The traced layout: --trace-layout, else the layers each stage held as the trace says
+      // (otherData.layers, ppsched-exec), else the even split.
+      std::string trace_layout = st->trace_layout, trace_layout_from = "--trace-layout";
+      if (trace_layout.empty() && !c.layers.empty()) {
+        std::vector<std::vector<std::string>> names(static_cast<size_t>(c.stages));
+        for (const StageLayers& sl : c.layers)
+          if (sl.stage >= 0 && sl.stage < c.stages) names[static_cast<size_t>(sl.stage)] = sl.layers;
+        const std::vector<Layer> layers = net.layers();
+        trace_layout = counts_text(named_layout(names, layers, st->trace + " (otherData.layers)"), layers);
+        trace_layout_from = st->trace + " (otherData.layers)";
+        c.notes.push_back("the traced layout " + trace_layout + " is the trace's (otherData.layers)");
+      }
+      const NetworkCosts traced = network_costs(net, c.stages, trace_layout, trace_layout_from);
       traced_layout = counts_text(traced.layout, traced.layers);
       fits = fit_kind_rates(c, traced.plan);
       net.device = with_fits(net.device, fits);
@@ -169,10 +182,13 @@ Action add_calibrate(CLI::App& app) {
       // Another schedule than the traced one may be predicted: priced from the fitted model.
       std::optional<CsvKind> kind;
       Schedule s = read_schedule_file(st->schedule, {}, {}, &kind);
-      const NetworkCosts nc = network_costs(*fitted_net, s.stages, st->cost.layout, "--layout");
+      // Without --layout a schedule of the traced stage count runs on the traced layout.
+      const bool traced_split = st->cost.layout.empty() && s.stages == c.stages;
+      const NetworkCosts nc = network_costs(*fitted_net, s.stages, traced_split ? traced_layout : st->cost.layout,
+                                            traced_split ? "the traced layout" : "--layout");
       SimOptions so = prediction_options(c, kind, nc.costs.memory_model(s.stages));
       so.check.memory_budget.reset();  // a prediction of time: memory is simulate's business
-      SimResult r = simulate(s, nc.costs, so);
+      RunRecord r = simulate(s, nc.costs, so);
       Prediction p;
       p.mode = mode_flags(so.check);
       p.predicted_ms = r.makespan_ms;
@@ -200,7 +216,7 @@ Action add_calibrate(CLI::App& app) {
       if (!c.schedule.empty() && s.name != c.schedule)
         c.notes.push_back("the trace names schedule '" + c.schedule + "', --schedule '" + s.name + "'");
       SimOptions so = prediction_options(c, kind, c.costs.memory_model(s.stages));
-      SimResult r = simulate(s, c.costs, so);
+      RunRecord r = simulate(s, c.costs, so);
       Prediction p;
       p.mode = mode_flags(so.check);
       p.predicted_ms = r.makespan_ms;

@@ -65,18 +65,18 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-double max_dp_ms(const SimResult& r) {
+double max_dp_ms(const RunRecord& r) {
   double m = 0;
   for (const auto& x : r.ranks) m = std::max(m, x.dp_collective_ms);
   return m;
 }
 
-double mean_bubble(const SimResult& r) {
+double mean_bubble(const RunRecord& r) {
   double b = 0;
   for (const auto& x : r.ranks) b += x.bubble_fraction;
   return r.ranks.empty() ? 0 : b / static_cast<double>(r.ranks.size());
 }
-int64_t max_peak(const SimResult& r) {
+int64_t max_peak(const RunRecord& r) {
   int64_t p = 0;
   for (const auto& x : r.ranks) p = std::max(p, x.peak_memory_bytes);
   return p;
@@ -94,7 +94,7 @@ std::string lane_label(Lane l) {
 
 // What each rank holds: for the whole step (weights, gradients, optimizer state), the peak of
 // its kept activations alone, and its peak with what it is made of (README "Model and memory").
-nlohmann::json memory_json(const Schedule& s, const SimResult& r) {
+nlohmann::json memory_json(const Schedule& s, const RunRecord& r) {
   nlohmann::json per_rank = nlohmann::json::array();
   for (const auto& x : r.ranks) {
     const RankMemory& m = x.memory;
@@ -122,7 +122,7 @@ nlohmann::json memory_json(const Schedule& s, const SimResult& r) {
 }
 
 // The breakdown table, when a rank holds more than live activations and buffers.
-std::string memory_text(const SimResult& r, std::optional<int64_t> budget) {
+std::string memory_text(const RunRecord& r, std::optional<int64_t> budget) {
   bool detailed = false;
   for (const auto& x : r.ranks)
     detailed = detailed || x.memory.resident_bytes() > 0 || x.memory.at_peak_workspace_bytes > 0 || x.memory.at_peak_gathered_bytes > 0;
@@ -152,7 +152,7 @@ std::string memory_text(const SimResult& r, std::optional<int64_t> budget) {
   return out;
 }
 
-nlohmann::json result_json(const Schedule& s, const SimResult& r, const CostModel& c, const DataParallelOptions& dp) {
+nlohmann::json result_json(const Schedule& s, const RunRecord& r, const CostModel& c, const DataParallelOptions& dp) {
   nlohmann::json j;
   j["completed"] = r.completed;
   j["makespan_ms"] = r.makespan_ms;
@@ -194,7 +194,7 @@ nlohmann::json result_json(const Schedule& s, const SimResult& r, const CostMode
   return j;
 }
 
-std::string result_text(const std::string& what, const Schedule& s, const SimResult& r, const CostModel& c,
+std::string result_text(const std::string& what, const Schedule& s, const RunRecord& r, const CostModel& c,
                         const DataParallelOptions& dp, std::optional<int64_t> budget) {
   std::string out = what + ": makespan " + fmt("%.3f", r.makespan_ms) + " ms" + (r.completed ? "" : " (STOPPED: deadlock)") +
                     ", mean bubble " + fmt("%.1f", 100 * mean_bubble(r)) + "% (costs: " + c.source + ")\n";
@@ -309,7 +309,7 @@ Action add_simulate(CLI::App& app) {
       if (comms_csv[k] && !st->sim.check.overlap_p2p && so.check.overlap_p2p)
         std::cerr << "note: " << name << " is a compute_comms CSV (PyTorch's lowered schedule): simulated under "
                   << "--overlap-p2p, PyTorch's runtime semantics; --no-overlap-p2p runs it blocking\n";
-      SimResult r = simulate(s, c, so);
+      RunRecord r = simulate(s, c, so);
       ok = ok && r.check.ok() && r.completed;
       if (st->json) {
         auto j = result_json(s, r, c, so.check.dp);
@@ -321,10 +321,7 @@ Action add_simulate(CLI::App& app) {
       }
       // Labelled, so a simulated and a measured trace (ppsched-exec --trace) tell themselves apart.
       if (!st->trace.empty()) {
-        TraceOptions to;
-        to.label = "simulated";
-        to.mode = so.check;
-        try_write(st->trace, chrome_trace_json(s, r, to));
+        try_write(st->trace, chrome_trace_json(s, r));
       }
       if (!st->trace_dir.empty()) {
         // The folder (and its parents) is made when missing, like `mkdir -p`.
@@ -337,8 +334,6 @@ Action add_simulate(CLI::App& app) {
           for (int rank = 0; rank < s.ranks; ++rank) {
             TraceOptions to;
             to.only_rank = rank;
-            to.label = "simulated";
-            to.mode = so.check;
             const std::string path = st->trace_dir + "/rank" + std::to_string(rank) + ".json";
             refuse_overwriting_input(path, st->files, "--trace-per-rank");
             try_write(path, chrome_trace_json(s, r, to));
@@ -399,7 +394,7 @@ Action add_compare(CLI::App& app) {
       c.check_fits(s.stages, s.micro_batches);
       const bool tower_on_stage0 = tower != Tower::None && !s.mpipe;
       if (tower_on_stage0) c = with_tower_on_stage0(c, s.stages, tower);
-      SimResult r = simulate(s, c, sim_options(st->sim, c, s, f, false, comms_csv[k]));
+      RunRecord r = simulate(s, c, sim_options(st->sim, c, s, f, false, comms_csv[k]));
       int messages = 0;
       for (const auto& l : r.links) messages += l.messages;
       bool good = r.check.ok() && r.completed;

@@ -300,7 +300,7 @@ Action add_tune(CLI::App& app) {
     }
     if (!st->layout_out.empty()) write_output(st->layout_out, best_counts + "\n" + best_megatron + "\n");
     if (!st->out.empty()) write_output(st->out, write_schedule(r.best_schedule, FileFormat::Json));
-    if (!st->trace.empty()) write_output(st->trace, chrome_trace_json(r.best_schedule, r.best_sim, TraceOptions::labelled("simulated")));
+    if (!st->trace.empty()) write_output(st->trace, chrome_trace_json(r.best_schedule, r.best_sim));
     if (!st->svg.empty()) write_output(st->svg, svg_timeline(r.best_schedule, r.best_sim));
     const search::Entry* best_family = nullptr;
     for (const auto& e : r.leaderboard)

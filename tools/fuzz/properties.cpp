@@ -201,7 +201,7 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
       SimOptions so;
       so.check = o;
       so.record_trace = false;
-      SimResult sim = simulate(s, default_cost_model(s.stages), so);
+      RunRecord sim = simulate(s, default_cost_model(s.stages), so);
       if (!sim.completed) return fail("the timed simulation of a generated schedule did not complete");
       return v;
     }
@@ -241,7 +241,7 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
           SimOptions so;
           so.check = mo;
           so.record_trace = false;
-          SimResult sim = simulate(s, random_costs(c.cost_seed, s.stages), so);
+          RunRecord sim = simulate(s, random_costs(c.cost_seed, s.stages), so);
           if (sim.completed != replayed)
             return fail(std::string("timing changed the verdict: the replay ") + (replayed ? "completes" : "deadlocks") +
                         ", the timed simulation " + (sim.completed ? "completes" : "stops"));
@@ -351,7 +351,7 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
           return fail("CSV round trip changed the programs or the placement");
       }
       CostModel costs = random_costs(c.cost_seed, s.stages);
-      SimResult a = simulate(s, costs), b = simulate(s, costs);
+      RunRecord a = simulate(s, costs), b = simulate(s, costs);
       if (chrome_trace_json(s, a) != chrome_trace_json(s, b)) return fail("two simulations of the same input wrote different traces");
       return v;
     }

@@ -1,0 +1,18 @@
+// A built-in model (exec/models.cpp) as a ppsched-model file (network/model_file.hpp): one
+// explicit layer per unit, named as the executor names them in its traces (otherData.layers:
+// "embedding", "block0", ..., "head"), with its parameters, FLOPs per micro-batch and fp32
+// activation bytes. `ppsched calibrate TRACE --model FILE` then fits per-layer rates to a
+// traced run and predicts other schedules, micro-batch counts and layouts of the same model.
+// Torch-free: the figures are closed-form in the model's sizes.
+#pragma once
+
+#include <string>
+
+#include "exec/config.hpp"
+
+namespace ppsched::exec {
+
+// The file's text. Stage modules (--stage-module) have no closed form: InputError.
+std::string describe_model(const ModelConfig& m, int layers);
+
+}  // namespace ppsched::exec

@@ -1,0 +1,30 @@
+#include "results/run_record.hpp"
+
+namespace ppsched {
+
+const char* to_string(RunSource s) { return s == RunSource::Measured ? "measured" : "simulated"; }
+
+const char* to_string(RunTransport t) {
+  switch (t) {
+    case RunTransport::Gloo: return "gloo";
+    case RunTransport::Nccl: return "nccl";
+    case RunTransport::None: break;
+  }
+  return "";
+}
+
+std::optional<RunTransport> transport_from_name(const std::string& name) {
+  if (name == "gloo") return RunTransport::Gloo;
+  if (name == "nccl") return RunTransport::Nccl;
+  if (name.empty()) return RunTransport::None;
+  return std::nullopt;
+}
+
+std::string RunProvenance::display_label() const {
+  if (!label.empty()) return label;
+  std::string l = to_string(source);
+  if (transport != RunTransport::None) l += std::string(" (") + to_string(transport) + ")";
+  return l;
+}
+
+}  // namespace ppsched

@@ -10,6 +10,7 @@
 #include "checkers/checks.hpp"
 #include "tools/fuzz/comm_oracle.hpp"
 #include "tools/fuzz/properties.hpp"
+#include "tests/support/weakened.hpp"
 
 using namespace ppsched;
 using namespace ppsched::fuzz;
@@ -46,7 +47,11 @@ void run_property(Property p, double min_deadlock_share = 0) {
     std::cout << "\n";
   }
   INFO(to_string(p) << ": " << d.summary());
-  if (d.kept() < 100) return;  // a budget lowered through RC_PARAMS: too few cases for shares
+  if (d.kept() < 100) {  // a budget lowered through RC_PARAMS: too few cases for shares
+    PPSCHED_WEAKENED(to_string(p) << ": " << d.kept() << " kept cases (RC_PARAMS=" << (std::getenv("RC_PARAMS") ? std::getenv("RC_PARAMS") : "")
+                                  << "): the discard, multi-rank and deadlock shares are not checked below 100");
+    return;
+  }
   CHECK(d.discard_rate() < 0.10);
   CHECK(d.share(d.multi_rank) >= 0.85);
   CHECK(d.share(d.deadlocks) >= min_deadlock_share);

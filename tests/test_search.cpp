@@ -76,7 +76,6 @@ TEST_CASE("the §5 lower bounds reproduce schedule_search.md's LB span and LB gl
 
 TEST_CASE("on ZB's uniform grid the search is at most the ZB heuristic's span and global makespan, "
           "and equal to the bound wherever ZB reaches it") {
-  int optimal_span = 0, zb_optimal = 0;
   for (const auto& z : uniform_grid()) {
     INFO("P=" << z.P << " M=" << z.M << " c=" << z.c << " mem=" << z.mem << "P");
     const Problem p = zb_problem(z.P, z.M, {1.0}, {1.0}, {1.0}, z.c, z.mem * z.P);
@@ -87,15 +86,10 @@ TEST_CASE("on ZB's uniform grid the search is at most the ZB heuristic's span an
     CHECK(by_span.best.eval.span <= z.zb_span + kEps);
     CHECK(by_global.best.eval.makespan <= z.zb_global + kEps);
     for (double peak : by_span.best.eval.peak) CHECK(peak <= z.mem * z.P + kEps);
-    if (std::abs(z.zb_span - z.lb_span) < kEps) {
-      ++zb_optimal;
-      CHECK(by_span.best.eval.span == Approx(z.lb_span).margin(kEps));
-    }
+    // Where ZB reaches the bound (16 of these 24 rows), so does the search.
+    if (std::abs(z.zb_span - z.lb_span) < kEps) CHECK(by_span.best.eval.span == Approx(z.lb_span).margin(kEps));
     if (std::abs(z.zb_global - z.lb_global) < kEps) CHECK(by_global.best.eval.makespan == Approx(z.lb_global).margin(kEps));
-    if (std::abs(by_span.best.eval.span - z.lb_span) < kEps) ++optimal_span;
   }
-  WARN("MEASURE optimal_span " << optimal_span << " zb_optimal " << zb_optimal);
-  CHECK(optimal_span >= zb_optimal);
 }
 
 TEST_CASE("P=4 M=8 c=0.1 memory 2P: the search finds the ILP optimum 24.2 (the ZB heuristic: 24.6)") {

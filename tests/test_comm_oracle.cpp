@@ -60,12 +60,13 @@ CheckOptions mode(bool overlap_p2p, bool dyn_shape) {
   return o;
 }
 
-// 1F1B on two ranks, two micro-batches. Step indices: rank 0: F0 0, SEND_F0 1, F1 2, SEND_F1 3,
-// RECV_B0 4, B0 5, RECV_B1 6, B1 7; rank 1: RECV_F0 0, F0 1, B0 2, SEND_B0 3, RECV_F1 4, F1 5,
-// B1 6, SEND_B1 7.
+// 1F1B on two ranks, two micro-batches, as the generator orders it (rank 1 receives the second
+// activation before it sends the first gradient, or the two blocking sends would wait for each
+// other). Step indices: rank 0: F0 0, SEND_F0 1, F1 2, SEND_F1 3, RECV_B0 4, B0 5, RECV_B1 6,
+// B1 7; rank 1: RECV_F0 0, F0 1, RECV_F1 2, B0 3, SEND_B0 4, F1 5, B1 6, SEND_B1 7.
 Schedule one_f_one_b() {
   return hand(2, {{"0F0", "0SEND_F0", "0F1", "0SEND_F1", "0RECV_B0", "0B0", "0RECV_B1", "0B1"},
-                  {"1RECV_F0", "1F0", "1B0", "1SEND_B0", "1RECV_F1", "1F1", "1B1", "1SEND_B1"}});
+                  {"1RECV_F0", "1F0", "1RECV_F1", "1B0", "1SEND_B0", "1F1", "1B1", "1SEND_B1"}});
 }
 
 }  // namespace
@@ -80,7 +81,7 @@ TEST_CASE("the reference oracle: blocking 1F1B sends the forward meta once per s
                                                     "block [send to 1 of step 3]", "block [recv from 1 of step 4]",
                                                     "block [recv from 1 of step 6]"});
   CHECK(described(c, 1) == std::vector<std::string>{"block [recv meta from 0 of step 0]", "block [recv from 0 of step 0]",
-                                                    "block [send to 0 of step 3]", "block [recv from 0 of step 4]",
+                                                    "block [recv from 0 of step 2]", "block [send to 0 of step 4]",
                                                     "block [send to 0 of step 7]"});
   CHECK(oracle::matching(s, c) == "");
   CHECK(oracle::completes(s, c, CommMode::Rendezvous));
@@ -97,8 +98,8 @@ TEST_CASE("the reference oracle: dyn_shape sends a meta before every forward pay
                                                       "block [send meta to 1 of step 3]", "block [send to 1 of step 3]",
                                                       "block [recv from 1 of step 4]", "block [recv from 1 of step 6]"});
     CHECK(described(c, 1) == std::vector<std::string>{"block [recv meta from 0 of step 0]", "block [recv from 0 of step 0]",
-                                                      "block [send to 0 of step 3]", "block [recv meta from 0 of step 4]",
-                                                      "block [recv from 0 of step 4]", "block [send to 0 of step 7]"});
+                                                      "block [recv meta from 0 of step 2]", "block [recv from 0 of step 2]",
+                                                      "block [send to 0 of step 4]", "block [send to 0 of step 7]"});
   }
   SECTION("overlap_p2p") {
     const oracle::RankComm c = oracle::reference_comm(s, mode(true, false));
@@ -108,10 +109,10 @@ TEST_CASE("the reference oracle: dyn_shape sends a meta before every forward pay
                                                       "wait [recv from 1 of step 6]",
                                                       "wait [send to 1 of step 1; send to 1 of step 3]"});
     CHECK(described(c, 1) == std::vector<std::string>{"block [recv meta from 0 of step 0]", "post [recv from 0 of step 0]",
-                                                      "wait [recv from 0 of step 0]", "post [send to 0 of step 3]",
-                                                      "post [recv from 0 of step 4]", "wait [recv from 0 of step 4]",
+                                                      "wait [recv from 0 of step 0]", "post [recv from 0 of step 2]",
+                                                      "post [send to 0 of step 4]", "wait [recv from 0 of step 2]",
                                                       "post [send to 0 of step 7]",
-                                                      "wait [send to 0 of step 3; send to 0 of step 7]"});
+                                                      "wait [send to 0 of step 4; send to 0 of step 7]"});
   }
   for (int m = 0; m < 4; ++m) {
     const CheckOptions o = mode(m & 1, m & 2);
@@ -128,7 +129,6 @@ TEST_CASE("the reference oracle: mpipe_batched_recv receives every micro-batch's
   GenerateOptions g;
   g.pp = 2;
   g.micro = 4;
-  g.tower = Tower::None;
   const Schedule s = generate("mpipe-transpose", g);
   CheckOptions o;
   o.mpipe_batched_recv = true;
@@ -168,22 +168,25 @@ TEST_CASE("the reference oracle: mpipe_batched_recv receives every micro-batch's
 TEST_CASE("the reference oracle's matching names a receive of the wrong micro-batch and a message sent but never "
           "received", "[fuzz][oracle]") {
   Schedule wrong_micro = one_f_one_b();
-  wrong_micro.programs[1][4]->micro = 0;  // RECV_F1 -> RECV_F0: the third message on 0 -> 1
+  wrong_micro.programs[1][2]->micro = 0;  // RECV_F1 -> RECV_F0: the third message on 0 -> 1
   CHECK_THAT(oracle::matching(wrong_micro, oracle::reference_comm(wrong_micro, {})),
              Catch::StartsWith("rank 0 -> rank 1, message 2") && Catch::EndsWith("other micro-batch"));
   Schedule unreceived = one_f_one_b();
-  unreceived.programs[1].erase(unreceived.programs[1].begin() + 4);  // RECV_F1 dropped
+  unreceived.programs[1].erase(unreceived.programs[1].begin() + 2);  // RECV_F1 dropped
   CHECK(oracle::matching(unreceived, oracle::reference_comm(unreceived, {})) ==
         "rank 0 -> rank 1: 3 messages sent, 2 received");
   Schedule backward = one_f_one_b();
-  backward.programs[0][6]->op = Op::FWD_RECV;  // RECV_B1 -> RECV_F1: not what rank 1 sends
+  backward.programs[1][2]->op = Op::BWD_RECV;  // RECV_F1 -> a gradient receive from rank 0: not what it sends
+  backward.programs[1][2]->peer = 0;
   CHECK_THAT(oracle::matching(backward, oracle::reference_comm(backward, {})), Catch::EndsWith("not the partner step type"));
 }
 
-TEST_CASE("the reference oracle's deadlock verdicts: two ranks receiving first deadlock in every mode; two sending "
-          "first deadlock only under rendezvous with blocking sends; the replay agrees in every case", "[fuzz][oracle]") {
-  // Rank 0 waits for the gradient before it sends the activation rank 1 waits for.
-  const Schedule recv_first = hand(1, {{"0F0", "0RECV_B0", "0SEND_F0", "0B0"}, {"1RECV_F0", "1F0", "1B0", "1SEND_B0"}});
+TEST_CASE("the reference oracle's deadlock verdicts: two ranks waiting for each other's payload deadlock in every mode; "
+          "two sending first deadlock only under rendezvous with blocking sends; the replay agrees in every case",
+          "[fuzz][oracle]") {
+  // Rank 0 waits for the gradient (at its receive, or under overlap_p2p at the backward that
+  // consumes it) before it sends the activation rank 1 waits for.
+  const Schedule recv_first = hand(1, {{"0F0", "0RECV_B0", "0B0", "0SEND_F0"}, {"1RECV_F0", "1F0", "1B0", "1SEND_B0"}});
   // Both send before they receive (the compute order is beside the point: communication only).
   const Schedule send_first = hand(1, {{"0F0", "0SEND_F0", "0RECV_B0", "0B0"}, {"1B0", "1SEND_B0", "1RECV_F0", "1F0"}});
   for (int m = 0; m < 4; ++m) {

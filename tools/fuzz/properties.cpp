@@ -325,8 +325,28 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
                 for (const Step& y : outcomes[j].touched)
                   if (y.op == info(x.op).partner && y.micro == x.micro) want.insert({ViolationKind::Dependency, ViolationKind::CacheViolation});
           }
+          // A collective removed from every member of its group leaves nobody waiting: what is
+          // left is what it was for (a replicated stage's gradients never synchronised, a
+          // dependency). Found by this property once remove-collective was drawn more often.
+          if (mk == MutationKind::RemoveCollective && !outcomes[k].touched.empty()) {
+            const Step& x = outcomes[k].touched[0];
+            for (size_t j = 0; j < outcomes.size(); ++j)
+              if (j != k && outcomes[j].applied && c.mutations[j].kind == mk)
+                for (const Step& y : outcomes[j].touched)
+                  if (y.op == x.op) want.insert(ViolationKind::Dependency);
+          }
         }
-        bool matched = false;
+        // Edits that touch the same step (a receive moved after its consumer, then swapped back
+        // above it elsewhere) have a net effect neither implies: the report is not attributable,
+        // and each edit is judged alone below.
+        bool interplay = false;
+        for (size_t k = 0; k < outcomes.size() && !interplay; ++k)
+          for (size_t j = 0; j < k && !interplay; ++j)
+            if (outcomes[k].applied && outcomes[j].applied)
+              for (const Step& x : outcomes[k].touched)
+                for (const Step& y : outcomes[j].touched)
+                  interplay = interplay || (x.op == y.op && x.micro == y.micro && x.stage == y.stage);
+        bool matched = interplay;
         for (const auto& viol : r.violations) matched = matched || want.count(viol.kind) > 0;
         if (!matched) {
           std::string muts, wanted;
@@ -416,10 +436,21 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
 namespace {
 
 // How often each mutation class is drawn, among those that have a target in the schedule.
-// verdicts-agree leans on the edits that can make ranks wait for each other (hoisted
+// mutations-reported leans on the classes that seldom have a target; verdicts-agree leans on the edits that can make ranks wait for each other (hoisted
 // receives, dropped transfers, reversed blocks, removed collectives), so that a good share of
 // its cases deadlock and the deadlock verdicts are compared on both answers.
 int weight(Property p, MutationKind k) {
+  if (p == Property::MutationsReported) {
+    // The classes with few targets (a run of transfers to one peer, a batch, a collective: only
+    // some families have them) are drawn more where they fit, so that every class gets enough
+    // cases judged on its own kinds (tests/test_fuzz.cpp asserts a minimum per class).
+    switch (k) {
+      case MutationKind::ReverseTransferBlock:
+      case MutationKind::SplitBatch:
+      case MutationKind::RemoveCollective: return 4;
+      default: return 1;
+    }
+  }
   if (p != Property::VerdictsAgree) return 1;
   switch (k) {
     case MutationKind::RecvBeforeSend: return 5;

@@ -276,3 +276,23 @@ TEST_CASE("a planted insertion bug (receives named with the producer's stage) is
   CHECK_THAT(*why, Catch::Contains("a generated schedule has violations"));
   CHECK_FALSE(check(Property::GeneratedClean, *found).failure);  // the healthy pass writes it clean
 }
+
+TEST_CASE("the reference oracle's own P2P rows (peer rule, partner, stage delta, meta) are the step table's, for "
+          "every P2P step type: a row changed in one of them fails here", "[fuzz][oracle]") {
+  size_t p2p_types = 0;
+  for (int k = 0; k < kOpCount; ++k) {
+    const Op op = static_cast<Op>(k);
+    const StepTypeInfo& t = info(op);
+    const oracle::P2PRow* row = oracle::own_row(op);
+    INFO(op_name(op));
+    CHECK((row != nullptr) == is_p2p(op));
+    if (!row) continue;
+    ++p2p_types;
+    CHECK(row->send == (t.kind == StepKind::P2PSend));
+    CHECK(row->peer == t.peer);
+    CHECK(row->partner == t.partner);
+    CHECK(row->stage_delta == t.partner_stage_delta);
+    CHECK(row->meta == t.meta);
+  }
+  CHECK(p2p_types == oracle::own_p2p_rows().size());
+}

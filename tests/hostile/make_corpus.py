@@ -248,6 +248,28 @@ def main():
         case("flags", shown, args, expect=[1, 2] if args[0] != "show" else [0, 2],
              expect_class="limit" if args in over_limit else None)
 
+    # tune: every flag that takes a number or a file (short searches: --iterations / --seconds).
+    short = ["--iterations", "10", "--des-iterations", "5", "--seconds", "5", "--threads", "1"]
+    tune_cases = [
+        (["tune", "--pp", "2000000", "--micro", "4"] + short, "limit"),
+        (["tune", "--pp", "4", "--micro", "2000000"] + short, "limit"),
+        (["tune", "--pp", "4096", "--micro", "4096"] + short, "limit"),
+        (["tune", "--pp", "2", "--micro", "4", "--vpp", "1000"] + short, None),
+        (["tune", "--pp", "2", "--micro", "4", "--dp", "2000000"] + short, None),
+        (["tune", "--pp", "2", "--micro", "4", "--memory-budget", "99999999999999999999999"] + short, "limit"),
+        (["tune", "--pp", "2", "--micro", "4", "--memory-budget", "nan"] + short, None),
+        (["tune", "--pp", "2", "--micro", "4", "--seconds", "1e300"], None),
+        (["tune", "--pp", "2", "--micro", "4", "--iterations", "99999999999999999999"], None),
+        (["tune", "--pp", "2", "--micro", "4", "--costs", "/dev/zero"] + short, None),
+        (["tune", "--pp", "2", "--micro", "4", "--costs", path("huge_costs.json")] + short, "limit"),
+        (["tune", "--pp", "2", "--micro", "4", "--model", "/dev/urandom"] + short, None),
+        (["tune", "--pp", "2", "--micro", "4", "--partition-layouts", "0"] + short, None),
+        (["tune", "--pp", "2", "--micro", "4", "--pareto", "--pareto-searches", "100000"] + short, None),
+        (["tune", "--pp", "2", "--micro", "4", "--trace", "/nonexistent/dir/t.json"] + short, None),
+    ]
+    for args, cls in tune_cases:
+        case("flags", "tune " + " ".join(args[1:7]), args, expect=[0, 1, 2], expect_class=cls)
+
     # Flags that do not apply are refused (exit 2, naming the flag), never ignored.
     good_sched = wjson("flags_good.json", pipeline(2, 2))
     for args, needle in [

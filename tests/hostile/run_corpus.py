@@ -48,7 +48,7 @@ WRAPPED = re.compile(r"(?<![\w.])-\d{12,}")
 # located refusal is "malformed".
 INTERNAL = re.compile(r"internal error")
 OUT_OF_MEMORY = re.compile(r"out of memory|a table would be too large")
-LIMIT = re.compile(r"\blimits?\b|too large|too long|too many|too deep|at most")
+LIMIT = re.compile(r"\blimits?\b|too large|too long|too many|too deep|at most|more than")
 
 
 def refusal_class(rc, err):

@@ -296,3 +296,18 @@ TEST_CASE("the reference oracle's own P2P rows (peer rule, partner, stage delta,
   }
   CHECK(p2p_types == oracle::own_p2p_rows().size());
 }
+
+TEST_CASE("the reference oracle's own collective rows (who takes part) are the step table's, for every collective "
+          "step type", "[fuzz][oracle]") {
+  size_t collective_types = 0;
+  for (int k = 0; k < kOpCount; ++k) {
+    const Op op = static_cast<Op>(k);
+    const oracle::CollectiveRow* row = oracle::own_collective_row(op);
+    INFO(op_name(op));
+    CHECK((row != nullptr) == (info(op).kind == StepKind::Collective));
+    if (!row) continue;
+    ++collective_types;
+    CHECK(row->scope == info(op).collective);
+  }
+  CHECK(collective_types == oracle::own_collective_rows().size());
+}

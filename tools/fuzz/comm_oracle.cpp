@@ -37,6 +37,29 @@ const P2PRow* own_row(Op op) {
   return nullptr;
 }
 
+const std::vector<CollectiveRow>& own_collective_rows() {
+  using C = CollectiveScope;
+  static const std::vector<CollectiveRow> rows = {
+      // FSDP's collectives run over the data-parallel group: no pipeline rank waits on them.
+      {Op::FSDP_UNSHARD, C::DataParallel},
+      {Op::FSDP_RESHARD, C::DataParallel},
+      {Op::FSDP_REDUCE_GRAD, C::DataParallel},
+      // A tied-parameter all-reduce names its group; a replicated stage's gradient sync runs
+      // over the ranks holding a copy; MPipe's broadcast and gradient reduce over every rank.
+      {Op::ALL_REDUCE, C::ExplicitGroup},
+      {Op::REPLICA_GRAD_SYNC, C::Replicas},
+      {Op::MPIPE_PARAM_BROADCAST, C::AllPipelineRanks},
+      {Op::MPIPE_GRAD_REDUCE, C::AllPipelineRanks},
+  };
+  return rows;
+}
+
+const CollectiveRow* own_collective_row(Op op) {
+  for (const CollectiveRow& r : own_collective_rows())
+    if (r.op == op) return &r;
+  return nullptr;
+}
+
 namespace {
 
 bool own_send(Op op) {
@@ -88,11 +111,10 @@ class RankRun {
     for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
       if (!prog[static_cast<size_t>(i)]) continue;
       const Step& st = *prog[static_cast<size_t>(i)];
-      const StepTypeInfo& inf = info(st.op);
       if (st.op == Op::BATCH_SEND_RECV) {
         batch(st, i);
-      } else if (inf.kind == StepKind::Collective) {
-        collective(st, i);
+      } else if (const CollectiveRow* row = own_collective_row(st.op)) {
+        collective(st, i, row->scope);
       } else if (own_row(st.op)) {
         if (st.op == Op::MPIPE_FWD_RECV && o_.mpipe_batched_recv) {
           // The first feature receive receives every micro's features at once; the later
@@ -227,14 +249,13 @@ class RankRun {
     ops_.push_back({CommOpKind::Wait, all, {}, Op::FWD, -1, -1});
   }
 
-  void collective(const Step& st, int i) {
-    const StepTypeInfo& inf = info(st.op);
-    if (inf.collective == CollectiveScope::DataParallel) return;  // outside the pipeline group
+  void collective(const Step& st, int i, CollectiveScope scope) {
+    if (scope == CollectiveScope::DataParallel) return;  // outside the pipeline group
     std::vector<int> members;
     int subject = -1;
-    if (inf.collective == CollectiveScope::AllPipelineRanks) {
+    if (scope == CollectiveScope::AllPipelineRanks) {
       for (int q = 0; q < s_.ranks; ++q) members.push_back(q);
-    } else if (inf.collective == CollectiveScope::Replicas) {
+    } else if (scope == CollectiveScope::Replicas) {
       // The ranks placing a copy of the step's model stage (stages k with k mod S equal).
       const int S = s_.stages / s_.pipes, model = st.stage % S;
       std::set<int> g;

@@ -1,4 +1,4 @@
-// A reference derivation of every rank's communication, written from its own P2P rows (peer
+// A reference derivation of every rank's communication, written from its own P2P and collective rows (peer
 // rule, partner, meta; own_p2p_rows() below, held against the step table by a test) and the
 // runtime semantics alone (README "Verification model",
 // hyper_parallel.md §3.2-3.3), without the lowering (checkers/comm_model.cpp). The fuzzing
@@ -87,5 +87,12 @@ struct P2PRow {
 };
 const std::vector<P2PRow>& own_p2p_rows();
 const P2PRow* own_row(Op op);  // nullptr: not a P2P step type
+// The same for the collective step types: who takes part.
+struct CollectiveRow {
+  Op op;
+  CollectiveScope scope;
+};
+const std::vector<CollectiveRow>& own_collective_rows();
+const CollectiveRow* own_collective_row(Op op);  // nullptr: not a collective step type
 
 }  // namespace ppsched::oracle

@@ -1,6 +1,7 @@
-// A reference derivation of every rank's communication, written from its own P2P and collective rows (peer
-// rule, partner, meta; own_p2p_rows() below, held against the step table by a test) and the
-// runtime semantics alone (README "Verification model",
+// A reference derivation of every rank's communication, written from its own P2P and
+// collective rows (peer rule, partner, meta, members: own_p2p_rows() and own_collective_rows()
+// below, held against the step table by a test) and the runtime semantics alone (README
+// "Verification model",
 // hyper_parallel.md §3.2-3.3), without the lowering (checkers/comm_model.cpp). The fuzzing
 // properties hold the lowering against it in every runtime mode, and hold the replay's
 // deadlock verdict and the matcher's verdict against its own run and matching: an error in

@@ -22,6 +22,7 @@ class Builder {
     m_.messages.reserve(steps);
     m_.action_messages.reserve(steps);
     for (int r = 0; r < s_.ranks; ++r) build_rank(r);
+    m_.testing_replay_buffers_sends = o_.testing_replay_buffers_sends;
     return std::move(m_);
   }
 

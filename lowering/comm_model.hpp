@@ -96,6 +96,7 @@ struct CommModel {
   std::vector<CollectiveCall> collective_calls;
   std::vector<std::vector<int32_t>> calls_by_rank;  // per rank: collective call ids in order
   std::vector<Violation> problems;  // P2P steps without a usable peer, bad groups
+  bool testing_replay_buffers_sends = false;  // TEST-ONLY: CheckOptions::testing_replay_buffers_sends
 
   static uint64_t pair_key(int src, int dst) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) | static_cast<uint32_t>(dst);

@@ -152,6 +152,10 @@ struct CheckOptions {
   // both ends (the channels still match, so no pass that starts from the lowering sees it),
   // so that a test can show the reference oracle (tools/fuzz/comm_oracle.hpp) finds it.
   bool testing_meta_after_payload = false;
+  // TEST-ONLY: a planted deadlock-verdict bug: the replay completes a rendezvous send as soon
+  // as it is posted, as under eager (a send-send cycle passes for deadlock-free), so that a
+  // test can show the reference oracle's run (tools/fuzz/comm_oracle.hpp) disagrees.
+  bool testing_replay_buffers_sends = false;
   // TEST-ONLY: the cache walk skips its fast clean-case proof and walks every rank with the
   // explaining pass, so a test can show both give the same answers.
   bool testing_exact_cache_walk = false;

@@ -38,6 +38,12 @@ Schedule insert_p2p(const Schedule& compute_only, Alignment alignment);
 // compute-only order): a million-step schedule is not copied step by step.
 Schedule insert_p2p(Schedule&& compute_only, Alignment alignment);
 
+// TEST-ONLY: a planted insertion bug: every receive insert_p2p adds names its producer's stage
+// instead of the consumer's (the partner_stage_delta left out), so that a test can show that
+// the checks and the independent oracles (checkers/oracles.hpp) catch a wrong insertion in
+// what the generators write. Set only by tests (tests/test_comm_oracle.cpp), never by the tools.
+inline bool testing_planted_insertion_bug = false;
+
 // The compute-only projection: drops P2P steps (and BATCH_SEND_RECV) and idle slots.
 Schedule strip_p2p(const Schedule& s);
 

@@ -557,7 +557,6 @@ TEST_CASE("PP=4 x DP=8 across nodes: REDUCE_GRAD is a ring all-reduce of the sta
   // four nodes, so the ring runs at the inter-node link: 2(n-1)/n B/bw + 2(n-1) lat
   // = 2 * 7/8 * 1e9 B / 50 GB/s + 14 * 0.01 ms = 35 + 0.14 ms.
   const double all_reduce = 2.0 * 7 / 8 * 1e9 / 50e9 * 1e3 + 14 * 0.010;
-  REQUIRE(all_reduce == Approx(35.14));
   const Schedule s = add_fsdp_steps(gen("1f1b", 4, 8));
   const CostModel c = dp_costs(8);
   const RunRecord one = run_dp(s, c, 1, false);

@@ -66,11 +66,12 @@ int main(int argc, char** argv) {
       std::cerr << "error: " << where << ": a table would be too large (see \"Limits\" in the README)\n";
       code = cli::kBadInput;
     } catch (const std::exception& e) {
-      // A library's exception: its text without the library's tag ("[json.exception...] ").
+      // An exception no reader turned into a located refusal: a bug of ppsched, said so (the
+      // hostile corpus fails on it). Its text without a library's tag ("[json.exception...] ").
       std::string_view what = e.what();
       if (!what.empty() && what.front() == '[' && what.find("] ") != std::string_view::npos)
         what.remove_prefix(what.find("] ") + 2);
-      std::cerr << "error: " << where << ": " << clip(what) << "\n";
+      std::cerr << "error: " << where << ": internal error: " << clip(what) << "\n";
       code = cli::kBadInput;
     }
     // A result that did not reach its reader is a failure (a full disk, a closed pipe).

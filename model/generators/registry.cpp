@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <stdexcept>
 
 #include "model/errors.hpp"
@@ -96,7 +98,13 @@ Schedule generate(std::string_view name, const GenerateOptions& options) {
   if (stages > kMaxCount)
     refuse(name, "--pp x --vpp = " + std::to_string(stages) + " stages is over the limit of " + limit);
   const int64_t pairs = stages * options.micro;
-  if (pairs > kMaxGeneratedPairs)
+  // TEST-ONLY: PPSCHED_TESTING_PLANTED_NO_PAIR_LIMIT=1 removes this one limit check, so that
+  // the hostile corpus can show it fails when a limit is gone (meson test hostile_planted_limit).
+  static const bool planted_no_pair_limit = [] {
+    const char* v = std::getenv("PPSCHED_TESTING_PLANTED_NO_PAIR_LIMIT");
+    return v && std::string(v) == "1";
+  }();
+  if (pairs > kMaxGeneratedPairs && !planted_no_pair_limit)
     refuse(name, "stages x micro-batches = " + std::to_string(pairs) + " is over the limit of " +
                      std::to_string(kMaxGeneratedPairs) + " (about 12 million steps)");
   if (options.group_size != 0 && !g->takes_group_size)

@@ -777,8 +777,13 @@ def _(ctx):
             raise Failure(f"auto bound the ranks to {got}, expected {expected_blocks(2, allowed)}: {summ}")
         if any("took turns" in n or "could run on the same CPUs" in n for n in notes):
             raise Failure(f"calibrate notes shared cores of ranks bound apart: {notes}")
-    elif any(b["bound"] for b in summ["ranks"]):
-        raise Failure(f"auto bound ranks of a restricted process or a single CPU: {summ}")
+    else:
+        # The weaker branch: this machine cannot show auto binding ranks apart. Said, not silent.
+        print(f"cpu_binding_pp2: this process may use {len(allowed)} of {os.cpu_count()} CPUs "
+              f"({'restricted by its launcher' if not free else 'a single CPU'}): auto binding two ranks apart "
+              f"is not checked here, only that auto leaves them unbound")
+        if any(b["bound"] for b in summ["ranks"]):
+            raise Failure(f"auto bound ranks of a restricted process or a single CPU: {summ}")
     # none: where the launcher put them; calibrate says what that may cost.
     summ, traced, notes = binding_run(ctx, 2, ["--cpu-bind", "none"])
     if any(b["bound"] or cpus_of(b["cpus"]) != allowed for b in summ["ranks"]) or traced["mode"] != "none":

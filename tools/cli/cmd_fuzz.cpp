@@ -32,7 +32,7 @@ struct Stats {
 };
 
 nlohmann::json mix_json(const fuzz::Distribution::Mix& m) {
-  return {{"kept", m.kept}, {"discarded", m.discarded}, {"verdicts", m.verdicts}};
+  return {{"kept", m.kept}, {"discarded", m.discarded}, {"judged_alone", m.judged_alone}, {"verdicts", m.verdicts}};
 }
 
 std::string mix_text(const std::map<std::string, size_t>& verdicts) {
@@ -239,8 +239,8 @@ Action add_fuzz(CLI::App& app) {
                       100 * d.share(d.multi_rank), 100 * d.share(d.deadlocks), mix_text(d.all.verdicts).c_str());
         std::cout << line;
         for (const auto& [name, mix] : d.by_mutation) {
-          std::snprintf(line, sizeof line, "      %-24s kept %6zu  discarded %5zu  [%s]\n", name.c_str(), mix.kept,
-                        mix.discarded, mix_text(mix.verdicts).c_str());
+          std::snprintf(line, sizeof line, "      %-24s kept %6zu  discarded %5zu  judged alone %5zu  [%s]\n", name.c_str(),
+                        mix.kept, mix.discarded, mix.judged_alone, mix_text(mix.verdicts).c_str());
           std::cout << line;
         }
       }

@@ -5,16 +5,85 @@
 #include <set>
 
 namespace ppsched::oracle {
+
+const std::vector<P2PRow>& own_p2p_rows() {
+  using P = PeerRule;
+  static const std::vector<P2PRow> rows = {
+      // Body: activations down the chain, gradients up; one meta per stage and direction
+      // before the first forward payload (_meta_been_send/_recv), none for gradients.
+      {Op::FWD_SEND, true, P::NextStage, Op::FWD_RECV, +1, Meta::FirstPerStage},
+      {Op::FWD_RECV, false, P::PrevStage, Op::FWD_SEND, -1, Meta::FirstPerStage},
+      {Op::BWD_SEND, true, P::PrevStage, Op::BWD_RECV, -1, Meta::None},
+      {Op::BWD_RECV, false, P::NextStage, Op::BWD_SEND, +1, Meta::None},
+      // Data: beside the forward chain in the body, owner -> rank 0 in the MPipe prefix; a
+      // meta before every message.
+      {Op::DATA_SEND, true, P::DataChain, Op::DATA_RECV, +1, Meta::EveryStep},
+      {Op::DATA_RECV, false, P::DataChain, Op::DATA_SEND, -1, Meta::EveryStep},
+      // MPipe: features and tower inputs owner -> rank 0, feature gradients back (owner
+      // backward); a meta before every message.
+      {Op::MPIPE_FWD_SEND, true, P::OwnerToRank0, Op::MPIPE_FWD_RECV, 0, Meta::EveryStep},
+      {Op::MPIPE_FWD_RECV, false, P::Rank0ToOwner, Op::MPIPE_FWD_SEND, 0, Meta::EveryStep},
+      {Op::MPIPE_GRAPH_SEND, true, P::OwnerToRank0, Op::MPIPE_GRAPH_RECV, 0, Meta::EveryStep},
+      {Op::MPIPE_GRAPH_RECV, false, P::Rank0ToOwner, Op::MPIPE_GRAPH_SEND, 0, Meta::EveryStep},
+      {Op::MPIPE_GRAD_SEND, true, P::Rank0ToOwner, Op::MPIPE_GRAD_RECV_WITH_BACKWARD, 0, Meta::EveryStep},
+      {Op::MPIPE_GRAD_RECV_WITH_BACKWARD, false, P::OwnerToRank0, Op::MPIPE_GRAD_SEND, 0, Meta::EveryStep},
+  };
+  return rows;
+}
+
+const P2PRow* own_row(Op op) {
+  for (const P2PRow& r : own_p2p_rows())
+    if (r.op == op) return &r;
+  return nullptr;
+}
+
+const std::vector<CollectiveRow>& own_collective_rows() {
+  using C = CollectiveScope;
+  static const std::vector<CollectiveRow> rows = {
+      // FSDP's collectives run over the data-parallel group: no pipeline rank waits on them.
+      {Op::FSDP_UNSHARD, C::DataParallel},
+      {Op::FSDP_RESHARD, C::DataParallel},
+      {Op::FSDP_REDUCE_GRAD, C::DataParallel},
+      // A tied-parameter all-reduce names its group; a replicated stage's gradient sync runs
+      // over the ranks holding a copy; MPipe's broadcast and gradient reduce over every rank.
+      {Op::ALL_REDUCE, C::ExplicitGroup},
+      {Op::REPLICA_GRAD_SYNC, C::Replicas},
+      {Op::MPIPE_PARAM_BROADCAST, C::AllPipelineRanks},
+      {Op::MPIPE_GRAD_REDUCE, C::AllPipelineRanks},
+  };
+  return rows;
+}
+
+const CollectiveRow* own_collective_row(Op op) {
+  for (const CollectiveRow& r : own_collective_rows())
+    if (r.op == op) return &r;
+  return nullptr;
+}
+
 namespace {
 
-// The peer from the step table's peer rule (an explicit "peer" overrides it); -1 if none.
+bool own_send(Op op) {
+  const P2PRow* r = own_row(op);
+  return r && r->send;
+}
+bool own_recv(Op op) {
+  const P2PRow* r = own_row(op);
+  return r && !r->send;
+}
+Meta own_meta(Op op) {
+  const P2PRow* r = own_row(op);
+  return r ? r->meta : Meta::None;
+}
+
+// The peer from the oracle's own peer rule (an explicit "peer" overrides it); -1 if none.
 int peer_from_table(const Schedule& s, const Step& st) {
   if (st.peer != kNone) return st.peer;
-  const StepTypeInfo& i = info(st.op);
+  const P2PRow* row = own_row(st.op);
+  if (!row) return -1;
   auto rank_of_stage = [&](int stage) { return stage >= 0 && stage < s.stages ? s.rank_of(stage) : -1; };
   auto owner = [&](int micro) { return s.mpipe && micro >= 0 && micro < s.micro_batches ? s.owner_of(micro) : -1; };
-  const bool sends = i.kind == StepKind::P2PSend;
-  switch (i.peer) {
+  const bool sends = row->send;
+  switch (row->peer) {
     case PeerRule::None: return -1;
     case PeerRule::NextStage: return st.stage >= 0 ? rank_of_stage(st.stage + 1) : -1;
     case PeerRule::PrevStage: return st.stage >= 0 ? rank_of_stage(st.stage - 1) : -1;
@@ -42,12 +111,11 @@ class RankRun {
     for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
       if (!prog[static_cast<size_t>(i)]) continue;
       const Step& st = *prog[static_cast<size_t>(i)];
-      const StepTypeInfo& inf = info(st.op);
       if (st.op == Op::BATCH_SEND_RECV) {
         batch(st, i);
-      } else if (inf.kind == StepKind::Collective) {
-        collective(st, i);
-      } else if (is_p2p(st.op)) {
+      } else if (const CollectiveRow* row = own_collective_row(st.op)) {
+        collective(st, i, row->scope);
+      } else if (own_row(st.op)) {
         if (st.op == Op::MPIPE_FWD_RECV && o_.mpipe_batched_recv) {
           // The first feature receive receives every micro's features at once; the later
           // ones find theirs done (§1.3).
@@ -78,14 +146,14 @@ class RankRun {
   using Key = std::tuple<bool, int, int>;  // (forward cache, stage, micro)
 
   bool meta_before(const Step& st) {
-    switch (info(st.op).meta) {
+    switch (own_meta(st.op)) {
       case Meta::None: return false;
       case Meta::EveryStep: return true;
       case Meta::FirstPerStage: {
         if (o_.dyn_shape) return true;
         // _meta_been_send / _meta_been_recv of the stage object: once per process.
         if (st.stage < 0 || st.stage >= s_.stages) return true;
-        return meta_done_.insert({st.stage, is_send(st.op)}).second;
+        return meta_done_.insert({st.stage, own_send(st.op)}).second;
       }
     }
     return false;
@@ -93,7 +161,7 @@ class RankRun {
   int tensors_of(const Step& st) const {
     // Body transfers carry one activation or gradient; MPipe and data transfers one message
     // per tensor.
-    if (info(st.op).meta != Meta::EveryStep) return 1;
+    if (own_meta(st.op) != Meta::EveryStep) return 1;
     return std::max(1, static_cast<int>(st.tensors.size()));
   }
   bool usable(const Step& st, int i, int sub, int& peer) {
@@ -108,7 +176,7 @@ class RankRun {
   void single(const Step& st, int i) {
     int peer = -1;
     if (!usable(st, i, -1, peer)) return;
-    const bool send = is_send(st.op);
+    const bool send = own_send(st.op);
     const bool meta = meta_before(st);
     const bool deferred =
         send && ((o_.overlap_p2p && (st.op == Op::FWD_SEND || st.op == Op::BWD_SEND)) ||
@@ -136,12 +204,12 @@ class RankRun {
     for (int k = 0; k < static_cast<int>(st.sub_steps.size()); ++k) {
       const Step& leaf = st.sub_steps[static_cast<size_t>(k)];
       int peer = -1;
-      if (is_recv(leaf.op)) {
+      if (own_recv(leaf.op)) {
         only_sends = false;
         if (o_.overlap_p2p && body_recv(leaf)) keys.push_back(key_of(leaf));
       }
       if (!usable(leaf, i, k, peer)) continue;
-      const bool send = is_send(leaf.op);
+      const bool send = own_send(leaf.op);
       const bool meta = meta_before(leaf);
       for (int t = 0; t < tensors_of(leaf); ++t) {
         if (meta) ops_.push_back({CommOpKind::Block, {{send, peer, true, i, k, t}}, {}, Op::FWD, -1, -1});
@@ -181,14 +249,13 @@ class RankRun {
     ops_.push_back({CommOpKind::Wait, all, {}, Op::FWD, -1, -1});
   }
 
-  void collective(const Step& st, int i) {
-    const StepTypeInfo& inf = info(st.op);
-    if (inf.collective == CollectiveScope::DataParallel) return;  // outside the pipeline group
+  void collective(const Step& st, int i, CollectiveScope scope) {
+    if (scope == CollectiveScope::DataParallel) return;  // outside the pipeline group
     std::vector<int> members;
     int subject = -1;
-    if (inf.collective == CollectiveScope::AllPipelineRanks) {
+    if (scope == CollectiveScope::AllPipelineRanks) {
       for (int q = 0; q < s_.ranks; ++q) members.push_back(q);
-    } else if (inf.collective == CollectiveScope::Replicas) {
+    } else if (scope == CollectiveScope::Replicas) {
       // The ranks placing a copy of the step's model stage (stages k with k mod S equal).
       const int S = s_.stages / s_.pipes, model = st.stage % S;
       std::set<int> g;
@@ -451,10 +518,11 @@ std::string matching(const Schedule& s, const RankComm& c) {
       const Step& rcv = leaf(s, dst, b[k].t);
       std::string at = chan + ", message " + std::to_string(k) + " (" + short_label(snd) + " against " + short_label(rcv) + "): ";
       if (a[k].t.meta != b[k].t.meta) return at + "a meta meets a payload";
-      if (info(snd.op).partner != rcv.op) return at + "not the partner step type";
+      const P2PRow* row = own_row(snd.op);
+      if (!row || row->partner != rcv.op) return at + "not the partner step type";
       if (snd.micro != rcv.micro) return at + "other micro-batch";
       if ((snd.stage >= 0 || rcv.stage >= 0) && snd.peer == kNone && rcv.peer == kNone &&
-          rcv.stage != (snd.stage >= 0 ? snd.stage + info(snd.op).partner_stage_delta : -1))
+          rcv.stage != (snd.stage >= 0 ? snd.stage + row->stage_delta : -1))
         return at + "other stage";
       if (a[k].t.tensor != b[k].t.tensor) return at + "other tensor";
       if (!snd.tensors.empty() && !rcv.tensors.empty()) {

@@ -1,5 +1,7 @@
-// A reference derivation of every rank's communication, written from the step table's peer
-// and payload columns and the runtime semantics alone (README "Verification model",
+// A reference derivation of every rank's communication, written from its own P2P and
+// collective rows (peer rule, partner, meta, members: own_p2p_rows() and own_collective_rows()
+// below, held against the step table by a test) and the runtime semantics alone (README
+// "Verification model",
 // hyper_parallel.md §3.2-3.3), without the lowering (checkers/comm_model.cpp). The fuzzing
 // properties hold the lowering against it in every runtime mode, and hold the replay's
 // deadlock verdict and the matcher's verdict against its own run and matching: an error in
@@ -70,5 +72,28 @@ bool completes(const Schedule& s, const RankComm& c, CommMode mode);
 std::string matching(const Schedule& s, const RankComm& c);
 
 std::string describe(const CommOp& op);
+
+// The oracle's own rows for the P2P step types, written from the runtime's semantics
+// (hyper_parallel.md §1-§3: who sends to whom, which step answers, whether a shape/dtype meta
+// goes first), not read from model/step_types.cpp: the oracle derives peers, partners and metas
+// from these, so a wrong row of the step table shows as a difference between the lowering and
+// the oracle, and tests/test_comm_oracle.cpp holds the two tables against each other.
+struct P2PRow {
+  Op op;
+  bool send;
+  PeerRule peer;
+  Op partner;
+  int stage_delta;  // the partner's stage = stage + stage_delta (body steps)
+  Meta meta;
+};
+const std::vector<P2PRow>& own_p2p_rows();
+const P2PRow* own_row(Op op);  // nullptr: not a P2P step type
+// The same for the collective step types: who takes part.
+struct CollectiveRow {
+  Op op;
+  CollectiveScope scope;
+};
+const std::vector<CollectiveRow>& own_collective_rows();
+const CollectiveRow* own_collective_row(Op op);  // nullptr: not a collective step type
 
 }  // namespace ppsched::oracle

@@ -131,6 +131,22 @@ std::string_view to_string(Property p) {
   return "?";
 }
 
+std::set<ViolationKind> implied_kinds(MutationKind k, const MutationOutcome& o) { return implied(k, o); }
+
+std::string judge_edit(const Mutation& m, const MutationOutcome& o, const std::vector<ViolationKind>& reported) {
+  const std::set<ViolationKind> want = implied(m.kind, o);
+  std::string got, wanted;
+  for (ViolationKind k : reported) {
+    if (want.count(k)) return "";
+    const std::string name(to_string(k));
+    if (got.find(name) == std::string::npos) got += (got.empty() ? "" : ", ") + name;
+  }
+  for (ViolationKind k : want) wanted += (wanted.empty() ? "" : ", ") + std::string(to_string(k));
+  return "mutation " + std::string(to_string(m.kind)) + " (" + o.description + ") alone was reported only as " +
+         (got.empty() ? "none" : got) + ", none of the kinds it implies (" +
+         (wanted.empty() ? "none: it should keep the schedule valid" : wanted) + ")";
+}
+
 std::optional<Property> property_from_name(std::string_view name) {
   for (int k = 0; k < kProperties; ++k)
     if (to_string(static_cast<Property>(k)) == name) return static_cast<Property>(k);
@@ -190,6 +206,7 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
   CheckOptions o;
   o.testing_disable_recv_rule = sw.planted_bug;
   o.testing_meta_after_payload = sw.planted_lowering_bug;
+  o.testing_replay_buffers_sends = sw.planted_deadlock_verdict;
   auto fail = [&](const std::string& why) {
     v.failure = why;
     return v;
@@ -254,57 +271,114 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
         v.discarded = true;  // no mutation changed the schedule: nothing to judge
         return v;
       }
-      CheckReport r = verify(s, o);
+      auto report_of = [&](const Schedule& x) {
+        CheckReport r = verify(x, o);
+        if (sw.planted_misreport)
+          for (auto& viol : r.violations)
+            if (viol.kind == ViolationKind::Deadlock) viol.kind = ViolationKind::P2PMismatch;
+        return r;
+      };
+      // Claimed valid: the independent oracles and the simulation must agree ("" when they do).
+      auto disagreement = [&](const Schedule& x) -> std::string {
+        std::string why = oracle::check_compute_coverage(x);
+        if (why.empty()) why = oracle::check_send_recv_placement(x);
+        if (why.empty() && !has_batches(x)) why = oracle::rendezvous_replay(x);
+        if (why.empty()) {
+          const oracle::RankComm reference = oracle::reference_comm(x, o);
+          why = oracle::matching(x, reference);
+          if (why.empty() && !oracle::completes(x, reference, CommMode::Rendezvous))
+            why = "its communication does not complete under rendezvous";
+        }
+        if (!why.empty()) return "the reference oracle finds: " + why;
+        SimOptions so;
+        so.check = o;
+        so.record_trace = false;
+        if (!simulate(x, default_cost_model(x.stages), so).completed) return "its simulation does not complete";
+        return "";
+      };
+      CheckReport r = report_of(s);
       for (const auto& viol : r.violations) {
         std::string k(to_string(viol.kind));
         if (std::find(v.reported.begin(), v.reported.end(), k) == v.reported.end()) v.reported.push_back(k);
         if (viol.kind == ViolationKind::Deadlock) v.deadlocks = true;
       }
       if (r.ok()) {
-        // Claimed valid: the independent oracles and the simulation must agree.
-        std::string why = oracle::check_compute_coverage(s);
-        if (why.empty()) why = oracle::check_send_recv_placement(s);
-        if (why.empty() && !has_batches(s)) why = oracle::rendezvous_replay(s);
-        if (why.empty()) {
-          const oracle::RankComm reference = oracle::reference_comm(s, o);
-          why = oracle::matching(s, reference);
-          if (why.empty() && !oracle::completes(s, reference, CommMode::Rendezvous))
-            why = "its communication does not complete under rendezvous";
+        const std::string why = disagreement(s);
+        if (!why.empty()) return fail("the checks verified the mutated schedule, but " + why);
+      } else {
+        // The edits together: some reported kind is one that one of them implies (their
+        // interplay: a transfer dropped on both ends, an edit masking another).
+        std::set<ViolationKind> want;
+        for (size_t k = 0; k < outcomes.size(); ++k) {
+          if (!outcomes[k].applied) continue;
+          auto kinds = implied(c.mutations[k].kind, outcomes[k]);
+          want.insert(kinds.begin(), kinds.end());
+          // A transfer dropped (or duplicated) on both ends keeps its channel matched: what is
+          // left is the caches of the steps around it (an output never sent, an input never
+          // received).
+          const MutationKind mk = c.mutations[k].kind;
+          if ((mk == MutationKind::DropStep || mk == MutationKind::DuplicateStep) && !outcomes[k].touched.empty() &&
+              is_p2p(outcomes[k].touched[0].op)) {
+            const Step& x = outcomes[k].touched[0];
+            for (size_t j = 0; j < outcomes.size(); ++j)
+              if (j != k && outcomes[j].applied && c.mutations[j].kind == mk)
+                for (const Step& y : outcomes[j].touched)
+                  if (y.op == info(x.op).partner && y.micro == x.micro) want.insert({ViolationKind::Dependency, ViolationKind::CacheViolation});
+          }
+          // A collective removed from every member of its group leaves nobody waiting: what is
+          // left is what it was for (a replicated stage's gradients never synchronised, a
+          // dependency). Found by this property once remove-collective was drawn more often.
+          if (mk == MutationKind::RemoveCollective && !outcomes[k].touched.empty()) {
+            const Step& x = outcomes[k].touched[0];
+            for (size_t j = 0; j < outcomes.size(); ++j)
+              if (j != k && outcomes[j].applied && c.mutations[j].kind == mk)
+                for (const Step& y : outcomes[j].touched)
+                  if (y.op == x.op) want.insert(ViolationKind::Dependency);
+          }
         }
-        if (!why.empty()) return fail("the checks verified the mutated schedule, but the reference oracle finds: " + why);
-        SimOptions so;
-        so.check = o;
-        so.record_trace = false;
-        if (!simulate(s, default_cost_model(s.stages), so).completed)
-          return fail("the checks verified the mutated schedule, but its simulation does not complete");
-        return v;
+        // Edits that touch the same step (a receive moved after its consumer, then swapped back
+        // above it elsewhere) have a net effect neither implies: the report is not attributable,
+        // and each edit is judged alone below.
+        bool interplay = false;
+        for (size_t k = 0; k < outcomes.size() && !interplay; ++k)
+          for (size_t j = 0; j < k && !interplay; ++j)
+            if (outcomes[k].applied && outcomes[j].applied)
+              for (const Step& x : outcomes[k].touched)
+                for (const Step& y : outcomes[j].touched)
+                  interplay = interplay || (x.op == y.op && x.micro == y.micro && x.stage == y.stage);
+        bool matched = interplay;
+        for (const auto& viol : r.violations) matched = matched || want.count(viol.kind) > 0;
+        if (!matched) {
+          std::string muts, wanted;
+          for (const auto& a : applied) muts += (muts.empty() ? "" : "; ") + a;
+          for (auto k : want) wanted += (wanted.empty() ? "" : ", ") + std::string(to_string(k));
+          return fail("mutations (" + muts + ") were reported only as " + kinds(r) + ", none of the kinds their edits imply (" +
+                      (wanted.empty() ? "none: the edits should keep the schedule valid" : wanted) + ")");
+        }
       }
-      // Judged by the edits that changed the schedule, each by the steps it touched.
-      std::set<ViolationKind> want;
+      // Each edit on its own: applied alone to the generated schedule, judged by its own
+      // implied kinds (the pooled kinds above would let a misclassified report pass).
       for (size_t k = 0; k < outcomes.size(); ++k) {
         if (!outcomes[k].applied) continue;
-        auto kinds = implied(c.mutations[k].kind, outcomes[k]);
-        want.insert(kinds.begin(), kinds.end());
-        // A transfer dropped (or duplicated) on both ends keeps its channel matched: what is
-        // left is the caches of the steps around it (an output never sent, an input never
-        // received).
-        const MutationKind mk = c.mutations[k].kind;
-        if ((mk == MutationKind::DropStep || mk == MutationKind::DuplicateStep) && !outcomes[k].touched.empty() &&
-            is_p2p(outcomes[k].touched[0].op)) {
-          const Step& x = outcomes[k].touched[0];
-          for (size_t j = 0; j < outcomes.size(); ++j)
-            if (j != k && outcomes[j].applied && c.mutations[j].kind == mk)
-              for (const Step& y : outcomes[j].touched)
-                if (y.op == info(x.op).partner && y.micro == x.micro) want.insert({ViolationKind::Dependency, ViolationKind::CacheViolation});
+        Schedule alone = base;
+        const MutationOutcome once = apply_mutation(alone, c.mutations[k]);
+        if (!once.applied) continue;
+        const CheckReport ra = c.mutations.size() == 1 ? r : report_of(alone);
+        if (ra.ok()) {
+          if (c.mutations.size() == 1) continue;  // judged above
+          const std::string why = disagreement(alone);
+          if (!why.empty())
+            return fail("the checks verified the schedule with " + std::string(to_string(c.mutations[k].kind)) + " (" +
+                        once.description + ") alone, but " + why);
+          continue;
         }
+        std::vector<ViolationKind> got;
+        for (const auto& viol : ra.violations) got.push_back(viol.kind);
+        const std::string why = judge_edit(c.mutations[k], once, got);
+        if (!why.empty()) return fail(why);
+        v.judged_alone.push_back(c.mutations[k].kind);
       }
-      for (const auto& viol : r.violations)
-        if (want.count(viol.kind)) return v;
-      std::string muts, wanted;
-      for (const auto& a : applied) muts += (muts.empty() ? "" : "; ") + a;
-      for (auto k : want) wanted += (wanted.empty() ? "" : ", ") + std::string(to_string(k));
-      return fail("mutations (" + muts + ") were reported only as " + kinds(r) + ", none of the kinds their edits imply (" +
-                  (wanted.empty() ? "none: the edits should keep the schedule valid" : wanted) + ")");
+      return v;
     }
     case Property::LoweringMatchesReference: {
       // Every runtime mode: the lowering's per-rank posts, waits, groups and metas are the
@@ -362,10 +436,21 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
 namespace {
 
 // How often each mutation class is drawn, among those that have a target in the schedule.
-// verdicts-agree leans on the edits that can make ranks wait for each other (hoisted
+// mutations-reported leans on the classes that seldom have a target; verdicts-agree leans on the edits that can make ranks wait for each other (hoisted
 // receives, dropped transfers, reversed blocks, removed collectives), so that a good share of
 // its cases deadlock and the deadlock verdicts are compared on both answers.
 int weight(Property p, MutationKind k) {
+  if (p == Property::MutationsReported) {
+    // The classes with few targets (a run of transfers to one peer, a batch, a collective: only
+    // some families have them) are drawn more where they fit, so that every class gets enough
+    // cases judged on its own kinds (tests/test_fuzz.cpp asserts a minimum per class).
+    switch (k) {
+      case MutationKind::ReverseTransferBlock:
+      case MutationKind::SplitBatch:
+      case MutationKind::RemoveCollective: return 4;
+      default: return 1;
+    }
+  }
   if (p != Property::VerdictsAgree) return 1;
   switch (k) {
     case MutationKind::RecvBeforeSend: return 5;
@@ -475,6 +560,7 @@ void Distribution::add(Property p, const Verdict& v) {
   count(all);
   std::set<MutationKind> seen(v.effective.begin(), v.effective.end());
   for (auto k : seen) count(by_mutation[std::string(to_string(k))]);
+  for (auto k : v.judged_alone) by_mutation[std::string(to_string(k))].judged_alone++;
 }
 
 std::string Distribution::summary() const {

@@ -8,10 +8,12 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "model/generators/generator.hpp"
+#include "lowering/diagnostics.hpp"
 #include "model/mutations.hpp"
 
 namespace ppsched::fuzz {
@@ -39,6 +41,8 @@ struct Case {
 struct Switches {
   bool planted_bug = false;           // TEST-ONLY: the checker runs with one rule disabled
   bool planted_lowering_bug = false;  // TEST-ONLY: the lowering puts a body meta after its payload
+  bool planted_misreport = false;     // TEST-ONLY: mutations-reported reads every deadlock as a p2p_mismatch
+  bool planted_deadlock_verdict = false;  // TEST-ONLY: the replay buffers rendezvous sends (misses send-send cycles)
 };
 
 struct Limits {
@@ -59,15 +63,28 @@ struct Verdict {
   std::vector<MutationKind> drawn;      // the case's mutation classes
   std::vector<MutationKind> effective;  // those whose edit changed the schedule
   std::vector<std::string> reported;    // mutations-reported: the violation kinds verify() gave (empty: clean)
+  // mutations-reported: the classes of the edits judged on their own (each applied alone to the
+  // generated schedule and reported with a violation) against their own implied kinds.
+  std::vector<MutationKind> judged_alone;
 };
 
 Verdict check(Property p, const Case& c, const Switches& sw = {});
+
+// The violation kinds one concrete edit implies when it breaks the schedule (empty: it should
+// keep the schedule valid), decided by its class and the steps it touched.
+std::set<ViolationKind> implied_kinds(MutationKind k, const MutationOutcome& o);
+// mutations-reported's judgement of ONE edit: "" when the kinds reported for the schedule
+// with that edit alone include one of the edit's implied kinds, else why not. A report is
+// never judged against the pooled kinds of several edits (2-3 edits imply 4-5 of the 6 kinds,
+// so a misclassified report would pass).
+std::string judge_edit(const Mutation& m, const MutationOutcome& o, const std::vector<ViolationKind>& reported);
 
 // What a run of one property reached: cases kept and discarded, the share of multi-rank and
 // of deadlocking cases, and the verdict mix, overall and per mutation class.
 struct Distribution {
   struct Mix {
     size_t kept = 0, discarded = 0;
+    size_t judged_alone = 0;  // mutations-reported: edits of this class judged on their own kinds
     std::map<std::string, size_t> verdicts;  // "valid", a violation kind, "deadlocks", "completes", "fails"
   };
   size_t cases = 0, discarded = 0, multi_rank = 0, deadlocks = 0;

@@ -13,9 +13,8 @@ namespace ppsched::cli {
 // rank, idle time over the run's span (0 to the makespan), where busy is the wall time of the
 // compute stream, so an OVERLAP step's overlapped part counts as busy once.
 inline constexpr const char* kBubbleLegend =
-    "bubble: a rank's idle time over the run's span (0 to the makespan), overlap counted as busy (an OVERLAP "
-    "step for its wall time, so hiding one compute under another can finish sooner with a larger bubble); "
-    "one figure for a schedule is the mean over its ranks";
+    "bubble: a rank's idle time over the run's span (0 to the makespan), overlap counted as busy, so an OVERLAP "
+    "schedule can finish sooner with a larger bubble; per schedule, the mean over its ranks";
 
 nlohmann::json step_json(const Step& st);
 nlohmann::json report_json(const Schedule& s, const CheckReport& r);

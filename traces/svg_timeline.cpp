@@ -261,6 +261,7 @@ std::string svg_timeline(const Schedule& s, const SimResult& r, const SvgOptions
   }
   label_font = std::floor(label_font * 2) / 2;  // half pixels
   const bool labels = any_label && label_font >= kMinLabelFont;
+  if (!labels) label_font = kMaxLabelFont;  // no label drawn: the style keeps the usual size
   // Virtual stages told apart: a rank's k-th local stage (its chunk) is shaded by k (lighter
   // for later chunks), named in the legend.
   std::vector<int> local_of(s.placement.stage_to_rank.size(), 0);

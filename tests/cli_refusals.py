@@ -110,6 +110,7 @@ check("budget 1.0 MiB" in p.stdout or "1.0 MiB" in p.stdout + p.stderr, "simulat
 refused(["simulat"], "did you mean 'simulate'?")
 refused(["simulate", sched, "--mirco", "8"], "--mirco", "did you mean --micro?")
 refused(["check", "--generate", "1f1b", "--pp", "2", "--micro", "x"], "--micro")
+refused(["--versoin"], "ppsched has no flag --versoin", "did you mean --version?")
 p = refused(["frobnicate"], "unknown command 'frobnicate'")
 check("did you mean" not in p.stderr, "no suggestion for a word near nothing: %r" % p.stderr[:200])
 p = run(expect=2)

@@ -99,21 +99,21 @@ std::string parse_error_text(CLI::App& app, const CLI::ParseError& e, int argc, 
     return out;
   }
   out = "error: " + what + "\n";
-  if (cmd) {
-    const auto flags = long_flags(cmd);
-    for (int k = 2; k < argc; ++k) {
-      std::string word = argv[k];
-      if (word.rfind("--", 0) != 0 || word == "--") continue;
-      word = word.substr(0, word.find('='));
-      if (std::find(flags.begin(), flags.end(), word) != flags.end()) continue;
-      const std::string near = nearest(word, flags);
-      out += "error: " + cmd->get_name() + " has no flag " + ppsched::clip(word, 60) +
-             (near.empty() ? "" : "; did you mean " + near + "?") + "\n";
-    }
-    out += "(ppsched " + cmd->get_name() + " --help lists its flags)\n";
-  } else {
-    out += "(ppsched --help lists the commands)\n";
+  // A word that looks like a flag but is none of this command's (or the program's): the
+  // nearest one it may be a slip of.
+  const CLI::App* where = cmd ? cmd : &app;
+  const auto flags = long_flags(where);
+  for (int k = cmd ? 2 : 1; k < argc; ++k) {
+    std::string word = argv[k];
+    if (word.rfind("--", 0) != 0 || word == "--") continue;
+    word = word.substr(0, word.find('='));
+    if (std::find(flags.begin(), flags.end(), word) != flags.end()) continue;
+    const std::string near = nearest(word, flags);
+    out += "error: " + (cmd ? cmd->get_name() : std::string("ppsched")) + " has no flag " + ppsched::clip(word, 60) +
+           (near.empty() ? "" : "; did you mean " + near + "?") + "\n";
   }
+  if (cmd) out += "(ppsched " + cmd->get_name() + " --help lists its flags)\n";
+  else out += command_map(app);
   return out;
 }
 

@@ -121,7 +121,11 @@ if head is not None:
             break
         rows.append(l)
     check(len(rows) >= 2, "tune's leaderboard rows: %s" % out[:1500])
-    for col in ["peak memory per rank", "verdict"]:
+    # What each entry is: a family as generated, or what the search found it from.
+    c = header.index("from")
+    kinds = [r[c:].split("  ")[0] for r in rows]
+    check("family" in kinds and all(k.strip() for k in kinds), "tune's 'from' column: %r" % kinds)
+    for col in ["from", "peak memory per rank", "verdict"]:
         c = header.index(col)
         for r in rows:
             check(len(r) > c and r[c - 1] == " " and r[c] != " ", "column %r misaligned at 8 ranks:\n%s\n%s" % (col, header, r))

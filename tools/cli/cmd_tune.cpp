@@ -59,6 +59,18 @@ std::string clip_words(const std::string& text, size_t max) {
   return text.substr(0, cut) + " ...";
 }
 
+// Where a leaderboard entry comes from, in a word or two: a family as generated, or an order the
+// search found and from what (the "best:" line and --json give the whole origin).
+std::string origin_kind(const std::string& origin) {
+  if (origin == "family") return "family";
+  for (const auto& [prefix, kind] : {std::pair<const char*, const char*>{"search and DES search from ", "search + DES"},
+                                     {"DES search from ", "DES search"},
+                                     {"search from ", "search"}})
+    if (origin.rfind(prefix, 0) == 0) return kind;
+  const size_t cut = std::min(origin.find(':'), origin.find(" ("));
+  return cut == std::string::npos ? clip_words(origin, 24) : origin.substr(0, cut);
+}
+
 // Rows of cells as columns as wide as their widest cell (numbers right-aligned), whatever
 // the rank count makes of the peak-memory column; the last column is left unpadded.
 std::string aligned(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right) {
@@ -416,13 +428,14 @@ Action add_tune(CLI::App& app) {
                                           : shown.capacity_bytes ? human_bytes(static_cast<int64_t>(*shown.capacity_bytes)) : "none")
               << (st->memory_rule == "ppsched" ? "" : ", memory rule " + st->memory_rule) << ")\n";
     std::vector<std::vector<std::string>> rows;
-    rows.push_back({"#", "schedule", "makespan ms", "span ms", "bubble", "messages"});
+    rows.push_back({"#", "schedule", "from", "makespan ms", "span ms", "bubble", "messages"});
     if (with_model) rows.back().push_back("layout");
     rows.back().push_back("peak memory per rank");
     rows.back().push_back("verdict");
     for (size_t i = 0; i < r.leaderboard.size(); ++i) {
       const auto& e = r.leaderboard[i];
-      std::vector<std::string> row = {std::to_string(i + 1), e.name, fmt("%.3f", e.makespan_ms), fmt("%.3f", e.span_ms),
+      std::vector<std::string> row = {std::to_string(i + 1), e.name, origin_kind(e.origin), fmt("%.3f", e.makespan_ms),
+                                      fmt("%.3f", e.span_ms),
                                       fmt("%.1f", 100 * e.bubble) + "%", std::to_string(e.messages)};
       if (with_model) row.push_back(clip_words(e.layout, 400));
       row.push_back(peaks_text(e));
@@ -430,7 +443,7 @@ Action add_tune(CLI::App& app) {
       row.push_back(e.verified ? "ok" : clip_words(e.verdict, 100));
       rows.push_back(std::move(row));
     }
-    std::vector<bool> right = {true, false, true, true, true, true};
+    std::vector<bool> right = {true, false, false, true, true, true, true};
     std::cout << aligned(rows, right);
     std::cout << "  " << kBubbleLegend << "\n";
     std::cout << "best: " << best.name << " (" << best.origin << "), makespan " << fmt("%.3f", best.makespan_ms) << " ms";

@@ -6,7 +6,8 @@
 A compute-only program in JSON gets its P2P steps as a compute-only CSV does, and the output
 says so; a file with some P2P steps is judged as written. The critical path names each P2P
 entry as meta or payload; tune prints the bound's name and value (the formula with --explain),
-whole words, aligned columns at 8 ranks, one "search from"; "bubble" has one definition, in
+whole words, aligned columns at 8 ranks, one "search from", where each entry comes from; check
+notes FSDP steps checked without --dp; "bubble" has one definition, in
 the legend of simulate, compare and tune; compare and check name a Chrome trace or a cost file
 given as a schedule.
 """
@@ -99,6 +100,14 @@ for cmd in ["compare", "check"]:
     check(p.stderr.startswith("error:"), "%s: 'error:' first: %r" % (cmd, p.stderr))
     p = run(cmd, costs, expect=2)
     check("cost file" in p.stderr and "--costs" in p.stderr, "%s names a cost file: %r" % (cmd, p.stderr))
+
+# ---- check: FSDP steps without --dp are verified with a note saying what was not checked ----
+fsdp = os.path.join(tmp, "fsdp.json")
+run("generate", "1f1b", "--pp", "2", "--micro", "4", "--fsdp-steps", "-o", fsdp)
+p = run("check", fsdp)
+check("FSDP_* steps but no data parallelism (--dp 1)" in p.stdout, "check notes FSDP steps without --dp: %r" % p.stdout)
+p = run("check", fsdp, "--dp", "2")
+check("no data parallelism" not in p.stdout, "no such note with --dp 2: %r" % p.stdout)
 
 # ---- tune: bound by name and value, whole words, aligned columns, one "search from" ----
 base = ["tune", "--pp", "8", "--micro", "8", "--iterations", "300", "--des-iterations", "10", "--seed", "1", "-q",

@@ -54,7 +54,18 @@ std::string stage_name(int st) { return "stage " + std::to_string(st); }
 void check_data_parallel(const Schedule& s, const CheckOptions& o, std::vector<Violation>& out,
                          std::vector<std::string>& notes) {
   const DataParallelOptions& dp = o.dp;
-  if (dp.degree <= 1) return;
+  if (dp.degree <= 1) {
+    // FSDP steps without data parallelism: each is a collective of one rank, checked and priced
+    // as moving nothing. "verified" alone would hide that the job's DP layer was not checked.
+    size_t dp_steps = 0;
+    for (const auto& prog : s.programs)
+      for (const auto& slot : prog) dp_steps += slot && info(slot->op).collective == CollectiveScope::DataParallel;
+    if (dp_steps > 0)
+      notes.push_back("the schedule has " + std::to_string(dp_steps) +
+                      " FSDP_* steps but no data parallelism (--dp 1): each is a collective of one rank, which "
+                      "moves nothing; give --dp N (and --fsdp for sharded parameters) to check them as the job's");
+    return;
+  }
   const bool sharded = dp.fsdp;
   // A trainable MPipe tower's gradients: in stage-0-backward mode the tower's backward (on
   // rank 0) adds them to stage 0's, whose REDUCE_GRAD then averages them; in owner-backward

@@ -432,6 +432,26 @@ Schedule insert_p2p(Schedule&& compute_only, Alignment alignment) {
   return Scan(compute_only, &compute_only).run(alignment);
 }
 
+bool has_p2p_step(const Step& st) {
+  if (is_p2p(st.op) || is_batch(st.op)) return true;
+  return std::any_of(st.sub_steps.begin(), st.sub_steps.end(), [](const Step& sub) { return has_p2p_step(sub); });
+}
+
+int64_t insert_p2p_if_compute_only(Schedule& s) {
+  if (s.pipes > 1 || s.mpipe) return 0;
+  for (const auto& prog : s.programs)
+    for (const auto& slot : prog)
+      if (slot && has_p2p_step(*slot)) return 0;
+  bool crosses = false;
+  for (int st = 0; st + 1 < s.stages && !crosses; ++st) crosses = s.rank_of(st) != s.rank_of(st + 1);
+  if (!crosses) return 0;  // nothing to hand over: both readings coincide
+  const size_t before = s.step_count();
+  Schedule out = insert_p2p(s, Alignment::Auto);
+  const auto inserted = static_cast<int64_t>(out.step_count() - before);
+  s = std::move(out);
+  return inserted;
+}
+
 Schedule strip_p2p(const Schedule& s) {
   Schedule out = s;
   for (auto& prog : out.programs) {

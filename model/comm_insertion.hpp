@@ -43,6 +43,16 @@ Schedule insert_p2p(Schedule&& compute_only, Alignment alignment);
 // the checks and the independent oracles (checkers/oracles.hpp) catch a wrong insertion in
 // what the generators write. Set only by tests (tests/test_comm_oracle.cpp), never by the tools.
 inline bool testing_planted_insertion_bug = false;
+// The one rule for a hand-written schedule file, JSON or CSV alike: a schedule with no P2P step
+// at all (no send, receive or batch, top level or inside a composite) whose stages hand over
+// from one rank to another gets its sends and receives from insert_p2p (Auto), the column
+// scan; a schedule with any P2P step is taken as written (a missing send is the checkers' to
+// report). Schedules of replicated stages (pipes > 1) and MPipe schedules carry their own
+// communication and are taken as written. Returns the number of P2P steps inserted (0: `s`
+// unchanged). Throws InputError as insert_p2p does.
+int64_t insert_p2p_if_compute_only(Schedule& s);
+// Whether a step, or any of its sub-steps, is a P2P step or a batch of them.
+bool has_p2p_step(const Step& st);
 
 // The compute-only projection: drops P2P steps (and BATCH_SEND_RECV) and idle slots.
 Schedule strip_p2p(const Schedule& s);

@@ -83,7 +83,8 @@ struct CriticalStep {
   int rank = -1, step_index = -1;
   Lane lane = Lane::Compute;
   double start_ms = 0, end_ms = 0;
-  bool meta = false;      // the slice was a shape/dtype meta message, not the payload
+  bool meta = false;      // a P2P step's shape/dtype meta message (else its payload)
+  int sub = -1;           // the sub-step of a batch, -1 otherwise
 };
 
 struct LinkVolume {

@@ -150,7 +150,10 @@ void CostModel::check_fits(int stages, int micro_batches) const {
     if (rows > 1 && rows != static_cast<size_t>(stages)) {
       where.field = f.path;
       throw InputError(where, "has " + std::to_string(rows) + " per-stage values for " + std::to_string(stages) +
-                                  " stages: give one value per stage, or one number for all");
+                                  " stages (" + (rows < static_cast<size_t>(stages) ? "shorter than" : "longer than") +
+                                  " the schedule's stages): give one value per stage, or one number for all "
+                                  "(ppsched costs --template --stages " + std::to_string(stages) +
+                                  " writes a file for " + std::to_string(stages) + " stages)");
     }
     for (size_t s = 0; micro_batches > 0 && s < rows; ++s) {
       const size_t width = v.rows[s].size();

@@ -853,7 +853,7 @@ class Engine {
     std::vector<CriticalStep> path;
     for (int32_t k = last; k >= 0 && path.size() <= slices_.size(); k = causes_[static_cast<size_t>(k)]) {
       const Span& sl = slices_[static_cast<size_t>(k)];
-      path.push_back({sl.rank, sl.step_index, sl.lane, sl.start_ms, sl.end_ms, sl.meta});
+      path.push_back({sl.rank, sl.step_index, sl.lane, sl.start_ms, sl.end_ms, sl.meta, sl.sub});
       if (causes_[static_cast<size_t>(k)] >= k) break;  // causes always point to earlier slices
     }
     std::reverse(path.begin(), path.end());

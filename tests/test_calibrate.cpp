@@ -317,7 +317,7 @@ TEST_CASE("a Gloo trace gets the CPU run's protocol, any other the GPU's, and th
   // the run's messages, computed here from the cost model, not from the fit.
   REQUIRE_FALSE(r.flows.empty());
   double handoff = 0;
-  for (const SimFlow& f : r.flows) handoff += 0.05 + r.slices[static_cast<size_t>(f.recv_slice)].bytes / 12.5e6;
+  for (const MessageFlow& f : r.flows) handoff += 0.05 + r.slices[static_cast<size_t>(f.recv_slice)].bytes / 12.5e6;
   handoff /= static_cast<double>(r.flows.size());
   CHECK(*gloo.costs.send_handoff_ms == Approx(handoff).margin(1e-5));
   CHECK(gloo.link.mean_transfer_ms == Approx(handoff).margin(1e-5));

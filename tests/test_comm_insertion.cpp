@@ -123,3 +123,24 @@ TEST_CASE("a compute-only pipeline of 5000 ranks is laid out without ranks^2 idl
     for (const auto& slot : prog) padded_idle += !slot;
   CHECK(padded_idle > 0);
 }
+
+TEST_CASE("insert_p2p_if_compute_only: one rule for a hand-written file, JSON or CSV", "[comm_insertion]") {
+  // No P2P step at all and a hand-over between ranks: the column scan inserts them.
+  auto s = compute_only(2, 2, 2, Placement::loop(2, 2),
+                        {{"F0s0", "F1s0", "B0s0", "B1s0"}, {"F0s1", "B0s1", "F1s1", "B1s1"}});
+  Schedule expected = insert_p2p(s, Alignment::Auto);
+  CHECK(insert_p2p_if_compute_only(s) == 8);
+  CHECK(s.step_count() == expected.step_count());
+  CHECK(check_send_recv_placement(s) == "");
+  // Any P2P step: taken as written, even when others are missing (the checkers judge it).
+  auto mixed = compute_only(2, 2, 2, Placement::loop(2, 2),
+                            {{"F0s0", "F1s0", "B0s0", "B1s0"}, {"F0s1", "B0s1", "F1s1", "B1s1"}});
+  mixed.programs[0].insert(mixed.programs[0].begin() + 1, make_step(Op::FWD_SEND, 0, 0));
+  const size_t before = mixed.step_count();
+  CHECK(insert_p2p_if_compute_only(mixed) == 0);
+  CHECK(mixed.step_count() == before);
+  // Every stage on one rank: nothing to hand over, nothing inserted.
+  auto one = compute_only(1, 2, 1, Placement::explicit_map({0, 0}), {{"F0s0", "F0s1", "B0s1", "B0s0"}});
+  CHECK(insert_p2p_if_compute_only(one) == 0);
+  CHECK(one.step_count() == 4);
+}

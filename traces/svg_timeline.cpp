@@ -242,6 +242,48 @@ std::string svg_timeline(const Schedule& s, const RunRecord& r, const SvgOptions
   const bool tooltips = r.slices.size() <= static_cast<size_t>(std::max(0, options.max_tooltips));
   const bool arrows = !r.flows.empty() && r.flows.size() <= static_cast<size_t>(std::max(0, options.max_arrows));
 
+  // Micro-batch labels: every compute slice of a pixel or more gets its label, or none does
+  // (a dropped subset would read wrong: "0..9 0..9 8 9" at M = 32). The font shrinks until
+  // the narrowest labelled slice holds its label; below kMinLabelFont the ids are on hover
+  // only, and the legend says so.
+  constexpr double kMaxLabelFont = 10, kMinLabelFont = 6, kCharEm = 0.62;
+  double label_font = kMaxLabelFont;
+  bool any_label = false;
+  for (uint32_t i : order) {
+    const TimedSlice& sl = r.slices[i];
+    if (sl.lane != Lane::Compute || !(sl.end_ms > sl.start_ms)) continue;
+    const double w = x_of(sl.end_ms) - x_of(sl.start_ms);
+    if (w < 1.0) continue;  // merged into a sub-pixel run: never labelled
+    const std::string label = micro_label(slice_step(s, sl));
+    if (label.empty()) continue;
+    any_label = true;
+    label_font = std::min(label_font, (w - 2) / (kCharEm * static_cast<double>(label.size())));
+  }
+  label_font = std::floor(label_font * 2) / 2;  // half pixels
+  const bool labels = any_label && label_font >= kMinLabelFont;
+  if (!labels) label_font = kMaxLabelFont;  // no label drawn: the style keeps the usual size
+  // Virtual stages told apart: a rank's k-th local stage (its chunk) is shaded by k (lighter
+  // for later chunks), named in the legend.
+  std::vector<int> local_of(s.placement.stage_to_rank.size(), 0);
+  int chunks = 1;
+  {
+    std::unordered_map<int, int> seen;
+    for (size_t st = 0; st < s.placement.stage_to_rank.size(); ++st) {
+      local_of[st] = seen[s.placement.stage_to_rank[st]]++;
+      chunks = std::max(chunks, local_of[st] + 1);
+    }
+  }
+  constexpr int kShades = 4;  // chunk k >= kShades shares the last shade
+  const auto chunk_of = [&](const Step* step) {
+    if (!step) return 0;
+    const Step& leaf = is_composite(step->op) && !step->sub_steps.empty() ? step->sub_steps.front() : *step;
+    return leaf.stage >= 0 && static_cast<size_t>(leaf.stage) < local_of.size() ? local_of[static_cast<size_t>(leaf.stage)] : 0;
+  };
+  const auto shade_class = [&](int chunk) -> const char* {
+    static const char* const names[kShades] = {"", " v1", " v2", " v3"};
+    return chunks > 1 ? names[std::min(chunk, kShades - 1)] : "";
+  };
+
   Svg body;
   body.s.reserve(1 << 16);
   bool used[kClsCount] = {};
@@ -336,7 +378,9 @@ std::string svg_timeline(const Schedule& s, const RunRecord& r, const SvgOptions
         for (size_t k = 0; k < nb; ++k) {
           const Cls c = bands ? class_of_compute(step->sub_steps[k]) : cls;
           used[c] = true;
-          body.raw("<rect class=\"").raw(kCls[c].css).raw(crit ? " cp" : "").raw("\" x=\"").num(xa);
+          const Step* part = bands ? &step->sub_steps[k] : step;
+          const char* shade = lane == Lane::Compute ? shade_class(chunk_of(part)) : "";
+          body.raw("<rect class=\"").raw(kCls[c].css).raw(shade).raw(crit ? " cp" : "").raw("\" x=\"").num(xa);
           if (k) body.raw("\" y=\"").num(h * static_cast<double>(k) / static_cast<double>(nb));
           body.raw("\" width=\"").num(xb - xa).raw("\" height=\"").num(h / static_cast<double>(nb));
           if (tooltips) {
@@ -347,10 +391,10 @@ std::string svg_timeline(const Schedule& s, const RunRecord& r, const SvgOptions
           }
         }
         if (lane == Lane::Compute) {
-          const std::string label = micro_label(step);
-          if (!label.empty() && xb - xa >= 6.5 * static_cast<double>(label.size()) + 4) {
-            body.raw("<text class=\"lb\" x=\"").num((xa + xb) / 2).raw("\" y=\"13\">").text(label).raw("</text>");
-          }
+          const std::string label = labels ? micro_label(step) : std::string();
+          if (!label.empty())
+            body.raw("<text class=\"lb\" x=\"").num((xa + xb) / 2).raw("\" y=\"").num(9 + label_font * 0.4).raw("\">")
+                .text(label).raw("</text>");
         }
       }
       flush();
@@ -501,6 +545,20 @@ std::string svg_timeline(const Schedule& s, const RunRecord& r, const SvgOptions
     if (used[c]) swatch(kCls[c].css, kCls[c].legend);
   swatch("bg", "idle");
   if (any_critical) swatch("bg cp", "critical path");
+  if (chunks > 1)
+    for (int k = 0; k < std::min(chunks, kShades); ++k) {
+      const std::string text = k + 1 < kShades || chunks == kShades
+                                   ? "local stage " + std::to_string(k) + (k == 0 ? " (full shade)" : " (lighter)")
+                                   : "local stages " + std::to_string(k) + "+ (lightest)";
+      swatch((std::string("f") + shade_class(k)).c_str(), text);
+    }
+  if (any_label && !labels) {
+    const std::string note = std::string("micro-batch ids on hover only: too narrow to label at this scale") +
+                             (tooltips ? "" : " (and tooltips left out above " + std::to_string(options.max_tooltips) +
+                                                  " slices: ppsched simulate --trace shows them)");
+    const double x = entry_space(note);
+    legend.raw("<text class=\"sl\" x=\"").num(x).raw("\" y=\"").num(legend_y + 10).raw("\">").text(note).raw("</text>\n");
+  }
   if (options.memory && !r.memory.empty()) {
     const double x = entry_space("memory (scaled to the rank's peak)");
     legend.raw("<line class=\"mem\" x1=\"").num(x).raw("\" y1=\"").num(legend_y + 6).raw("\" x2=\"").num(x + 14)
@@ -544,7 +602,8 @@ std::string svg_timeline(const Schedule& s, const RunRecord& r, const SvgOptions
            ".rl{font-size:12px;font-weight:bold}\n"
            ".sl{font-size:9px;fill:#555}\n"
            ".tk{font-size:10px;fill:#444;text-anchor:middle}\n"
-           ".lb{font-size:10px;fill:#111;text-anchor:middle}\n"
+           ".lb{font-size:").num(label_font).raw("px;fill:#111;text-anchor:middle}\n"
+           ".v1{fill-opacity:0.7}\n.v2{fill-opacity:0.5}\n.v3{fill-opacity:0.35}\n"
            ".pk{font-size:9px;fill:#1f5fa8}\n"
            ".pkd{fill:#1f5fa8}\n"
            ".gr{stroke:#e6e6e6;stroke-width:1}\n"

@@ -77,14 +77,14 @@ class CsvReader {
     mark_data_steps(s);
     relocated([&] { validate_structure(s, file_); });
     drop_rank_tags(s);
-    // Insertion would add nothing when no stage hands over to another rank (one rank, or
-    // all stages on one rank): then both kinds coincide and the slots are kept as written.
-    if (comms_ || !crosses_ranks(s)) return s;
-    Schedule out;
-    relocated([&] { out = insert_p2p(s, Alignment::Auto); });
-    relocated([&] { validate_structure(out, file_); });
-    return out;
+    // The rule JSON files follow too (insert_p2p_if_compute_only): no P2P step at all, and a
+    // stage hands over to another rank, then the column scan inserts them; else as written.
+    relocated([&] { inserted_ = insert_p2p_if_compute_only(s); });
+    if (inserted_ > 0) relocated([&] { validate_structure(s, file_); });
+    return s;
   }
+
+  int64_t inserted() const { return inserted_; }
 
  private:
   [[noreturn]] void fail(int rank, int index, std::string msg) const {
@@ -94,12 +94,6 @@ class CsvReader {
     loc.index = index;
     loc.line = rank >= 0 ? rank + 1 : -1;
     throw InputError(std::move(loc), std::move(msg));
-  }
-
-  static bool crosses_ranks(const Schedule& s) {
-    for (int st = 0; st + 1 < s.stages; ++st)
-      if (s.rank_of(st) != s.rank_of(st + 1)) return true;
-    return false;
   }
 
   // Errors from validation and insertion know rank and step index; add file and row.
@@ -235,6 +229,7 @@ class CsvReader {
   const std::string& file_;
   const CsvReadOptions& options_;
   bool comms_ = false;
+  int64_t inserted_ = 0;  // P2P steps the column scan added
   int max_stage_ = -1;
   int max_micro_ = -1;
   std::vector<int> stage_row_;  // stage -> row of its compute actions, -1 if none seen
@@ -266,12 +261,13 @@ bool compute_only_action(const Step& st) {
 }  // namespace
 
 Schedule read_pytorch_csv(std::string_view text, const std::string& file_name, const CsvReadOptions& options,
-                          CsvKind* kind) {
+                          CsvKind* kind, int64_t* inserted_p2p) {
   // A UTF-8 byte-order mark (Excel writes one) is skipped, as the JSON reader skips it.
   if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
   CsvReader reader(file_name, options);
   Schedule s = reader.read(text);
   if (kind) *kind = reader.had_comms() ? CsvKind::ComputeComms : CsvKind::ComputeOnly;
+  if (inserted_p2p) *inserted_p2p = reader.inserted();
   return s;
 }
 

@@ -8,7 +8,9 @@
 #include <memory>
 #include <sys/stat.h>
 
+#include "model/comm_insertion.hpp"
 #include "model/errors.hpp"
+#include "model/validate.hpp"
 #include "model/formats/schedule_json.hpp"
 
 namespace ppsched {
@@ -74,12 +76,28 @@ FileFormat format_from_name(const std::string& name) {
 }
 
 Schedule read_schedule_file(const std::string& path, std::optional<FileFormat> format,
-                            const CsvReadOptions& csv, std::optional<CsvKind>* csv_kind) {
+                            const CsvReadOptions& csv, std::optional<CsvKind>* csv_kind, int64_t* inserted_p2p) {
   const FileFormat f = format ? *format : format_from_path(path);
   const std::string text = read_input_file(path);
-  if (f == FileFormat::Json) return read_schedule_json(text, path);
+  if (inserted_p2p) *inserted_p2p = 0;
+  if (f == FileFormat::Json) {
+    Schedule s = read_schedule_json(text, path);
+    // The CSV reader's rule (a compute-only order gets its P2P steps from the column scan);
+    // errors of the scan name this file.
+    int64_t n = 0;
+    try {
+      n = insert_p2p_if_compute_only(s);
+      if (n > 0) validate_structure(s, path);
+    } catch (const InputError& e) {
+      Location loc = e.where();
+      loc.file = path;
+      throw InputError(std::move(loc), e.message());
+    }
+    if (inserted_p2p) *inserted_p2p = n;
+    return s;
+  }
   CsvKind kind = CsvKind::ComputeOnly;
-  Schedule s = read_pytorch_csv(text, path, csv, &kind);
+  Schedule s = read_pytorch_csv(text, path, csv, &kind, inserted_p2p);
   if (csv_kind) *csv_kind = kind;
   return s;
 }

@@ -26,8 +26,12 @@ std::string read_input_file(const std::string& path, uint64_t max_bytes = kMaxIn
 
 // Reads a file (throws InputError with the file name on any problem, unreadable file too).
 // `csv_kind`, when given, is set for a CSV file to the kind it was (left alone for JSON).
+// A file without any P2P step, JSON or CSV, gets them by one rule (insert_p2p_if_compute_only:
+// the column scan); `inserted_p2p`, when given, is set to how many it inserted (0: none, the
+// file taken as written).
 Schedule read_schedule_file(const std::string& path, std::optional<FileFormat> format = {},
-                            const CsvReadOptions& csv = {}, std::optional<CsvKind>* csv_kind = nullptr);
+                            const CsvReadOptions& csv = {}, std::optional<CsvKind>* csv_kind = nullptr,
+                            int64_t* inserted_p2p = nullptr);
 
 // The runtime mode a schedule file selects by default: a compute_comms CSV is PyTorch's lowered
 // schedule, whose receives PyTorch's _PipelineScheduleRuntime posts at their RECV action and

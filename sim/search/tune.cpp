@@ -155,7 +155,9 @@ Found improve(const Problem& p, const Found& start, Objective obj, long iteratio
     if (cs < h) h = cs;
   }
   if (evaluations) *evaluations += evals;
-  if (best.origin.rfind("search", 0) != 0 && bs < score_of(start.eval, obj, steer)) best.origin = "search from " + start.origin;
+  // One "search from" however many rounds started from an earlier search's result.
+  if (best.origin.rfind("search", 0) != 0 && bs < score_of(start.eval, obj, steer))
+    best.origin = start.origin.rfind("search from ", 0) == 0 ? start.origin : "search from " + start.origin;
   return best;
 }
 
@@ -411,7 +413,11 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
   }
   best.order = cur;
   best.eval = evaluate(p, cur);
-  if (moved) best.origin = "DES search from " + best.origin;
+  if (moved)
+    best.origin = best.origin.rfind("search from ", 0) == 0 ? "search and DES search from " + best.origin.substr(12)
+                  : best.origin.rfind("DES search from ", 0) == 0 || best.origin.rfind("search and DES search from ", 0) == 0
+                      ? best.origin
+                      : "DES search from " + best.origin;
   return best;
 }
 

@@ -17,6 +17,7 @@
 #include "sim/engine.hpp"
 #include "sim/network_costs.hpp"
 #include "tools/cli/command.hpp"
+#include "tools/cli/render.hpp"
 
 namespace ppsched::cli {
 namespace {
@@ -97,7 +98,7 @@ Action add_calibrate(CLI::App& app) {
   struct State {
     std::string trace, out, schedule, statistic = "mean";
     int stages = -1;
-    double eager = -1;
+    std::string eager;  // a byte figure with its unit ("" : the default)
     bool json = false;
     CostFlags cost;
     std::string trace_layout, model_out;
@@ -105,7 +106,7 @@ Action add_calibrate(CLI::App& app) {
   auto st = std::make_shared<State>();
   auto* cmd = app.add_subcommand(
       "calibrate",
-      "Fit a cost model to a trace (ppsched-exec --trace or ppsched simulate --trace): per-stage step times "
+      "fit a cost model to a trace (ppsched-exec --trace or ppsched simulate --trace): per-stage step times "
       "(mean of the slices), link latency and bandwidth (least squares over P2P transfers, timed from the later "
       "of the two posts to the end of the receive), payload bytes. With --schedule, simulate that schedule with the "
       "fitted model and report measured vs predicted iteration time.");
@@ -117,10 +118,8 @@ Action add_calibrate(CLI::App& app) {
   cmd->add_option("--stages", st->stages, "stage count, when the trace does not say (otherData.stages)")
       ->check(whole_in(1, kMaxCount));
   cmd->add_option("--eager-threshold", st->eager,
-                  "protocol.eager_threshold_bytes of the fitted model (default: 0 for a Gloo run's trace, whose sends "
-                  "wait for the receiver; else 4 MiB)")
-      ->check(CLI::NonNegativeNumber)
-      ->check(number_in(-1, kMaxBytes));
+                  "protocol.eager_threshold_bytes of the fitted model, with its unit (4MiB, 0B; default: 0 for a Gloo "
+                  "run's trace, whose sends wait for the receiver; else 4 MiB)");
   cmd->add_flag("--json", st->json, "print the fit (and the prediction) as JSON");
   add_cost_flags(*cmd, st->cost, false);
   cmd->get_option("--model")->description(
@@ -141,7 +140,7 @@ Action add_calibrate(CLI::App& app) {
     CalibrateOptions o;
     o.statistic = st->statistic == "mean" ? Statistic::Mean : Statistic::Median;
     o.stages = st->stages;
-    if (st->eager >= 0) o.eager_threshold_bytes = st->eager;
+    if (!st->eager.empty()) o.eager_threshold_bytes = static_cast<double>(parse_bytes(st->eager, "--eager-threshold"));
     refuse_overwriting_input(st->out, {st->trace, st->schedule}, "-o");
     refuse_overwriting_input(st->model_out, {st->trace, st->schedule, st->cost.model}, "--model-out");
     Calibration c = calibrate_trace(read_text(st->trace), st->trace, o);
@@ -181,7 +180,7 @@ Action add_calibrate(CLI::App& app) {
     if (!st->schedule.empty() && per_layer) {
       // Another schedule than the traced one may be predicted: priced from the fitted model.
       std::optional<CsvKind> kind;
-      Schedule s = read_schedule_file(st->schedule, {}, {}, &kind);
+      Schedule s = read_schedule_input(st->schedule, {}, {}, &kind);
       // Without --layout a schedule of the traced stage count runs on the traced layout.
       const bool traced_split = st->cost.layout.empty() && s.stages == c.stages;
       const NetworkCosts nc = network_costs(*fitted_net, s.stages, traced_split ? traced_layout : st->cost.layout,
@@ -204,7 +203,7 @@ Action add_calibrate(CLI::App& app) {
       pred = p;
     } else if (!st->schedule.empty()) {
       std::optional<CsvKind> kind;
-      Schedule s = read_schedule_file(st->schedule, {}, {}, &kind);
+      Schedule s = read_schedule_input(st->schedule, {}, {}, &kind);
       Location where = in_file(st->schedule);
       if (s.ranks != c.ranks || s.stages != c.stages)
         throw InputError(where, "has " + std::to_string(s.ranks) + " ranks and " + std::to_string(s.stages) +

@@ -62,7 +62,7 @@ Action add_check(CLI::App& app) {
     }
     for (const auto& f : st->files) {
       std::optional<CsvKind> kind;
-      inputs.emplace_back(f, read_schedule_file(f, {}, {}, &kind));
+      inputs.emplace_back(f, read_schedule_input(f, {}, {}, &kind));
       by_csv.push_back(!o.overlap_p2p && selects_overlap_p2p(kind) && !st->no_overlap_p2p);
       overlap.push_back(o.overlap_p2p || by_csv.back());
     }

@@ -71,7 +71,7 @@ Action add_convert(CLI::App& app) {
     refuse_overwriting_input(st->out, {st->in}, "-o");
     if (st->torch_comms && st->csv_kind == "compute_only")
       throw InputError({}, "--torch-comms writes PyTorch's compute_comms lowering; --csv-kind compute_only would drop it");
-    Schedule s = read_schedule_file(st->in, from, csv);
+    Schedule s = read_schedule_input(st->in, from, csv);
     if (st->fsdp_steps) {
       for (const auto& prog : s.programs)
         for (const auto& slot : prog)
@@ -82,7 +82,7 @@ Action add_convert(CLI::App& app) {
       validate_structure(s, st->in);
     }
     if (st->torch_comms) s = lower_like_pytorch(s);
-    FileFormat to = !st->to.empty() ? format_from_name(st->to) : format_from_path(st->out);
+    const FileFormat to = output_format(st->to, "--to", st->out);
     write_output(st->out, write_schedule(s, to, st->csv_kind == "compute_only" ? CsvKind::ComputeOnly : CsvKind::ComputeComms));
     if (st->json) {
       std::cout << "{\"output\": \"" << st->out << "\", \"ranks\": " << s.ranks << ", \"stages\": " << s.stages

@@ -70,6 +70,47 @@ Schedule build_generated(GeneratorFlags& f) {
   return s;
 }
 
+std::string misplaced_file_kind(const std::string& path) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(read_input_file(path));
+  } catch (const std::exception&) {
+    return "";
+  }
+  if (!doc.is_object()) return "";
+  if (doc.contains("traceEvents"))
+    return "a Chrome trace (it has \"traceEvents\"), not a schedule: ppsched calibrate reads traces, and "
+           "ui.perfetto.dev shows them; give the schedule file that ran";
+  const auto format = doc.find("format");
+  if (format != doc.end() && format->is_string()) {
+    if (*format == "ppsched-costs") return "a cost file (format ppsched-costs), not a schedule: give it as --costs " + clip(path);
+    if (*format == "ppsched-model") return "a model file (format ppsched-model), not a schedule: give it as --model " + clip(path);
+  }
+  if (doc.contains("model_type") || doc.contains("num_hidden_layers"))
+    return "a Hugging Face config.json, not a schedule: give it as --model " + clip(path);
+  return "";
+}
+
+Schedule read_schedule_input(const std::string& path, std::optional<FileFormat> format, const CsvReadOptions& csv,
+                             std::optional<CsvKind>* csv_kind) {
+  int64_t inserted = 0;
+  Schedule s;
+  try {
+    s = read_schedule_file(path, format, csv, csv_kind, &inserted);
+  } catch (const InputError& e) {
+    const bool json = format ? *format == FileFormat::Json : path.size() >= 5 && path.substr(path.size() - 5) == ".json";
+    if (json) {
+      if (const std::string kind = misplaced_file_kind(path); !kind.empty()) throw InputError(in_file(path), "this file is " + kind);
+    }
+    throw;
+  }
+  if (inserted > 0)
+    std::cerr << "note: " << path << ": no communication steps: inserted " << inserted
+              << " by the column scan (the rule for a compute-only order, JSON or CSV; a file with any P2P step is "
+                 "taken as written)\n";
+  return s;
+}
+
 void write_output(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
     std::cout << text;
@@ -96,6 +137,20 @@ void refuse_overwriting_input(const std::string& output, const std::vector<std::
       throw InputError(in_file(output), flag + " names the input " + clip(in) +
                                             ": writing it would destroy the input; give another path");
   }
+}
+
+FileFormat output_format(const std::string& format, const std::string& flag, const std::string& out) {
+  const bool to_file = !out.empty() && out != "-";
+  if (format.empty()) return to_file ? format_from_path(out) : FileFormat::Json;
+  const FileFormat f = format_from_name(format);
+  if (!to_file) return f;
+  // The extension is what a later read goes by: a CSV in a .json file would not read back.
+  const FileFormat by_ext = format_from_path(out);
+  if (by_ext != f)
+    throw InputError({}, flag + " " + format + " and the output " + clip(out) + " disagree: the extension says " +
+                             (by_ext == FileFormat::Json ? "json" : "csv") + ", and a reader goes by it; name the file ." +
+                             format + " or leave " + flag + " out");
+  return f;
 }
 
 Action add_generate(CLI::App& app) {
@@ -142,10 +197,12 @@ Action add_generate(CLI::App& app) {
       throw InputError({}, "--torch-comms places PyTorch's own sends and receives, one action each; --batch cannot be combined with it");
     Schedule s = build_generated(st->flags);
     if (st->torch_comms) s = lower_like_pytorch(s);
-    FileFormat fmt = !st->format.empty() ? format_from_name(st->format)
-                     : (!st->out.empty() && st->out != "-") ? format_from_path(st->out)
-                                                            : FileFormat::Json;
+    const FileFormat fmt = output_format(st->format, "--format", st->out);
     write_output(st->out, write_schedule(s, fmt));
+    if (!st->out.empty() && st->out != "-")
+      std::cerr << "wrote " << st->out << ": " << s.ranks << " ranks, " << s.stages << " stages ("
+                << to_string(s.placement.kind) << "), " << s.micro_batches << " micro-batches, " << s.step_count()
+                << " steps (" << (fmt == FileFormat::Json ? "JSON" : "CSV") << ")\n";
     return kOk;
   };
 }

@@ -47,7 +47,7 @@ Action add_show(CLI::App& app) {
   cmd->add_flag("--summary", st->summary, "one line per rank: step counts by kind");
   cmd->add_flag("--json", st->json, "the grid as JSON: {\"ranks\": [[label, ...], ...]}");
   return [st]() {
-    Schedule s = read_schedule_file(st->file);
+    Schedule s = read_schedule_input(st->file);
     st->grid.keep_idle = !st->no_idle;
     st->grid.width = st->width > 0 ? st->width : terminal_width();
     if (st->json) {

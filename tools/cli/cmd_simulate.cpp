@@ -82,6 +82,18 @@ int64_t max_peak(const RunRecord& r) {
   return p;
 }
 
+// A step of the critical path: "FS0s0@r0", a batch's sub-step by its own label, and a P2P
+// entry named as its meta message or its payload (one step is on the path twice when both are).
+std::string critical_label(const Schedule& s, const CriticalStep& cp) {
+  const auto& slot = s.programs[static_cast<size_t>(cp.rank)][static_cast<size_t>(cp.step_index)];
+  if (!slot) return ".@r" + std::to_string(cp.rank);
+  const Step& st = cp.sub >= 0 && static_cast<size_t>(cp.sub) < slot->sub_steps.size() ? slot->sub_steps[static_cast<size_t>(cp.sub)]
+                                                                                      : *slot;
+  std::string out = short_label(st) + "@r" + std::to_string(cp.rank);
+  if (cp.lane == Lane::Send || cp.lane == Lane::Recv) out += cp.meta ? " (meta)" : " (payload)";
+  return out;
+}
+
 std::string lane_label(Lane l) {
   switch (l) {
     case Lane::Compute: return "compute";
@@ -182,6 +194,9 @@ nlohmann::json result_json(const Schedule& s, const RunRecord& r, const CostMode
                                   {"index", cp.step_index},
                                   {"step", slot ? short_label(*slot) : "."},
                                   {"lane", lane_label(cp.lane)},
+                                  {"message", cp.lane == Lane::Send || cp.lane == Lane::Recv
+                                                  ? nlohmann::json(cp.meta ? "meta" : "payload")
+                                                  : nlohmann::json(nullptr)},
                                   {"start_ms", cp.start_ms},
                                   {"end_ms", cp.end_ms}});
   }
@@ -219,6 +234,7 @@ std::string result_text(const std::string& what, const Schedule& s, const RunRec
                   100 * x.bubble_fraction, human_bytes(x.peak_memory_bytes).c_str(), x.peak_memory_time_ms);
     out += line;
   }
+  out += "  " + std::string(kBubbleLegend) + "\n";
   out += memory_text(r, budget);
   if (!r.critical_path.empty()) {
     std::set<int> ranks;
@@ -228,16 +244,18 @@ std::string result_text(const std::string& what, const Schedule& s, const RunRec
     for (int q : ranks) out += std::string(first ? " " : ",") + std::to_string(q), first = false;
     out += ":";
     const size_t n = r.critical_path.size();
+    bool meta_on_path = false;
+    for (const auto& cp : r.critical_path) meta_on_path = meta_on_path || cp.meta;
     for (size_t k = 0; k < n; ++k) {
       if (n > 16 && k == 8) {
         out += " ... (" + std::to_string(n - 16) + " more)";
         k = n - 8;
       }
-      const auto& cp = r.critical_path[k];
-      const auto& slot = s.programs[static_cast<size_t>(cp.rank)][static_cast<size_t>(cp.step_index)];
-      out += std::string(k ? " -> " : " ") + (slot ? short_label(*slot) : ".") + "@r" + std::to_string(cp.rank);
+      out += std::string(k ? " -> " : " ") + critical_label(s, r.critical_path[k]);
     }
     out += "\n";
+    if (meta_on_path)
+      out += "  (meta: a P2P step's shape/dtype message, sent before its payload; payload: the tensor itself)\n";
   }
   if (!r.links.empty()) {
     out += "  comm volume:";
@@ -282,7 +300,7 @@ Action add_simulate(CLI::App& app) {
     }
     for (const auto& f : st->files) {
       std::optional<CsvKind> kind;
-      inputs.emplace_back(f, read_schedule_file(f, {}, {}, &kind));
+      inputs.emplace_back(f, read_schedule_input(f, {}, {}, &kind));
       comms_csv.push_back(selects_overlap_p2p(kind));
     }
     if (inputs.empty()) throw InputError({}, "give schedule files or --generate FAMILY --pp P --micro M");
@@ -370,7 +388,7 @@ Action add_compare(CLI::App& app) {
     std::vector<bool> comms_csv;
     for (const auto& f : st->files) {
       std::optional<CsvKind> kind;
-      schedules.push_back(read_schedule_file(f, {}, {}, &kind));
+      schedules.push_back(read_schedule_input(f, {}, {}, &kind));
       comms_csv.push_back(selects_overlap_p2p(kind));
     }
     // One network for all: when a compared schedule has an MPipe tower, the others run it
@@ -419,7 +437,7 @@ Action add_compare(CLI::App& app) {
                       {"ok", good}});
     }
     if (st->json) std::cout << rows.dump(2) << "\n";
-    else std::cout << table;
+    else std::cout << table << kBubbleLegend << "\n";
     return ok ? kOk : kFound;
   };
 }

@@ -42,6 +42,61 @@ std::string peaks_text(const search::Entry& e) {
 
 std::string placement_name(PlacementKind k) { return std::string(to_string(k)); }
 
+// At most `max` bytes of `text`, cut at a word boundary with " ..." (never inside a word).
+std::string clip_words(const std::string& text, size_t max) {
+  if (text.size() <= max) return text;
+  // A clause boundary in the second half reads best ("..., over its budget of 30 GiB ..."),
+  // else the last word boundary.
+  size_t clause = std::string::npos;
+  for (const char* sep : {", ", ": ", "; "}) {
+    const size_t at = text.rfind(sep, max - 4);
+    if (at != std::string::npos && at >= max / 2 && (clause == std::string::npos || at > clause)) clause = at;
+  }
+  if (clause != std::string::npos) return text.substr(0, clause) + " ...";
+  size_t cut = text.rfind(' ', max - 4);
+  if (cut == std::string::npos || cut == 0) cut = max - 4;
+  while (cut > 0 && (text[cut - 1] == ' ' || text[cut - 1] == ',' || text[cut - 1] == ';' || text[cut - 1] == ':')) --cut;
+  return text.substr(0, cut) + " ...";
+}
+
+// Where a leaderboard entry comes from, in a word or two: a family as generated, or an order the
+// search found and from what (the "best:" line and --json give the whole origin).
+std::string origin_kind(const std::string& origin) {
+  if (origin == "family") return "family";
+  for (const auto& [prefix, kind] : {std::pair<const char*, const char*>{"search and DES search from ", "search + DES"},
+                                     {"DES search from ", "DES search"},
+                                     {"search from ", "search"}})
+    if (origin.rfind(prefix, 0) == 0) return kind;
+  const size_t cut = std::min(origin.find(':'), origin.find(" ("));
+  return cut == std::string::npos ? clip_words(origin, 24) : origin.substr(0, cut);
+}
+
+// Rows of cells as columns as wide as their widest cell (numbers right-aligned), whatever
+// the rank count makes of the peak-memory column; the last column is left unpadded.
+std::string aligned(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right) {
+  std::vector<size_t> width;
+  for (const auto& row : rows)
+    for (size_t k = 0; k < row.size(); ++k) {
+      if (width.size() <= k) width.push_back(0);
+      width[k] = std::max(width[k], row[k].size());
+    }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line = " ";
+    for (size_t k = 0; k < row.size(); ++k) {
+      const size_t pad = width[k] - row[k].size();
+      const bool last = k + 1 == row.size();
+      line += " ";
+      if (k < right.size() && right[k]) line += std::string(pad, ' ') + row[k];
+      else line += row[k] + (last ? "" : std::string(pad, ' '));
+      if (!last) line += " ";
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
 // `tune --pareto`: the frontier, one row per point (ascending memory).
 int print_pareto(const search::TuneRequest& rq, const CostModel& shown, const std::string& rule, const std::string& objective,
                  int max_searches, bool json, bool quiet) {
@@ -117,7 +172,7 @@ Action add_tune(CLI::App& app) {
     double seconds = 20;
     uint64_t seed = 1;
     int pareto_searches = 32;
-    bool json = false, overlap_p2p = false, quiet = false, no_families = false, pareto = false;
+    bool json = false, overlap_p2p = false, quiet = false, no_families = false, pareto = false, explain = false;
   };
   auto st = std::make_shared<State>();
   cmd->add_option("--pp", st->pp, "pipeline ranks P")->required();
@@ -144,7 +199,7 @@ Action add_tune(CLI::App& app) {
       ->check(CLI::IsMember({"makespan", "span"}));
   cmd->add_option("--comm", st->comm, "P2P semantics of the DES: rendezvous (default) or eager")->check(CLI::IsMember({"rendezvous", "eager"}));
   cmd->add_flag("--overlap-p2p", st->overlap_p2p, "DES: receives waited by their consumer, sends drained at the end");
-  cmd->add_option("-o,--output", st->out, "write the best schedule (JSON, P2P inserted) here");
+  cmd->add_option("-o,--output", st->out, "write the best schedule (P2P inserted) here: .json, or .csv (PyTorch compute_comms)");
   cmd->add_option("--trace", st->trace, "write a Chrome/Perfetto trace of the best schedule");
   cmd->add_option("--svg", st->svg, "write an SVG timeline of the best schedule");
   cmd->add_flag("--no-families", st->no_families, "leave the built-in families out (neither candidates nor seeds)");
@@ -171,6 +226,7 @@ Action add_tune(CLI::App& app) {
                   "Megatron's --pipeline-model-parallel-layout (one per line)");
   cmd->add_flag("--json", st->json, "machine-readable result");
   cmd->add_flag("-q,--quiet", st->quiet, "no progress line on stderr");
+  cmd->add_flag("--explain", st->explain, "also print how the lower bounds are computed (their formulas)");
   return [st]() {
     if (st->pp < 1 || st->micro < 1) throw InputError({}, "tune: --pp and --micro must be >= 1");
     if (st->pareto) {
@@ -179,9 +235,15 @@ Action add_tune(CLI::App& app) {
         if (given)
           throw InputError({}, std::string("tune: ") + flag + " does not apply with --pareto (a frontier has a schedule per point; "
                                                              "tune under one of its memories as --memory-budget to write one)");
+    }
+    if (st->explain && (st->pareto || st->json))
+      throw InputError({}, std::string("tune: --explain does not apply with ") + (st->pareto ? "--pareto (a frontier prints no bound)" :
+                           "--json (it has the formulas as lower_bound_formula)"));
+    if (st->pareto) {
     } else if (st->pareto_searches != 32) {
       throw InputError({}, "tune: --pareto-searches applies only with --pareto");
     }
+    if (!st->out.empty()) (void)output_format("", "-o", st->out);  // a bad extension before the search, not after
     const bool with_model = !st->cost.model.empty();
     const bool partition_search = st->partition == "search";
     if (!st->partition.empty() && !with_model)
@@ -241,7 +303,10 @@ Action add_tune(CLI::App& app) {
     rq.settings.seconds = st->seconds;
     if (!st->quiet)
       rq.settings.progress = [](double best, double elapsed) {
-        std::fprintf(stderr, "\rtune: %.1f s, best so far %.4f (evaluator)   ", elapsed, best);
+        std::fprintf(stderr,
+                     "\rtune: %.1f s, best so far %.4f ms by the search's evaluator (the table below is timed by the "
+                     "simulator, which prices communication fully)   ",
+                     elapsed, best);
         std::fflush(stderr);
       };
     if (st->pareto) return print_pareto(rq, shown, st->memory_rule, st->objective, st->pareto_searches, st->json, st->quiet);
@@ -299,7 +364,7 @@ Action add_tune(CLI::App& app) {
       best_megatron = megatron_text(lay, layers);
     }
     if (!st->layout_out.empty()) write_output(st->layout_out, best_counts + "\n" + best_megatron + "\n");
-    if (!st->out.empty()) write_output(st->out, write_schedule(r.best_schedule, FileFormat::Json));
+    if (!st->out.empty()) write_output(st->out, write_schedule(r.best_schedule, output_format("", "-o", st->out)));
     if (!st->trace.empty()) write_output(st->trace, chrome_trace_json(r.best_schedule, r.best_sim));
     if (!st->svg.empty()) write_output(st->svg, svg_timeline(r.best_schedule, r.best_sim));
     const search::Entry* best_family = nullptr;
@@ -362,21 +427,25 @@ Action add_tune(CLI::App& app) {
               << ", budget " << (rq.budget ? human_bytes(static_cast<int64_t>(*rq.budget))
                                           : shown.capacity_bytes ? human_bytes(static_cast<int64_t>(*shown.capacity_bytes)) : "none")
               << (st->memory_rule == "ppsched" ? "" : ", memory rule " + st->memory_rule) << ")\n";
-    // The layout column (with --model) is as wide as its longest entry.
-    size_t layout_width = 0;
-    for (const auto& e : r.leaderboard) layout_width = std::max(layout_width, e.layout.size());
-    if (with_model) layout_width = std::max<size_t>(layout_width, 6);
-    std::cout << "   #  schedule                                   makespan ms   span ms  bubble  messages  "
-              << (with_model ? "layout" + std::string(layout_width - 6 + 2, ' ') : "") << "peak memory per rank  verdict\n";
+    std::vector<std::vector<std::string>> rows;
+    rows.push_back({"#", "schedule", "from", "makespan ms", "span ms", "bubble", "messages"});
+    if (with_model) rows.back().push_back("layout");
+    rows.back().push_back("peak memory per rank");
+    rows.back().push_back("verdict");
     for (size_t i = 0; i < r.leaderboard.size(); ++i) {
       const auto& e = r.leaderboard[i];
-      char line[1024];
-      const std::string lay = with_model ? e.layout + std::string(layout_width - e.layout.size() + 2, ' ') : "";
-      std::snprintf(line, sizeof line, "  %2zu  %-42s %11.3f %9.3f  %5.1f%%  %8zu  %s%-20s  %s\n", i + 1, e.name.c_str(),
-                    e.makespan_ms, e.span_ms, 100 * e.bubble, e.messages, lay.substr(0, 400).c_str(), peaks_text(e).c_str(),
-                    e.verified ? "ok" : e.verdict.substr(0, 60).c_str());
-      std::cout << line;
+      std::vector<std::string> row = {std::to_string(i + 1), e.name, origin_kind(e.origin), fmt("%.3f", e.makespan_ms),
+                                      fmt("%.3f", e.span_ms),
+                                      fmt("%.1f", 100 * e.bubble) + "%", std::to_string(e.messages)};
+      if (with_model) row.push_back(clip_words(e.layout, 400));
+      row.push_back(peaks_text(e));
+      // Whole words only; tune --json has every verdict whole.
+      row.push_back(e.verified ? "ok" : clip_words(e.verdict, 100));
+      rows.push_back(std::move(row));
     }
+    std::vector<bool> right = {true, false, false, true, true, true, true};
+    std::cout << aligned(rows, right);
+    std::cout << "  " << kBubbleLegend << "\n";
     std::cout << "best: " << best.name << " (" << best.origin << "), makespan " << fmt("%.3f", best.makespan_ms) << " ms";
     if (best_family)
       std::cout << "; best family " << best_family->name << " " << fmt("%.3f", best_family->makespan_ms) << " ms (gain "
@@ -399,8 +468,9 @@ Action add_tune(CLI::App& app) {
     const double span_gap = r.bound.span > 0 ? best.span_ms / r.bound.span - 1 : 0;
     std::cout << "span lower bound (ZB's objective, longest rank span): " << fmt("%.3f", r.bound.span) << " ms (binding: "
               << r.bound.span_binding << "), best's span " << fmt("%.3f", best.span_ms) << " ms, gap "
-              << fmt("%.2f", 100 * span_gap) << "%" << (std::abs(span_gap) <= 1e-9 ? " (optimal)" : "") << "\n  "
-              << r.bound.formula << "\n";
+              << fmt("%.2f", 100 * span_gap) << "%" << (std::abs(span_gap) <= 1e-9 ? " (optimal)" : "") << "\n";
+    if (st->explain) std::cout << "how the bounds are computed: " << r.bound.formula << "\n";
+    else std::cout << "(tune --explain prints how the bounds are computed)\n";
     std::cout << "search: " << fmt("%.1f", r.seconds) << " s, " << r.evaluations << " orders evaluated"
               << (r.stopped_by_time ? " (stopped by --seconds: the result may depend on timing)" : " (deterministic for --seed)")
               << "\n";

@@ -14,6 +14,7 @@
 #include "model/generators/generator.hpp"
 #include "lowering/options.hpp"
 #include "model/validate.hpp"
+#include "model/formats/schedule_io.hpp"
 #include "model/schedule.hpp"
 #include "network/network.hpp"
 #include "sim/network_costs.hpp"
@@ -143,6 +144,20 @@ CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, c
 // The cost model of schedule `s`: as above for its stages, or, with replicated stages, for its
 // model stages repeated once per copy (CostModel::per_copies).
 CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, const Schedule& s);
+
+// The format of an output file: `format` (the value of `flag`, json|csv) when given, which must
+// agree with the extension of `out` (throws InputError naming both); else the extension, and
+// JSON on stdout ("" or "-").
+FileFormat output_format(const std::string& format, const std::string& flag, const std::string& out);
+
+// read_schedule_file for a command: a file that is not a schedule but a Chrome trace (it has
+// "traceEvents"), a cost file or a model file is named as such (InputError); when the column
+// scan inserted the P2P steps of a compute-only file, a note on stderr says how many.
+Schedule read_schedule_input(const std::string& path, std::optional<FileFormat> format = {},
+                             const CsvReadOptions& csv = {}, std::optional<CsvKind>* csv_kind = nullptr);
+// What a JSON file that is not a schedule is ("a Chrome trace (it has \"traceEvents\")", ...) and
+// where it belongs; "" when it is none of those.
+std::string misplaced_file_kind(const std::string& path);
 
 // Writes `text` to `path`, or to stdout when path is empty or "-". Throws InputError when
 // the file cannot be written.

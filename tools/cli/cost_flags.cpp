@@ -136,10 +136,21 @@ CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, c
 }
 
 CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, const Schedule& s) {
-  if (s.pipes <= 1) return load_cost_model(f, dp, s.stages);
+  // A per-stage array of another length would price the missing stages as its last one: refused
+  // here, for every command that prices a schedule.
+  if (s.pipes <= 1) {
+    CostModel c = load_cost_model(f, dp, s.stages);
+    c.check_fits(s.stages, s.micro_batches);
+    return c;
+  }
   // Replicated stages: the model is split into the model stages; each copy costs the same.
   CostModel c = load_cost_model(f, dp, s.model_stages());
-  return c.stage_count() == s.stages ? c : c.per_copies(s.pipes);
+  if (c.stage_count() != s.stages) {
+    c.check_fits(s.model_stages(), s.micro_batches);
+    c = c.per_copies(s.pipes);
+  }
+  c.check_fits(s.stages, s.micro_batches);
+  return c;
 }
 
 }  // namespace ppsched::cli

@@ -113,11 +113,18 @@ int64_t parse_bytes(const std::string& text, const std::string& flag) {
   try {
     v = std::stod(text, &used);
   } catch (const std::exception&) {
-    throw InputError({}, flag + ": expected a size such as 80GiB, 512MiB or 1e9, got '" + clip(text, 60) + "'");
+    throw InputError({}, flag + ": expected a size with its unit, such as 80GiB, 512MB or 4096B, got '" +
+                             clip(text, 60) + "'");
   }
   std::string unit = text.substr(used);
+  if (!(v >= 0) || !std::isfinite(v)) throw InputError({}, flag + ": a size must be >= 0, got '" + clip(text, 60) + "'");
+  // A bare number is ambiguous (10 bytes or 10 GiB?): a byte figure names its unit.
+  if (unit.empty())
+    throw InputError({}, flag + ": '" + clip(text, 60) + "' has no unit: write " + clip(text, 40) + "GiB, " +
+                             clip(text, 40) + "MB or " + clip(text, 40) +
+                             "B (units: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
   double mult = 1;
-  if (unit.empty() || unit == "B") mult = 1;
+  if (unit == "B") mult = 1;
   else if (unit == "KiB") mult = 1024.0;
   else if (unit == "MiB") mult = 1024.0 * 1024;
   else if (unit == "GiB") mult = 1024.0 * 1024 * 1024;
@@ -127,7 +134,6 @@ int64_t parse_bytes(const std::string& text, const std::string& flag) {
   else if (unit == "GB") mult = 1e9;
   else if (unit == "TB") mult = 1e12;
   else throw InputError({}, flag + ": unknown unit '" + clip(unit, 60) + "' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
-  if (!(v >= 0) || !std::isfinite(v)) throw InputError({}, flag + ": a size must be >= 0, got '" + clip(text, 60) + "'");
   if (v * mult > kMaxBytes)
     throw InputError({}, flag + ": " + clip(text, 60) + " is over the limit of " +
                              std::to_string(static_cast<int64_t>(kMaxBytes)) + " bytes (1 TiB)");

@@ -9,10 +9,18 @@
 
 namespace ppsched::cli {
 
+// The one definition of "bubble" (simulate, compare and tune print it as their legend): per
+// rank, idle time over the run's span (0 to the makespan), where busy is the wall time of the
+// compute stream, so an OVERLAP step's overlapped part counts as busy once.
+inline constexpr const char* kBubbleLegend =
+    "bubble: a rank's idle time over the run's span (0 to the makespan), overlap counted as busy, so an OVERLAP "
+    "schedule can finish sooner with a larger bubble; per schedule, the mean over its ranks";
+
 nlohmann::json step_json(const Step& st);
 nlohmann::json report_json(const Schedule& s, const CheckReport& r);
 std::string report_text(const std::string& what, const Schedule& s, const CheckReport& r);
-// "80GiB", "1.5e9", "512MiB", "1000000" -> bytes; throws InputError.
+// "80GiB", "1.5e9B", "512MB", "4096B" -> bytes; throws InputError, also for a number without
+// its unit ("10": bytes or GiB?), with the spellings that would be taken.
 int64_t parse_bytes(const std::string& text, const std::string& flag);
 std::string human_bytes(int64_t b);
 

@@ -1,11 +1,7 @@
 #include "exec/measured_trace.hpp"
 
 #include <algorithm>
-#include <cstdio>
-#include <sstream>
 #include <stdexcept>
-
-#include <nlohmann/json.hpp>
 
 #include "lowering/comm_model.hpp"
 #include "results/recorder.hpp"
@@ -13,13 +9,8 @@
 namespace ppsched::exec {
 
 RunRecord assemble_measured_run(const Schedule& s, const std::vector<RankTrace>& ranks, const MeasuredRunInfo& info) {
-  RunProvenance p;
-  p.source = RunSource::Measured;
+  RunProvenance p = provenance_of(s, RunSource::Measured);
   p.transport = info.transport;
-  p.schedule = s.name;
-  p.ranks = s.ranks;
-  p.stages = s.stages;
-  p.micro_batches = s.micro_batches;
   // The mode that ran: the Gloo and NCCL transports block a send until its receive is posted
   // (exec/agreement.cpp refuses --comm eager for a schedule that needs buffered sends), so an
   // eager run was a rendezvous run, and calibrate --schedule predicts it as one.

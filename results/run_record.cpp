@@ -20,6 +20,16 @@ std::optional<RunTransport> transport_from_name(const std::string& name) {
   return std::nullopt;
 }
 
+RunProvenance provenance_of(const Schedule& s, RunSource source) {
+  RunProvenance p;
+  p.source = source;
+  p.schedule = s.name;
+  p.ranks = s.ranks;
+  p.stages = s.stages;
+  p.micro_batches = s.micro_batches;
+  return p;
+}
+
 std::string RunProvenance::display_label() const {
   if (!label.empty()) return label;
   std::string l = to_string(source);

@@ -14,6 +14,7 @@
 
 #include "lowering/diagnostics.hpp"
 #include "lowering/options.hpp"
+#include "model/schedule.hpp"
 
 namespace ppsched {
 
@@ -146,6 +147,9 @@ struct RunProvenance {
   // "simulated", "measured (gloo)", ... unless `label` says otherwise.
   std::string display_label() const;
 };
+
+// The provenance every run of `s` starts from: its source, name and shape.
+RunProvenance provenance_of(const Schedule& s, RunSource source);
 
 struct RunRecord {
   RunProvenance provenance;

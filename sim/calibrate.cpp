@@ -8,7 +8,6 @@
 #include <cmath>
 #include <map>
 #include <set>
-#include <unordered_map>
 
 #include "model/errors.hpp"
 #include "model/step_types.hpp"

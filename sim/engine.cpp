@@ -65,12 +65,7 @@ static_assert(sizeof(MsgState) == 40, "MsgState: keep it at 40 bytes");
 
 // A simulated run's provenance: the schedule's shape and the runtime mode it was priced in.
 RunProvenance provenance(const Schedule& s, const SimOptions& o) {
-  RunProvenance p;
-  p.source = RunSource::Simulated;
-  p.schedule = s.name;
-  p.ranks = s.ranks;
-  p.stages = s.stages;
-  p.micro_batches = s.micro_batches;
+  RunProvenance p = provenance_of(s, RunSource::Simulated);
   p.mode = o.check;
   return p;
 }

@@ -136,7 +136,8 @@ StagePlan plan_fraction(const Network& net, int stages) {
   const double w = 1.0 / stages;
   std::vector<std::pair<int32_t, double>> parts;
   for (size_t i = 0; i < count; ++i) parts.emplace_back(static_cast<int32_t>(i), w);
-  for (int s = 0; s < stages; ++s) {
+  // A stage that is not the last (stage 0 stands for all of them), then the last.
+  for (int s : stages > 1 ? std::vector<int>{0, stages - 1} : std::vector<int>{0}) {
     StageFigures st;
     for (size_t i = 0; i < count; ++i) st.layers.push_back(static_cast<int32_t>(i));
     add_layers(st, net, per_micro, parts, s + 1 == stages, static_cast<size_t>(s));

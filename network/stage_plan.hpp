@@ -34,7 +34,9 @@ struct StagePlan {
 StagePlan plan_stages(const Network& net, const Layout& layout);
 
 // Every one of `stages` stages holds the fraction 1/stages of every layer (the embedded default:
-// 32 equal layers over any stage count, as its costs were always split).
+// 32 equal layers over any stage count, as its costs were always split). Every stage but the
+// last is the same, so the plan holds min(stages, 2) entries: a stage that is not the last
+// (when stages > 1) and the last one; memory does not grow with the stage count.
 StagePlan plan_fraction(const Network& net, int stages);
 
 // Milliseconds for `flops` at the device's effective rate, rounded to the microsecond.

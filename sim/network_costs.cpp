@@ -178,6 +178,16 @@ CostModel default_cost_model(int stages) {
   std::snprintf(source, sizeof source, "default (7B-class transformer, %g of 32 layers per stage on %d stages, H100-class GPUs)",
                 32.0 / p, p);
   CostModel c = costs_from_plan(net, plan, net.explicit_layers, source);
+  // The plan holds one stage for all but the last; the messages differ on the last stage (it
+  // sends nothing forward), so they get a row per stage: a few bytes a stage, where a plan of
+  // every stage took ~1.5 KB each (2^20 declared stages ran out of memory).
+  if (p > 2)
+    for (StageValue* v : {&c.activation_bytes, &c.gradient_bytes})
+      if (v->rows.size() == 2) {
+        std::vector<std::vector<double>> rows(static_cast<size_t>(p), v->rows.front());
+        rows.back() = v->rows.back();
+        v->rows = std::move(rows);
+      }
   c.tied_param_bytes = 32000.0 * 4096 * 2;
   return c;
 }

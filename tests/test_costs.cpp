@@ -341,6 +341,24 @@ TEST_CASE("bad cost files are reported with the file, the JSON path and what was
   }
 }
 
+TEST_CASE("the default costs of many stages hold a row only where stages differ") {
+  // 2^20 stages: every stage but the last is the same, so the compute and memory figures stay
+  // one number and only the messages (none past the last stage) get a row per stage.
+  const int p = 1 << 20;
+  const CostModel m = default_cost_model(p);
+  CHECK(m.fwd.rows.size() == 1);
+  CHECK(m.kept_activation_bytes.rows.size() == 1);
+  CHECK(m.param_bytes.rows.size() == 1);
+  REQUIRE(m.activation_bytes.rows.size() == static_cast<size_t>(p));
+  CHECK(m.activation_bytes.at(p - 1, 0) == 0);
+  CHECK(m.payload_bytes(Op::FWD_SEND, p - 2, 0) == 4096.0 * 4096 * 2);
+  CHECK(m.payload_bytes(Op::BWD_SEND, p - 1, 0) == 4096.0 * 4096 * 2);  // crosses boundary p-2
+  // The same figures a plan of every stage gives (3 stages: two alike, then the last).
+  const CostModel three = default_cost_model(3);
+  CHECK(three.activation_bytes.rows == std::vector<std::vector<double>>{{4096.0 * 4096 * 2}, {4096.0 * 4096 * 2}, {0}});
+  CHECK(three.fwd.rows.size() == 1);
+}
+
 TEST_CASE("the default models a 7B-class transformer on H100-class GPUs with sane numbers") {
   const CostModel m = default_cost_model(4);  // 8 of the 32 layers per stage
   // (24 s h^2 + 4 s^2 h) FLOPs per layer at 989 TFLOP/s x 45% MFU = 4.323 ms; 8 layers = 34.6 ms.

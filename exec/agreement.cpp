@@ -99,9 +99,9 @@ void check_data_parallel(const Schedule& s, const ModelConfig& m, const DataPara
   if (!any)
     errors.push_back("--dp " + std::to_string(dp.dp) + ": the schedule has no FSDP_* steps, so nothing would average "
                      "the gradients over the data-parallel groups and the replicas would diverge; the executor adds "
-                     "no communication the schedule does not list: ppsched generate --fsdp-steps or ppsched convert "
-                     "--fsdp-steps insert PyTorch's FSDP steps (FSDP_REDUCE_GRAD right after each stage's last "
-                     "BWD / BWD_WEIGHT, and the tower's), or run a lowered PyTorch CSV");
+                     "no communication a schedule file does not list: ppsched convert --fsdp-steps inserts PyTorch's "
+                     "FSDP steps (FSDP_REDUCE_GRAD right after each stage's last BWD / BWD_WEIGHT, and the tower's), "
+                     "--generate FAMILY with --dp N adds them itself, or run a lowered PyTorch CSV");
 }
 
 }  // namespace

@@ -308,7 +308,16 @@ int run(int argc, char** argv) {
     if (schedule_file.empty() == gen.family.empty())
       throw InputError({}, "give exactly one of --schedule FILE or --generate FAMILY (with --pp, --micro, ...)");
     std::optional<CsvKind> csv_kind;
+    // A generated order with --dp N gets PyTorch's FSDP steps, as PyTorch's lowering adds them
+    // to a compute-only order: without them nothing would reduce the gradients over the replicas.
+    // A file is run as written (the agreement check refuses one that lacks them).
+    const bool add_fsdp = schedule_file.empty() && dpc.dp > 1 && !gen.fsdp_steps;
+    if (add_fsdp) gen.fsdp_steps = true;
     s = schedule_file.empty() ? cli::build_generated(gen) : read_schedule_file(schedule_file, {}, {}, &csv_kind);
+    if (add_fsdp && cfg.env.rank == 0)
+      std::cerr << "note: --dp " << dpc.dp << ": added PyTorch's FSDP steps to the generated " << gen.family
+                << " schedule (FSDP_UNSHARD / FSDP_RESHARD around each stage's steps, FSDP_REDUCE_GRAD after its last backward"
+                << (dpc.fsdp ? "" : "; without --fsdp the unshard and reshard do nothing") << "), as PyTorch's lowering does\n";
     // PyTorch's lowered schedule runs under PyTorch's runtime semantics (schedule_io.hpp).
     if (selects_overlap_p2p(csv_kind) && !no_overlap_p2p) cfg.run.mode.overlap_p2p = true;
     cfg.model.kind = model_kind == "mlp" ? ModelKind::Mlp : ModelKind::Gpt;
@@ -382,8 +391,11 @@ int run(int argc, char** argv) {
 
   Agreement a = check_agreement(s, cfg.env.world_size, cfg.model, executor_has_handler, cfg.run.data_parallel);
   if (!a.ok()) {
-    for (const auto& e : a.errors) std::cerr << "error: rank " << rank << ": " << e << "\n";
-    std::cerr << "error: rank " << rank << ": the model does not fit the schedule; nothing was run\n";
+    // One failure, one message: a lone reason says that nothing ran; several get a count.
+    for (size_t k = 0; k < a.errors.size(); ++k)
+      std::cerr << "error: rank " << rank << ": " << a.errors[k] << (a.errors.size() == 1 ? "; nothing was run" : "") << "\n";
+    if (a.errors.size() > 1)
+      std::cerr << "error: rank " << rank << ": " << a.errors.size() << " problems with the schedule, the model or the launch; nothing was run\n";
     return cli::kBadInput;
   }
   if (!model_out.empty() && rank == 0) {

@@ -305,6 +305,25 @@ for _name, (_pp, _dp, _gen, _flags) in DP_CASES.items():
     case(f"parity_dp_{_name}")(_dp_case)
 
 
+@case("parity_dp_generated_adds_fsdp_steps_pp2_dp2")
+def _(ctx):
+    # --generate with --dp N inserts PyTorch's FSDP steps itself (and says so): the run is the
+    # run of the file `ppsched generate --fsdp-steps` writes, loss for loss.
+    gen = ["--generate", "interleaved-1f1b", "--vpp", "2", "--pp", "2", "--micro", "4"]
+    common = ["--dp", "2", "--fsdp", "--check-parity", "--json", "--iterations", "2"] + GPT
+    rc, out, err, dt = launch(ctx, 4, gen + common)
+    s = summary(out)
+    expect_parity(s, err, f"generated {s['schedule']} PP=2 x DP=2 --fsdp, losses={s['losses']}", dt)
+    if "note: --dp 2: added PyTorch's FSDP steps to the generated interleaved-1f1b schedule" not in err:
+        raise Failure("rank 0 did not say that it added the FSDP steps:\n" + err)
+    path = fsdp_schedule(ctx, ["interleaved-1f1b", "--vpp", "2", "--pp", "2", "--micro", "4"])
+    rc, out2, err2, dt2 = launch(ctx, 4, ["--schedule", path] + common)
+    s2 = summary(out2)
+    if s2["losses"] != s["losses"]:
+        raise Failure(f"generated with --dp: losses {s['losses']}; the --fsdp-steps file: {s2['losses']}")
+    print(f"the same losses as the --fsdp-steps file: {s2['losses']}")
+
+
 @case("parity_dp_tied_embeddings_allreduce_stays_in_its_replica_pp2_dp2")
 def _(ctx):
     # The tied-embedding ALL_REDUCE over pipeline ranks [0, 1] runs over global ranks [0, 1] in
@@ -454,8 +473,18 @@ def _(ctx):
     expect_refusal(ctx, one + ["--dp", "2"], "WORLD_SIZE is 3 but --dp 2 replicas of the 2-rank pipeline need 2 x 2 = 4 "
                    "processes", world=3)
     expect_refusal(ctx, one, "WORLD_SIZE is 4 but the schedule has 2 ranks", world=4)
-    # No FSDP steps: nothing averages the gradients, the replicas would diverge; refused with the fix.
-    expect_refusal(ctx, one + ["--dp", "2"], "--dp 2: the schedule has no FSDP_* steps", world=4)
+    # A file without FSDP steps: nothing averages the gradients, the replicas would diverge;
+    # refused with the fix, in one message (no second, generic line after the reason).
+    d = tempfile.mkdtemp(prefix="ppsched-dp-")
+    ctx.cleanup.append(d)
+    bare = os.path.join(d, "1f1b_p2_m4_no_fsdp.json")
+    run_ppsched(ctx, ["generate", "1f1b", "--pp", "2", "--micro", "4", "-o", bare])
+    rc, text, dt = lone_rank(ctx, ["--schedule", bare, "--dp", "2"] + GPT, world=4)
+    errors = [ln for ln in text.splitlines() if "error:" in ln]
+    if rc != 2 or len(errors) != 1 or "--dp 2: the schedule has no FSDP_* steps" not in errors[0] \
+            or not errors[0].endswith("nothing was run"):
+        raise Failure(f"expected one error line naming the missing FSDP steps, exit 2; got {rc}:\n{text}")
+    print("refused in one line: " + errors[0][:120] + "...")
     # A stage without its REDUCE_GRAD: the verifier's data-parallel pass names it.
     no_rg = fsdp_schedule(ctx, ["1f1b", "--pp", "2", "--micro", "4"])
     with open(no_rg) as f:

@@ -1,50 +1,147 @@
 #!/usr/bin/env python3
-"""The console examples of README.md and docs/*.md are what the build prints.
+"""The command examples of README.md and docs/*.md are what the build prints.
 
-    doc_examples.py PPSCHED SOURCE_ROOT
+    doc_examples.py PPSCHED SOURCE_ROOT [--verbose]
 
-A block fenced as ```console whose first line starts with `$ ppsched ` is a console example: the command runs
-from SOURCE_ROOT (`ppsched` is the built PPSCHED) and its stdout must equal the rest of the
-block, line for line (trailing blanks ignored). A figure published this way fails this test the
-day it stops being true. Other blocks are illustrations and are not run.
+Each page runs in a scratch directory of its own (a fresh temporary directory, removed at the
+end), which holds `tests` (a link to SOURCE_ROOT/tests, so the examples' tests/data/... paths
+read the repository's files) and a `ppsched` on PATH (the built PPSCHED). A file an example
+writes lands there, never in the source tree. The page's fenced blocks are taken in order:
+
+- ```console whose first line starts with `$ ppsched `: the command runs (split as a shell
+  would, without a shell) and its stdout must equal the rest of the block, line for line
+  (trailing blanks ignored). Excerpts: a line `...` alone stands for any number of lines, and
+  `[...]` inside a line for any text. A figure published this way fails this test the day it
+  stops being true. Every ```console block must be such an example.
+- ```sh or ```bash in which every command line (after joining `\` continuations, leaving out
+  comments and blank lines) starts with `ppsched `: each line runs in order, through bash, and
+  must exit 0 or 1 (1: the command found problems, e.g. `check` of a broken schedule); exit 2
+  (bad input or usage), a signal or running past 300 s fails. Output is not compared.
+  A block with any other command (tools/..., torchrun, srun, meson, ...) is not run: those
+  need a build, libtorch or several processes (tools/test and the exec tests run them).
+- ```LANG file=NAME (e.g. ```csv file=order.csv): the block's text is written to NAME in the
+  scratch directory, for the examples after it (the walk-through's hand-written order).
+- Any other block (```text, ```json, ```python, ...) is an illustration and is not run.
+
+Links: every relative link of a page ([text](path) or [text](path#anchor)) must name a file
+of the repository, and its anchor a heading of that page (GitHub's slugs).
 
 Markdown tables that a page marks with `<!-- checked by tests/doc_examples.py: NAME -->` are
 recomputed by the function of that name below and compared cell by cell.
+
+--verbose lists every example run and every block not run.
 """
 import glob
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 
 EXE, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+VERBOSE = "--verbose" in sys.argv[3:]
 failures = []
 checked = 0
+not_run = 0
 GiB = 2 ** 30
 LLAMA = "tests/data/models/hf/llama3_8b.json"
 
 
-def ppsched(args):
-    p = subprocess.run([EXE] + args, capture_output=True, text=True, cwd=ROOT)
+def ppsched(args, cwd=ROOT):
+    p = subprocess.run([EXE] + args, capture_output=True, text=True, cwd=cwd)
     return p
 
 
 def blocks(text):
-    """(line number, lines) of each block fenced as ```console."""
+    """(line number, info string, lines) of each fenced block."""
     out, cur, start, info = [], None, 0, ""
     for n, line in enumerate(text.split("\n"), 1):
         if line.startswith("```"):
             if cur is None:
                 cur, start, info = [], n, line[3:].strip()
             else:
-                if info == "console":
-                    out.append((start, cur))
+                out.append((start, info, cur))
                 cur = None
         elif cur is not None:
             cur.append(line)
     return out
+
+
+def excerpt_matches(want, got):
+    """Whether got (lines) is what want shows: `...` alone is any run of lines, `[...]` in a
+    line any text."""
+    def line_ok(w, g):
+        if "[...]" not in w:
+            return w == g
+        return re.fullmatch(".*".join(re.escape(part) for part in w.split("[...]")), g, re.S) is not None
+
+    memo = {}
+
+    def match(i, j):
+        if (i, j) in memo:
+            return memo[(i, j)]
+        if i == len(want):
+            r = j == len(got)
+        elif want[i] == "...":
+            r = any(match(i + 1, k) for k in range(j, len(got) + 1))
+        else:
+            r = j < len(got) and line_ok(want[i], got[j]) and match(i + 1, j + 1)
+        memo[(i, j)] = r
+        return r
+    return match(0, 0)
+
+
+def command_lines(lines):
+    """The commands of a shell block: `\\` continuations joined, comments and blanks left out."""
+    out, cur = [], ""
+    for line in lines:
+        if cur == "" and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.rstrip().endswith("\\"):
+            cur += line.rstrip()[:-1] + " "
+            continue
+        out.append(cur + line)
+        cur = ""
+    if cur:
+        out.append(cur)
+    return out
+
+
+def slug(heading):
+    """GitHub's anchor of a heading."""
+    h = heading.strip().lower()
+    h = re.sub(r"[^\w\- ]", "", h)
+    return h.replace(" ", "-")
+
+
+def anchors(path):
+    text = open(path, encoding="utf-8").read()
+    out, fence = set(), False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            fence = not fence
+        elif not fence and re.match(r"#{1,6} ", line):
+            out.add(slug(line.lstrip("#")))
+    return out
+
+
+def check_links(page, rel, text):
+    global checked
+    body = re.sub(r"```.*?```", "", text, flags=re.S)
+    for m in re.finditer(r"\]\(([^)\s]+)\)", body):
+        target = m.group(1)
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        full = os.path.normpath(os.path.join(os.path.dirname(page), path)) if path else page
+        checked += 1
+        if not os.path.exists(full):
+            failures.append("%s: link to %s: no such file" % (rel, target))
+        elif anchor and full.endswith(".md") and anchor not in anchors(full):
+            failures.append("%s: link to %s: no heading with that anchor in %s" % (rel, target, os.path.relpath(full, ROOT)))
 
 
 def tables(text):
@@ -182,25 +279,73 @@ def pytorch_partition(header, row):
 
 CHECKS = {"partition_gain": partition_gain, "pytorch_partition": pytorch_partition, "llama_fit": llama_fit, "megatron_interleave": megatron_interleave, "megatron_first_stage": megatron_first_stage}
 
+def run_page(page, rel, text, scratch):
+    global checked, not_run
+    for start, info, lines in blocks(text):
+        words = info.split()
+        lang = words[0] if words else ""
+        file_attr = next((w[len("file="):] for w in words[1:] if w.startswith("file=")), None)
+        if file_attr is not None:
+            if "/" in file_attr or file_attr.startswith("."):
+                failures.append("%s:%d: file=%s: a plain file name is expected" % (rel, start, file_attr))
+                continue
+            with open(os.path.join(scratch, file_attr), "w", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+            continue
+        if lang == "console":
+            if not lines or not lines[0].startswith("$ ppsched "):
+                failures.append("%s:%d: a console block must start with `$ ppsched `" % (rel, start))
+                continue
+            args = shlex.split(lines[0][len("$ ppsched "):])
+            p = ppsched(args, cwd=scratch)
+            got = [l.rstrip() for l in p.stdout.rstrip("\n").split("\n")] if p.stdout.strip() else []
+            want = [l.rstrip() for l in lines[1:]]
+            while want and want[-1] == "":
+                want.pop()
+            checked += 1
+            if VERBOSE:
+                print("ran    %s:%d: ppsched %s" % (rel, start, " ".join(args)))
+            if not excerpt_matches(want, got):
+                diff = next((i for i in range(max(len(got), len(want)))
+                             if i >= len(got) or i >= len(want) or got[i] != want[i]), 0)
+                failures.append("%s:%d: `ppsched %s` (exit %d) prints, from line %d of the block:\n  got:  %s\n  want: %s" % (
+                    rel, start, " ".join(args), p.returncode, diff + 2,
+                    got[diff] if diff < len(got) else "<end>", want[diff] if diff < len(want) else "<end>"))
+        elif lang in ("sh", "bash"):
+            cmds = command_lines(lines)
+            if not cmds or not all(c.startswith("ppsched ") for c in cmds):
+                not_run += 1
+                if VERBOSE:
+                    print("not run %s:%d: %s" % (rel, start, "; ".join(c for c in cmds if not c.startswith("ppsched "))[:150]))
+                continue
+            for c in cmds:
+                checked += 1
+                if VERBOSE:
+                    print("ran    %s:%d: %s" % (rel, start, c[:150]))
+                try:
+                    p = subprocess.run(["bash", "-c", c], capture_output=True, text=True, cwd=scratch, timeout=300,
+                                       env=dict(os.environ, PATH=os.path.join(scratch, ".bin") + os.pathsep + os.environ.get("PATH", "")))
+                except subprocess.TimeoutExpired:
+                    failures.append("%s:%d: `%s` ran past 300 s" % (rel, start, c))
+                    continue
+                if p.returncode not in (0, 1):
+                    err = (p.stderr.strip().split("\n") or [""])[-1]
+                    failures.append("%s:%d: `%s` exits %d: %s" % (rel, start, c, p.returncode, err))
+
+
 pages = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
 for page in pages:
     text = open(page, encoding="utf-8").read()
     rel = os.path.relpath(page, ROOT)
-    for start, lines in blocks(text):
-        if not lines or not lines[0].startswith("$ ppsched "):
-            failures.append("%s:%d: a console block must start with `$ ppsched `" % (rel, start))
-            continue
-        args = shlex.split(lines[0][len("$ ppsched "):])
-        p = ppsched(args)
-        got = [l.rstrip() for l in p.stdout.rstrip("\n").split("\n")]
-        want = [l.rstrip() for l in lines[1:]]
-        checked += 1
-        if got != want:
-            diff = next((i for i in range(max(len(got), len(want)))
-                         if i >= len(got) or i >= len(want) or got[i] != want[i]), 0)
-            failures.append("%s:%d: `ppsched %s` (exit %d) prints, from line %d of the block:\n  got:  %s\n  want: %s" % (
-                rel, start, " ".join(args), p.returncode, diff + 2,
-                got[diff] if diff < len(got) else "<end>", want[diff] if diff < len(want) else "<end>"))
+    scratch = tempfile.mkdtemp(prefix="doc_examples.")
+    try:
+        os.symlink(os.path.join(ROOT, "tests"), os.path.join(scratch, "tests"))
+        os.mkdir(os.path.join(scratch, ".bin"))
+        os.symlink(EXE, os.path.join(scratch, ".bin", "ppsched"))
+        run_page(page, rel, text, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    check_links(page, rel, text)
     for name, (line, header, rows) in tables(text).items():
         if name not in CHECKS:
             failures.append("%s:%d: no check named %s" % (rel, line, name))
@@ -221,5 +366,5 @@ if checked < 4:
     failures.append("only %d console examples and table rows found: the pages lost their checked examples" % checked)
 for f in failures:
     print("FAIL", f)
-print("%d console examples and table rows checked, %d failures" % (checked, len(failures)))
+print("%d examples, links and table rows checked, %d blocks not run, %d failures" % (checked, not_run, len(failures)))
 sys.exit(1 if failures else 0)

@@ -58,14 +58,14 @@ with tempfile.TemporaryDirectory() as tmp:
             best_span = min(e["span_ms"] for e in d["leaderboard"] if e["verified"])
             if best_span > zb_span + allowance:
                 failures.append("%s: best span %.3f > ZB's %.3f + (P-1)c" % (what, best_span, zb_span))
-    # The README's contrast: rendezvous P2P (the default) on the hardest case.
+    # docs/tune.md's contrast: rendezvous P2P (the default) on the hardest case.
     p = subprocess.run([EXE, "tune", "--pp", "8", "--micro", "32", "--costs", os.path.join(tmp, "c0.1.json"),
                         "--memory-budget", "8MiB", "--memory-rule", "ppsched", "--objective", "span", "--seconds", "0",
                         "--iterations", "1000", "--des-iterations", "100", "--threads", "1", "-q", "--json"],
                        capture_output=True, text=True)
     rendezvous = json.loads(p.stdout)["makespan_ms"] if p.returncode == 0 else -1
     if abs(rendezvous - 115.1) > 1e-6:
-        failures.append("P=8 M=32 c=0.1 mem=1P with rendezvous P2P: %.3f ms, the README says 115.1" % rendezvous)
+        failures.append("P=8 M=32 c=0.1 mem=1P with rendezvous P2P: %.3f ms, docs/tune.md says 115.1" % rendezvous)
 for f in failures:
     print("FAIL", f)
 print("zb_grid_cli: %d cases x 2 rules, %d failures; largest makespan over ZB's + (P-1)c: %.3f ms" % (len(GRID), len(failures), worst))

@@ -124,12 +124,21 @@ Schedule add_fsdp_steps(const Schedule& in, int max_active_stages) {
     // The gradient-producing leaves of each stage on this rank: micro_batches for PyTorch's
     // schedules (its _add_reduce_grad counts to n_microbatches), more for stage 0 when the
     // MPipe tower's backwards add to it.
-    std::vector<int> producers(static_cast<size_t>(std::max(in.stages, 0)), 0);
+    // The per-stage tables hold this rank's stages only (indexed through `local`): a table
+    // per rank sized by the stage count would be ranks x stages.
+    std::vector<int> local;
+    for (const Act& a : acts)
+      for (int st : a.stages)
+        if (st < in.stages) local.push_back(st);
+    std::sort(local.begin(), local.end());
+    local.erase(std::unique(local.begin(), local.end()), local.end());
+    const auto idx = [&](int st) { return static_cast<size_t>(std::lower_bound(local.begin(), local.end(), st) - local.begin()); };
+    std::vector<int> producers(local.size(), 0);
     for (const Act& a : acts)
       for (const Step* leaf : stage_compute(*prog[a.slot], holds_stage0))
         if (accumulates_weight_grads(leaf->op)) {
           const int st = params_stage(*leaf, holds_stage0);
-          if (st < in.stages) ++producers[static_cast<size_t>(st)];
+          if (st < in.stages) ++producers[idx(st)];
         }
     const size_t n = acts.size();
     // next[a]: PyTorch's next_stage_indices(max_active_stages, actions[a:]). Walking backwards,
@@ -138,13 +147,12 @@ Schedule add_fsdp_steps(const Schedule& in, int max_active_stages) {
     std::vector<std::vector<int>> next(n);
     {
       std::set<std::tuple<size_t, size_t, int>> order;  // (action, leaf, stage)
-      std::vector<std::tuple<size_t, size_t, int>> at(static_cast<size_t>(std::max(in.stages, 0)),
-                                                     std::make_tuple(SIZE_MAX, size_t{0}, -1));
+      std::vector<std::tuple<size_t, size_t, int>> at(local.size(), std::make_tuple(SIZE_MAX, size_t{0}, -1));
       for (size_t a = n; a-- > 0;) {
         for (size_t k = acts[a].stages.size(); k-- > 0;) {
           const int st = acts[a].stages[k];
           if (st >= in.stages) continue;
-          auto& slot = at[static_cast<size_t>(st)];
+          auto& slot = at[idx(st)];
           if (std::get<0>(slot) != SIZE_MAX) order.erase(slot);
           slot = std::make_tuple(a, k, st);
           order.insert(slot);
@@ -161,7 +169,7 @@ Schedule add_fsdp_steps(const Schedule& in, int max_active_stages) {
     }
     std::vector<std::vector<Step>> before(n), after(n);
     std::set<int> active;  // ascending, as PyTorch's set of small ints iterates
-    std::vector<int> backwards(static_cast<size_t>(std::max(in.stages, 0)), 0);
+    std::vector<int> backwards(local.size(), 0);
     for (size_t a = 0; a < n; ++a) {
       const auto& want = next[a];
       const auto wanted = [&](int st) { return std::find(want.begin(), want.end(), st) != want.end(); };
@@ -178,7 +186,7 @@ Schedule add_fsdp_steps(const Schedule& in, int max_active_stages) {
       for (const Step* leaf : stage_compute(*prog[acts[a].slot], holds_stage0)) {
         const int st = params_stage(*leaf, holds_stage0);
         if (accumulates_weight_grads(leaf->op) && st < in.stages &&
-            ++backwards[static_cast<size_t>(st)] == producers[static_cast<size_t>(st)])
+            ++backwards[idx(st)] == producers[idx(st)])
           after[a].push_back(make_step(reduce, kNone, st));
       }
     }

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes the hostile corpus: input files and the command lines that run them.
 
-    make_corpus.py OUT_DIR
+    make_corpus.py OUT_DIR [PPSCHED]
+
+(With PPSCHED, also one case per number or file option of every command, read from its --help.)
 
 OUT_DIR gets the files (schedules, cost files, a FIFO, links to devices, a sparse file over
 the size limit) and cases.json: a list of {"name", "category", "args", ...} that
@@ -10,6 +12,8 @@ repository keeps only this script. Python 3 standard library only.
 """
 import json
 import os
+import re
+import subprocess
 import sys
 
 FMT = {"format": "ppsched-schedule", "version": 1}
@@ -43,8 +47,72 @@ def pipeline(ranks, micro=1):
     return schedule(ranks, ranks, micro, progs)
 
 
+# One option line of CLI11's --help: the flags, the value type and what follows (range, Needs).
+OPTION = re.compile(r"^\s+((?:-\w,)?--[a-z][a-z0-9-]*)\s+(INT|UINT|FLOAT|TEXT)(\S*)(.*)$")
+# Options whose TEXT names a file the command writes, or one it reads.
+WRITES = re.compile(r"\bwrite|output file|\bout\b", re.IGNORECASE)
+READS = re.compile(r"\bfile\b|config\.json|trace\b", re.IGNORECASE)
+
+
+def every_flag_cases(exe, case, path, good, good_csv, good_model):
+    """One case per option of every command that takes a number or a file, read from the
+    command's --help (so a flag added later is covered the day it lands): a number past its
+    range (or one no integer holds), an input that is a device, an output that is a folder.
+    Each runs on a valid base command line, with what the option needs (Needs: --generate,
+    --model) added, and must be refused (exit 2) with a short located error."""
+    trace = path("flags.trace.json")
+    gen = ["--generate", "1f1b", "--pp", "2", "--micro", "2"]
+    base = {
+        "check": [good], "simulate": [good], "show": [good], "convert": [good, "-o", path("flags_out.json")],
+        "generate": ["1f1b", "--pp", "2", "--micro", "2"],
+        "tune": ["--pp", "2", "--micro", "4", "--seconds", "0", "--iterations", "20", "--des-iterations", "20",
+                 "--threads", "1", "-q"],
+        "model": [good_model, "--pp", "2"], "costs": ["--default"], "calibrate": [trace],
+        "compare": [good, good_csv], "fuzz": ["--cases", "1", "--seconds", "5"],
+    }
+    seen = set()
+    for cmd, args in base.items():
+        text = subprocess.run([exe, cmd, "--help"], capture_output=True, text=True).stdout
+        lines = text.split("\n")
+        for k, line in enumerate(lines):
+            m = OPTION.match(line)
+            if not m:
+                continue
+            names, kind, bounds, rest = m.groups()
+            flag = names.split(",")[-1]
+            desc = rest + " " + (lines[k + 1] if k + 1 < len(lines) else "")
+            if (cmd, flag) in seen or flag in ("--pp", "--micro") and cmd in ("generate", "tune", "model"):
+                continue
+            if (cmd, flag) in (("simulate", "--trace-per-rank"), ("fuzz", "--out")):
+                continue  # their value is a folder (the "outputs" cases give them a file)
+            if kind == "TEXT" and bounds.startswith(":"):
+                continue  # a choice CLI11 checks (TEXT:{a,b})
+            extra = []
+            if "Needs: --generate" in desc and cmd in ("check", "simulate"):
+                args = gen
+            if "Needs: --model" in desc and "--model" not in args:
+                extra = ["--model", good_model] if cmd != "model" else []
+            if kind in ("INT", "UINT"):
+                hi = re.search(r"in \[?\d+ ?(?:\.\.|-) ?(\d+)", bounds + rest)
+                value = str(int(hi.group(1)) + 1) if hi else "99999999999999999999999"
+                why = "past its range" if hi else "past any integer"
+            elif kind == "FLOAT":
+                value, why = "1e999", "a float past the double range"
+            elif WRITES.search(desc):
+                value, why = path(""), "given a folder"
+            elif READS.search(desc):
+                value, why = "/dev/zero", "given a device"
+            else:
+                continue  # free text (a name, a budget, a layout): the other categories cover those
+            seen.add((cmd, flag))
+            call = [cmd] + (args if cmd not in ("check", "simulate") or "Needs: --generate" not in desc else gen)
+            case("every flag", "%s %s %s" % (cmd, flag, why), call + extra + [flag, value], expect=[2], max_stderr=1500,
+                 before=["simulate", good, "--trace", trace] if cmd == "calibrate" else None)
+
+
 def main():
     out = sys.argv[1]
+    exe = sys.argv[2] if len(sys.argv) > 2 else None
     os.makedirs(out, exist_ok=True)
     cases = []
 
@@ -575,6 +643,10 @@ def main():
     case("outputs", "convert -o a directory", ["convert", good, "-o", path("dir.json")], expect=[2])
     case("outputs", "--trace-per-rank into a file", ["simulate", good, "--trace-per-rank", good_csv], expect=[2],
          stdout_has="makespan")
+
+    # ---- every flag that takes a number or a file, of every command (read from its --help) ----
+    if exe:
+        every_flag_cases(exe, case, path, good, good_csv, good_model)
 
     with open(path("cases.json"), "w") as f:
         json.dump(cases, f, indent=1)

@@ -152,7 +152,7 @@ def main():
             o for o in (os.environ.get("ASAN_OPTIONS", ""), "allocator_may_return_null=1",
                         "max_allocation_size_mb=%d" % (MEMORY >> 20)) if o)
     exe, maker, work = args
-    subprocess.run([sys.executable, maker, work], check=True)
+    subprocess.run([sys.executable, maker, work, exe], check=True)
     with open(os.path.join(work, "cases.json")) as f:
         cases = json.load(f)
     if only:

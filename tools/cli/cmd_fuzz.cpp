@@ -105,7 +105,7 @@ Action add_fuzz(CLI::App& app) {
   cmd->add_option("--seconds", st->seconds, "run for N seconds (default: 20 unless --cases; at most a week)")
       ->check(number_in(0, 604800));
   cmd->add_option("--cases", st->cases, "run N cases per property (1 to 10^9)")->check(whole_in(1, 1000000000));
-  cmd->add_option("--seed", st->seed, "random seed (printed when not given)")->each([st](const std::string&) { st->seed_given = true; });
+  cmd->add_option("--seed", st->seed, "random seed (printed when not given)")->check(seed_value())->each([st](const std::string&) { st->seed_given = true; });
   cmd->add_option("--family", st->limits.family, "only this schedule family");
   cmd->add_option("--pp-max", st->limits.pp_max, "largest pipeline size (default 6)")->check(whole_in(1, kMaxFuzzPipeline));
   cmd->add_option("--property", st->property, "only this property: generated-clean, verdicts-agree, mutations-reported, round-trips, lowering-matches-reference");

@@ -192,7 +192,7 @@ Action add_tune(CLI::App& app) {
                   "moves of the hill climb on the DES after the search (default 300; it also stops when a third of "
                   "--seconds is spent)")
       ->check(CLI::Range(0L, 100000000L));
-  cmd->add_option("--seed", st->seed, "random seed of the local search");
+  cmd->add_option("--seed", st->seed, "random seed of the local search")->check(seed_value());
   cmd->add_option("--threads", st->threads, "worker threads (default: every core)")->check(CLI::Range(0, 1024));
   cmd->add_option("--placement", st->placement, "stage placement for V > 1: loop, v or any")->check(CLI::IsMember({"loop", "v", "any"}));
   cmd->add_option("--objective", st->objective, "what the order search minimises: makespan (default) or span (ZB's longest rank span); the leaderboard is ranked by the DES makespan")

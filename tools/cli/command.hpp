@@ -48,6 +48,20 @@ inline CLI::Validator whole_in(long long lo, long long hi) {
       "INT in " + std::to_string(lo) + ".." + std::to_string(hi));
 }
 
+// A random seed: a whole number from 0 to 2^64-1, in decimal (a longer one is refused, not
+// wrapped or clamped into another seed).
+inline CLI::Validator seed_value() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const bool digits = !text.empty() && text.size() <= 20 &&
+                            text.find_first_not_of("0123456789") == std::string::npos;
+        if (!digits || (text.size() == 20 && text > "18446744073709551615"))
+          return "expected a seed from 0 to 18446744073709551615, got '" + text.substr(0, 40) + "'";
+        return {};
+      },
+      "UINT64");
+}
+
 // A number above lo and at most hi (seconds and the like); refuses nan and inf.
 inline CLI::Validator number_in(double lo_exclusive, double hi) {
   return CLI::Validator(

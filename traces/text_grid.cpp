@@ -27,14 +27,32 @@ std::vector<std::string> row_labels(const Program& p, const GridOptions& o) {
 }
 
 // Items joined by `sep` into lines of at most `width` characters (an item longer than a line
-// gets one of its own); continuation lines start with two spaces.
-std::string wrap_items(const std::vector<std::string>& items, const std::string& sep, size_t width) {
-  std::string out, line;
+// gets one of its own, or with break_words is broken between its words); continuation lines
+// start with two spaces.
+std::string wrap_items(const std::vector<std::string>& items, const std::string& sep, size_t width, bool break_words = false) {
+  std::vector<std::string> pieces;  // each with the separator that follows it
   for (size_t k = 0; k < items.size(); ++k) {
-    const std::string piece = items[k] + (k + 1 < items.size() ? sep : "");
+    const std::string after = k + 1 < items.size() ? sep : "";
+    if (!break_words || items[k].size() + 2 <= width) {
+      pieces.push_back(items[k] + after);
+      continue;
+    }
+    size_t start = 0;
+    while (start < items[k].size()) {
+      size_t space = items[k].find(' ', start);
+      if (space == std::string::npos) {
+        pieces.push_back(items[k].substr(start) + after);
+        break;
+      }
+      pieces.push_back(items[k].substr(start, space - start + 1));
+      start = space + 1;
+    }
+  }
+  std::string out, line;
+  for (const std::string& piece : pieces) {
     std::string trimmed = piece;
     while (!trimmed.empty() && trimmed.back() == ' ') trimmed.pop_back();
-    if (!line.empty() && line.size() + trimmed.size() > width) {
+    if (!line.empty() && line.size() + trimmed.size() > width && !(break_words && line == "  ")) {
       while (!line.empty() && line.back() == ' ') line.pop_back();
       out += line + "\n";
       line = "  ";
@@ -53,6 +71,13 @@ void collect_ops(const Step& st, std::set<Op>& ops) {
 std::string fixed3(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+std::string unit_text(double ms) {
+  if (ms >= 1) return fixed3(ms);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g", ms);
   return buf;
 }
 
@@ -147,11 +172,20 @@ std::string render_grid(const Schedule& s, const GridOptions& o) {
   return out;
 }
 
-double shortest_compute_ms(const RunRecord& r) {
+// The compute step a slice of the run is, or nullptr (another lane, a local step, no step).
+const Step* compute_step_of(const Schedule& s, const TimedSlice& sl) {
+  if (sl.lane != Lane::Compute || sl.rank < 0 || sl.rank >= s.ranks) return nullptr;
+  const auto& prog = s.programs[static_cast<size_t>(sl.rank)];
+  if (sl.step_index < 0 || static_cast<size_t>(sl.step_index) >= prog.size()) return nullptr;
+  const Slot& slot = prog[static_cast<size_t>(sl.step_index)];
+  return slot && shown_as_compute(*slot) ? &*slot : nullptr;
+}
+
+double shortest_compute_ms(const Schedule& s, const RunRecord& r) {
   double best = 0;
   for (const auto& sl : r.slices) {
     const double d = sl.end_ms - sl.start_ms;
-    if (sl.lane == Lane::Compute && d > 0 && (best == 0 || d < best)) best = d;
+    if (d > 0 && (best == 0 || d < best) && compute_step_of(s, sl)) best = d;
   }
   return best;
 }
@@ -173,9 +207,8 @@ TimelineGrid timeline_grid(const Schedule& s, const RunRecord& r, double unit_ms
   const int64_t n = timeline_columns(r, unit_ms);
   g.cells.assign(static_cast<size_t>(s.ranks), std::vector<std::string>(static_cast<size_t>(n)));
   for (const auto& sl : r.slices) {
-    if (sl.lane != Lane::Compute || !(sl.end_ms > sl.start_ms) || sl.rank < 0 || sl.rank >= s.ranks) continue;
-    const auto& prog = s.programs[static_cast<size_t>(sl.rank)];
-    if (sl.step_index < 0 || static_cast<size_t>(sl.step_index) >= prog.size() || !prog[static_cast<size_t>(sl.step_index)]) continue;
+    const Step* step = compute_step_of(s, sl);
+    if (!step || !(sl.end_ms > sl.start_ms)) continue;
     ++g.compute_steps;
     // Columns k whose middle (k + 1/2) unit lies in [start, end); both ends moved by the same
     // hair, so that a step exactly one unit long always owns one middle despite rounding.
@@ -190,7 +223,7 @@ TimelineGrid timeline_grid(const Schedule& s, const RunRecord& r, double unit_ms
       ++g.hidden_steps;
       continue;
     }
-    const std::string label = cell_label(*prog[static_cast<size_t>(sl.step_index)], g.rank_stage_in_label);
+    const std::string label = cell_label(*step, g.rank_stage_in_label);
     auto& row = g.cells[static_cast<size_t>(sl.rank)];
     for (int64_t k = first; k <= last; ++k)
       if (row[static_cast<size_t>(k)].empty()) row[static_cast<size_t>(k)] = label;
@@ -205,10 +238,10 @@ std::string render_timeline(const Schedule& s, const TimelineGrid& g, const Time
                                      std::to_string(s.stages) + " stages (" + std::string(to_string(s.placement.kind)) + ")",
                                      std::to_string(s.micro_batches) + " micro-batches",
                                      "simulated makespan " + fixed3(g.makespan_ms) + " ms" + (g.completed ? "" : " (STOPPED: deadlock)"),
-                                     "one column = " + fixed3(g.unit_ms) + " ms" + (o.unit_note.empty() ? "" : " (" + o.unit_note + ")"),
+                                     "one column = " + unit_text(g.unit_ms) + " ms" + (o.unit_note.empty() ? "" : " (" + o.unit_note + ")"),
                                      std::to_string(columns) + " columns"};
   if (!o.costs.empty()) header.push_back("costs: " + o.costs);
-  std::string out = wrap_items(header, ", ", width);
+  std::string out = wrap_items(header, ", ", width, true);
   size_t cell = 1;
   for (const auto& row : g.cells)
     for (const auto& c : row) cell = std::max(cell, c.size());
@@ -217,8 +250,10 @@ std::string render_timeline(const Schedule& s, const TimelineGrid& g, const Time
   const size_t per_block = width > prefix + cell ? std::max<size_t>(1, (width - prefix + 1) / (cell + 1)) : 1;
   for (size_t start = 0; start < columns; start += per_block) {
     const size_t end = std::min(columns, start + per_block);
-    out += pad("", prefix) + "column " + std::to_string(start) + (end - start > 1 ? ".." + std::to_string(end - 1) : "") + " (" +
-           fixed3(static_cast<double>(start) * g.unit_ms) + " to " + fixed3(static_cast<double>(end) * g.unit_ms) + " ms)\n";
+    // "column 12..23 from 415.044 ms", the time left out where it does not fit the width.
+    std::string block = pad("", prefix) + "column " + std::to_string(start) + (end - start > 1 ? ".." + std::to_string(end - 1) : "");
+    const std::string from = " from " + fixed3(static_cast<double>(start) * g.unit_ms) + " ms";
+    out += (block.size() + from.size() <= width ? block + from : block) + "\n";
     for (int r = 0; r < s.ranks; ++r) {
       std::string line = pad("r" + std::to_string(r), rank_w.size()) + " | ";
       const auto& row = g.cells[static_cast<size_t>(r)];
@@ -228,11 +263,14 @@ std::string render_timeline(const Schedule& s, const TimelineGrid& g, const Time
     }
   }
   if (!g.completed)
-    out += "(the run stopped at " + fixed3(g.makespan_ms) + " ms in a deadlock: ppsched simulate and ppsched check say where)\n";
+    out += wrap_items({"(the run stopped at " + fixed3(g.makespan_ms) +
+                       " ms in a deadlock: ppsched simulate and ppsched check say where)"},
+                      "", width, true);
   if (g.hidden_steps > 0)
-    out += "(" + std::to_string(g.hidden_steps) + " of " + std::to_string(g.compute_steps) +
-           " compute steps are shorter than a column and cover no column's middle, so they do not show: a smaller --unit shows "
-           "them)\n";
+    out += wrap_items({"(" + std::to_string(g.hidden_steps) + " of " + std::to_string(g.compute_steps) +
+                       " compute steps are shorter than a column and cover no column's middle, so they do not show: a "
+                       "smaller --unit shows them)"},
+                      "", width, true);
   if (o.legend) {
     std::set<Op> ops;
     bool composite = false;
@@ -248,7 +286,7 @@ std::string render_timeline(const Schedule& s, const TimelineGrid& g, const Time
       if (!is_composite(op)) legend.push_back(std::string(info(op).short_name) + "=" + std::string(info(op).name));
     if (composite) legend.push_back("[a|b]=overlapped computes");
     legend.push_back(".=no compute (idle, or waiting for a message)");
-    out += wrap_items(legend, "; ", width);
+    out += wrap_items(legend, "; ", width, true);
   }
   return out;
 }

@@ -44,8 +44,9 @@ struct TimelineGrid {
   int64_t compute_steps = 0;               // compute slices of the run
 };
 
-// The shortest compute slice of the run (0 when there is none).
-double shortest_compute_ms(const RunRecord& r);
+// The shortest compute step of the run (shown_as_compute; 0 when none ran). A local step on the
+// compute stream (DATA_LOAD, a swap) is not one: it shows as "." and sets no unit.
+double shortest_compute_ms(const Schedule& s, const RunRecord& r);
 // How many columns a unit gives the run: ceil(makespan / unit), at least 1 when anything ran.
 int64_t timeline_columns(const RunRecord& r, double unit_ms);
 // The grid at `unit_ms` (> 0; the caller bounds the column count with timeline_columns).

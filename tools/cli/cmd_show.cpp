@@ -37,7 +37,7 @@ constexpr int64_t kMaxCells = int64_t{1} << 22;
 
 std::string ms_text(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3f", v);
+  std::snprintf(buf, sizeof buf, v >= 1 ? "%.3f" : "%.3g", v);
   return buf;
 }
 
@@ -132,7 +132,7 @@ Action add_show(CLI::App& app) {
                                    " ranks, over " + std::to_string(kMaxCells) + " cells: give a larger --unit (the run takes " +
                                    ms_text(r.makespan_ms) + " ms)");
       } else {
-        unit = shortest_compute_ms(r);
+        unit = shortest_compute_ms(s, r);
         note = "the shortest compute step";
         const int64_t most = std::max<int64_t>(1, std::min(kDefaultColumns, kMaxCells / std::max(1, s.ranks)));
         if (!(unit > 0)) {
@@ -147,13 +147,13 @@ Action add_show(CLI::App& app) {
       const TimelineGrid g = timeline_grid(s, r, unit);
       const bool ok = r.completed && r.check.ok();
       if (st->json) {
-        nlohmann::json ranks = nlohmann::json::array();
+        nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
         for (const auto& row : g.cells) {
-          nlohmann::json cells = nlohmann::json::array();
+          nlohmann::ordered_json cells = nlohmann::ordered_json::array();
           for (const auto& c : row) cells.push_back(c.empty() ? "." : c);
           ranks.push_back(std::move(cells));
         }
-        nlohmann::json j = {{"name", s.name},
+        nlohmann::ordered_json j = {{"name", s.name},
                             {"view", "timeline"},
                             {"unit_ms", g.unit_ms},
                             {"makespan_ms", g.makespan_ms},

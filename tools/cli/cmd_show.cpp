@@ -122,6 +122,10 @@ Action add_show(CLI::App& app) {
     if (st->timeline) {
       CostModel c = load_cost_model(st->sim.cost, st->sim.dp, s);
       const SimOptions so = sim_options(st->sim, c, s, st->file, true, selects_overlap_p2p(kind));
+      // As `simulate` says it: a compute_comms CSV runs under PyTorch's runtime semantics.
+      if (selects_overlap_p2p(kind) && !st->sim.check.overlap_p2p && so.check.overlap_p2p)
+        std::cerr << "note: " << clip(st->file) << " is a compute_comms CSV (PyTorch's lowered schedule): simulated under "
+                  << "--overlap-p2p, PyTorch's runtime semantics; --no-overlap-p2p runs it blocking\n";
       const RunRecord r = simulate(s, c, so);
       double unit = st->unit_ms;
       std::string note = "--unit";

@@ -1129,6 +1129,73 @@ TEST_CASE("the grid wraps every line to the width it is given, header and legend
   }
 }
 
+TEST_CASE("the compute view keeps each rank's compute steps in program order and nothing else") {
+  GenerateOptions g;
+  g.pp = 4;
+  g.vpp = 2;
+  g.micro = 8;
+  Schedule s = generate("dualpipev", g);  // OVERLAP composites and split backwards among the P2P steps
+  GridOptions o;
+  o.compute_only = true;
+  o.width = 100000;
+  const std::string text = render_grid(s, o);
+  INFO(text);
+  for (int r = 0; r < s.ranks; ++r) {
+    std::vector<std::string> want, got;
+    for (const auto& slot : s.programs[static_cast<size_t>(r)])
+      if (slot && shown_as_compute(*slot)) want.push_back(short_label(*slot));
+    const std::string head = "r" + std::to_string(r) + " | ";
+    const size_t at = text.find("\n" + head);
+    REQUIRE(at != std::string::npos);
+    std::istringstream cells(text.substr(at + 1 + head.size(), text.find('\n', at + 1) - at - 1 - head.size()));
+    for (std::string c; cells >> c;) got.push_back(c);
+    CHECK(got == want);
+    CHECK(std::find(got.begin(), got.end(), ".") == got.end());
+  }
+  CHECK(text.find("FS") == std::string::npos);
+  CHECK(text.find("compute steps only, in program order") != std::string::npos);
+}
+
+TEST_CASE("a timeline cell holds the compute step running at the middle of its column") {
+  Schedule s;
+  s.name = "t";
+  s.ranks = 2;
+  s.stages = 2;
+  s.micro_batches = 2;
+  s.placement = Placement::loop(2, 2);
+  s.programs = {{make_step(Op::FWD, 0, 0), make_step(Op::FWD, 1, 0)}, {make_step(Op::FWD, 0, 1), make_step(Op::BWD, 0, 1)}};
+  RunRecord r;
+  r.completed = true;
+  r.makespan_ms = 45;
+  const auto slice = [](int rank, int index, double a, double b) {
+    TimedSlice t;
+    t.rank = rank;
+    t.step_index = index;
+    t.start_ms = a;
+    t.end_ms = b;
+    return t;
+  };
+  // Rank 0: one unit from 0, then one unit starting half a unit late: it holds column 1's
+  // middle (15) and not column 2's (25, where it ends). Rank 1: the same unit, then two units
+  // from 25 (the middles of columns 2 and 3).
+  r.slices = {slice(0, 0, 0, 10), slice(0, 1, 15, 25), slice(1, 0, 15, 25), slice(1, 1, 25, 45)};
+  CHECK(shortest_compute_ms(s, r) == Approx(10));
+  CHECK(timeline_columns(r, 10) == 5);
+  CHECK(timeline_columns(r, 15) == 3);  // 45 ms is three columns of 15 exactly, despite rounding
+  TimelineGrid g = timeline_grid(s, r, 10);
+  CHECK(g.cells[0] == std::vector<std::string>{"F0", "F1", "", "", ""});
+  CHECK(g.cells[1] == std::vector<std::string>{"", "F0", "B0", "B0", ""});
+  CHECK(g.hidden_steps == 0);
+  CHECK(g.compute_steps == 4);
+  // A coarser unit hides what covers no middle (20 and 60 ms), and counts it.
+  g = timeline_grid(s, r, 40);
+  CHECK(g.cells[0] == std::vector<std::string>{"F1", ""});
+  CHECK(g.cells[1] == std::vector<std::string>{"F0", ""});
+  CHECK(g.hidden_steps == 2);  // rank 0's F0, rank 1's B0
+  const std::string text = render_timeline(s, g);
+  CHECK(text.find("2 of 4 compute steps are shorter than a column") != std::string::npos);
+}
+
 TEST_CASE("a zero-time transfer that no flow can draw forward is left out, counted, and the trace stays valid") {
   // Links priced at zero: a receive posted early ends exactly where its send begins, and the
   // next receive on its thread starts there too, so no end inside the receive can follow a

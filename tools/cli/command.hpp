@@ -17,6 +17,7 @@
 #include "model/formats/schedule_io.hpp"
 #include "model/schedule.hpp"
 #include "network/network.hpp"
+#include "sim/engine.hpp"
 #include "sim/network_costs.hpp"
 #include <nlohmann/json.hpp>
 
@@ -158,6 +159,23 @@ CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, c
 // The cost model of schedule `s`: as above for its stages, or, with replicated stages, for its
 // model stages repeated once per copy (CostModel::per_copies).
 CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, const Schedule& s);
+
+// The flags of a simulated run, shared by `simulate`, `compare` and `show --timeline`
+// (tools/cli/sim_flags.cpp): the cost flags above, --memory-budget, --comm, --overlap-p2p,
+// --no-overlap-p2p, --dyn-shape, --mpipe-batched-recv and the data-parallel flags.
+struct SimFlags {
+  CostFlags cost;
+  std::string comm = "rendezvous", budget;
+  CheckOptions check;
+  DataParallelFlags dp;
+  bool no_overlap_p2p = false;
+};
+void add_sim_flags(CLI::App& cmd, SimFlags& f);
+// The engine's options for schedule `s` priced by `c`. `comms_csv`: the schedule was read from a
+// compute_comms CSV, which selects --overlap-p2p unless --no-overlap-p2p
+// (model/formats/schedule_io.hpp, selects_overlap_p2p). Throws InputError (--dp, --memory-budget).
+SimOptions sim_options(const SimFlags& f, const CostModel& c, const Schedule& s, const std::string& name, bool trace,
+                       bool comms_csv = false);
 
 // The format of an output file: `format` (the value of `flag`, json|csv) when given, which must
 // agree with the extension of `out` (throws InputError naming both); else the extension, and

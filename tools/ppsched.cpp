@@ -121,10 +121,10 @@ std::string parse_error_text(CLI::App& app, const CLI::ParseError& e, int argc, 
 
 int main(int argc, char** argv) {
   using namespace ppsched;
-  use_batch_memory_policy();  // heap with huge pages, freed memory kept (see the header)
+  use_batch_memory_policy();  // freed memory kept, maybe huge pages (see the header)
   CLI::App app{"ppsched: verify, simulate and run pipeline-parallel training schedules"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("ppsched 0.1.0"));
+  app.set_version_flag("--version", std::string("ppsched 0.1.0 (memory policy ") + to_string(chosen_memory_policy()) + ")");
   std::vector<std::pair<CLI::App*, cli::Action>> commands;
   auto reg = [&](cli::Action (*add)(CLI::App&)) {
     size_t before = app.get_subcommands({}).size();

@@ -11,12 +11,15 @@
 //    that range is marked for transparent huge pages, which the kernel then backs with 2 MiB
 //    pages in THP "madvise" mode (Debian's default): a few hundred faults instead.
 // Only a hint: at the first call that fails it stops (malloc works either way). Skipped
-// under the sanitizers, which have their own allocators. PPSCHED_DEFAULT_MALLOC=1 turns it
-// off (to compare).
+// under the sanitizers, which have their own allocators. PPSCHED_MALLOC=glibc|heap|huge picks
+// one of the policies below (PPSCHED_DEFAULT_MALLOC=1: glibc), to compare them;
+// bench/cold_paired.py measures them the way a user meets them (right after another process).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) || __has_feature(thread_sanitizer)
@@ -38,16 +41,45 @@
 
 namespace ppsched {
 
-// Returns the bytes of heap marked for huge pages (0: nothing done).
+// How the process takes memory (PPSCHED_MALLOC=glibc|heap|huge picks one, to measure;
+// PPSCHED_DEFAULT_MALLOC=1 is glibc):
+//  - glibc: malloc's defaults;
+//  - heap: everything from the heap, freed memory kept (no per-array mmap, no trim);
+//  - huge: heap, and its reserve marked for transparent huge pages.
+enum class MemoryPolicy { Glibc, Heap, Huge };
+inline constexpr MemoryPolicy kDefaultMemoryPolicy = MemoryPolicy::Huge;
+
+inline const char* to_string(MemoryPolicy p) {
+  return p == MemoryPolicy::Glibc ? "glibc" : p == MemoryPolicy::Heap ? "heap" : "huge";
+}
+
+// The policy this process uses: the environment's, else the default (see the header).
+inline MemoryPolicy chosen_memory_policy() {
+  if (const char* m = std::getenv("PPSCHED_MALLOC")) {
+    const std::string v = m;
+    if (v == "glibc") return MemoryPolicy::Glibc;
+    if (v == "heap") return MemoryPolicy::Heap;
+    if (v == "huge") return MemoryPolicy::Huge;
+  }
+  if (std::getenv("PPSCHED_DEFAULT_MALLOC")) return MemoryPolicy::Glibc;
+  return kDefaultMemoryPolicy;
+}
+
+// Applies chosen_memory_policy(); returns the bytes of heap marked for huge pages (0: none).
 inline size_t use_batch_memory_policy() {
 #if defined(__linux__) && defined(__GLIBC__) && !defined(PPSCHED_OWN_ALLOCATOR)
-  if (std::getenv("PPSCHED_DEFAULT_MALLOC")) return 0;  // to measure without it
+  const MemoryPolicy policy = chosen_memory_policy();
+  if (policy == MemoryPolicy::Glibc) return 0;
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return 0;
   // Half the machine's memory, at most 2 GiB (M_TOP_PAD is an int): virtual until touched.
   const size_t reserve = std::min<size_t>((size_t{2} << 30) - (size_t{2} << 20), static_cast<size_t>(pages) * static_cast<size_t>(page) / 2);
   if (mallopt(M_MMAP_MAX, 0) != 1 || mallopt(M_TRIM_THRESHOLD, -1) != 1) return 0;
+  if (policy == MemoryPolicy::Heap) {
+    mallopt(M_TOP_PAD, 64 << 20);  // growth in 64 MiB steps
+    return 0;
+  }
   // The start-up heap has far less than 2 MiB free, so this block grows it by itself plus
   // the top pad: the reserve. (Not malloc(reserve): MALLOC_PERTURB_ would fill all of it.)
   if (mallopt(M_TOP_PAD, static_cast<int>(reserve)) != 1) return 0;

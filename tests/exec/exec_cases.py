@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import shutil
 import sys
@@ -695,12 +696,58 @@ def _(ctx):
     predict_run(ctx, 4, ["mpipe-transpose", "--pp", "4", "--micro", "8"], GPT + ["--tower-layers", "2"], PREDICTION_FACTOR)
 
 
+PP2_MODEL = ["--model", "gpt", "--layers", "8", "--hidden", "128", "--heads", "2", "--seq", "32", "--vocab", "32",
+             "--micro-batch-size", "2"]
+
+
 @case("trace_calibrate_predict_1f1b_pp2")
 def _(ctx):
     # Two ranks on two cores: compute large enough to dominate the latency (hidden 128, seq 32).
-    model = ["--model", "gpt", "--layers", "8", "--hidden", "128", "--heads", "2", "--seq", "32", "--vocab", "32",
-             "--micro-batch-size", "2"]
-    predict_run(ctx, 2, ["1f1b", "--pp", "2", "--micro", "8"], model, PREDICTION_FACTOR_PP2)
+    predict_run(ctx, 2, ["1f1b", "--pp", "2", "--micro", "8"], PP2_MODEL, PREDICTION_FACTOR_PP2)
+
+
+def measured_makespan(ctx, sched_path, model, tmp, name):
+    """One traced run of the schedule (two iterations, the last traced); its makespan in ms as
+    calibrate measures it, and the trace."""
+    trace = os.path.join(tmp, name + ".trace.json")
+    rc, out, err, dt = launch(ctx, 2, ["--schedule", sched_path] + model + ["--iterations", "2", "--json", "--trace", trace])
+    if not summary(out)["ok"]:
+        raise Failure("run failed: " + out)
+    cal = json.loads(run_ppsched(ctx, ["calibrate", trace, "--schedule", sched_path, "--json"]))
+    return cal["prediction"]["measured_ms"], trace
+
+
+# Out of sample (issue 25 item 3): the fit of one run predicts OTHER runs of the same schedule,
+# run right after it; the measured figure is the median of three such runs. The spread, PP=2
+# 1F1B M=8, this case repeated on this project's 2-core VM:
+# - while two builds ran (load ~4: the ranks share the cores with compilers; runs of the same
+#   schedule took 530 or 750 ms, one 1105 ms), 6 repetitions: -12.5, -10.2, +24.7, -1.7, -32.1,
+#   -10.9 % (in sample -0.2 .. -11.4 %);
+# Bound: a factor OUT_OF_SAMPLE_FACTOR either way, over the worst loaded run: it catches a fit
+# off by a factor 2 (a unit, a lost kind of step, a wrong protocol), not a 10 % error, which the
+# machine's own spread hides; the simulated round trip of tests/model_cli.py (a known per-layer
+# model, another family, V and layout) holds the fit to 0.1 %.
+OUT_OF_SAMPLE_FACTOR = 1.6
+
+
+@case("trace_calibrate_predict_1f1b_pp2_out_of_sample")
+def _(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        sched = os.path.join(tmp, "sched.json")
+        costs = os.path.join(tmp, "costs.json")
+        run_ppsched(ctx, ["generate", "1f1b", "--pp", "2", "--micro", "8", "-o", sched])
+        fit_ms, fit_trace = measured_makespan(ctx, sched, PP2_MODEL, tmp, "fit")
+        cal = json.loads(run_ppsched(ctx, ["calibrate", fit_trace, "-o", costs, "--schedule", sched, "--json"]))
+        predicted = cal["prediction"]["predicted_ms"]
+        others = [measured_makespan(ctx, sched, PP2_MODEL, tmp, f"other{k}")[0] for k in range(3)]
+        median = statistics.median(others)
+        err = predicted / median - 1
+        print(f"fit run {fit_ms:.3f} ms, predicted {predicted:.3f} ms (in sample {100 * (predicted / fit_ms - 1):+.1f} %); "
+              f"other runs {', '.join(f'{x:.3f}' for x in others)} ms, median {median:.3f}: "
+              f"OUT OF SAMPLE {100 * err:+.1f} % (bound: within a factor {OUT_OF_SAMPLE_FACTOR:g})")
+        if not 1 / OUT_OF_SAMPLE_FACTOR <= predicted / median <= OUT_OF_SAMPLE_FACTOR:
+            raise Failure(f"the fit predicts {predicted:.3f} ms, other runs of the schedule measured {others} "
+                          f"(median {median:.3f}): {100 * err:+.1f} % is over the bound")
 
 
 @case("model_out_trace_layers_per_layer_calibration_pp2")

@@ -37,6 +37,11 @@ class Validator {
 
   void run() {
     check_counts();
+    if (const size_t n = s_.slot_count(); n > static_cast<size_t>(kMaxSlots))
+      fail_top("programs", "the schedule holds " + std::to_string(n) + " slots (steps and idle slots), over the limit of " +
+                               std::to_string(kMaxSlots) + " (docs/verification.md \"Limits\"): checking and simulating hold "
+                               "about 200 bytes a step, so a larger schedule would need more memory than it is worth; "
+                               "split it or simulate fewer micro-batches");
     check_placement();
     check_mpipe();
     check_pipes();

@@ -20,6 +20,12 @@ inline constexpr int32_t kMaxCount = 1 << 20;
 // steps, a few GB): checked before anything is generated.
 inline constexpr int64_t kMaxGeneratedPairs = int64_t{1} << 21;
 
+// The most slots (steps and idle slots, over all ranks) a schedule may hold, read, inserted or
+// generated: 2^24. Checking and simulating hold about 140-200 bytes a step (docs/performance.md),
+// so the largest schedule needs a few GB; a larger one is refused before any check or
+// simulation runs, instead of exhausting the machine (the generators' pair limit stays below).
+inline constexpr int64_t kMaxSlots = int64_t{1} << 24;
+
 // The largest byte figure a file or flag may give (a message, an activation, a capacity):
 // 1 TiB. Sums over a whole schedule (at most ~2^24 steps) then stay far below 2^63.
 inline constexpr double kMaxBytes = 1099511627776.0;

@@ -71,6 +71,14 @@ class CsvReader {
     const auto rows = split_rows(text);
     if (rows.empty()) fail(-1, -1, "the file has no rows: expected one row of actions per rank");
     s.ranks = static_cast<int32_t>(rows.size());
+    // Every cell is a slot (an empty one idle): counted before any is held, since an empty
+    // cell is one byte of the file and a held slot tens (model/validate.hpp, kMaxSlots).
+    int64_t cells = 0;
+    for (std::string_view row : rows)
+      if (!row.empty()) cells += 1 + static_cast<int64_t>(std::count(row.begin(), row.end(), ','));
+    if (cells > kMaxSlots)
+      fail(-1, -1, "the file has " + std::to_string(cells) + " cells (steps and idle slots), over the limit of " +
+                       std::to_string(kMaxSlots) + " slots (docs/verification.md \"Limits\")");
     for (size_t r = 0; r < rows.size(); ++r) s.programs.push_back(read_row(rows[r], static_cast<int>(r)));
 
     infer(s);

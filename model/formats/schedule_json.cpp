@@ -189,6 +189,12 @@ class Reader {
     throw InputError(std::move(loc), std::move(msg));
   }
   [[noreturn]] void fail(std::string msg) const { fail_at(path(), std::move(msg)); }
+  // One more slot in a program (a step or an idle slot), held to kMaxSlots before it is held.
+  void count_slot() {
+    if (++slots_ > kMaxSlots)
+      fail("the programs hold more than " + std::to_string(kMaxSlots) + " slots (steps and idle slots), the limit "
+           "(docs/verification.md \"Limits\")");
+  }
   [[noreturn]] void wrong_type(const char* expected, Kind got) const {
     const std::string p = path();
     fail_at(p, "expected " + std::string(expected) + " for " + p + ", got " + type_name(got));
@@ -335,6 +341,7 @@ class Reader {
   std::vector<Frame> stack_;  // the open containers are stack_[0, depth_)
   size_t depth_ = 0;
   Schedule s_;
+  int64_t slots_ = 0;  // slots held so far, over all programs (count_slot)
   int rank_ = -1;
   int index_ = -1;
   bool done_ = false;
@@ -438,6 +445,7 @@ const char* Reader::claim_object(const char* p, const char* end) {
   }
   if (!(seen & (1u << kStepOp))) return nullptr;
   begin_element();
+  count_slot();
   s_.programs.back().emplace_back(std::move(st));
   end_element();
   return p + 1;
@@ -500,6 +508,7 @@ bool Reader::open(Kind kind) {
     case Ctx::Program: {
       if (!object) wrong_type("a step object, an action string or null", kind);
       Program& prog = s_.programs.back();
+      count_slot();
       prog.emplace_back(Step{});
       Frame& nf = push(Ctx::Step, true);
       nf.step = &*prog.back();
@@ -669,8 +678,10 @@ bool Reader::scalar(const Value& v) {
     case Ctx::Programs: wrong_type("an array", v.kind);
     case Ctx::Program:
       if (v.kind == Kind::Null) {
+        count_slot();
         s_.programs.back().push_back(std::nullopt);
       } else if (v.kind == Kind::String) {
+        count_slot();
         s_.programs.back().push_back(action(v));
       } else {
         wrong_type("a step object, an action string or null", v.kind);

@@ -185,6 +185,13 @@ def main():
     case("size", "mpipe owners 500k entries", ["check", owners])
     place = wjson("placement_long.json", schedule(2, 2, 1, pipeline(2)["programs"], placement=[0] * 1000000))
     case("size", "placement of 1M entries", ["check", place])
+    # Over the slot limit (2^24): a CSV of empty cells (one byte each, each an idle slot) is
+    # refused by counting its cells before holding any (16 MiB of file, not 800 MB of slots).
+    commas = path("cells_over_limit.csv")
+    with open(commas, "w") as f:
+        f.write("," * (1 << 24) + "\n")
+    case("size", "a CSV of 2^24 + 1 empty cells (over the slot limit)", ["check", commas], expect=[2],
+         expect_class="limit", stderr_has="over the limit of 16777216 slots")
     # Over the size limit: a sparse file, so it costs no disk.
     with open(path("huge.json"), "wb") as f:
         f.truncate(3 << 29)

@@ -21,6 +21,7 @@
 
 #include "model/errors.hpp"
 #include "model/formats/json_lexer.hpp"
+#include "model/formats/json_string.hpp"
 #include "model/formats/json_support.hpp"
 #include "model/formats/action_notation.hpp"
 #include "model/validate.hpp"
@@ -763,30 +764,7 @@ void put_int(std::string& out, int64_t v) {
   out.append(buf, res.ptr);
 }
 
-void put_string(std::string& out, std::string_view s) {
-  static const char* const hex = "0123456789abcdef";
-  out += '"';
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += "\\u00";
-          out += hex[(c >> 4) & 0xf];
-          out += hex[c & 0xf];
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
+void put_string(std::string& out, std::string_view s) { append_json_string(out, s); }
 
 template <class Ints>
 void put_int_array(std::string& out, const Ints& v) {

@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -17,6 +18,8 @@ TEST_CASE("every step type has exactly one row, named in hyper-parallel's spelli
     CHECK(names.insert(i.name).second);
     CHECK(shorts.insert(i.short_name).second);
     CHECK(op_from_name(i.name) == i.op);
+    // Plain capitals, digits and underscores: the schedule writer writes them unescaped.
+    CHECK(std::all_of(i.name.begin(), i.name.end(), [](char c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'; }));
     CHECK(!i.summary.empty());
   }
   CHECK(kOpCount == 33);

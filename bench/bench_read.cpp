@@ -15,25 +15,23 @@
 #include <chrono>
 #include <string>
 
+#include "bench/big_schedule.hpp"
 #include "checkers/checks.hpp"
+#include "model/errors.hpp"
+#include "model/formats/action_notation.hpp"
 #include "model/formats/pytorch_csv.hpp"
 #include "model/formats/schedule_json.hpp"
-#include "model/generators/generator.hpp"
+#include "model/validate.hpp"
+
+#if PPSCHED_BENCH_SIMDJSON
+#include <simdjson.h>
+#endif
 
 using namespace ppsched;
 
 namespace {
 
-const Schedule& big() {
-  static const Schedule s = [] {
-    GenerateOptions g;
-    g.pp = 32;
-    g.vpp = 4;
-    g.micro = 1024;
-    return generate("interleaved-1f1b", g);
-  }();
-  return s;
-}
+const Schedule& big() { return bench::big_schedule(); }
 
 // The same schedule in both formats, written once.
 const std::string& json_text() {
@@ -46,6 +44,130 @@ const std::string& csv_text() {
 }
 Schedule read_json() { return read_schedule_json(json_text(), "big.json"); }
 Schedule read_csv() { return read_pytorch_csv(csv_text(), "big.csv"); }
+
+#if PPSCHED_BENCH_SIMDJSON
+// simdjson 3.0.1 (Debian's libsimdjson-dev, On-Demand API) building the same IR as
+// read_schedule_json, for the decision of issue 25 item 9 (docs/performance.md: not adopted).
+// It reads the top keys, a placement by name, and every program's null slots, action strings
+// and steps in the writer's plain shape (op, micro, stage, peer), then runs the reader's passes
+// (mark_data_steps, validate_structure, drop_rank_tags); anything else (sub-steps, tensors,
+// MPipe, annotations, duplicate keys) it neither reads nor refuses as the reader does: the
+// measured file has none. Its errors carry no location: simdjson reports an error code only
+// ("improper structure", no line, no "expected ','"), which is what adopting it would lose.
+const simdjson::padded_string& padded_json() {
+  static const simdjson::padded_string t(json_text());
+  return t;
+}
+
+[[noreturn]] void simd_fail(const std::string& what) {
+  Location at;
+  at.file = "big.json";
+  throw InputError(at, what);
+}
+
+Op op_of(std::string_view name) {
+  for (const auto& row : step_table())
+    if (row.name == name) return row.op;
+  simd_fail("unknown op '" + std::string(name) + "'");
+}
+
+template <class Value>  // an ondemand::value or a simdjson_result of one
+int32_t int32_of(Value v) {
+  int64_t x = 0;
+  if (v.get_int64().get(x) || x < INT32_MIN || x > INT32_MAX) simd_fail("expected an integer");
+  return static_cast<int32_t>(x);
+}
+
+Schedule read_json_ondemand() {
+  static simdjson::ondemand::parser parser;
+  namespace od = simdjson::ondemand;
+  Schedule s;
+  std::string placement = "loop";
+  od::document doc;
+  if (parser.iterate(padded_json()).get(doc)) simd_fail("not JSON");
+  od::object root;
+  if (doc.get_object().get(root)) simd_fail("expected an object");
+  for (auto field : root) {
+    std::string_view key;
+    if (field.unescaped_key().get(key)) simd_fail("bad key");
+    od::value v = field.value();
+    if (key == "format" || key == "name") {
+      std::string_view t;
+      if (v.get_string().get(t)) simd_fail("expected a string");
+      if (key == "name") s.name = std::string(t);
+    } else if (key == "version") {
+      int32_of(v);
+    } else if (key == "ranks") {
+      s.ranks = int32_of(v);
+    } else if (key == "stages") {
+      s.stages = int32_of(v);
+    } else if (key == "micro_batches") {
+      s.micro_batches = int32_of(v);
+    } else if (key == "placement") {
+      std::string_view t;
+      if (v.get_string().get(t)) simd_fail("placement: only a name here");
+      placement = std::string(t);
+    } else if (key == "programs") {
+      od::array programs;
+      if (v.get_array().get(programs)) simd_fail("expected an array");
+      for (auto prog_v : programs) {
+        od::array prog_a;
+        if (prog_v.get_array().get(prog_a)) simd_fail("expected an array");
+        Program& prog = s.programs.emplace_back();
+        if (s.programs.size() > 1) prog.reserve(s.programs[s.programs.size() - 2].size());
+        for (auto slot_v : prog_a) {
+          od::value slot;
+          if (slot_v.get(slot)) simd_fail("bad slot");
+          od::json_type type;
+          if (slot.type().get(type)) simd_fail("bad slot");
+          if (type == od::json_type::null) {
+            prog.push_back(std::nullopt);
+            continue;
+          }
+          if (type == od::json_type::string) {
+            std::string error;
+            auto st = parse_action(std::string_view(slot.get_string()), &error);
+            if (!st) simd_fail(error);
+            prog.push_back(std::move(*st));
+            continue;
+          }
+          od::object step_o;
+          if (slot.get_object().get(step_o)) simd_fail("expected a step object");
+          Step st;
+          // Keys compared raw (no unescaping copy): the fastest On-Demand field loop.
+          for (auto sf : step_o) {
+            od::field f;
+            if (std::move(sf).get(f)) simd_fail("bad key");
+            const od::raw_json_string k = f.key();
+            if (k == "op") {
+              std::string_view name;
+              if (f.value().get_string().get(name)) simd_fail("expected a string");
+              st.op = op_of(name);
+            } else if (k == "micro") {
+              st.micro = int32_of(f.value());
+            } else if (k == "stage") {
+              st.stage = int32_of(f.value());
+            } else if (k == "peer") {
+              st.peer = int32_of(f.value());
+            } else {
+              simd_fail("this benchmark reads plain steps only");
+            }
+          }
+          prog.push_back(std::move(st));
+        }
+      }
+    } else {
+      simd_fail("this benchmark reads the measured file's keys only");
+    }
+  }
+  s.placement = placement == "v" ? Placement::v(s.ranks, s.stages) : Placement::loop(s.ranks, s.stages);
+  mark_data_steps(s);
+  validate_structure(s, "big.json");
+  drop_rank_tags(s);
+  return s;
+}
+
+#endif
 
 // The schedule and both texts are function-local statics, built on first use: every benchmark
 // builds them before its timed loop, so no iteration pays for generating or writing them
@@ -74,6 +196,14 @@ void read_bench(benchmark::State& state, const std::string& text, Read&& read) {
 
 void BM_ReadJson(benchmark::State& state) { read_bench(state, json_text(), read_json); }
 void BM_ReadCsv(benchmark::State& state) { read_bench(state, csv_text(), read_csv); }
+#if PPSCHED_BENCH_SIMDJSON
+// The same JSON text through simdjson (padded once, outside the loop: a reader adopting it
+// would load the file into a padded_string directly).
+void BM_ReadJsonSimdjsonOnDemand(benchmark::State& state) {
+  benchmark::DoNotOptimize(padded_json().size());
+  read_bench(state, json_text(), read_json_ondemand);
+}
+#endif
 
 // A pin: the JSON path and the CSV path in one iteration, their best times compared; fails
 // (SkipWithError, which `meson test --benchmark` reports) when JSON / CSV exceeds `bound`.
@@ -127,6 +257,9 @@ void BM_CheckJsonOverCsv(benchmark::State& state) {
 
 BENCHMARK(BM_ReadJson)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReadCsv)->Unit(benchmark::kMillisecond);
+#if PPSCHED_BENCH_SIMDJSON
+BENCHMARK(BM_ReadJsonSimdjsonOnDemand)->Unit(benchmark::kMillisecond);
+#endif
 BENCHMARK(BM_JsonOverCsv)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_CheckJsonOverCsv)->Unit(benchmark::kMillisecond);
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/generators/generator.hpp"
+#include "model/text_format.hpp"
 #include "network/model_file.hpp"
 #include "sim/engine.hpp"
 #include "sim/network_costs.hpp"
@@ -123,9 +124,7 @@ static void BM_SearchZbGrid(benchmark::State& state) {
         if (e.ok) fam_span = std::min(fam_span, e.span), fam_global = std::min(fam_global, e.makespan);
       }
       const LowerBound lb = lower_bound(p);
-      char key[64];
-      std::snprintf(key, sizeof key, "P%dM%dc%gmem%dP", z.P, z.M, z.c, z.mem);
-      const std::string k(key);
+      const std::string k = format_text("P%dM%dc%gmem%dP", z.P, z.M, z.c, z.mem);
       state.counters[k + "_found_span"] = s.best.eval.span;
       state.counters[k + "_found_global"] = g.best.eval.makespan;
       state.counters[k + "_family_span"] = fam_span;
@@ -181,15 +180,12 @@ static void BM_SearchZbvGrid(benchmark::State& state) {
       const bool ok = s.best.eval.ok && g.best.eval.ok && s.best.eval.span <= z.zbv_span + 1e-6 &&
                       g.best.eval.makespan <= z.zbv_global + 1e-6;
       met += ok ? 1 : 0;
-      char key[64];
-      std::snprintf(key, sizeof key, "P%dM%dc%g", z.P, z.M, z.c);
-      state.counters[std::string(key) + "_span"] = s.best.eval.span;
-      state.counters[std::string(key) + "_global"] = g.best.eval.makespan;
+      const std::string key = format_text("P%dM%dc%g", z.P, z.M, z.c);
+      state.counters[key + "_span"] = s.best.eval.span;
+      state.counters[key + "_global"] = g.best.eval.makespan;
       if (!ok) {
-        char line[160];
-        std::snprintf(line, sizeof line, "%s: span %.2f (ZB-V %.1f), global %.2f (ZB-V %.1f); ", key, s.best.eval.span,
-                      z.zbv_span, g.best.eval.makespan, z.zbv_global);
-        why += line;
+        why += format_text("%s: span %.2f (ZB-V %.1f), global %.2f (ZB-V %.1f); ", key.c_str(), s.best.eval.span, z.zbv_span,
+                           g.best.eval.makespan, z.zbv_global);
       }
     }
   }

@@ -11,6 +11,7 @@
 #include "checkers/checks.hpp"
 #include "lowering/effects.hpp"
 #include "model/flat_map.hpp"
+#include "model/text_format.hpp"
 
 namespace ppsched {
 
@@ -62,14 +63,6 @@ std::string producers_of(Cache c) {
         if (out.find(std::string(i.name)) == std::string::npos) out += (out.empty() ? "" : " or ") + std::string(i.name);
       }
   return out;
-}
-
-std::string human_size(int64_t b) {
-  char buf[64];
-  if (b >= (int64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1 << 30));
-  else if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
-  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
-  return buf;
 }
 
 class Walk {
@@ -351,13 +344,13 @@ class Walk {
         what += (what.empty() ? "" : ", ") + std::string("the gathered parameters of ") + std::to_string(peak_gathered) +
                 " stage" + (peak_gathered > 1 ? "s" : "") + " (--fsdp)";
       if (peak_workspace > 0)
-        what += (what.empty() ? "" : ", ") + std::string("the backward's recomputation workspace (") + human_size(peak_workspace) + ")";
+        what += (what.empty() ? "" : ", ") + std::string("the backward's recomputation workspace (") + human_bytes(peak_workspace) + ")";
       if (what.empty()) what = "nothing";
       const std::string at = " at step " + std::to_string(std::max(peak_index, 0)) +
                              (peak_index >= 0 ? " (" + short_label(*prog[static_cast<size_t>(peak_index)]) + ")" : "");
       if (held.total() == 0) {
-        v.message = "Rank " + std::to_string(r) + " peaks at " + human_size(peak) + " of live activations and buffers" + at +
-                    ", over its budget of " + human_size(*o_.memory_budget) + ". Live then: " + what + ".";
+        v.message = "Rank " + std::to_string(r) + " peaks at " + human_bytes(peak) + " of live activations and buffers" + at +
+                    ", over its budget of " + human_bytes(*o_.memory_budget) + ". Live then: " + what + ".";
       } else {
         // Which part dominates: the resident parts and the live bytes, the largest named.
         const std::pair<int64_t, const char*> parts[] = {{held.weights, "the weights"},
@@ -367,11 +360,11 @@ class Walk {
         const auto* top = &parts[0];
         for (const auto& p : parts)
           if (p.first > top->first) top = &p;
-        v.message = "Rank " + std::to_string(r) + " peaks at " + human_size(held.total() + peak) + at + ", over its budget of " +
-                    human_size(*o_.memory_budget) + ": it holds " + human_size(held.weights) + " of weights, " +
-                    human_size(held.grads) + " of gradients and " + human_size(held.optimizer) +
-                    " of optimizer state for the whole step, and " + human_size(peak) + " live then (" + what +
-                    "). The largest part is " + top->second + " (" + human_size(top->first) +
+        v.message = "Rank " + std::to_string(r) + " peaks at " + human_bytes(held.total() + peak) + at + ", over its budget of " +
+                    human_bytes(*o_.memory_budget) + ": it holds " + human_bytes(held.weights) + " of weights, " +
+                    human_bytes(held.grads) + " of gradients and " + human_bytes(held.optimizer) +
+                    " of optimizer state for the whole step, and " + human_bytes(peak) + " live then (" + what +
+                    "). The largest part is " + top->second + " (" + human_bytes(top->first) +
                     (top->first == peak ? "" : "; --dp N with --distributed-optimizer or --fsdp shards it") + ").";
       }
       out_.push_back(std::move(v));

@@ -5,14 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "model/text_format.hpp"
+
 namespace ppsched::exec {
 namespace {
-
-std::string fmt(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
 
 bool parse_real(const std::string& text, double& v) {
   errno = 0;
@@ -25,7 +21,7 @@ bool parse_real(const std::string& text, double& v) {
 
 std::string check_seconds(const std::string& text, double min_s, double max_s) {
   double v = 0;
-  const std::string want = "a number of seconds in " + fmt(min_s) + ".." + fmt(max_s);
+  const std::string want = "a number of seconds in " + general(min_s) + ".." + general(max_s);
   if (!parse_real(text, v)) return "wants " + want + ", got '" + text + "'";
   if (!std::isfinite(v) || v < min_s || v > max_s) return "'" + text + "' is out of range: it must be " + want;
   return "";

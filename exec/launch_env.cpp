@@ -9,6 +9,7 @@
 #include <string>
 
 #include "model/errors.hpp"
+#include "model/text_format.hpp"
 
 namespace ppsched::exec {
 namespace {
@@ -279,8 +280,7 @@ LaunchEnv read_launch_env(const GetEnv& get) {
 }
 
 std::string store_failure_message(const LaunchEnv& env, double waited_s, double timeout_s, const std::string& what) {
-  char after[64];
-  std::snprintf(after, sizeof after, "%.1f", waited_s);
+  const std::string after = fixed(waited_s, 1);
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   const std::string rank = "rank " + std::to_string(env.rank);
   const bool in_use = what.find("Address already in use") != std::string::npos || what.find("errno: 98") != std::string::npos;
@@ -295,12 +295,8 @@ std::string store_failure_message(const LaunchEnv& env, double waited_s, double 
   }
   const std::string host = env.use_agent_store ? "torchrun's agent" : "rank 0";
   if (waited_s >= 0.9 * timeout_s)
-  {
-    char limit[64];
-    std::snprintf(limit, sizeof limit, "%g", timeout_s);
-    return rank + " cannot reach the rendezvous store at " + where + " within " + limit + " s (--timeout): " + what +
-           "; is " + host + " running there?";
-  }
+    return rank + " cannot reach the rendezvous store at " + where + " within " + general(timeout_s) + " s (--timeout): " +
+           what + "; is " + host + " running there?";
   return rank + " cannot reach the rendezvous store at " + where + " (failed after " + after + " s): " + what;
 }
 

@@ -28,6 +28,7 @@
 #include "exec/transport.hpp"
 #include "exec/watchdog.hpp"
 #include "exec/rank_report.hpp"
+#include "model/text_format.hpp"
 #include "traces/chrome_trace.hpp"
 
 namespace ppsched::exec {
@@ -52,12 +53,6 @@ std::string digest_of(const ExecConfig& cfg, const Schedule& s) {
     << static_cast<int>(cfg.run.data_parallel.order) << ' ' << cfg.run.data_parallel.fsdp;
   if (m.stage_modules) o << '|' << m.stage_modules->dir << ' ' << m.stage_modules->stages;
   return std::to_string(std::hash<std::string>{}(o.str()));
-}
-
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
 }
 
 // The collective groups of every ALL_REDUCE and REPLICA_GRAD_SYNC in the schedule, sorted: each member creates them
@@ -332,7 +327,7 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
     }
   } catch (const std::exception& e) {
     return failed("rank " + std::to_string(rank) + " cannot meet the other ranks through the store at " + cfg.env.master_addr +
-                  ":" + std::to_string(store_port) + " within " + num(cfg.run.timeout_s) + " s: " + message_of(e));
+                  ":" + std::to_string(store_port) + " within " + general(cfg.run.timeout_s, 9) + " s: " + message_of(e));
   }
 
   Progress progress;

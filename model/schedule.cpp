@@ -2,6 +2,12 @@
 
 #include <algorithm>
 
+#include "model/schedule_digest.hpp"
+
+// Header-only use: no library to link, and the header travels in the GPU machine's bundle.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 namespace ppsched {
 
 Step make_composite(Op op, std::vector<Step> sub_steps) {
@@ -182,75 +188,40 @@ std::string short_label(const Step& step) {
 }
 
 namespace {
-// FNV-1a over the fields' values, each field fed as a fixed-width integer (and a string's
-// length before its bytes), so that no two different field sequences read the same bytes.
-class Fnv {
+// XXH3-64 over DigestFields' byte stream, buffered: XXH3 takes 32 bytes at a time where
+// FNV-1a (the digest before issue 25 item 9) multiplied once per byte (bench/bench_digest.cpp).
+class Xxh3Sink {
  public:
+  Xxh3Sink() { XXH3_64bits_reset(&state_); }
   void add(uint64_t v) {
-    for (int k = 0; k < 8; ++k) {
-      h_ ^= (v >> (8 * k)) & 0xffu;
-      h_ *= 0x100000001b3ull;
-    }
+    if (used_ + 8 > sizeof buf_) flush();
+    for (int k = 0; k < 8; ++k) buf_[used_ + k] = static_cast<unsigned char>(v >> (8 * k));
+    used_ += 8;
   }
-  void add(const std::string& s) {
-    add(static_cast<uint64_t>(s.size()));
-    for (unsigned char c : s) {
-      h_ ^= c;
-      h_ *= 0x100000001b3ull;
-    }
+  void bytes(const std::string& s) {
+    flush();
+    XXH3_64bits_update(&state_, s.data(), s.size());
   }
-  template <class V>
-  void ints(const V& v) {
-    add(static_cast<uint64_t>(v.size()));
-    for (auto x : v) add(static_cast<uint64_t>(static_cast<int64_t>(x)));
+  uint64_t value() {
+    flush();
+    return XXH3_64bits_digest(&state_);
   }
-  void step(const Step& st) {
-    add(static_cast<uint64_t>(st.op));
-    add(static_cast<uint64_t>(static_cast<int64_t>(st.micro)));
-    add(static_cast<uint64_t>(static_cast<int64_t>(st.stage)));
-    add(static_cast<uint64_t>(static_cast<int64_t>(st.peer)));
-    ints(st.group);
-    add(static_cast<uint64_t>(st.tensors.size()));
-    for (const TensorDesc& t : st.tensors) {
-      ints(t.shape);
-      add(t.dtype);
-    }
-    add(static_cast<uint64_t>(st.sub_steps.size()));
-    for (const Step& sub : st.sub_steps) step(sub);
-  }
-  uint64_t value() const { return h_; }
 
  private:
-  uint64_t h_ = 0xcbf29ce484222325ull;
+  void flush() {
+    XXH3_64bits_update(&state_, buf_, used_);
+    used_ = 0;
+  }
+  XXH3_state_t state_;
+  unsigned char buf_[1 << 14];
+  size_t used_ = 0;
 };
 }  // namespace
 
 uint64_t schedule_digest(const Schedule& s) {
-  Fnv f;
-  f.add(s.name);
-  f.add(static_cast<uint64_t>(s.ranks));
-  f.add(static_cast<uint64_t>(s.stages));
-  f.add(static_cast<uint64_t>(s.micro_batches));
-  f.add(static_cast<uint64_t>(s.placement.kind));
-  f.ints(s.placement.stage_to_rank);
-  f.add(s.mpipe ? 1 : 0);
-  if (s.mpipe) {
-    f.add(static_cast<uint64_t>(s.mpipe->overflow));
-    f.add(static_cast<uint64_t>(s.mpipe->tower));
-    f.add(s.mpipe->owner_backward ? 1 : 0);
-    f.ints(s.mpipe->owners);
-  }
-  f.add(static_cast<uint64_t>(s.pipes));
-  f.ints(s.micro_pipe);
-  f.add(static_cast<uint64_t>(s.programs.size()));
-  for (const Program& p : s.programs) {
-    f.add(static_cast<uint64_t>(p.size()));
-    for (const Slot& slot : p) {
-      f.add(slot ? 1 : 0);
-      if (slot) f.step(*slot);
-    }
-  }
-  return f.value();
+  Xxh3Sink sink;
+  DigestFields<Xxh3Sink>(sink).schedule(s);
+  return sink.value();
 }
 
 }  // namespace ppsched

@@ -164,7 +164,7 @@ std::string short_label(const Step& step);
 // A 64-bit digest of everything a schedule says (shape, placement, MPipe settings, copies and
 // every slot of every program, idle slots included), computed over the in-memory schedule:
 // ranks started with different schedules compare digests instead of re-written files. Equal
-// schedules have equal digests; different ones differ but for a 2^-64 chance (FNV-1a).
+// schedules have equal digests; different ones differ but for a 2^-64 chance (XXH3-64).
 uint64_t schedule_digest(const Schedule& s);
 
 }  // namespace ppsched

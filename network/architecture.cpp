@@ -48,6 +48,7 @@
 #include <string>
 
 #include "model/errors.hpp"
+#include "model/text_format.hpp"
 #include "network/network.hpp"
 
 namespace ppsched {
@@ -58,9 +59,8 @@ struct Shape {
 };
 
 [[noreturn]] void too_large(const std::string& what, const std::string& layer, double value, double limit) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%.4g, over the limit of %.4g", value, limit);
-  throw InputError({}, "the " + what + " of layer " + layer + " is " + buf +
+  throw InputError({}, "the " + what + " of layer " + layer + " is " + general(value, 4) + ", over the limit of " +
+                           general(limit, 4) +
                            ": the model is too large for ppsched (README \"Limits\")");
 }
 

@@ -11,6 +11,7 @@
 
 #include "model/errors.hpp"
 #include "model/step_types.hpp"
+#include "model/text_format.hpp"
 #include "model/validate.hpp"
 #include "sim/cost_model.hpp"
 #include "traces/trace_reader.hpp"
@@ -53,12 +54,6 @@ double statistic(std::vector<double> v, Statistic s) {
 // Rounds a fitted time to whole nanoseconds (the trace's resolution): digits beyond it are
 // noise, and round numbers keep the written cost file readable.
 double to_ns_ms(double ms) { return std::round(ms * 1e6) / 1e6; }
-
-std::string three_places(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3f", v);
-  return buf;
-}
 
 std::string_view key_of(ComputeKind kind) {
   for (const auto& k : compute_keys())
@@ -181,9 +176,7 @@ std::vector<Slice> slices_of(const ReadTrace& t, const Calibration& cal, const s
     s.flows = t.flows_of_slice[i];
     const std::string what = "the slice of step " + std::to_string(s.step_index) + " on rank " + std::to_string(s.pid);
     if (!(s.bytes >= 0 && s.bytes <= kMaxBytes)) {
-      char b[64];
-      std::snprintf(b, sizeof b, "%.17g", s.bytes);
-      fail(file, s.event, what + ": bytes " + b + " is outside 0 to " + std::to_string(static_cast<int64_t>(kMaxBytes)) +
+      fail(file, s.event, what + ": bytes " + general(s.bytes, 17) + " is outside 0 to " + std::to_string(static_cast<int64_t>(kMaxBytes)) +
                               " bytes (1 TiB)");
     }
     if (!(s.dur <= kMaxTimeMs))
@@ -447,7 +440,7 @@ void fit_link(const std::vector<Slice>& slices, const std::vector<MessageFlow>& 
   if (fit_handoff && singles > 0) {
     c.send_handoff_ms = to_ns_ms(handoff_sum / static_cast<double>(singles));
     cal.notes.push_back("a Gloo send returns once the transport took its payload, before the receive ends: "
-                        "send_handoff_ms " + three_places(*c.send_handoff_ms) + " (the mean from the start of the " +
+                        "send_handoff_ms " + fixed(*c.send_handoff_ms, 3) + " (the mean from the start of the " +
                         std::to_string(singles) + " fitted single transfers to their send's return)");
   }
   if (groups)
@@ -564,7 +557,7 @@ void fit_link(const std::vector<Slice>& slices, const std::vector<MessageFlow>& 
     for (const auto& [bytes, ms] : deferred) extra += std::max(0.0, ms - link.transfer_ms(bytes));
     c.deferred_start_ms = to_ns_ms(extra / static_cast<double>(deferred.size()));
     cal.notes.push_back(std::to_string(deferred.size()) + " receive(s) posted early were ready before their rank "
-                        "went to wait: they took deferred_start_ms " + three_places(c.deferred_start_ms) +
+                        "went to wait: they took deferred_start_ms " + fixed(c.deferred_start_ms, 3) +
                         " beyond a transfer time on average from that wait (the sender's thread getting a core)");
   }
   c.intra_node = c.inter_node = link;

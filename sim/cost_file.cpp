@@ -78,6 +78,7 @@
 #include "model/errors.hpp"
 #include "model/formats/json_support.hpp"
 #include "model/formats/schedule_io.hpp"
+#include "model/text_format.hpp"
 #include "model/validate.hpp"
 #include "network/model_file.hpp"
 #include "sim/cost_fields.hpp"
@@ -303,11 +304,9 @@ class Reader {
         for (size_t m = 0; m < rest.rows[s].size(); ++m)
           if (rest.rows[s][m] < 0) {
             const int si = static_cast<int>(s), mi = static_cast<int>(m);
-            char buf[160];
-            std::snprintf(buf, sizeof buf, "%g ms exceeds BWD (%g ms) at stage %d, micro %d", half.at(si, mi),
-                          c.bwd.at(si, mi), si, mi);
-            fail(half_key, std::string(buf) + ": the other half is derived as BWD minus this one and would be negative; "
-                                              "give both BWD_INPUT and BWD_WEIGHT, or a larger BWD");
+            fail(half_key, format_text("%g ms exceeds BWD (%g ms) at stage %d, micro %d", half.at(si, mi), c.bwd.at(si, mi), si, mi) +
+                               ": the other half is derived as BWD minus this one and would be negative; "
+                               "give both BWD_INPUT and BWD_WEIGHT, or a larger BWD");
           }
       (in ? c.bwd_weight : c.bwd_input) = std::move(rest);
     }
@@ -479,9 +478,7 @@ Comments template_comments(const CostModel& c, int stages) {
   const double kLayerFwdFlops = layer.fwd_flops, kLayerFwdMs = layer.fwd_flops / net.device.effective_flops() * 1e3;
   const double kLayerKeptBytes = static_cast<double>(layer.activation_bytes), kGiB = 1024.0 * 1024 * 1024;
   const auto f = [](const char* fmt, double a, double b = 0, double d = 0) {
-    char buf[256];
-    std::snprintf(buf, sizeof buf, fmt, a, b, d);
-    return std::string(buf);
+    return format_text(fmt, a, b, d);
   };
   Comments k;
   k.top = {"ppsched cost model (format ppsched-costs, version 1). Keys named \"comment\" or starting with \"x-\" are ignored.",

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "model/errors.hpp"
+#include "model/text_format.hpp"
 #include "network/model_file.hpp"
 
 namespace ppsched {
@@ -174,8 +175,7 @@ CostModel default_cost_model(int stages) {
   const int p = stages > 0 ? stages : kDefaultCostStages;
   const Network net = default_network();
   const StagePlan plan = plan_fraction(net, p);
-  char source[160];
-  std::snprintf(source, sizeof source, "default (7B-class transformer, %g of 32 layers per stage on %d stages, H100-class GPUs)",
+  std::string source = format_text("default (7B-class transformer, %g of 32 layers per stage on %d stages, H100-class GPUs)",
                 32.0 / p, p);
   CostModel c = costs_from_plan(net, plan, net.explicit_layers, source);
   // The plan holds one stage for all but the last; the messages differ on the last stage (it

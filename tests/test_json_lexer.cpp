@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/formats/json_lexer.hpp"
+#include "model/formats/json_string.hpp"
 
 using namespace ppsched;
 using nlohmann::json;
@@ -284,4 +285,18 @@ TEST_CASE("the JSON parser agrees with nlohmann on generated texts and their cor
     }
     RC_ASSERT(disagreement(text) == "");
   });
+}
+
+TEST_CASE("the JSON string escaper writes every byte so that a parser reads it back", "[formats][json_lexer]") {
+  std::string all;
+  for (int c = 1; c < 0x80; ++c) all += static_cast<char>(c);
+  all += '\0';
+  all += "\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80";  // UTF-8 as is
+  std::string out;
+  append_json_string(out, all);
+  CHECK(json::parse(out).get<std::string>() == all);
+  // The short forms where JSON has them, \u00XX for the other control characters.
+  std::string shorts;
+  append_json_string(shorts, std::string("\"\\\b\f\n\r\t\x01\x1f\x7f", 10));
+  CHECK(shorts == "\"\\\"\\\\\\b\\f\\n\\r\\t\\u0001\\u001f\x7f\"");
 }

@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <set>
+#include <vector>
 
+#include "model/generators/generator.hpp"
 #include "model/schedule.hpp"
 #include "model/step_types.hpp"
 
@@ -15,6 +18,8 @@ TEST_CASE("every step type has exactly one row, named in hyper-parallel's spelli
     CHECK(names.insert(i.name).second);
     CHECK(shorts.insert(i.short_name).second);
     CHECK(op_from_name(i.name) == i.op);
+    // Plain capitals, digits and underscores: the schedule writer writes them unescaped.
+    CHECK(std::all_of(i.name.begin(), i.name.end(), [](char c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'; }));
     CHECK(!i.summary.empty());
   }
   CHECK(kOpCount == 33);
@@ -220,4 +225,48 @@ TEST_CASE("SmallVec: a Step's lists behave like vectors at one pointer each", "[
   again.sub_steps[1].micro = 1;
   CHECK(again != batch);
   CHECK(batch.sub_steps[1].micro == 0);
+}
+
+TEST_CASE("schedule_digest: equal schedules digest equal, a one-field change anywhere digests differently",
+          "[step_types][digest]") {
+  // 1,408 steps: the digest's byte stream (64 bytes a step) crosses its 16 KiB buffer several
+  // times, so changes before, across and after a flush are all covered.
+  GenerateOptions g;
+  g.pp = 4;
+  g.vpp = 2;
+  g.micro = 32;
+  const Schedule base = generate("interleaved-1f1b", g);
+  const uint64_t d = schedule_digest(base);
+  CHECK(schedule_digest(Schedule(base)) == d);
+  CHECK(schedule_digest(generate("interleaved-1f1b", g)) == d);
+
+  auto changed = [&](auto&& edit) {
+    Schedule s = base;
+    edit(s);
+    return schedule_digest(s);
+  };
+  // One step's micro-batch or peer, on the first, a middle and the last step of the last rank.
+  const Program& last = base.programs.back();
+  std::vector<size_t> filled;
+  for (size_t k = 0; k < last.size(); ++k)
+    if (last[k]) filled.push_back(k);
+  REQUIRE(filled.size() > 2);
+  for (size_t at : {filled.front(), filled[filled.size() / 2], filled.back()}) {
+    CAPTURE(at);
+    CHECK(changed([&](Schedule& s) { s.programs.back()[at]->micro += 1; }) != d);
+    CHECK(changed([&](Schedule& s) { s.programs.back()[at]->peer += 1; }) != d);
+  }
+  CHECK(changed([&](Schedule& s) { s.programs.back()[filled[1]]->stage += 1; }) != d);
+  CHECK(changed([&](Schedule& s) { s.programs.back()[filled[1]] = std::nullopt; }) != d);
+  CHECK(changed([](Schedule& s) { s.programs[2].push_back(std::nullopt); }) != d);
+  CHECK(changed([](Schedule& s) { s.name += "x"; }) != d);
+  // Strings are length-prefixed: "ab" + "c" and "a" + "bc" differ.
+  auto dtypes = [&](const char* a, const char* b) {
+    return changed([&](Schedule& s) {
+      s.programs.back()[filled[1]]->tensors.push_back(TensorDesc{{4}, a});
+      s.programs.back()[filled[1]]->tensors.push_back(TensorDesc{{4}, b});
+    });
+  };
+  CHECK(dtypes("ab", "c") != dtypes("a", "bc"));
+  CHECK(dtypes("ab", "c") == dtypes("ab", "c"));
 }

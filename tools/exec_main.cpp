@@ -27,6 +27,7 @@
 #include "exec/session.hpp"
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
+#include "model/text_format.hpp"
 #include "tools/cli/command.hpp"
 
 namespace {
@@ -68,12 +69,6 @@ FaultInjection parse_fault(const std::string& spec) {
 // CLI11 validators from the limits in exec/flag_limits.hpp, checked on the text typed.
 CLI::Validator limit(std::string (*check)(const std::string&), const std::string& what) {
   return CLI::Validator([check](std::string& text) { return check(text); }, what);
-}
-
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
 }
 
 // Rank 0's report of a completed run: one JSON line (--json) or a few lines of text.
@@ -164,19 +159,19 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o
     }
   }
   for (size_t k = 0; k < o.seconds.size(); ++k)
-    std::cout << "  iteration " << k << ": loss " << num(k < losses.size() ? losses[k] : 0) << ", "
-              << num(o.seconds[k]) << " s\n";
+    std::cout << "  iteration " << k << ": loss " << general(k < losses.size() ? losses[k] : 0, 9) << ", "
+              << general(o.seconds[k], 9) << " s\n";
   if (parity) {
-    std::cout << "  parity: " << (parity->ok ? "ok" : "FAILED") << " (max relative error " << num(parity->max_rel_error)
-              << " over " << parity->tensors << " gradients, loss " << num(parity->loss_rel_error) << ", tolerance "
-              << num(parity->tolerance) << ")\n";
+    std::cout << "  parity: " << (parity->ok ? "ok" : "FAILED") << " (max relative error " << general(parity->max_rel_error, 9)
+              << " over " << parity->tensors << " gradients, loss " << general(parity->loss_rel_error, 9) << ", tolerance "
+              << general(parity->tolerance, 9) << ")\n";
     for (const auto& p : parity->problems) std::cout << "    " << p << "\n";
   }
   if (trace) {
     std::cout << "  trace: " << trace->path << " (iteration " << o.seconds.size() - 1 << ", "
               << (trace->cuda ? "CUDA events" : "host clock") << ", aligned "
               << (trace->shared_clock ? "on the shared host clock" : "at the barrier") << "): " << trace->slices << " slices, " << trace->flows
-              << " flows, makespan " << num(trace->makespan_ms) << " ms\n";
+              << " flows, makespan " << general(trace->makespan_ms, 9) << " ms\n";
     for (const auto& n : trace->notes) std::cout << "    " << n << "\n";
   }
   std::cout.flush();

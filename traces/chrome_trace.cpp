@@ -18,6 +18,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "model/formats/json_string.hpp"
+
 namespace ppsched {
 namespace {
 
@@ -111,28 +113,8 @@ class Out {
   Out& boolean(bool b) { return b ? raw("true") : raw("false"); }
   // A JSON string literal with its quotes.
   Out& str(std::string_view v) {
-    ch('"');
-    size_t plain = 0;
-    for (size_t i = 0; i < v.size(); ++i) {
-      unsigned char c = static_cast<unsigned char>(v[i]);
-      if (c >= 0x20 && c != '"' && c != '\\') continue;
-      raw(v.substr(plain, i - plain));
-      plain = i + 1;
-      switch (c) {
-        case '"': raw("\\\""); break;
-        case '\\': raw("\\\\"); break;
-        case '\n': raw("\\n"); break;
-        case '\t': raw("\\t"); break;
-        case '\r': raw("\\r"); break;
-        default: {
-          static const char hex[] = "0123456789abcdef";
-          char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-          raw(std::string_view(e, 6));
-        }
-      }
-    }
-    raw(v.substr(plain));
-    return ch('"');
+    write_json_string(v, [this](std::string_view piece) { raw(piece); });
+    return *this;
   }
   // The name of a slice, written in place (short names and digits: nothing to escape).
   Out& slice_name(const Step* step, const TimedSlice& sl);

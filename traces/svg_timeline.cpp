@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "model/text_format.hpp"
 #include "traces/chrome_trace.hpp"
 
 namespace ppsched {
@@ -131,21 +132,8 @@ struct Svg {
   }
 };
 
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, std::isfinite(v) ? v : 0.0);
-  return buf;
-}
-
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (std::abs(b) >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  return fixed(b, u == 0 ? 0 : (std::abs(b) < 10 ? 2 : 1)) + " " + units[u];
-}
+// Coordinates and times: a non-finite value (not expected) draws at 0 rather than as "nan".
+std::string coord(double v, int decimals) { return fixed(std::isfinite(v) ? v : 0.0, decimals); }
 
 // A "nice" tick step (1, 2 or 5 times a power of ten) giving about `target` ticks over `span`.
 double tick_step(double span, int target) {
@@ -306,7 +294,7 @@ std::string svg_timeline(const Schedule& s, const RunRecord& r, const SvgOptions
       body.raw("<line class=\"ax\" x1=\"").num(x).raw("\" y1=\"").num(axis_y - 4).raw("\" x2=\"").num(x)
           .raw("\" y2=\"").num(axis_y).raw("\"/>");
       body.raw("<text class=\"tk\" x=\"").num(x).raw("\" y=\"").num(axis_y - 7).raw("\">")
-          .raw(fixed(t, decimals)).raw("</text>\n");
+          .raw(coord(t, decimals)).raw("</text>\n");
     }
     body.raw("<text class=\"sl\" x=\"").num(kLeft - 6).raw("\" y=\"").num(axis_y - 7)
         .raw("\" text-anchor=\"end\">time (ms)</text>\n</g>\n");
@@ -384,8 +372,8 @@ std::string svg_timeline(const Schedule& s, const RunRecord& r, const SvgOptions
           if (k) body.raw("\" y=\"").num(h * static_cast<double>(k) / static_cast<double>(nb));
           body.raw("\" width=\"").num(xb - xa).raw("\" height=\"").num(h / static_cast<double>(nb));
           if (tooltips) {
-            body.raw("\"><title>").text(slice_name(s, sl)).raw(": ").raw(fixed(sl.start_ms, 3)).raw("-")
-                .raw(fixed(sl.end_ms, 3)).raw(" ms</title></rect>");
+            body.raw("\"><title>").text(slice_name(s, sl)).raw(": ").raw(coord(sl.start_ms, 3)).raw("-")
+                .raw(coord(sl.end_ms, 3)).raw(" ms</title></rect>");
           } else {
             body.raw("\"/>");
           }
@@ -466,7 +454,7 @@ std::string svg_timeline(const Schedule& s, const RunRecord& r, const SvgOptions
         // The peak: a dot on the curve (tooltip: when) and its value under the row's label.
         const std::string peak_text = "peak " + human_bytes(static_cast<double>(peak));
         body.raw("<circle class=\"pkd\" cx=\"").num(x_of(peak_t)).raw("\" cy=\"").num(y_of(peak))
-            .raw("\" r=\"2.5\"><title>").raw(peak_text).raw(" at ").raw(fixed(peak_t, 3)).raw(" ms</title></circle>");
+            .raw("\" r=\"2.5\"><title>").raw(peak_text).raw(" at ").raw(coord(peak_t, 3)).raw(" ms</title></circle>");
         body.raw("<text class=\"pk\" x=\"8\" y=\"").num(g.memory + kMemH - 2).raw("\">").raw(peak_text).raw("</text>\n");
       }
     }
@@ -622,7 +610,7 @@ std::string svg_timeline(const Schedule& s, const RunRecord& r, const SvgOptions
   doc.raw("<rect x=\"0\" y=\"0\" width=\"").num(total_w).raw("\" height=\"").num(total_h).raw("\" fill=\"#ffffff\"/>\n");
   {
     std::string title = s.name.empty() ? std::string("schedule") : s.name;
-    title += " \xE2\x80\x94 makespan " + fixed(r.makespan_ms, 3) + " ms \xC2\xB7 " + std::to_string(nranks) +
+    title += " \xE2\x80\x94 makespan " + coord(r.makespan_ms, 3) + " ms \xC2\xB7 " + std::to_string(nranks) +
              (nranks == 1 ? " rank" : " ranks");
     if (s.micro_batches > 0) title += " \xC2\xB7 " + std::to_string(s.micro_batches) + " micro-batches";
     if (!r.completed) title += " \xC2\xB7 stopped early (deadlock)";

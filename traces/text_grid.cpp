@@ -7,6 +7,8 @@
 #include <map>
 #include <set>
 
+#include "model/text_format.hpp"
+
 namespace ppsched {
 namespace {
 
@@ -66,19 +68,6 @@ std::string wrap_items(const std::vector<std::string>& items, const std::string&
 void collect_ops(const Step& st, std::set<Op>& ops) {
   ops.insert(st.op);
   for (const auto& sub : st.sub_steps) collect_ops(sub, ops);
-}
-
-std::string fixed3(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3f", v);
-  return buf;
-}
-
-std::string unit_text(double ms) {
-  if (ms >= 1) return fixed3(ms);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3g", ms);
-  return buf;
 }
 
 // A timeline cell: the short name and micro-batch ("F3"), the stage too when a rank holds
@@ -237,8 +226,8 @@ std::string render_timeline(const Schedule& s, const TimelineGrid& g, const Time
   std::vector<std::string> header = {header_line(s),
                                      std::to_string(s.stages) + " stages (" + std::string(to_string(s.placement.kind)) + ")",
                                      std::to_string(s.micro_batches) + " micro-batches",
-                                     "simulated makespan " + fixed3(g.makespan_ms) + " ms" + (g.completed ? "" : " (STOPPED: deadlock)"),
-                                     "one column = " + unit_text(g.unit_ms) + " ms" + (o.unit_note.empty() ? "" : " (" + o.unit_note + ")"),
+                                     "simulated makespan " + fixed(g.makespan_ms, 3) + " ms" + (g.completed ? "" : " (STOPPED: deadlock)"),
+                                     "one column = " + ms_text(g.unit_ms) + " ms" + (o.unit_note.empty() ? "" : " (" + o.unit_note + ")"),
                                      std::to_string(columns) + " columns"};
   if (!o.costs.empty()) header.push_back("costs: " + o.costs);
   std::string out = wrap_items(header, ", ", width, true);
@@ -252,7 +241,7 @@ std::string render_timeline(const Schedule& s, const TimelineGrid& g, const Time
     const size_t end = std::min(columns, start + per_block);
     // "column 12..23 from 415.044 ms", the time left out where it does not fit the width.
     std::string block = pad("", prefix) + "column " + std::to_string(start) + (end - start > 1 ? ".." + std::to_string(end - 1) : "");
-    const std::string from = " from " + fixed3(static_cast<double>(start) * g.unit_ms) + " ms";
+    const std::string from = " from " + fixed(static_cast<double>(start) * g.unit_ms, 3) + " ms";
     out += (block.size() + from.size() <= width ? block + from : block) + "\n";
     for (int r = 0; r < s.ranks; ++r) {
       std::string line = pad("r" + std::to_string(r), rank_w.size()) + " | ";
@@ -263,7 +252,7 @@ std::string render_timeline(const Schedule& s, const TimelineGrid& g, const Time
     }
   }
   if (!g.completed)
-    out += wrap_items({"(the run stopped at " + fixed3(g.makespan_ms) +
+    out += wrap_items({"(the run stopped at " + fixed(g.makespan_ms, 3) +
                        " ms in a deadlock: ppsched simulate and ppsched check say where)"},
                       "", width, true);
   if (g.hidden_steps > 0)

@@ -13,6 +13,7 @@
 #include "checkers/checks.hpp"
 #include "model/errors.hpp"
 #include "model/generators/generator.hpp"
+#include "model/text_format.hpp"
 #include "sim/search/building_blocks.hpp"
 
 namespace ppsched::search {
@@ -490,13 +491,9 @@ TuneResult tune(const TuneRequest& rq) {
     for (size_t r = 0; r < e.rule_peak.size(); ++r)
       if (e.rule_peak[r] > *cap * (1 + 1e-12) + 1e-9) {
         e.verified = false;
-        auto mib = [](double b) {
-          char buf[64];
-          std::snprintf(buf, sizeof buf, "%.2f MiB", b / (1 << 20));
-          return std::string(buf);
-        };
-        e.verdict = "memory: rank " + std::to_string(r) + " keeps " + mib(e.rule_peak[r]) +
-                    " by the zero-bubble rule (activations and what it holds for the whole step), over the budget of " + mib(*cap);
+        e.verdict = "memory: rank " + std::to_string(r) + " keeps " + human_bytes(e.rule_peak[r]) +
+                    " by the zero-bubble rule (activations and what it holds for the whole step), over the budget of " +
+                    human_bytes(*cap);
         return;
       }
   };

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "model/formats/schedule_io.hpp"
+#include "model/text_format.hpp"
 #include "sim/search/repair.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/cli/render.hpp"
@@ -21,11 +22,10 @@ void suggest_fix(const std::string& name, const Schedule& s, const CheckOptions&
                              {"seconds", r.seconds}, {"why_not", r.why_not}};
     return;
   }
-  char head[200];
   if (r.found) {
-    std::snprintf(head, sizeof head, "suggested fix for %s: %zu move%s (%zu candidates verified, %.3f s)\n", name.c_str(),
-                  r.moves.size(), r.moves.size() == 1 ? "" : "s", r.candidates, r.seconds);
-    std::cout << head << search::repair_excerpt(s, r);
+    std::cout << format_text("suggested fix for %s: %zu move%s (%zu candidates verified, %.3f s)\n", name.c_str(),
+                             r.moves.size(), r.moves.size() == 1 ? "" : "s", r.candidates, r.seconds)
+              << search::repair_excerpt(s, r);
     if (!fix_out.empty()) std::cout << "  wrote " << fix_out << " (verified)\n";
   } else {
     std::cout << "no fix suggested for " << name << ": " << r.why_not << " (" << r.candidates << " candidates verified)\n";

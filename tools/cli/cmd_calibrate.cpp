@@ -10,6 +10,7 @@
 
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
+#include "model/text_format.hpp"
 #include "network/layout.hpp"
 #include "network/model_file.hpp"
 #include "sim/calibrate.hpp"
@@ -23,12 +24,6 @@ namespace ppsched::cli {
 namespace {
 
 std::string read_text(const std::string& path) { return read_input_file(path); }
-
-std::string fixed(double v, int digits = 3) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
 
 struct Prediction {
   double predicted_ms = 0, error = 0;
@@ -71,12 +66,11 @@ std::string summary_text(const Calibration& c, const std::string& trace, Statist
   std::string out = "calibrated from " + trace + " (" + (c.label.empty() ? "unlabelled" : c.label) + ", '" + c.schedule +
                     "', " + std::to_string(c.ranks) + " ranks, " + std::to_string(c.stages) + " stages, " +
                     std::to_string(c.micro_batches) + " micro-batches): " + std::to_string(c.slices) + " slices, " +
-                    std::to_string(c.flows) + " flows, makespan " + fixed(c.measured_makespan_ms) + " ms\n";
+                    std::to_string(c.flows) + " flows, makespan " + fixed(c.measured_makespan_ms, 3) + " ms\n";
   out += std::string("  compute (ms; the model takes the ") + (st == Statistic::Median ? "median" : "mean") + "):\n";
   out += "    step            stage  samples      value     median       mean        min        max\n";
   for (const auto& f : c.compute) {
-    char line[200];
-    std::snprintf(line, sizeof line, "    %-15s %5s  %7d  %9.4f  %9.4f  %9.4f  %9.4f  %9.4f\n", f.key.c_str(),
+    std::string line = format_text("    %-15s %5s  %7d  %9.4f  %9.4f  %9.4f  %9.4f  %9.4f\n", f.key.c_str(),
                   f.stage < 0 ? "-" : std::to_string(f.stage).c_str(), f.samples, f.value_ms, f.median_ms, f.mean_ms,
                   f.min_ms, f.max_ms);
     out += line;
@@ -299,8 +293,7 @@ Action add_calibrate(CLI::App& app) {
         os << "  per layer (" << st->cost.model << ", traced layout " << traced_layout
            << "): step ms = overhead + stage FLOPs / rate, least squares over the stages\n";
         for (const KindFit& f : fits) {
-          char line[256];
-          std::snprintf(line, sizeof line, "    %-10s from %-10s %3d stages  %10.2f TFLOP/s  overhead %8.4f ms%s  residual rms %.4f ms\n",
+          std::string line = format_text("    %-10s from %-10s %3d stages  %10.2f TFLOP/s  overhead %8.4f ms%s  residual rms %.4f ms\n",
                         f.key.c_str(), f.from.c_str(), f.points, f.flops_per_s / 1e12, f.overhead_ms,
                         f.through_origin ? " (through 0)" : "", f.rms_residual_ms);
           os << line;
@@ -309,13 +302,13 @@ Action add_calibrate(CLI::App& app) {
       }
       if (pred && !pred->same_run)
         os << "prediction for " << st->schedule << " on layout " << pred->layout << (pred->mode.empty() ? "" : " (" + pred->mode + ")")
-           << ": " << fixed(pred->predicted_ms) << " ms (another run than the traced one: no measurement to compare)"
+           << ": " << fixed(pred->predicted_ms, 3) << " ms (another run than the traced one: no measurement to compare)"
            << (pred->completed ? "" : " (the simulation stopped: deadlock)")
            << (pred->violations ? " (" + std::to_string(pred->violations) + " violation(s): ppsched check shows them)" : "")
            << "\n";
       else if (pred)
-        os << "prediction for " << st->schedule << (pred->mode.empty() ? "" : " (" + pred->mode + ")") << ": measured " << fixed(c.measured_makespan_ms) << " ms, predicted "
-           << fixed(pred->predicted_ms) << " ms, error " << (pred->error >= 0 ? "+" : "") << fixed(100 * pred->error, 1)
+        os << "prediction for " << st->schedule << (pred->mode.empty() ? "" : " (" + pred->mode + ")") << ": measured " << fixed(c.measured_makespan_ms, 3) << " ms, predicted "
+           << fixed(pred->predicted_ms, 3) << " ms, error " << (pred->error >= 0 ? "+" : "") << fixed(100 * pred->error, 1)
            << "%" << (pred->completed ? "" : " (the simulation stopped: deadlock)")
            << (pred->violations ? " (" + std::to_string(pred->violations) + " violation(s): ppsched check shows them)" : "")
            << "\n";

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "model/errors.hpp"
+#include "model/text_format.hpp"
 #include "sim/cost_model.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/cli/render.hpp"
@@ -14,12 +15,6 @@ namespace ppsched::cli {
 // The summary has a row per stage; more than this is not a table anyone reads.
 constexpr int kMaxSummaryStages = 4096;
 namespace {
-
-std::string fixed(double v, int digits = 3) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
 
 std::string bytes_text(double b) { return human_bytes(static_cast<int64_t>(std::llround(b))); }
 
@@ -43,7 +38,7 @@ std::string link_text(const Link& l, double message_bytes) {
   std::string out = fixed(l.latency_ms * 1e3, 1) + " us + " +
                     (l.bandwidth_GBps ? fixed(*l.bandwidth_GBps, 1) + " GB/s" : std::string("infinite bandwidth"));
   if (message_bytes > 0)
-    out += "  (one " + bytes_text(message_bytes) + " activation: " + fixed(l.transfer_ms(message_bytes)) + " ms)";
+    out += "  (one " + bytes_text(message_bytes) + " activation: " + fixed(l.transfer_ms(message_bytes), 3) + " ms)";
   return out;
 }
 
@@ -63,7 +58,7 @@ std::string summary(const CostModel& c, int stages, bool every) {
                       k.kind == ComputeKind::BackwardInput || k.kind == ComputeKind::BackwardWeight;
     if (body || !all_zero(v)) columns.emplace_back(std::string(k.key), &v);
   }
-  const auto ms = [](double v) { return fixed(v); };
+  const auto ms = [](double v) { return fixed(v, 3); };
   const auto by = [](double v) { return bytes_text(v); };
   std::vector<std::vector<std::string>> table = {{"stage"}};
   for (const auto& [name, v] : columns) table[0].push_back(name + " ms");

@@ -14,6 +14,7 @@
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
 #include "model/formats/schedule_json.hpp"
+#include "model/text_format.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/fuzz/properties.hpp"
 
@@ -74,8 +75,7 @@ int mutate_files(const std::vector<std::string>& files, uint64_t seed, size_t pe
                       {"still_valid", still_valid},
                       {"kinds", by_kind}});
       if (!json) {
-        char line[256];
-        std::snprintf(line, sizeof line, "  %-24s applied %4zu  caught %4zu  still valid %4zu  %s\n",
+        std::string line = format_text("  %-24s applied %4zu  caught %4zu  still valid %4zu  %s\n",
                       std::string(to_string(static_cast<MutationKind>(k))).c_str(), applied, caught, still_valid,
                       kinds.c_str());
         std::cout << line;
@@ -232,16 +232,13 @@ Action add_fuzz(CLI::App& app) {
       if (!d.by_mutation.empty()) row["by_mutation"] = by_mutation;
       summary.push_back(row);
       if (!st->json) {
-        char line[320];
-        std::snprintf(line, sizeof line,
+        std::cout << format_text(
                       "  %-27s %7zu cases (%.1f%% not applicable)  %6.0f cases/s  multi-rank %.1f%%  deadlock %.1f%%  [%s]\n",
                       std::string(fuzz::to_string(props[k])).c_str(), d.cases, 100 * d.discard_rate(), rate,
                       100 * d.share(d.multi_rank), 100 * d.share(d.deadlocks), mix_text(d.all.verdicts).c_str());
-        std::cout << line;
         for (const auto& [name, mix] : d.by_mutation) {
-          std::snprintf(line, sizeof line, "      %-24s kept %6zu  discarded %5zu  judged alone %5zu  [%s]\n", name.c_str(),
-                        mix.kept, mix.discarded, mix.judged_alone, mix_text(mix.verdicts).c_str());
-          std::cout << line;
+          std::cout << format_text("      %-24s kept %6zu  discarded %5zu  judged alone %5zu  [%s]\n", name.c_str(),
+                                   mix.kept, mix.discarded, mix.judged_alone, mix_text(mix.verdicts).c_str());
         }
       }
     }

@@ -5,18 +5,13 @@
 #include <iostream>
 
 #include "model/errors.hpp"
+#include "model/text_format.hpp"
 #include "network/hf_config.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/cli/render.hpp"
 
 namespace ppsched::cli {
 namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 // 8030261248 -> "8,030,261,248"
 std::string grouped(int64_t n) {
@@ -28,7 +23,7 @@ std::string grouped(int64_t n) {
   return out;
 }
 
-std::string billions(double n) { return n >= 1e9 ? fmt("%.2f B", n / 1e9) : n >= 1e6 ? fmt("%.1f M", n / 1e6) : fmt("%.0f", n); }
+std::string billions(double n) { return n >= 1e9 ? fixed(n / 1e9, 2) + " B" : n >= 1e6 ? fixed(n / 1e6, 1) + " M" : fixed(n, 0); }
 
 // "embedding, layers.0-7" for a stage's layers.
 std::string layer_span(const std::vector<int32_t>& idx, const std::vector<Layer>& layers) {
@@ -148,12 +143,12 @@ std::string model_text(const NetworkCosts& nc, const DataParallelOptions& dp) {
   if (t.seq_lens.size() > 8) seq += ",... (" + std::to_string(t.seq_lens.size()) + " micro-batches)";
   out += "  training: sequence " + seq + " x micro-batch " + std::to_string(t.micro_batch_size) + ", " +
          to_string(t.precision) + (t.precision == Precision::Fp32 ? "" : " mixed precision") + ", " +
-         (t.optimizer == Optimizer::Adam ? "Adam" : "SGD") + " (" + fmt("%g", bpp.weights) + " + " + fmt("%g", bpp.grads) +
-         " + " + fmt("%g", bpp.optimizer) + " B per parameter), recompute " +
+         (t.optimizer == Optimizer::Adam ? "Adam" : "SGD") + " (" + general(bpp.weights) + " + " + general(bpp.grads) +
+         " + " + general(bpp.optimizer) + " B per parameter), recompute " +
          (t.recompute.size() == 1 ? std::string(to_string(t.recompute[0])) : std::string("per layer")) + ", FlashAttention " +
          (t.flash_attention ? "on" : "off") + ", TP " + std::to_string(t.tp) + ", " + data_parallel_label(dp) + "\n";
-  out += "  device: " + fmt("%.4g", net.device.flops_per_s / 1e12) + " TFLOP/s x MFU " + fmt("%.3g", net.device.mfu) + " = " +
-         fmt("%.4g", net.device.effective_flops() / 1e12) + " TFLOP/s" +
+  out += "  device: " + general(net.device.flops_per_s / 1e12, 4) + " TFLOP/s x MFU " + general(net.device.mfu, 3) + " = " +
+         general(net.device.effective_flops() / 1e12, 4) + " TFLOP/s" +
          (net.device.memory_bytes ? ", " + human_bytes(*net.device.memory_bytes) + " per rank" : "") + "\n";
   out += "  layout (" + std::to_string(nc.plan.stages.size()) + " stages, " + nc.layout.how + "): " +
          counts_text(nc.layout, nc.layers) + " = Megatron \"" + megatron_text(nc.layout, nc.layers) + "\"\n";
@@ -165,15 +160,13 @@ std::string model_text(const NetworkCosts& nc, const DataParallelOptions& dp) {
     const ResidentBytes held = mm.resident(static_cast<int>(s), dp);
     std::string span = layer_span(st.layers, nc.layers);
     if (span.size() > 26) span = span.substr(0, 23) + "...";
-    char line[400];
-    std::snprintf(line, sizeof line,
+    out += format_text(
                   "  %5zu  %-26s %9s %10.2f %8.3f %8.3f %8.3f %8.3f %11s %10s %10s %11s %11s %11s %11s\n", s, span.c_str(),
                   billions(static_cast<double>(st.params)).c_str(), st.fwd_flops.front() / 1e12, st.fwd_ms.front(),
                   st.bwd_input_ms.front() + st.bwd_weight_ms.front(), st.bwd_input_ms.front(), st.bwd_weight_ms.front(),
                   human_bytes(st.activation_bytes.front()).c_str(), human_bytes(st.weight_grad_bytes.front()).c_str(),
                   human_bytes(st.boundary_bytes.front()).c_str(), human_bytes(held.weights).c_str(),
                   human_bytes(held.grads).c_str(), human_bytes(held.optimizer).c_str(), human_bytes(held.total()).c_str());
-    out += line;
   }
   out += "  (act/micro: kept from forward to backward per micro-batch; W state: kept from BWD_INPUT to BWD_WEIGHT; "
          "resident: held for the whole step, after data-parallel sharding; the peak over a schedule: ppsched simulate "
@@ -225,8 +218,7 @@ Action add_model(CLI::App& app) {
       if (st->layers) {
         std::cout << "  layer                kind        params   fwd TFLOP  bwd-in TFLOP  bwd-w TFLOP   activation    W state  workspace     output\n";
         for (const Layer& l : nc.layers) {
-          char line[300];
-          std::snprintf(line, sizeof line, "  %-20s %-9s %9s %11.3f %13.3f %12.3f %12s %10s %10s %10s\n", l.name.substr(0, 20).c_str(),
+          std::string line = format_text("  %-20s %-9s %9s %11.3f %13.3f %12.3f %12s %10s %10s %10s\n", l.name.substr(0, 20).c_str(),
                         to_string(l.kind), billions(static_cast<double>(l.params)).c_str(), l.fwd_flops / 1e12,
                         l.bwd_input_flops / 1e12, l.bwd_weight_flops / 1e12, human_bytes(l.activation_bytes).c_str(),
                         human_bytes(l.weight_grad_bytes).c_str(), human_bytes(l.workspace_bytes).c_str(),

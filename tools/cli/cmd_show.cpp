@@ -8,6 +8,7 @@
 
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
+#include "model/text_format.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "tools/cli/command.hpp"
@@ -34,12 +35,6 @@ int terminal_width() {
 // a --unit that makes more than kMaxCells cells over all ranks is refused.
 constexpr int64_t kDefaultColumns = 10000;
 constexpr int64_t kMaxCells = int64_t{1} << 22;
-
-std::string ms_text(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, v >= 1 ? "%.3f" : "%.3g", v);
-  return buf;
-}
 
 std::string json_string(const std::string& s) {
   return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

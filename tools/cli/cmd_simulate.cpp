@@ -7,6 +7,7 @@
 
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
+#include "model/text_format.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/tower_on_stage0.hpp"
@@ -17,12 +18,6 @@
 
 namespace ppsched::cli {
 namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 double max_dp_ms(const RunRecord& r) {
   double m = 0;
@@ -103,8 +98,7 @@ std::string memory_text(const RunRecord& r, std::optional<int64_t> budget) {
                     "   act. peak\n";
   for (const auto& x : r.ranks) {
     const RankMemory& m = x.memory;
-    char line[300];
-    std::snprintf(line, sizeof line, "  r%-3d %11s %11s %11s  %11s %11s %11s %11s %11s %11s\n", x.rank,
+    std::string line = format_text("  r%-3d %11s %11s %11s  %11s %11s %11s %11s %11s %11s\n", x.rank,
                   human_bytes(m.weights_bytes).c_str(), human_bytes(m.grads_bytes).c_str(),
                   human_bytes(m.optimizer_bytes).c_str(), human_bytes(m.at_peak_activations_bytes).c_str(),
                   human_bytes(m.at_peak_buffers_bytes).c_str(), human_bytes(m.at_peak_gathered_bytes).c_str(),
@@ -170,15 +164,15 @@ nlohmann::json result_json(const Schedule& s, const RunRecord& r, const CostMode
 
 std::string result_text(const std::string& what, const Schedule& s, const RunRecord& r, const CostModel& c,
                         const DataParallelOptions& dp, std::optional<int64_t> budget) {
-  std::string out = what + ": makespan " + fmt("%.3f", r.makespan_ms) + " ms" + (r.completed ? "" : " (STOPPED: deadlock)") +
-                    ", mean bubble " + fmt("%.1f", 100 * mean_bubble(r)) + "% (costs: " + c.source + ")\n";
+  std::string out = what + ": makespan " + fixed(r.makespan_ms, 3) + " ms" + (r.completed ? "" : " (STOPPED: deadlock)") +
+                    ", mean bubble " + fixed(100 * mean_bubble(r), 1) + "% (costs: " + c.source + ")\n";
   if (dp.degree > 1) {
     int inter = 0, fsdp_steps = 0;
     for (const auto& x : r.ranks) inter += x.dp_ring_inter_node;
     for (const auto& prog : s.programs)
       for (const auto& slot : prog) fsdp_steps += slot && info(slot->op).collective == CollectiveScope::DataParallel;
     out += "  data parallel: " + data_parallel_label(dp) + ", world " + std::to_string(static_cast<int64_t>(s.ranks) * dp.degree) +
-           " ranks; DP collectives " + fmt("%.3f", r.dp_collective_ms) + " ms over all ranks, " + fmt("%.3f", max_dp_ms(r)) +
+           " ranks; DP collectives " + fixed(r.dp_collective_ms, 3) + " ms over all ranks, " + fixed(max_dp_ms(r), 3) +
            " ms on the busiest; ring " +
            (inter == 0 ? "intra-node" : inter == static_cast<int>(r.ranks.size()) ? "inter-node" : "inter-node on " + std::to_string(inter) + " ranks") +
            "\n";
@@ -188,8 +182,7 @@ std::string result_text(const std::string& what, const Schedule& s, const RunRec
   }
   out += "  rank   busy ms    idle ms  bubble   peak memory  at ms\n";
   for (const auto& x : r.ranks) {
-    char line[160];
-    std::snprintf(line, sizeof line, "  r%-3d %9.3f  %9.3f  %5.1f%%  %12s  %.3f\n", x.rank, x.busy_ms, x.idle_ms,
+    std::string line = format_text("  r%-3d %9.3f  %9.3f  %5.1f%%  %12s  %.3f\n", x.rank, x.busy_ms, x.idle_ms,
                   100 * x.bubble_fraction, human_bytes(x.peak_memory_bytes).c_str(), x.peak_memory_time_ms);
     out += line;
   }
@@ -377,8 +370,7 @@ Action add_compare(CLI::App& app) {
       bool good = r.check.ok() && r.completed;
       ok = ok && good;
       std::string name = f.substr(f.find_last_of('/') + 1) + (tower_on_stage0 ? " *" : "");
-      char line[256];
-      std::snprintf(line, sizeof line, "%-42s %11.3f  %6.1f%%  %12s  %9d  %6zu  %s\n", name.substr(0, 42).c_str(), r.makespan_ms,
+      std::string line = format_text("%-42s %11.3f  %6.1f%%  %12s  %9d  %6zu  %s\n", name.substr(0, 42).c_str(), r.makespan_ms,
                     100 * mean_bubble(r), human_bytes(max_peak(r)).c_str(), messages, r.steps,
                     good ? "ok" : (std::to_string(r.check.violations.size()) + " violations").c_str());
       table += line;

@@ -7,6 +7,7 @@
 
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
+#include "model/text_format.hpp"
 #include "network/layout.hpp"
 #include "sim/network_costs.hpp"
 #include "sim/search/pareto.hpp"
@@ -19,12 +20,6 @@
 
 namespace ppsched::cli {
 namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 std::string peaks_text(const std::vector<int64_t>& peaks) {
   std::string out;
@@ -143,13 +138,12 @@ int print_pareto(const search::TuneRequest& rq, const CostModel& shown, const st
   }
   std::cout << "  memory        activations  makespan ms    span ms  schedule\n";
   for (const auto& p : r.frontier) {
-    char line[512];
-    std::snprintf(line, sizeof line, "  %-12s %12.2f %12.3f %10.3f  %s (%s)\n", human_bytes(static_cast<int64_t>(p.memory)).c_str(),
+    std::string line = format_text("  %-12s %12.2f %12.3f %10.3f  %s (%s)\n", human_bytes(static_cast<int64_t>(p.memory)).c_str(),
                   activations(p), p.entry.makespan_ms, p.entry.span_ms, p.entry.name.c_str(), p.entry.origin.c_str());
     std::cout << line;
   }
   std::cout << "frontier: " << r.frontier.size() << " points from " << r.searches << " searches, " << r.evaluations
-            << " orders evaluated, " << fmt("%.1f", r.seconds) << " s"
+            << " orders evaluated, " << fixed(r.seconds, 1) << " s"
             << (r.stopped_by_time ? " (some stopped by --seconds: the result may depend on timing)" : " (deterministic for --seed)")
             << (r.truncated ? "; stopped at --pareto-searches with candidates still fitting" : "") << "\n";
   return kOk;
@@ -434,9 +428,9 @@ Action add_tune(CLI::App& app) {
     rows.back().push_back("verdict");
     for (size_t i = 0; i < r.leaderboard.size(); ++i) {
       const auto& e = r.leaderboard[i];
-      std::vector<std::string> row = {std::to_string(i + 1), e.name, origin_kind(e.origin), fmt("%.3f", e.makespan_ms),
-                                      fmt("%.3f", e.span_ms),
-                                      fmt("%.1f", 100 * e.bubble) + "%", std::to_string(e.messages)};
+      std::vector<std::string> row = {std::to_string(i + 1), e.name, origin_kind(e.origin), fixed(e.makespan_ms, 3),
+                                      fixed(e.span_ms, 3),
+                                      fixed(100 * e.bubble, 1) + "%", std::to_string(e.messages)};
       if (with_model) row.push_back(clip_words(e.layout, 400));
       row.push_back(peaks_text(e));
       // Whole words only; tune --json has every verdict whole.
@@ -446,32 +440,32 @@ Action add_tune(CLI::App& app) {
     std::vector<bool> right = {true, false, false, true, true, true, true};
     std::cout << aligned(rows, right);
     std::cout << "  " << kBubbleLegend << "\n";
-    std::cout << "best: " << best.name << " (" << best.origin << "), makespan " << fmt("%.3f", best.makespan_ms) << " ms";
+    std::cout << "best: " << best.name << " (" << best.origin << "), makespan " << fixed(best.makespan_ms, 3) << " ms";
     if (best_family)
-      std::cout << "; best family " << best_family->name << " " << fmt("%.3f", best_family->makespan_ms) << " ms (gain "
-                << fmt("%.2f", 100 * (best_family->makespan_ms / best.makespan_ms - 1)) << "%)";
+      std::cout << "; best family " << best_family->name << " " << fixed(best_family->makespan_ms, 3) << " ms (gain "
+                << fixed(100 * (best_family->makespan_ms / best.makespan_ms - 1), 2) << "%)";
     std::cout << "\n";
     if (with_model) std::cout << "layout: " << best_counts << " = Megatron \"" << best_megatron << "\"\n";
     if (part) {
       std::cout << "partition: " << part->layouts << " layouts timed with the families; even split "
                 << search::counts_string(part->even_counts) << " "
-                << (part->even_makespan > 0 ? fmt("%.3f", part->even_makespan) + " ms" : std::string("(nothing fits)"))
-                << (part->even_makespan > 0 ? ", gain " + fmt("%.2f", 100 * (part->even_makespan / best.makespan_ms - 1)) + "%" : "")
+                << (part->even_makespan > 0 ? fixed(part->even_makespan, 3) + " ms" : std::string("(nothing fits)"))
+                << (part->even_makespan > 0 ? ", gain " + fixed(100 * (part->even_makespan / best.makespan_ms - 1), 2) + "%" : "")
                 << "\n";
     }
-    std::cout << "lower bound: " << fmt("%.3f", r.bound.makespan) << " ms (binding: " << r.bound.makespan_binding
-              << "), gap " << fmt("%.2f", 100 * r.gap) << "%"
+    std::cout << "lower bound: " << fixed(r.bound.makespan, 3) << " ms (binding: " << r.bound.makespan_binding
+              << "), gap " << fixed(100 * r.gap, 2) << "%"
               << (r.gap < -1e-9 ? " (below the bound: the bound assumes one compute at a time; this schedule overlaps "
                                   "F and B in OVERLAP steps)"
                   : r.gap <= 1e-9 ? " (optimal)" : "")
               << "\n";
     const double span_gap = r.bound.span > 0 ? best.span_ms / r.bound.span - 1 : 0;
-    std::cout << "span lower bound (ZB's objective, longest rank span): " << fmt("%.3f", r.bound.span) << " ms (binding: "
-              << r.bound.span_binding << "), best's span " << fmt("%.3f", best.span_ms) << " ms, gap "
-              << fmt("%.2f", 100 * span_gap) << "%" << (std::abs(span_gap) <= 1e-9 ? " (optimal)" : "") << "\n";
+    std::cout << "span lower bound (ZB's objective, longest rank span): " << fixed(r.bound.span, 3) << " ms (binding: "
+              << r.bound.span_binding << "), best's span " << fixed(best.span_ms, 3) << " ms, gap "
+              << fixed(100 * span_gap, 2) << "%" << (std::abs(span_gap) <= 1e-9 ? " (optimal)" : "") << "\n";
     if (st->explain) std::cout << "how the bounds are computed: " << r.bound.formula << "\n";
     else std::cout << "(tune --explain prints how the bounds are computed)\n";
-    std::cout << "search: " << fmt("%.1f", r.seconds) << " s, " << r.evaluations << " orders evaluated"
+    std::cout << "search: " << fixed(r.seconds, 1) << " s, " << r.evaluations << " orders evaluated"
               << (r.stopped_by_time ? " (stopped by --seconds: the result may depend on timing)" : " (deterministic for --seed)")
               << "\n";
     if (!st->out.empty()) std::cout << "wrote " << st->out << " (P2P steps inserted; verified)\n";

@@ -13,6 +13,7 @@
 
 #include "model/generators/generator.hpp"
 #include "lowering/options.hpp"
+#include "model/text_format.hpp"
 #include "model/validate.hpp"
 #include "model/formats/schedule_io.hpp"
 #include "model/schedule.hpp"
@@ -75,8 +76,7 @@ inline CLI::Validator number_in(double lo_exclusive, double hi) {
           used = 0;
         }
         if (used == 0 || used != text.size() || !(v > lo_exclusive) || !(v <= hi)) {
-          char range[96];
-          std::snprintf(range, sizeof range, "a number above %g and at most %g", lo_exclusive, hi);
+          std::string range = format_text("a number above %g and at most %g", lo_exclusive, hi);
           return std::string("expected ") + range + ", got '" + text.substr(0, 40) + "'";
         }
         return {};

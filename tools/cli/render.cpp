@@ -5,6 +5,7 @@
 #include <set>
 
 #include "model/errors.hpp"
+#include "model/text_format.hpp"
 #include "model/validate.hpp"
 #include "traces/text_grid.hpp"
 
@@ -61,16 +62,6 @@ nlohmann::json report_json(const Schedule& s, const CheckReport& r) {
                 {"peak_memory_bytes", r.stats.peak_memory_bytes},
                 {"resident_memory_bytes", r.stats.resident_bytes}};
   return j;
-}
-
-std::string human_bytes(int64_t b) {
-  char buf[64];
-  double v = static_cast<double>(b);
-  if (b >= (int64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1 << 30));
-  else if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", v / (1 << 20));
-  else if (b >= (1 << 10)) std::snprintf(buf, sizeof buf, "%.1f KiB", v / (1 << 10));
-  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
-  return buf;
 }
 
 std::string report_text(const std::string& what, const Schedule& s, const CheckReport& r) {

@@ -6,6 +6,7 @@
 
 #include "lowering/diagnostics.hpp"
 #include "model/schedule.hpp"
+#include "model/text_format.hpp"
 
 namespace ppsched::cli {
 
@@ -22,6 +23,5 @@ std::string report_text(const std::string& what, const Schedule& s, const CheckR
 // "80GiB", "1.5e9B", "512MB", "4096B" -> bytes; throws InputError, also for a number without
 // its unit ("10": bytes or GiB?), with the spellings that would be taken.
 int64_t parse_bytes(const std::string& text, const std::string& flag);
-std::string human_bytes(int64_t b);
 
 }  // namespace ppsched::cli

@@ -8,6 +8,7 @@
 
 #include "checkers/checks.hpp"
 #include "checkers/oracles.hpp"
+#include "model/text_format.hpp"
 #include "tools/fuzz/comm_oracle.hpp"
 #include "model/errors.hpp"
 #include "model/formats/pytorch_csv.hpp"
@@ -564,10 +565,8 @@ void Distribution::add(Property p, const Verdict& v) {
 }
 
 std::string Distribution::summary() const {
-  char line[200];
-  std::snprintf(line, sizeof line, "%zu cases, %zu kept, %.1f%% discarded, %.1f%% of kept multi-rank, %.1f%% deadlock", cases,
-                kept(), 100 * discard_rate(), 100 * share(multi_rank), 100 * share(deadlocks));
-  return line;
+  return format_text("%zu cases, %zu kept, %.1f%% discarded, %.1f%% of kept multi-rank, %.1f%% deadlock", cases, kept(),
+                     100 * discard_rate(), 100 * share(multi_rank), 100 * share(deadlocks));
 }
 
 Case shrink(Property p, Case c, const Switches& sw, int* steps) {

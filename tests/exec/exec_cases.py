@@ -719,15 +719,16 @@ def measured_makespan(ctx, sched_path, model, tmp, name):
 
 # Out of sample (issue 25 item 3): the fit of one run predicts OTHER runs of the same schedule,
 # run right after it; the measured figure is the median of three such runs. The spread, PP=2
-# 1F1B M=8, this case repeated on this project's 2-core VM:
-# - while two builds ran (load ~4: the ranks share the cores with compilers; runs of the same
-#   schedule took 530 or 750 ms, one 1105 ms), 6 repetitions: -12.5, -10.2, +24.7, -1.7, -32.1,
-#   -10.9 % (in sample -0.2 .. -11.4 %);
-# Bound: a factor OUT_OF_SAMPLE_FACTOR either way, over the worst loaded run: it catches a fit
-# off by a factor 2 (a unit, a lost kind of step, a wrong protocol), not a 10 % error, which the
-# machine's own spread hides; the simulated round trip of tests/model_cli.py (a known per-layer
-# model, another family, V and layout) holds the fit to 0.1 %.
-OUT_OF_SAMPLE_FACTOR = 1.6
+# 1F1B M=8, this case repeated on this project's 2-core VM (2026-12-02):
+# - alone, as the suite runs it (is_parallel false): +2.1, +2.9, -1.4, -0.3, +0.4, -0.9 % in 6
+#   repetitions (in sample -0.1 .. -1.1 %);
+# - beside the rest of a full suite while a helper's build ran: -14.1 %;
+# - while two builds shared the cores (runs of the same schedule took 530 or 750 ms, one
+#   1105 ms): -12.5, -10.2, +24.7, -1.7, -32.1, -10.9 %.
+# Bound: a factor 1.25 either way: 8x the quiet spread and above the one-build run, so a fit
+# 25 % off fails; a 10 % error is within what a loaded machine does to a single run (the
+# simulated round trip of tests/model_cli.py holds the per-layer fit to 0.1 %).
+OUT_OF_SAMPLE_FACTOR = 1.25
 
 
 @case("trace_calibrate_predict_1f1b_pp2_out_of_sample")

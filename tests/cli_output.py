@@ -14,26 +14,16 @@ given as a schedule.
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 EXE, DATA = sys.argv[1], sys.argv[2]
-failures = []
 BUBBLE = "bubble: a rank's idle time over the run's span"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_support import Cli  # noqa: E402
 
-
-def run(*args, expect=0):
-    p = subprocess.run([EXE] + list(args), capture_output=True, text=True, timeout=300)
-    if expect is not None and p.returncode != expect:
-        failures.append("%s: exit %d, expected %d\n%s%s" % (" ".join(args), p.returncode, expect, p.stdout[-1500:],
-                                                           p.stderr[-1500:]))
-    return p
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
+cli = Cli(EXE)
+run, check, failures = cli.run, cli.check, cli.failures
 
 
 tmp = tempfile.mkdtemp(prefix="ppsched_output_")

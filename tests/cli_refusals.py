@@ -11,35 +11,16 @@ and name the nearest command or flag; bare `ppsched` prints the command map.
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 EXE, DATA = sys.argv[1], sys.argv[2]
 LLAMA = os.path.join(DATA, "models", "hf", "llama3_8b.json")
-failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_support import Cli  # noqa: E402
 
-
-def run(*args, expect=0):
-    p = subprocess.run([EXE] + list(args), capture_output=True, text=True, timeout=120)
-    if expect is not None and p.returncode != expect:
-        failures.append("%s: exit %d, expected %d\n%s%s" % (" ".join(args), p.returncode, expect, p.stdout[-1500:],
-                                                           p.stderr[-1500:]))
-    return p
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-
-
-def refused(args, *words):
-    """`args` exits 2 with an error that starts with "error:" and names every one of `words`."""
-    p = run(*args, expect=2)
-    check(p.stderr.startswith("error:"), "%s: the error does not start with 'error:': %r" % (" ".join(args), p.stderr[:300]))
-    for w in words:
-        check(w in p.stderr, "%s: the error does not name %r: %r" % (" ".join(args), w, p.stderr[:600]))
-    return p
+cli = Cli(EXE, timeout=120)
+run, check, refused, failures = cli.run, cli.check, cli.refused, cli.failures
 
 
 tmp = tempfile.mkdtemp(prefix="ppsched_refusals_")

@@ -13,33 +13,22 @@ order; --unit, --width and --json acting; the flags that do not apply refused (e
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 EXE = sys.argv[1]
-failures = []
 ENV = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
 
 
-def run(*args, expect=0):
-    p = subprocess.run([EXE] + list(args), capture_output=True, text=True, timeout=300, env=ENV)
-    if expect is not None and p.returncode != expect:
-        failures.append("%s: exit %d, expected %d\n%s%s" % (" ".join(args), p.returncode, expect, p.stdout[-1500:],
-                                                           p.stderr[-1500:]))
-    return p
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_support import Cli  # noqa: E402
 
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
+cli = Cli(EXE, env=ENV)
+run, check, failures = cli.run, cli.check, cli.failures
 
 
 def refused(args, *words):
-    p = run(*args, expect=2)
-    check(p.stderr.startswith("error:"), "%s: the error does not start with 'error:': %r" % (" ".join(args), p.stderr[:300]))
-    for w in words:
-        check(w in p.stderr, "%s: the error does not name %r: %r" % (" ".join(args), w, p.stderr[:600]))
+    p = cli.refused(args, *words)
     check(p.stdout == "", "%s: a refusal prints no view: %r" % (" ".join(args), p.stdout[:300]))
 
 

@@ -328,11 +328,14 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
           }
           // A collective removed from every member of its group leaves nobody waiting: what is
           // left is what it was for (a replicated stage's gradients never synchronised, a
-          // dependency). Found by this property once remove-collective was drawn more often.
+          // dependency). Found by this property once remove-collective was drawn more often; the
+          // other member's part may also go by a drop-step (chimera: RSs7 removed on rank 0, its
+          // partner RSs3 dropped on rank 3).
           if (mk == MutationKind::RemoveCollective && !outcomes[k].touched.empty()) {
             const Step& x = outcomes[k].touched[0];
             for (size_t j = 0; j < outcomes.size(); ++j)
-              if (j != k && outcomes[j].applied && c.mutations[j].kind == mk)
+              if (j != k && outcomes[j].applied &&
+                  (c.mutations[j].kind == mk || c.mutations[j].kind == MutationKind::DropStep))
                 for (const Step& y : outcomes[j].touched)
                   if (y.op == x.op) want.insert(ViolationKind::Dependency);
           }

@@ -87,11 +87,9 @@ def every_flag_cases(exe, case, path, good, good_csv, good_model):
                 continue  # their value is a folder (the "outputs" cases give them a file)
             if kind == "TEXT" and bounds.startswith(":"):
                 continue  # a choice CLI11 checks (TEXT:{a,b})
-            extra = []
-            if "Needs: --generate" in desc and cmd in ("check", "simulate"):
-                args = gen
-            if "Needs: --model" in desc and "--model" not in args:
-                extra = ["--model", good_model] if cmd != "model" else []
+            # What the option needs: --generate's flags in place of the file, --model's file.
+            call = [cmd] + (gen if "Needs: --generate" in desc and cmd in ("check", "simulate") else args)
+            extra = ["--model", good_model] if "Needs: --model" in desc and cmd != "model" else []
             if kind in ("INT", "UINT"):
                 hi = re.search(r"in \[?\d+ ?(?:\.\.|-) ?(\d+)", bounds + rest)
                 value = str(int(hi.group(1)) + 1) if hi else "99999999999999999999999"
@@ -105,7 +103,6 @@ def every_flag_cases(exe, case, path, good, good_csv, good_model):
             else:
                 continue  # free text (a name, a budget, a layout): the other categories cover those
             seen.add((cmd, flag))
-            call = [cmd] + (args if cmd not in ("check", "simulate") or "Needs: --generate" not in desc else gen)
             case("every flag", "%s %s %s" % (cmd, flag, why), call + extra + [flag, value], expect=[2], max_stderr=1500,
                  before=["simulate", good, "--trace", trace] if cmd == "calibrate" else None)
 

@@ -15,25 +15,14 @@ import json
 import os
 import re
 import sys
-import tempfile
 
 EXE, DATA = sys.argv[1], sys.argv[2]
 BUBBLE = "bubble: a rank's idle time over the run's span"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_support import Cli  # noqa: E402
 
-cli = Cli(EXE)
-run, check, failures = cli.run, cli.check, cli.failures
-
-
-tmp = tempfile.mkdtemp(prefix="ppsched_output_")
-
-
-def write(name, text):
-    path = os.path.join(tmp, name)
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+cli = Cli(EXE, tmp_prefix="ppsched_output_")
+run, check, failures, tmp, write = cli.run, cli.check, cli.failures, cli.tmp, cli.write
 
 
 # ---- item 3: one rule for compute-only JSON and CSV ----

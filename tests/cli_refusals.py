@@ -12,18 +12,16 @@ and name the nearest command or flag; bare `ppsched` prints the command map.
 import json
 import os
 import sys
-import tempfile
 
 EXE, DATA = sys.argv[1], sys.argv[2]
 LLAMA = os.path.join(DATA, "models", "hf", "llama3_8b.json")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_support import Cli  # noqa: E402
 
-cli = Cli(EXE, timeout=120)
-run, check, refused, failures = cli.run, cli.check, cli.refused, cli.failures
+cli = Cli(EXE, timeout=120, tmp_prefix="ppsched_refusals_")
+run, check, refused, failures, tmp = cli.run, cli.check, cli.refused, cli.failures, cli.tmp
 
 
-tmp = tempfile.mkdtemp(prefix="ppsched_refusals_")
 sched = os.path.join(tmp, "1f1b.json")
 run("generate", "1f1b", "--pp", "2", "--micro", "4", "-o", sched)
 trace = os.path.join(tmp, "run.trace.json")

@@ -4,16 +4,27 @@
     from cli_support import Cli
     cli = Cli(EXE)
     run, check, refused, failures = cli.run, cli.check, cli.refused, cli.failures
+    tmp, write = cli.tmp, cli.write
 
 A script appends to `failures` (or calls check) and reports them at its end.
 """
+import os
 import subprocess
+import tempfile
 
 
 class Cli:
-    def __init__(self, exe, env=None, timeout=300):
+    def __init__(self, exe, env=None, timeout=300, tmp_prefix="ppsched_cli_"):
         self.exe, self.env, self.timeout = exe, env, timeout
         self.failures = []
+        self.tmp = tempfile.mkdtemp(prefix=tmp_prefix)  # the script's scratch folder
+
+    def write(self, name, text):
+        """Writes `text` to NAME in the scratch folder; returns its path."""
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
 
     def run(self, *args, expect=0):
         """Runs ppsched ARGS; a failure unless it exits `expect` (None: any exit)."""

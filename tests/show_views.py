@@ -14,7 +14,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 
 EXE = sys.argv[1]
 ENV = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
@@ -23,8 +22,8 @@ ENV = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_support import Cli  # noqa: E402
 
-cli = Cli(EXE, env=ENV)
-run, check, failures = cli.run, cli.check, cli.failures
+cli = Cli(EXE, env=ENV, tmp_prefix="ppsched_show_")
+run, check, failures, tmp, write = cli.run, cli.check, cli.failures, cli.tmp, cli.write
 
 
 def refused(args, *words):
@@ -35,16 +34,6 @@ def refused(args, *words):
 def rows(text):
     """The grid's rank rows ("r0 | ..."), in order."""
     return [l for l in text.splitlines() if re.match(r"r\d+ \|", l)]
-
-
-tmp = tempfile.mkdtemp(prefix="ppsched_show_")
-
-
-def write(name, text):
-    path = os.path.join(tmp, name)
-    with open(path, "w") as f:
-        f.write(text)
-    return path
 
 
 p4m4 = os.path.join(tmp, "1f1b_p4_m4.json")

@@ -1,7 +1,9 @@
 """What the executor's case scripts (exec_cases.py, launcher_cases.py) share: the tiny model,
 the case registry, the failure type, a free port and a strict JSON reader."""
+import importlib.machinery
+import importlib.util
 import json
-import socket
+import os
 
 # A small GPT: 8 blocks so that 8 virtual stages (P=4, V=2) each get one; tiny widths keep a
 # PP=4 run well under a second of compute on 2 cores.
@@ -25,10 +27,21 @@ def registry():
     return cases, case
 
 
+_held_ports = []  # the lock files of the ports this test process reserved, held until it exits
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port for a rendezvous store, reserved as tools/launch-local reserves MASTER_PORT (below
+    the kernel's ephemeral range, locked against the suite's other launches) for as long as
+    this test process runs."""
+    loader = importlib.machinery.SourceFileLoader(
+        "launch_local", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "launch-local"))
+    spec = importlib.util.spec_from_loader("launch_local", loader)
+    launch_local = importlib.util.module_from_spec(spec)
+    loader.exec_module(launch_local)
+    port, lock = launch_local.reserve_port()
+    _held_ports.append(lock)
+    return port
 
 
 def strict_json(text):

@@ -2,6 +2,7 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -106,29 +107,36 @@ void Watchdog::declare(const std::string& report, bool publish_it) {
 }
 
 std::string Watchdog::wait_chain(int peer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return follow_chain(peer).text;
+}
+
+Watchdog::ChainEnd Watchdog::follow_chain(int peer) const {
   // Follow who waits for whom through the last heartbeats: a rank blocked in a transport call
   // waits for that call's peer (in every mode: a blocking P2P step, or the Wait of a posted
   // receive before its consumer); the chain ends at a rank that is not (computing, frozen
-  // before or inside a step, or in a collective), which is the one to look at.
-  std::lock_guard<std::mutex> lock(mu_);
+  // before or inside a step, or in a collective), which is the one to look at. mu_ held.
   std::vector<bool> visited(static_cast<size_t>(world_), false);
   visited[static_cast<size_t>(rank_)] = true;
   std::string via;
+  std::vector<int> chain;
   int r = peer;
   for (;;) {
     const Seen& s = seen_[static_cast<size_t>(r)];
     const int next = s.waiting_on;  // a global rank, as published
     visited[static_cast<size_t>(r)] = true;
+    chain.push_back(r);
     if (next >= 0 && next < world_ && visited[static_cast<size_t>(next)]) {
       // Everyone on the chain waits in a P2P step: the programs deadlock (a schedule run with
       // --no-verify, or a peer posting something else than the comm model says).
-      return "the waits form a cycle: rank " + std::to_string(rank_) + " -> " + (via.empty() ? "" : via + " -> ") +
-             "rank " + std::to_string(r) + " -> rank " + std::to_string(next) + " (rank " + std::to_string(r) +
-             " was last seen at " + describe_progress(s.iteration, s.step, r) + ")";
+      return {-1, std::move(chain),
+              "the waits form a cycle: rank " + std::to_string(rank_) + " -> " + (via.empty() ? "" : via + " -> ") +
+                  "rank " + std::to_string(r) + " -> rank " + std::to_string(next) + " (rank " + std::to_string(r) +
+                  " was last seen at " + describe_progress(s.iteration, s.step, r) + ")"};
     }
     if (next < 0 || next >= world_) {
       std::string at = "rank " + std::to_string(r) + " was last seen at " + describe_progress(s.iteration, s.step, r);
-      return via.empty() ? at : "waiting on " + via + "; the wait chain ends where " + at;
+      return {r, std::move(chain), via.empty() ? at : "waiting on " + via + "; the wait chain ends where " + at};
     }
     via += (via.empty() ? "rank " : " -> rank ") + std::to_string(r);
     r = next;
@@ -140,9 +148,28 @@ std::string Watchdog::settle_failure(const StepFailure& own) {
   if (own.comm) {
     // A communication failure is usually the echo of another rank's failure: wait for its
     // report or for the heartbeat verdict.
-    auto deadline = Clock::now() + heartbeat_timeout_ + std::chrono::seconds(2);
+    // But when every rank on the chain of waits from the peer beat twice since this wait failed
+    // (the first change seen may be a beat from before a death), they are all alive, the end
+    // frozen in a step or slow: no heartbeat verdict will come for them, and a rank that really
+    // failed publishes its report at once. So past 1.5 s, that ends the wait.
+    const auto failed_at = Clock::now();
+    const auto deadline = failed_at + heartbeat_timeout_ + std::chrono::seconds(2);
+    const bool follow = own.peer >= 0 && own.peer < world_;
+    std::vector<long> beats_then;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const Seen& s : seen_) beats_then.push_back(s.beats_seen);
+    }
     while (Clock::now() < deadline) {
       if (auto f = fault()) return *f + "; this rank stopped at " + describe_progress(own.iteration, own.index, rank_);
+      if (follow && Clock::now() - failed_at >= std::chrono::milliseconds(1500)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        const ChainEnd end = follow_chain(own.peer);
+        const bool alive = std::all_of(end.chain.begin(), end.chain.end(), [&](int q) {
+          return seen_[static_cast<size_t>(q)].beats_seen - beats_then[static_cast<size_t>(q)] >= 2;
+        });
+        if (end.rank >= 0 && alive) break;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   } else if (auto f = fault()) {
@@ -191,6 +218,7 @@ void Watchdog::loop() {
         }
         if (c != s.counter) {
           s.counter = c;
+          ++s.beats_seen;
           s.iteration = it;
           s.step = st;
           s.waiting_on = waiting;

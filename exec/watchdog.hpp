@@ -68,6 +68,14 @@ class Watchdog {
  private:
   void loop();
   void declare(const std::string& report, bool publish_it);
+  // Where the chain of P2P waits from `peer` ends: that rank (-1 for a cycle), the ranks on
+  // the chain (peer first), and wait_chain's words for it. mu_ must be held.
+  struct ChainEnd {
+    int rank;
+    std::vector<int> chain;
+    std::string text;
+  };
+  ChainEnd follow_chain(int peer) const;
 
   compat::StorePtr store_;
   int rank_, world_;
@@ -87,6 +95,7 @@ class Watchdog {
     int iteration = -1, step = -1;
     int waiting_on = -1;  // the peer its transport call is blocked on (Progress::waiting_on)
     bool finished = false;
+    long beats_seen = 0;  // how many times a scan saw its counter move
     std::chrono::steady_clock::time_point changed;
   };
   std::vector<Seen> seen_;

@@ -59,6 +59,47 @@ static void BM_SearchZbP8M32OneCore(benchmark::State& state) {
 }
 BENCHMARK(BM_SearchZbP8M32OneCore)->Unit(benchmark::kSecond)->Iterations(1);
 
+// One DES evaluation as tune's DES search makes it (des_refine's time_of: the order as a schedule
+// with its P2P steps, then simulate() with every check, the cost model's memory model and its
+// capacity as the budget, no trace), for the shapes tune and the partition search evaluate:
+// P 4, 8, 16; M = P, 2P, 4P; V 1 and 2; split backward (ZB's F/I/W tasks), the embedded 7B model.
+// evals_per_s is the figure a search's reach scales with (issue 26 item 4); the order is the
+// first family seed of the shape (1F1B or interleaved 1F1B with split backward where it fits).
+static void BM_DesEvaluation(benchmark::State& state) {
+  const int pp = static_cast<int>(state.range(0)), micro = static_cast<int>(state.range(1)),
+            vpp = static_cast<int>(state.range(2));
+  const CostModel costs = default_cost_model(pp * vpp);
+  const Problem p = problem_from_costs(costs, pp, vpp, micro, PlacementKind::Loop, true, MemoryRule::Ppsched, std::nullopt);
+  const std::vector<Found> seeds = family_seeds(p);
+  if (seeds.empty()) {
+    state.SkipWithError("no family fits the shape");
+    return;
+  }
+  SimOptions o;
+  o.record_trace = false;
+  o.check.memory = costs.memory_model(pp * vpp);
+  if (costs.capacity_bytes) o.check.memory_budget = static_cast<int64_t>(*costs.capacity_bytes);
+  size_t steps = 0;
+  for (auto _ : state) {
+    const Schedule s = to_schedule(p, seeds.front().order, "candidate");
+    const RunRecord r = simulate(s, costs, o);
+    if (!r.completed) state.SkipWithError("the evaluation did not complete");
+    steps = s.step_count();
+    benchmark::DoNotOptimize(r.makespan_ms);
+  }
+  state.counters["steps"] = static_cast<double>(steps);
+  state.counters["evals_per_s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_DesEvaluation)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (int pp : {4, 8, 16})
+        for (int k : {1, 2, 4})
+          for (int vpp : {1, 2}) b->Args({pp, k * pp, vpp});
+    })
+    ->ArgNames({"P", "M", "V"})
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.2);
+
 // `ppsched tune --pp 16 --micro 64 --seconds 20` on the embedded model (all cores).
 static void BM_TuneP16M64(benchmark::State& state) {
   TuneResult r;

@@ -72,6 +72,7 @@ OUT_OF_SAMPLE_TARGETS = [
     ("interleaved-1f1b V=2 M=8", ["interleaved-1f1b", "--vpp", "2", "--micro", "8"]),
     ("zbv M=8", ["zbv", "--vpp", "2", "--micro", "8"]),
     ("dualpipev M=8", ["dualpipev", "--vpp", "2", "--micro", "8"]),
+    ("1f1b M=8, uneven layout 3+5 (ppsched-exec --layout 3,5)", ["1f1b", "--micro", "8"], ["--layout", "3,5"]),
 ]
 
 
@@ -98,12 +99,12 @@ def exec_run(args, sched, trace, extra=()):
 def out_of_sample(args):
     """Per repetition: one fit run, then every target run back to back; each target predicted
     from the fit (calibrate --model with the executor's own model file) and measured."""
-    errors = {name: [] for name, _ in OUT_OF_SAMPLE_TARGETS}
-    measured = {name: [] for name, _ in OUT_OF_SAMPLE_TARGETS}
+    errors = {t[0]: [] for t in OUT_OF_SAMPLE_TARGETS}
+    measured = {t[0]: [] for t in OUT_OF_SAMPLE_TARGETS}
     in_sample = []
     with tempfile.TemporaryDirectory() as tmp:
         scheds = {}
-        for name, gen in [("fit", OUT_OF_SAMPLE_FIT)] + OUT_OF_SAMPLE_TARGETS:
+        for name, gen, *_ in [("fit", OUT_OF_SAMPLE_FIT)] + OUT_OF_SAMPLE_TARGETS:
             scheds[name] = os.path.join(tmp, f"{len(scheds)}.json")
             run([args.ppsched, "generate"] + gen + ["--pp", str(args.pp), "-o", scheds[name]])
         model_file = os.path.join(tmp, "model.json")
@@ -115,9 +116,9 @@ def out_of_sample(args):
             cal = json.loads(run([args.ppsched, "calibrate", fit_trace, "--model", model_file, "--schedule",
                                   scheds["fit"], "--json"]))
             in_sample.append(cal["prediction"]["predicted_ms"] / cal["prediction"]["measured_ms"] - 1)
-            for name, _ in OUT_OF_SAMPLE_TARGETS:
+            for name, _, *exec_flags in OUT_OF_SAMPLE_TARGETS:
                 trace = os.path.join(tmp, "target.trace.json")
-                exec_run(args, scheds[name], trace)
+                exec_run(args, scheds[name], trace, exec_flags[0] if exec_flags else ())
                 ms, other = trace_makespan(trace)
                 pred = json.loads(run([args.ppsched, "calibrate", fit_trace, "--model", model_file, "--schedule",
                                        scheds[name], "--layout", traced_counts(other, model), "--json"]))
@@ -125,10 +126,10 @@ def out_of_sample(args):
                 measured[name].append(ms)
             if not args.json:
                 print(f"repetition {rep + 1}: in-sample {100 * in_sample[-1]:+.1f} %; " +
-                      "; ".join(f"{n.split(' (')[0]} {100 * errors[n][-1]:+.1f} %" for n, _ in OUT_OF_SAMPLE_TARGETS),
+                      "; ".join(f"{t[0].split(' (')[0]} {100 * errors[t[0]][-1]:+.1f} %" for t in OUT_OF_SAMPLE_TARGETS),
                       flush=True)
     cells = [{"target": n, "errors": errors[n], "median_abs_error": statistics.median(abs(e) for e in errors[n]),
-              "measured_ms": measured[n]} for n, _ in OUT_OF_SAMPLE_TARGETS]
+              "measured_ms": measured[n]} for n, *_ in OUT_OF_SAMPLE_TARGETS]
     load = os.getloadavg()
     if args.json:
         print(json.dumps({"pp": args.pp, "runs": args.runs, "fit": " ".join(OUT_OF_SAMPLE_FIT), "model": MODEL,

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "exec/cpu_binding.hpp"
 #include "exec/mesh.hpp"
@@ -41,6 +42,7 @@ struct ModelConfig {
   ModelKind kind = ModelKind::Gpt;
   int layers = 0;            // MLP blocks / decoder blocks, split over the virtual stages;
                              // 0: default_layers() (one per stage, at least 4)
+  std::vector<int> stage_blocks;  // --layout: blocks per virtual stage (stage order); empty: even
   int hidden = 32;
   int heads = 2;             // gpt
   int seq = 8;               // gpt: tokens per sample

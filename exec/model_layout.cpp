@@ -18,6 +18,25 @@ int default_layers(ModelKind kind, int stages, int tower_layers) {
 ModelLayout make_layout(const ModelConfig& given, int stages, int tower_layers) {
   if (stages < 1) throw InputError({}, "the model needs at least one stage");
   ModelConfig m = given;
+  if (!m.stage_blocks.empty()) {
+    // --layout: the blocks of each virtual stage, every stage at least one.
+    if (m.kind == ModelKind::StageModules)
+      throw InputError({}, "--layout: the stage modules (--stage-module) already say what each stage holds");
+    if (static_cast<int>(m.stage_blocks.size()) != stages)
+      throw InputError({}, "--layout gives the blocks of " + std::to_string(m.stage_blocks.size()) +
+                               " stages, but the schedule has " + std::to_string(stages) + " virtual stages");
+    long long sum = 0;
+    for (size_t s = 0; s < m.stage_blocks.size(); ++s) {
+      if (m.stage_blocks[s] < 1)
+        throw InputError({}, "--layout: stage " + std::to_string(s) + " gets " + std::to_string(m.stage_blocks[s]) +
+                                 " blocks; every stage needs at least one");
+      sum += m.stage_blocks[s];
+    }
+    if (m.layers == 0 && sum <= 1 << 20) m.layers = static_cast<int>(sum);
+    if (sum != m.layers)
+      throw InputError({}, "--layout puts " + std::to_string(sum) + " blocks on the stages, but --layers is " +
+                               std::to_string(m.layers));
+  }
   if (m.layers == 0 && m.kind != ModelKind::StageModules) m.layers = default_layers(m.kind, stages, std::max(0, tower_layers));
   if (m.kind == ModelKind::StageModules) {
     // One unit per stage: the stage's TorchScript module; no tower (agreement refuses one).
@@ -41,7 +60,8 @@ ModelLayout make_layout(const ModelConfig& given, int stages, int tower_layers) 
   l.stage_units.resize(static_cast<size_t>(stages));
   int next = 0;
   for (int s = 0; s < stages; ++s) {
-    int count = m.layers / stages + (s < m.layers % stages ? 1 : 0);
+    const int count = m.stage_blocks.empty() ? m.layers / stages + (s < m.layers % stages ? 1 : 0)
+                                             : m.stage_blocks[static_cast<size_t>(s)];
     auto& units = l.stage_units[static_cast<size_t>(s)];
     if (gpt && s == 0) units.push_back(0);
     for (int k = 0; k < count; ++k) units.push_back(first_block + next++);

@@ -7,7 +7,7 @@
 //   mlp: units 0..L-1 = Linear + GELU blocks (the last stage adds an MSE loss);
 //   stage modules (--stage-module): unit s = the TorchScript module of stage s, named "stage<s>".
 // The blocks are split over the stages as evenly as possible (the first stages take the
-// remainder); the embedding goes to stage 0 and the head to the last stage. The MPipe tower is
+// remainder), or as --layout says (blocks per stage); the embedding goes to stage 0 and the head to the last stage. The MPipe tower is
 // the first T units of stage 0, which then keeps the rest (at least one unit).
 #pragma once
 

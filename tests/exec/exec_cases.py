@@ -804,6 +804,34 @@ def _(ctx):
                           + refused.stderr)
 
 
+@case("uneven_layout_parity_trace_and_calibrate_pp2")
+def _(ctx):
+    # --layout 3,5: the blocks per virtual stage as given (not the even split), gradients equal to
+    # the single-process reference, the trace naming each stage's layers, and calibrate --model
+    # reading that layout back from the trace. A layout that does not fit is refused by name.
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "run.trace.json")
+        model_file = os.path.join(tmp, "gpt.json")
+        one = ["--generate", "1f1b", "--pp", "2", "--micro", "4"]
+        rc, out, err, dt = launch(ctx, 2, one + GPT + ["--layout", "3,5", "--iterations", "2", "--json", "--check-parity",
+                                                      "--trace", trace, "--model-out", model_file])
+        s = summary(out)
+        expect_parity(s, err, "1f1b P=2 --layout 3,5", dt)
+        with open(trace) as f:
+            other = json.load(f)["otherData"]
+        held = [st["layers"] for st in sorted(other["layers"], key=lambda e: e["stage"])]
+        want = [["embedding", "block0", "block1", "block2"], ["block3", "block4", "block5", "block6", "block7", "head"]]
+        if held != want:
+            raise Failure(f"otherData.layers lists {held}, --layout 3,5 gives {want}")
+        cal = json.loads(run_ppsched(ctx, ["calibrate", trace, "--model", model_file, "--json"]))
+        if not any("the traced layout 3,5 is the trace's" in n for n in cal["notes"]):
+            raise Failure("calibrate --model did not read the layout 3,5 from the trace: " + json.dumps(cal["notes"]))
+        print(f"--layout 3,5: parameters per rank {s['parameter_elements']}, traced layers {[len(h) for h in held]}")
+    expect_refusal(ctx, one + GPT + ["--layout", "3,4"], "--layout puts 7 blocks on the stages, but --layers is 8")
+    expect_refusal(ctx, one + GPT + ["--layout", "8"], "gives the blocks of 1 stages, but the schedule has 2")
+    expect_refusal(ctx, one + GPT + ["--layout", "3;5"], "expected blocks per virtual stage as numbers separated by commas")
+
+
 # ---- --cpu-bind: where each rank runs (exec/cpu_binding.hpp) --------------------------------
 
 def expected_blocks(ranks, allowed):

@@ -67,6 +67,33 @@ TEST_CASE("gpt blocks are split evenly over the stages and the tower is the firs
   CHECK_THROWS_WITH(make_layout(m, 7, 0), Catch::Contains("cannot be split over 7"));
 }
 
+TEST_CASE("--layout puts the given blocks on each stage, and is refused when it does not fit the model or the schedule",
+          "[exec]") {
+  ModelConfig m;
+  m.kind = ModelKind::Gpt;
+  m.layers = 8;
+  m.stage_blocks = {3, 5};
+  ModelLayout l = make_layout(m, 2, 0);
+  CHECK(l.stage_units[0] == std::vector<int>{0, 1, 2, 3});        // embedding + blocks 0..2
+  CHECK(l.stage_units[1] == std::vector<int>{4, 5, 6, 7, 8, 9});  // blocks 3..7 + head
+  m.layers = 0;  // the layout's blocks are the model's
+  CHECK(make_layout(m, 2, 0).units == 10);
+  m.layers = 9;
+  CHECK_THROWS_WITH(make_layout(m, 2, 0), Catch::Contains("puts 8 blocks on the stages, but --layers is 9"));
+  m.layers = 8;
+  CHECK_THROWS_WITH(make_layout(m, 4, 0), Catch::Contains("gives the blocks of 2 stages, but the schedule has 4"));
+  m.stage_blocks = {8, 0};
+  CHECK_THROWS_WITH(make_layout(m, 2, 0), Catch::Contains("stage 1 gets 0 blocks"));
+  // The MLP's stages hold its blocks only; the tower still comes out of stage 0.
+  ModelConfig mlp;
+  mlp.kind = ModelKind::Mlp;
+  mlp.stage_blocks = {1, 2, 1};
+  ModelLayout t = make_layout(mlp, 3, 0);
+  CHECK(t.stage_units[1] == std::vector<int>{1, 2});
+  mlp.stage_blocks = {2, 1, 1};
+  CHECK(make_layout(mlp, 3, 1).tower_units == std::vector<int>{0});
+}
+
 TEST_CASE("without --layers a built-in model gets one block per stage (at least 4), and room for its tower", "[exec]") {
   CHECK(default_layers(ModelKind::Mlp, 2, 0) == 4);
   CHECK(default_layers(ModelKind::Gpt, 4, 1) == 4);  // the tower is the embedding

@@ -19,6 +19,9 @@
 //  intermediate gradients is the price of staying on stock autograd.
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <chrono>
+
 #include "exec/runtime.hpp"
 
 namespace ppsched::exec {
@@ -82,6 +85,7 @@ void run_fwd(RunContext& c, const StepAt& at) {
     at::Tensor prev = c.caches.take(Cache::fwd_outputs_cache, s - 1, m, who).tensors.at(0);
     input = prev.detach().requires_grad_(prev.requires_grad());
   }
+  if (c.keep_probe_inputs && !c.probe_inputs.count(s)) c.probe_inputs[s] = input.detach().clone();
   at::Tensor out;
   if (at.cond & LastStage) {
     // With body data steps the labels are those that travelled with the forward (received,
@@ -147,7 +151,71 @@ void run_bwd_weight(RunContext& c, const StepAt& at) {
   compat::backward(dw.tensors, dw.grads, /*retain_graph=*/false, weights);
 }
 
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
 }  // namespace
+
+std::optional<SplitBackwardProbe> probe_split_backward(RunContext& c, int stage, int repetitions) {
+  const auto kept_input = c.probe_inputs.find(stage);
+  if (kept_input == c.probe_inputs.end()) return std::nullopt;
+  const UnitChain& chain = c.model.chain_of(stage);
+  const bool first = stage == 0, last = stage == c.schedule.stages - 1;
+  const std::vector<at::Tensor> weights = chain.trainable_parameters();
+  std::vector<at::Tensor> kept_grads;
+  for (const at::Tensor& w : weights) kept_grads.push_back(w.grad().defined() ? w.grad().clone() : at::Tensor());
+  const at::Tensor labels = c.data.labels_of(c.data.micro_batch(c.iteration, 0));
+  // The stage's forward from its kept input, as run_fwd runs it; a stage after the first
+  // differentiates its input (the gradient BWD_INPUT ships), stage 0 does not.
+  auto forward = [&](at::Tensor& leaf) {
+    leaf = kept_input->second.detach();
+    if (!first && leaf.is_floating_point()) leaf.requires_grad_(true);
+    return last ? last_stage_loss(c.model_config, chain, leaf, labels, c.schedule.micro_batches) : chain.forward(leaf);
+  };
+  auto sync = [&] {
+    if (c.device.is_cuda()) torch::cuda::synchronize(c.device.index());
+  };
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  std::vector<double> whole, input, weight;
+  for (int k = 0; k < repetitions; ++k) {
+    at::Tensor leaf;
+    at::Tensor out = forward(leaf);
+    std::vector<at::Tensor> grads;
+    if (!last) grads.push_back(torch::ones_like(out));
+    sync();
+    const auto t0 = Clock::now();
+    compat::backward({out}, grads, /*retain_graph=*/false);
+    sync();
+    whole.push_back(ms(t0, Clock::now()));
+  }
+  for (int k = 0; k < repetitions; ++k) {
+    at::Tensor leaf;
+    at::Tensor out = forward(leaf);
+    std::vector<at::Tensor> grads;
+    if (!last) grads.push_back(torch::ones_like(out));
+    sync();
+    const auto t0 = Clock::now();
+    // BWD_INPUT: the input gradient with the graph kept (a no-op on stage 0, run_bwd_input).
+    if (leaf.requires_grad()) compat::grad({out}, {leaf}, grads, /*retain_graph=*/true);
+    sync();
+    const auto t1 = Clock::now();
+    // BWD_WEIGHT: the weights' gradients on the kept graph.
+    compat::backward({out}, grads, /*retain_graph=*/false, weights);
+    sync();
+    const auto t2 = Clock::now();
+    input.push_back(ms(t0, t1));
+    weight.push_back(ms(t1, t2));
+  }
+  for (size_t k = 0; k < weights.size(); ++k) {
+    at::Tensor w = weights[k];
+    if (kept_grads[k].defined()) w.mutable_grad() = kept_grads[k];
+    else w.mutable_grad() = at::Tensor();
+  }
+  return SplitBackwardProbe{stage, median_of(whole), median_of(input), median_of(weight)};
+}
 
 void register_compute_handlers(HandlerTable& t) {
   t[static_cast<size_t>(Op::FWD)].run = run_fwd;

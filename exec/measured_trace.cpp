@@ -27,6 +27,11 @@ RunRecord assemble_measured_run(const Schedule& s, const std::vector<RankTrace>&
     return !t.host.empty() && t.host == ranks.front().host;
   });
   for (const RankTrace& rt : ranks) p.placement.push_back({rt.host, rt.cpus, rt.cpu_bound});
+  // The split-backward probes of every stage, in stage order, when every stage has one.
+  for (const RankTrace& rt : ranks) p.split_backward.insert(p.split_backward.end(), rt.split_backward.begin(), rt.split_backward.end());
+  std::sort(p.split_backward.begin(), p.split_backward.end(),
+            [](const SplitBackwardProbe& a, const SplitBackwardProbe& b) { return a.stage < b.stage; });
+  if (static_cast<int>(p.split_backward.size()) != s.stages) p.split_backward.clear();
   const bool shared_clock = p.shared_clock;
   RunRecorder rec(std::move(p), s.ranks);
 

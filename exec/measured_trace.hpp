@@ -60,6 +60,7 @@ struct RankTrace {
   bool cpu_bound = false;
   std::vector<TracedInterval> intervals;
   std::vector<LoggedMessage> messages;
+  std::vector<SplitBackwardProbe> split_backward;  // this rank's stages (probe_split_backward)
 };
 
 // Its JSON form (inside the rank's report, exec/rank_report.hpp); from_json throws

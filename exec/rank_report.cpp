@@ -14,8 +14,10 @@ json trace_json(const RankTrace& t) {
   for (const TracedInterval& i : t.intervals)
     iv.push_back({i.step_index, i.sub, static_cast<int>(i.lane), i.start_ms, i.end_ms, i.bytes, i.meta, i.first_message, i.messages});
   for (const LoggedMessage& m : t.messages) msg.push_back({m.peer, m.send, m.meta, m.step_index, m.sub, m.tensor});
+  json split = json::array();
+  for (const SplitBackwardProbe& p : t.split_backward) split.push_back({p.stage, p.bwd_ms, p.bwd_input_ms, p.bwd_weight_ms});
   return {{"rank", t.rank}, {"host", t.host}, {"epoch_ns", t.epoch_ns}, {"cpus", t.cpus}, {"cpu_bound", t.cpu_bound},
-          {"intervals", iv}, {"messages", msg}};
+          {"intervals", iv}, {"messages", msg}, {"split_backward", split}};
 }
 
 RankTrace trace_from(const json& j) {
@@ -46,6 +48,8 @@ RankTrace trace_from(const json& j) {
   for (const json& e : j.at("messages"))
     t.messages.push_back({e.at(0).get<int>(), e.at(1).get<bool>(), e.at(2).get<bool>(), e.at(3).get<int>(), e.at(4).get<int>(),
                           e.at(5).get<int>()});
+  for (const json& e : j.at("split_backward"))
+    t.split_backward.push_back({e.at(0).get<int>(), e.at(1).get<double>(), e.at(2).get<double>(), e.at(3).get<double>()});
   return t;
 }
 

@@ -77,6 +77,11 @@ struct Handler {
 using HandlerTable = std::array<Handler, kOpCount>;
 
 void register_compute_handlers(HandlerTable& t);   // handlers_compute.cpp
+// handlers_compute.cpp: one micro-batch's backward of `stage` timed whole and split (BWD_INPUT
+// then BWD_WEIGHT, as the handlers run them), the medians of `repetitions`, on the stage's
+// first forward input of the run (ctx.probe_inputs); the parameters' .grad are left as they
+// were. nullopt when no input was kept for the stage.
+std::optional<SplitBackwardProbe> probe_split_backward(RunContext& c, int stage, int repetitions);
 void register_p2p_handlers(HandlerTable& t);       // handlers_p2p.cpp
 void register_mpipe_handlers(HandlerTable& t);     // handlers_mpipe.cpp
 void register_fsdp_handlers(HandlerTable& t);      // handlers_fsdp.cpp
@@ -149,6 +154,9 @@ struct RunContext {
   std::vector<LoggedMessage> messages;         // this run's traffic, in order
   std::vector<LoggedCollective> collectives;
   StepClock* clock = nullptr;                  // set while an iteration is traced (--trace)
+  // --trace: each local stage's first forward input, kept for probe_split_backward.
+  bool keep_probe_inputs = false;
+  std::map<int, at::Tensor> probe_inputs;
   double collective_bytes = 0;                 // what the last collective step moved (its handler sets it)
 
   // Helpers shared by the handlers.

@@ -401,6 +401,10 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
     phase = "while connecting";
     Runtime runtime(ctx, cfg.run.mode, progress, [&] { watchdog->poll(); }, cfg.run.fault);
     const bool tracing = !cfg.run.trace.empty();
+    // The trace also carries each stage's split-backward cost, probed after the run on the
+    // stage's first input (replica 0, whole parameters: not under --fsdp's shards).
+    const bool probe_split = tracing && replica == 0 && !ctx.dp.sharded();
+    ctx.keep_probe_inputs = probe_split;
     StepClock clock(device.is_cuda(), device.is_cuda() ? device.index() : -1);
     RankTrace traced;
     std::vector<double> local_losses;  // per iteration (meaningful on the last stage's rank)
@@ -439,6 +443,16 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
         for (auto& [name, p] : model.named_parameters())
           if (p.grad().defined()) p.sub_(p.grad() * cfg.run.lr);
       }
+    }
+
+    if (probe_split) {
+      const std::string before = phase;
+      phase = "while probing its split backward";
+      for (int st = 0; st < s.stages; ++st)
+        if (s.rank_of(st) == prank)
+          if (auto probe = probe_split_backward(ctx, st, 5)) traced.split_backward.push_back(*probe);
+      ctx.probe_inputs.clear();
+      phase = before;
     }
 
     // ---- results to rank 0 (through the store, outside the schedule's channels) ---------

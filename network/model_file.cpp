@@ -16,7 +16,9 @@ const Keys kLayerKeys = {"name", "kind", "count", "params", "fwd_flops", "bwd_fl
                          "bwd_weight_flops", "activation_bytes", "output_bytes", "weight_grad_bytes", "workspace_bytes"};
 const Keys kTrainingKeys = {"seq_len", "micro_batch_size", "precision", "optimizer", "distributed_optimizer",
                             "fsdp", "dp", "tp", "recompute", "flash_attention"};
-const Keys kDeviceKeys = {"flops_per_s", "mfu", "memory_bytes", "fitted"};
+const Keys kDeviceKeys = {"flops_per_s", "mfu", "memory_bytes", "fitted", "split_backward"};
+const Keys kSplitStages = {"first_stage", "other_stages"};
+const Keys kSplitKeys = {"input", "weight"};
 const Keys kFittedKinds = {"FWD", "BWD_INPUT", "BWD_WEIGHT"};
 const Keys kFittedKeys = {"flops_per_s", "overhead_ms"};
 const Keys kKinds = {"embedding", "decoder", "mtp", "norm", "head", "loss", "layer"};
@@ -221,6 +223,20 @@ class ModelReader {
         d.fitted[k] = out;
       }
     }
+    if (j.contains("split_backward")) {
+      const nlohmann::json& sb = f_.object(j["split_backward"], "device.split_backward", kSplitStages);
+      for (const char* which : {"first_stage", "other_stages"}) {
+        if (!sb.contains(which)) continue;
+        const std::string path = std::string("device.split_backward.") + which;
+        const nlohmann::json& e = f_.object(sb[which], path, kSplitKeys);
+        Device::SplitCost c;
+        for (auto [key, field] : {std::pair{"input", &Device::SplitCost::input}, std::pair{"weight", &Device::SplitCost::weight}}) {
+          if (!e.contains(key)) f_.fail(path + "." + key, std::string("missing key '") + key + "'");
+          c.*field = f_.number(e[key], path + "." + key, 0, 100, "a fraction of the whole backward from 0 to 100");
+        }
+        (std::string(which) == "first_stage" ? d.split_first : d.split_other) = c;
+      }
+    }
   }
 
   JsonFields f_;
@@ -273,6 +289,10 @@ std::string write_model_file(const std::string& path, const Network& net) {
       fitted[kRateKindKeys[k]] = {{"flops_per_s", net.device.fitted[k]->flops_per_s},
                                      {"overhead_ms", net.device.fitted[k]->overhead_ms}};
   if (!fitted.empty()) dev["fitted"] = fitted;
+  nlohmann::json split = nlohmann::json::object();
+  if (net.device.split_first) split["first_stage"] = {{"input", net.device.split_first->input}, {"weight", net.device.split_first->weight}};
+  if (net.device.split_other) split["other_stages"] = {{"input", net.device.split_other->input}, {"weight", net.device.split_other->weight}};
+  if (!split.empty()) dev["split_backward"] = split;
   out["device"] = dev;
   for (auto it = net.cost_extras.begin(); it != net.cost_extras.end(); ++it) out[it.key()] = it.value();
   if (!net.default_layout.empty()) out["layout"] = net.default_layout;

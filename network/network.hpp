@@ -109,6 +109,14 @@ struct Device {
     double overhead_ms = 0;
   };
   std::optional<Fitted> fitted[3];  // by RateKind
+  // What a split backward costs as fractions of the whole one, measured by the executor
+  // (ppsched-exec --trace probes each stage; calibrate --model keeps the medians): on the first
+  // stage, whose BWD_INPUT differentiates no input, and on the others. A split step's time is
+  // then its fraction of the stage's whole backward. Unset: the halves cost what their FLOPs do.
+  struct SplitCost {
+    double input = 0.5, weight = 0.5;
+  };
+  std::optional<SplitCost> split_first, split_other;
   double effective_flops() const { return flops_per_s * mfu; }
 };
 

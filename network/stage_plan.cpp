@@ -84,8 +84,13 @@ void add_layers(StageFigures& st, const Network& net, const std::vector<const st
     st.bwd_input_flops.push_back(bi);
     st.bwd_weight_flops.push_back(bw);
     st.fwd_ms.push_back(compute_ms(net.device, f, RateKind::Fwd));
-    st.bwd_input_ms.push_back(compute_ms(net.device, bi, RateKind::BwdInput));
-    st.bwd_weight_ms.push_back(compute_ms(net.device, bw, RateKind::BwdWeight));
+    const double input_ms = compute_ms(net.device, bi, RateKind::BwdInput);
+    const double weight_ms = compute_ms(net.device, bw, RateKind::BwdWeight);
+    const double whole_ms = std::round((input_ms + weight_ms) * 1e3) / 1e3;
+    st.bwd_ms.push_back(whole_ms);
+    const auto& split = index == 0 ? net.device.split_first : net.device.split_other;
+    st.bwd_input_ms.push_back(split ? std::round(split->input * whole_ms * 1e3) / 1e3 : input_ms);
+    st.bwd_weight_ms.push_back(split ? std::round(split->weight * whole_ms * 1e3) / 1e3 : weight_ms);
     st.activation_bytes.push_back(checked(act, "kept activation bytes", index));
     st.weight_grad_bytes.push_back(checked(wg, "weight-gradient bytes", index));
     st.workspace_bytes.push_back(checked(ws, "recomputation workspace", index));

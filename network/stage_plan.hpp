@@ -18,7 +18,9 @@ struct StageFigures {
   int64_t weight_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
   // Per micro-batch: one entry, or one per micro-batch when the sequence lengths differ.
   std::vector<double> fwd_flops, bwd_input_flops, bwd_weight_flops;
-  std::vector<double> fwd_ms, bwd_input_ms, bwd_weight_ms;  // the full backward is input + weight
+  std::vector<double> fwd_ms, bwd_ms;  // the whole backward: input + weight by their FLOPs
+  // A split backward's steps: by their FLOPs, or the device's measured split fractions of bwd_ms.
+  std::vector<double> bwd_input_ms, bwd_weight_ms;
   std::vector<int64_t> activation_bytes;   // kept from FWD to the backward
   std::vector<int64_t> weight_grad_bytes;  // kept from BWD_INPUT to BWD_WEIGHT
   std::vector<int64_t> workspace_bytes;    // held while a backward runs (its largest layer's)

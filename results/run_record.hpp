@@ -127,6 +127,15 @@ struct StageLayers {
   std::vector<std::string> layers;
 };
 
+// The executor's split backward measured once on a stage (ppsched-exec --trace, after the run):
+// one micro-batch's whole backward, and the same backward split as the schedule's BWD_INPUT and
+// BWD_WEIGHT steps run it, medians of a few repetitions. A split costs more than the whole when
+// its weight half re-traverses the graph; calibrate --model prices split steps with these ratios.
+struct SplitBackwardProbe {
+  int stage = -1;
+  double bwd_ms = 0, bwd_input_ms = 0, bwd_weight_ms = 0;
+};
+
 struct RunProvenance {
   RunSource source = RunSource::Simulated;
   RunTransport transport = RunTransport::None;
@@ -141,6 +150,7 @@ struct RunProvenance {
   std::string cpu_bind;        // the --cpu-bind mode ("auto", "none", "blocks"); "" when not known
   std::vector<RankPlacement> placement;  // per pipeline rank; empty when not known
   std::vector<StageLayers> layers;       // per stage; empty when not known
+  std::vector<SplitBackwardProbe> split_backward;  // per stage, measured runs with a trace; else empty
   bool shared_clock = false;   // measured: every rank timed on one host's monotonic clock
   std::vector<std::string> notes;  // records that could not be paired with the comm model, ...
 

@@ -143,6 +143,7 @@ Calibration describe_run(const RunProvenance& p, const std::string& file, const 
   cal.micro_batches = p.micro_batches;
   cal.mode = p.mode;
   cal.layers = p.layers;
+  cal.split_backward = p.split_backward;
   if (!p.mode_note.empty()) cal.notes.push_back("the run's mode: " + p.mode_note);
   note_shared_cores(p.placement, cal.notes);
   if (options.stages > 0) cal.stages = options.stages;
@@ -262,6 +263,11 @@ void fit_compute(const std::vector<Slice>& slices, const CalibrateOptions& optio
   if (sub_slices) {
     c.overlap_efficiency = 0;
     cal.notes.push_back("composite sub-steps were timed one after the other: overlap_efficiency 0");
+  } else if (cal.transport != RunTransport::None) {
+    // No composite in this run, but ppsched-exec runs OVERLAP_F_B / OVERLAP_B_F's sub-steps one
+    // after the other on any transport: a prediction of a schedule with them must not hide any.
+    c.overlap_efficiency = 0;
+    cal.notes.push_back("a ppsched-exec run: it runs composite sub-steps one after the other, so overlap_efficiency 0");
   }
   for (const auto& k : compute_keys())
     if (StageValue& f = c.compute(k.kind); !f.given) f = StageValue::scalar(0);

@@ -84,6 +84,7 @@ struct Calibration {
   std::string label;         // the run's display label ("measured (gloo)", "simulated", ...)
   RunTransport transport = RunTransport::None;  // a measured run's transport (its protocol)
   std::vector<StageLayers> layers;  // the model layers each stage held, when the run said
+  std::vector<SplitBackwardProbe> split_backward;  // the executor's split-backward probes, when the trace has them
   int ranks = 0, stages = 0, micro_batches = 0;
   // otherData.mode: the runtime mode the traced run had (comm, overlap_p2p, mpipe_batched_recv,
   // dyn_shape); unset for a trace that does not say.

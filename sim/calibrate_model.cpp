@@ -121,4 +121,26 @@ Device with_fits(Device device, const std::vector<KindFit>& fits) {
   return device;
 }
 
+SplitCosts split_costs(const Calibration& c) {
+  SplitCosts out;
+  std::vector<double> input, weight;
+  for (const SplitBackwardProbe& p : c.split_backward) {
+    if (!(p.bwd_ms > 0)) continue;
+    const Device::SplitCost r{p.bwd_input_ms / p.bwd_ms, p.bwd_weight_ms / p.bwd_ms};
+    if (r.input > 100 || r.weight > 100) continue;  // a whole backward too short to divide by
+    if (p.stage == 0) {
+      out.first = r;
+    } else {
+      input.push_back(r.input);
+      weight.push_back(r.weight);
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  if (!input.empty()) out.other = Device::SplitCost{median(input), median(weight)};
+  return out;
+}
+
 }  // namespace ppsched

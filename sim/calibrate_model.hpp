@@ -33,4 +33,12 @@ std::vector<KindFit> fit_kind_rates(const Calibration& c, const StagePlan& trace
 // `device` with the fits as its fitted rates.
 Device with_fits(Device device, const std::vector<KindFit>& fits);
 
+// What a split backward costs as fractions of the whole one, from the trace's probes of the
+// executor (otherData.split_backward): stage 0's ratios, and the median ratios of the other
+// stages. Unset where the trace has no probe (or a probe of a backward that took no time).
+struct SplitCosts {
+  std::optional<Device::SplitCost> first, other;
+};
+SplitCosts split_costs(const Calibration& c);
+
 }  // namespace ppsched

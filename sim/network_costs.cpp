@@ -76,13 +76,7 @@ CostModel costs_from_plan(const Network& net, const StagePlan& plan, const std::
   c.fwd = stage_value(plan, &StageFigures::fwd_ms);
   c.bwd_input = stage_value(plan, &StageFigures::bwd_input_ms);
   c.bwd_weight = stage_value(plan, &StageFigures::bwd_weight_ms);
-  {
-    // BWD = BWD_INPUT + BWD_WEIGHT, per stage and micro-batch.
-    StagePlan sum = plan;
-    for (auto& st : sum.stages)
-      for (size_t m = 0; m < st.fwd_ms.size(); ++m) st.fwd_ms[m] = st.bwd_input_ms[m] + st.bwd_weight_ms[m];
-    c.bwd = stage_value(sum, &StageFigures::fwd_ms);
-  }
+  c.bwd = stage_value(plan, &StageFigures::bwd_ms);  // the whole backward (a split may cost more)
   const BytesPerParam bpp = net.training.bytes_per_param();
   // The MPipe tower: the first two body layers (a tower of the network's own layers in front
   // of stage 0). Recompute + backward on rank 0, the backward alone on an owner.

@@ -195,6 +195,58 @@ with tempfile.TemporaryDirectory() as tmp:
     p = run("calibrate", trace, "--trace-layout", "8,8,8,8", expect=2)
     check("--model" in p.stderr, "--trace-layout without --model is refused")
 
+# ---- the split backward measured once: a whole-backward trace predicts split schedules ----
+# The truth: the same network on a device whose split backward costs more than the whole (stage
+# 0: no input gradient, the weight half 1.05 of the whole; the others 0.55 + 1.0, as the
+# executor's autograd split measures). A 1F1B trace cannot show it (its backwards are whole): the
+# trace's otherData.split_backward probes (what ppsched-exec --trace writes) carry it into the fit.
+with tempfile.TemporaryDirectory() as tmp:
+    truth_model, wrong = os.path.join(tmp, "truth.json"), os.path.join(tmp, "wrong.json")
+    split = {"first_stage": {"input": 0.0, "weight": 1.05}, "other_stages": {"input": 0.55, "weight": 1.0}}
+    with open(truth_model, "w") as f:
+        json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(LLAMA),
+                   "device": {"split_backward": split}}, f)
+    with open(wrong, "w") as f:
+        json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(LLAMA),
+                   "device": {"flops_per_s": 5e14, "mfu": 0.3}}, f)
+    trace, probed, other = (os.path.join(tmp, n) for n in ("t.json", "probed.json", "zbv.json"))
+    fitted = os.path.join(tmp, "fitted.json")
+    run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", truth_model, "--layout", "8,8,8,8",
+        "--trace", trace)
+    with open(trace) as f:
+        doc = json.load(f)
+    doc["otherData"]["split_backward"] = [
+        {"stage": s, "bwd_ms": 10.0, "bwd_input_ms": 0.0 if s == 0 else 5.5, "bwd_weight_ms": 10.5 if s == 0 else 10.0}
+        for s in range(4)]
+    with open(probed, "w") as f:
+        json.dump(doc, f)
+    run("generate", "zbv", "--pp", "4", "--vpp", "2", "--micro", "16", "-o", other)
+    truth = jrun("simulate", other, "--model", truth_model, "--layout", "4,4,4,4,4,4,4,4")
+    even = jrun("simulate", other, "--model", LLAMA, "--layout", "4,4,4,4,4,4,4,4")
+    check(truth.get("makespan_ms", 0) > 1.05 * even.get("makespan_ms", 0),
+          "the truth's split backward costs more than its FLOPs say: %s vs %s" % (truth.get("makespan_ms"), even.get("makespan_ms")))
+    cal = jrun("calibrate", probed, "--model", wrong, "--trace-layout", "8,8,8,8", "--schedule", other,
+               "--layout", "4,4,4,4,4,4,4,4", "--model-out", fitted)
+    pred = cal.get("prediction", {})
+    err = abs(pred.get("predicted_ms", 0) - truth.get("makespan_ms", -1)) / max(truth.get("makespan_ms", 1), 1e-9)
+    check(err < 1e-3, "ZB-V from a probed 1F1B trace: %s predicted vs %s" % (pred.get("predicted_ms"), truth.get("makespan_ms")))
+    check(any("stage 0: BWD_INPUT 0.00 + BWD_WEIGHT 1.05; other stages: BWD_INPUT 0.55 + BWD_WEIGHT 1.00" in n
+              for n in cal.get("notes", [])), "calibrate says how it priced split steps: %s" % cal.get("notes"))
+    unprobed = jrun("calibrate", trace, "--model", wrong, "--trace-layout", "8,8,8,8", "--schedule", other,
+                    "--layout", "4,4,4,4,4,4,4,4").get("prediction", {})
+    check(abs(unprobed.get("predicted_ms", 0) - truth.get("makespan_ms", 0)) > 0.05 * truth.get("makespan_ms", 0),
+          "without the probes the fit prices split halves by their FLOPs (over 5 %% off): %s" % unprobed.get("predicted_ms"))
+    with open(fitted) as f:
+        check(json.load(f).get("device", {}).get("split_backward") == split, "--model-out keeps the split fractions")
+    again = jrun("simulate", other, "--model", fitted, "--layout", "4,4,4,4,4,4,4,4")
+    check(abs(again.get("makespan_ms", 0) - pred.get("predicted_ms", -1)) < 1e-6, "--model-out reads back as fitted")
+    # A fraction out of range is refused where it is.
+    with open(wrong, "w") as f:
+        json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(LLAMA),
+                   "device": {"split_backward": {"other_stages": {"input": 101, "weight": 1}}}}, f)
+    p = run("model", wrong, "--pp", "4", expect=2)
+    check("device.split_backward.other_stages.input" in p.stderr, "a bad split fraction is located: " + p.stderr[-200:])
+
 # ---- refusals ----
 p = run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--seq-len", "4096", expect=2)
 check("--model" in p.stderr, "--seq-len without --model is refused")

@@ -589,6 +589,17 @@ std::string chrome_trace_json(const Schedule& s, const RunRecord& r, const Trace
     }
     out.raw("]");
   }
+  if (!p.split_backward.empty()) {
+    // Each stage's backward timed whole and split by the executor (calibrate --model prices
+    // split steps with these ratios).
+    out.raw(",\"split_backward\":[");
+    for (size_t k = 0; k < p.split_backward.size(); ++k) {
+      const SplitBackwardProbe& b = p.split_backward[k];
+      out.raw(k ? ",{\"stage\":" : "{\"stage\":").integer(b.stage).raw(",\"bwd_ms\":").number(b.bwd_ms);
+      out.raw(",\"bwd_input_ms\":").number(b.bwd_input_ms).raw(",\"bwd_weight_ms\":").number(b.bwd_weight_ms).raw("}");
+    }
+    out.raw("]");
+  }
   if (!p.notes.empty()) {
     out.raw(",\"notes\":[");
     for (size_t k = 0; k < p.notes.size(); ++k) out.raw(k ? "," : "").str(p.notes[k]);

@@ -166,6 +166,30 @@ RunProvenance read_provenance(const json& root, const std::string& file) {
       p.layers.push_back(std::move(sl));
     }
   }
+  if (other.contains("split_backward")) {
+    const json& l = other["split_backward"];
+    const std::string shape = "expected [{\"stage\": s, \"bwd_ms\": t, \"bwd_input_ms\": t, \"bwd_weight_ms\": t}, ...]";
+    if (!l.is_array()) fail(file, -1, "otherData.split_backward: " + shape);
+    for (size_t k = 0; k < l.size(); ++k) {
+      const std::string where = "otherData.split_backward[" + std::to_string(k) + "]";
+      const json& e = l[k];
+      if (!e.is_object() || !e.contains("stage") || !e["stage"].is_number_integer()) fail(file, -1, where + ": " + shape);
+      const int64_t st = e["stage"].get<int64_t>();
+      if (st < 0 || st >= std::max(p.stages, 1))
+        fail(file, -1, where + ".stage: " + std::to_string(st) + " is not a stage of the trace's " + std::to_string(p.stages));
+      SplitBackwardProbe b;
+      b.stage = static_cast<int>(st);
+      for (auto [key, field] : {std::pair{"bwd_ms", &SplitBackwardProbe::bwd_ms},
+                                std::pair{"bwd_input_ms", &SplitBackwardProbe::bwd_input_ms},
+                                std::pair{"bwd_weight_ms", &SplitBackwardProbe::bwd_weight_ms}}) {
+        if (!e.contains(key) || !e[key].is_number() || !std::isfinite(e[key].get<double>()) || e[key].get<double>() < 0 ||
+            e[key].get<double>() > 1e9)
+          fail(file, -1, where + "." + key + ": expected a time in ms from 0 to 1e9");
+        b.*field = e[key].get<double>();
+      }
+      p.split_backward.push_back(b);
+    }
+  }
   if (other.contains("notes") && other["notes"].is_array())
     for (const json& n : other["notes"])
       if (n.is_string()) p.notes.push_back(n.get<std::string>());

@@ -823,10 +823,19 @@ def _(ctx):
         want = [["embedding", "block0", "block1", "block2"], ["block3", "block4", "block5", "block6", "block7", "head"]]
         if held != want:
             raise Failure(f"otherData.layers lists {held}, --layout 3,5 gives {want}")
+        # The split backward probed once per stage after the run: stage 0's BWD_INPUT differentiates
+        # no input (a no-op), a later stage's does; the weight half re-traverses the graph.
+        probes = sorted(other.get("split_backward", []), key=lambda e: e["stage"])
+        if [p["stage"] for p in probes] != [0, 1] or not all(p["bwd_ms"] > 0 and p["bwd_weight_ms"] > 0 for p in probes) \
+                or probes[0]["bwd_input_ms"] > 0.5 * probes[0]["bwd_ms"] or not probes[1]["bwd_input_ms"] > 0:
+            raise Failure(f"otherData.split_backward is not one probe per stage as the executor splits: {probes}")
         cal = json.loads(run_ppsched(ctx, ["calibrate", trace, "--model", model_file, "--json"]))
         if not any("the traced layout 3,5 is the trace's" in n for n in cal["notes"]):
             raise Failure("calibrate --model did not read the layout 3,5 from the trace: " + json.dumps(cal["notes"]))
-        print(f"--layout 3,5: parameters per rank {s['parameter_elements']}, traced layers {[len(h) for h in held]}")
+        if not any("a split backward is priced as the executor's probe measured it" in n for n in cal["notes"]):
+            raise Failure("calibrate --model did not take the split-backward probes: " + json.dumps(cal["notes"]))
+        print(f"--layout 3,5: parameters per rank {s['parameter_elements']}, traced layers {[len(h) for h in held]}, "
+              f"split-backward probes {probes}")
     expect_refusal(ctx, one + GPT + ["--layout", "3,4"], "--layout puts 7 blocks on the stages, but --layers is 8")
     expect_refusal(ctx, one + GPT + ["--layout", "8"], "gives the blocks of 1 stages, but the schedule has 2")
     expect_refusal(ctx, one + GPT + ["--layout", "3;5"], "expected blocks per virtual stage as numbers separated by commas")

@@ -1,6 +1,7 @@
 // `ppsched calibrate TRACE -o costs.json [--schedule FILE]`: fits a cost model to a trace
 // (sim/calibrate.hpp) and, given the schedule that ran, predicts the run with it and reports
 // the prediction error.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -163,6 +164,25 @@ Action add_calibrate(CLI::App& app) {
       traced_layout = counts_text(traced.layout, traced.layers);
       fits = fit_kind_rates(c, traced.plan);
       net.device = with_fits(net.device, fits);
+      // A split step's time: its measured fraction of the whole backward, when the trace
+      // probed the executor's split and its own backwards were whole (the fit's halves would
+      // otherwise cost what the whole does).
+      const SplitCosts split = split_costs(c);
+      const bool whole_fit = std::any_of(fits.begin(), fits.end(), [](const KindFit& f) { return f.from == "BWD"; });
+      if ((split.first || split.other) && whole_fit) {
+        net.device.split_first = split.first;
+        net.device.split_other = split.other;
+        auto text = [](const char* where, const std::optional<Device::SplitCost>& sc) {
+          return sc ? std::string(where) + " BWD_INPUT " + fixed(sc->input, 2) + " + BWD_WEIGHT " + fixed(sc->weight, 2) : std::string();
+        };
+        std::string what = text("stage 0:", split.first);
+        if (split.other) what += (what.empty() ? "" : "; ") + text("other stages:", split.other);
+        c.notes.push_back("a split backward is priced as the executor's probe measured it (otherData.split_backward), "
+                          "as fractions of the whole backward: " + what);
+      } else if (split.first || split.other) {
+        c.notes.push_back("the trace's split-backward probes were not used: its own backwards were split, so the fit "
+                          "already prices them");
+      }
       // The trace's link, protocol and collectives stay the fitted model's.
       const nlohmann::json fitted_costs = nlohmann::json::parse(write_cost_model(c.costs));
       for (const char* key : {"link", "collectives", "protocol", "overlap_efficiency"})

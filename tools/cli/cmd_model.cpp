@@ -116,7 +116,7 @@ nlohmann::json model_json(const NetworkCosts& nc, const DataParallelOptions& dp)
                            {"params", st.params},
                            {"fwd_flops", st.fwd_flops.front()},
                            {"fwd_ms", st.fwd_ms.front()},
-                           {"bwd_ms", st.bwd_input_ms.front() + st.bwd_weight_ms.front()},
+                           {"bwd_ms", st.bwd_ms.front()},
                            {"bwd_input_ms", st.bwd_input_ms.front()},
                            {"bwd_weight_ms", st.bwd_weight_ms.front()},
                            {"activation_bytes_per_micro", st.activation_bytes.front()},
@@ -163,7 +163,7 @@ std::string model_text(const NetworkCosts& nc, const DataParallelOptions& dp) {
     out += format_text(
                   "  %5zu  %-26s %9s %10.2f %8.3f %8.3f %8.3f %8.3f %11s %10s %10s %11s %11s %11s %11s\n", s, span.c_str(),
                   billions(static_cast<double>(st.params)).c_str(), st.fwd_flops.front() / 1e12, st.fwd_ms.front(),
-                  st.bwd_input_ms.front() + st.bwd_weight_ms.front(), st.bwd_input_ms.front(), st.bwd_weight_ms.front(),
+                  st.bwd_ms.front(), st.bwd_input_ms.front(), st.bwd_weight_ms.front(),
                   human_bytes(st.activation_bytes.front()).c_str(), human_bytes(st.weight_grad_bytes.front()).c_str(),
                   human_bytes(st.boundary_bytes.front()).c_str(), human_bytes(held.weights).c_str(),
                   human_bytes(held.grads).c_str(), human_bytes(held.optimizer).c_str(), human_bytes(held.total()).c_str());

@@ -752,6 +752,48 @@ def _(ctx):
                           f"(median {median:.3f}): {100 * err:+.1f} % is over the bound")
 
 
+# Per layer, out of sample, another family (issue 22 item 5): 1F1B M=8 at PP=2 is run three
+# times and the run of median makespan is fitted (calibrate --model with the executor's own model
+# file and the trace's split-backward probes); it predicts ZB-H1 M=8 (split backward, another
+# schedule), measured as the median of three runs made right after. Bound: a factor 1.10 either
+# way, so a 10 % error fails. Measured spread, this prediction in bench/exec_prediction.py
+# --out-of-sample (one fit run, 5 repetitions, quiet 2-core VM, 2026-12-03): -3.2, -5.8, -2.0,
+# -1.1, -2.8 % (and +0.6..+6.0, -8.0 % in another 5); the noise floor (another run of the
+# fitted 1F1B) -0.4..-3.5 %. The medians here narrow both sides: this case, three runs, -0.4, -1.3,
+# +1.1 %.
+PER_LAYER_FACTOR = 1.10
+
+
+@case("trace_calibrate_predict_per_layer_zbh1_from_1f1b_pp2")
+def _(ctx):
+    with tempfile.TemporaryDirectory() as tmp:
+        fit_sched, target = os.path.join(tmp, "1f1b.json"), os.path.join(tmp, "zbh1.json")
+        run_ppsched(ctx, ["generate", "1f1b", "--pp", "2", "--micro", "8", "-o", fit_sched])
+        run_ppsched(ctx, ["generate", "zb-h1", "--pp", "2", "--micro", "8", "-o", target])
+        model_file = os.path.join(tmp, "model.json")
+        fits = []
+        for k in range(3):
+            trace = os.path.join(tmp, f"fit{k}.trace.json")
+            rc, out, err, dt = launch(ctx, 2, ["--schedule", fit_sched] + PP2_MODEL +
+                                      ["--iterations", "2", "--json", "--trace", trace, "--model-out", model_file])
+            cal = json.loads(run_ppsched(ctx, ["calibrate", trace, "--schedule", fit_sched, "--json"]))
+            fits.append((cal["prediction"]["measured_ms"], trace))
+        fit_ms, fit_trace = sorted(fits)[1]
+        cal = json.loads(run_ppsched(ctx, ["calibrate", fit_trace, "--model", model_file, "--schedule", target, "--json"]))
+        if not any("a split backward is priced as the executor's probe measured it" in n for n in cal["notes"]):
+            raise Failure("the fit did not take the trace's split-backward probes: " + json.dumps(cal["notes"]))
+        predicted = cal["prediction"]["predicted_ms"]
+        others = [measured_makespan(ctx, target, PP2_MODEL, tmp, f"zbh1_{k}")[0] for k in range(3)]
+        median = statistics.median(others)
+        err = predicted / median - 1
+        print(f"1F1B fit runs {', '.join(f'{m:.3f}' for m, _ in fits)} ms (fitted: {fit_ms:.3f}); ZB-H1 predicted "
+              f"{predicted:.3f} ms, measured {', '.join(f'{x:.3f}' for x in others)} ms, median {median:.3f}: "
+              f"OUT OF SAMPLE {100 * err:+.1f} % (bound: within a factor {PER_LAYER_FACTOR:g})")
+        if not 1 / PER_LAYER_FACTOR <= predicted / median <= PER_LAYER_FACTOR:
+            raise Failure(f"the per-layer fit of 1F1B predicts ZB-H1 at {predicted:.3f} ms, its runs measured {others} "
+                          f"(median {median:.3f}): {100 * err:+.1f} % is over the bound")
+
+
 @case("model_out_trace_layers_per_layer_calibration_pp2")
 def _(ctx):
     # The executor's model as a ppsched-model file (--model-out) and the layers each stage held in

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <utility>
@@ -33,6 +34,22 @@ bool better(const LayoutScore& a, const LayoutScore& b) {
 
 // The family a leaderboard label names ("interleaved-1f1b --less-memory V=2" -> its first word).
 std::string family_of(const std::string& label) { return label.substr(0, label.find(' ')); }
+
+// How many layouts put `layers` on `stages` stages, every middle stage at least `min_middle`:
+// C(n + stages - 1, stages - 1) for the n layers left free; -1 when over `cap`.
+long layout_count(int layers, int stages, int min_middle, long cap) {
+  const long n = static_cast<long>(layers) - static_cast<long>(min_middle) * std::max(stages - 2, 0);
+  if (n < 0 || stages < 1) return 0;
+  // C(n + k, k) with k = stages - 1, built up one factor at a time (each step an exact binomial).
+  const long k = stages - 1;
+  long c = 1;
+  for (long i = 1; i <= k; ++i) {
+    if (c > cap * i / (n + i) + 1) return -1;  // would pass the cap: no need for the exact figure
+    c = c * (n + i) / i;
+    if (c > cap) return -1;
+  }
+  return c;
+}
 
 std::vector<double> critical_per_stage(const TuneResult& r, int stages) {
   std::vector<double> out(static_cast<size_t>(stages), 0.0);
@@ -143,6 +160,38 @@ class Searcher {
         best = balanced;
         best_score = s;
       }
+    }
+    // Few enough layouts for the budget: time every one (in lexicographic order), so a small
+    // search finds the best layout the scoring can see, not a local optimum of the walk.
+    if (const long count = layout_count(rq_.body_layers, stages, min_middle, rq_.max_layouts); count >= 0 && count <= limit - layouts) {
+      std::vector<int> c(static_cast<size_t>(stages), 0);
+      bool stop = false;
+      // Fills stage i.. with `left` layers, every middle stage at least min_middle.
+      std::function<void(size_t, int)> fill = [&](size_t i, int left) {
+        if (stop) return;
+        if (i + 1 == c.size()) {
+          if (left < min_of(i)) return;
+          c[i] = left;
+          if (memo.count(c)) return;
+          if (out_of_time()) {
+            stopped_by_time = true;
+            stop = true;
+            return;
+          }
+          LayoutScore sc = memo[c] = evaluate(c, vpp, families);
+          if (better(sc, best_score)) {
+            best = c;
+            best_score = std::move(sc);
+          }
+          return;
+        }
+        for (int k = min_of(i); k <= left; ++k) {
+          c[i] = k;
+          fill(i + 1, left - k);
+        }
+      };
+      fill(0, rq_.body_layers);
+      return best_score.fits || best_score.value < kInf ? best : std::vector<int>{};
     }
     // Each stage's estimated load: its layers' compute and what is pinned to it.
     auto loads = [&](const std::vector<int>& c) {

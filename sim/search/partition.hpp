@@ -3,7 +3,8 @@
 // the P x V stages, in stage order; the layers pinned to the first and last stage (embedding;
 // final norm, head, loss) stay there.
 //
-// Per V: start from the even split (torchtitan's) and from the split that balances the
+// Per V, when the layouts number at most `max_layouts`: time every one (so the best is the
+// DES's best, not a local optimum). Otherwise start from the even split (torchtitan's) and from the split that balances the
 // stages' compute (a dynamic program over contiguous blocks), then move one layer at a time
 // from a stage to another (every stage between them shifts by one layer), trying first the
 // moves off the stages the DES's critical path spends the most compute on and onto the least

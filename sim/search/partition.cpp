@@ -163,7 +163,8 @@ class Searcher {
     }
     // Few enough layouts for the budget: time every one (in lexicographic order), so a small
     // search finds the best layout the scoring can see, not a local optimum of the walk.
-    if (const long count = layout_count(rq_.body_layers, stages, min_middle, rq_.max_layouts); count >= 0 && count <= limit - layouts) {
+    if (const long count = layout_count(rq_.body_layers, stages, min_middle, rq_.max_layouts);
+        rq_.enumerate && count >= 0 && count <= limit - layouts) {
       std::vector<int> c(static_cast<size_t>(stages), 0);
       bool stop = false;
       // Fills stage i.. with `left` layers, every middle stage at least min_middle.

@@ -40,6 +40,7 @@ struct PartitionRequest {
   std::vector<double> layer_ms;
   double first_ms = 0, last_ms = 0;
   long max_layouts = 400;  // layouts evaluated per V
+  bool enumerate = true;   // false: walk even where every layout fits the budget (tests of the walk)
   // Called from the searching thread with the layouts evaluated and the best makespan so far.
   std::function<void(long layouts, double best_ms, double elapsed)> progress;
 };

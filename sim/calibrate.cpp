@@ -61,23 +61,6 @@ std::string_view key_of(ComputeKind kind) {
   return "";
 }
 
-StageValue* compute_field(CostModel& c, ComputeKind kind) {
-  switch (kind) {
-    case ComputeKind::Forward: return &c.fwd;
-    case ComputeKind::Backward: return &c.bwd;
-    case ComputeKind::BackwardInput: return &c.bwd_input;
-    case ComputeKind::BackwardWeight: return &c.bwd_weight;
-    case ComputeKind::TowerForward: return &c.tower_fwd;
-    case ComputeKind::TowerBackward: return &c.tower_bwd;
-    case ComputeKind::TowerGradBackward: return &c.tower_grad_bwd;
-    case ComputeKind::DataLoad: return &c.data_load;
-    case ComputeKind::Fsdp: return &c.fsdp;
-    case ComputeKind::Swap: return &c.swap;
-    case ComputeKind::None: break;
-  }
-  return nullptr;
-}
-
 // One value per stage from per-stage samples: stages without samples take the statistic over
 // all samples (they ran no such step in the trace).
 StageValue per_stage(const std::map<int, std::vector<double>>& by_stage, int stages, Statistic st, bool& filled) {

@@ -180,35 +180,32 @@ std::optional<SplitBackwardProbe> probe_split_backward(RunContext& c, int stage,
   using Clock = std::chrono::steady_clock;
   auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   std::vector<double> whole, input, weight;
-  for (int k = 0; k < repetitions; ++k) {
-    at::Tensor leaf;
-    at::Tensor out = forward(leaf);
-    std::vector<at::Tensor> grads;
-    if (!last) grads.push_back(torch::ones_like(out));
-    sync();
-    const auto t0 = Clock::now();
-    compat::backward({out}, grads, /*retain_graph=*/false);
-    sync();
-    whole.push_back(ms(t0, Clock::now()));
-  }
-  for (int k = 0; k < repetitions; ++k) {
-    at::Tensor leaf;
-    at::Tensor out = forward(leaf);
-    std::vector<at::Tensor> grads;
-    if (!last) grads.push_back(torch::ones_like(out));
-    sync();
-    const auto t0 = Clock::now();
-    // BWD_INPUT: the input gradient with the graph kept (a no-op on stage 0, run_bwd_input).
-    if (leaf.requires_grad()) compat::grad({out}, {leaf}, grads, /*retain_graph=*/true);
-    sync();
-    const auto t1 = Clock::now();
-    // BWD_WEIGHT: the weights' gradients on the kept graph.
-    compat::backward({out}, grads, /*retain_graph=*/false, weights);
-    sync();
-    const auto t2 = Clock::now();
-    input.push_back(ms(t0, t1));
-    weight.push_back(ms(t1, t2));
-  }
+  // Whole and split alternate, so that a drift of the machine's speed reaches both alike.
+  for (int k = 0; k < repetitions; ++k)
+    for (const bool split : {false, true}) {
+      at::Tensor leaf;
+      at::Tensor out = forward(leaf);
+      std::vector<at::Tensor> grads;
+      if (!last) grads.push_back(torch::ones_like(out));
+      sync();
+      const auto t0 = Clock::now();
+      if (!split) {
+        compat::backward({out}, grads, /*retain_graph=*/false);
+        sync();
+        whole.push_back(ms(t0, Clock::now()));
+        continue;
+      }
+      // BWD_INPUT: the input gradient with the graph kept (a no-op on stage 0, run_bwd_input).
+      if (leaf.requires_grad()) compat::grad({out}, {leaf}, grads, /*retain_graph=*/true);
+      sync();
+      const auto t1 = Clock::now();
+      // BWD_WEIGHT: the weights' gradients on the kept graph.
+      compat::backward({out}, grads, /*retain_graph=*/false, weights);
+      sync();
+      const auto t2 = Clock::now();
+      input.push_back(ms(t0, t1));
+      weight.push_back(ms(t1, t2));
+    }
   for (size_t k = 0; k < weights.size(); ++k) {
     at::Tensor w = weights[k];
     if (kept_grads[k].defined()) w.mutable_grad() = kept_grads[k];

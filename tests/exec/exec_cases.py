@@ -732,6 +732,17 @@ def measured_makespan(ctx, sched_path, model, tmp, name):
 OUT_OF_SAMPLE_FACTOR = 1.25
 
 
+def judge_out_of_sample(what, predicted, others, factor):
+    """Prints `what`, the runs and the error against their median; fails outside `factor`."""
+    median = statistics.median(others)
+    err = predicted / median - 1
+    print(f"{what} {', '.join(f'{x:.3f}' for x in others)} ms, median {median:.3f}: "
+          f"OUT OF SAMPLE {100 * err:+.1f} % (bound: within a factor {factor:g})")
+    if not 1 / factor <= predicted / median <= factor:
+        raise Failure(f"{what} measured {others} (median {median:.3f}), predicted {predicted:.3f} ms: "
+                      f"{100 * err:+.1f} % is over the bound")
+
+
 @case("trace_calibrate_predict_1f1b_pp2_out_of_sample")
 def _(ctx):
     with tempfile.TemporaryDirectory() as tmp:
@@ -742,14 +753,9 @@ def _(ctx):
         cal = json.loads(run_ppsched(ctx, ["calibrate", fit_trace, "-o", costs, "--schedule", sched, "--json"]))
         predicted = cal["prediction"]["predicted_ms"]
         others = [measured_makespan(ctx, sched, PP2_MODEL, tmp, f"other{k}")[0] for k in range(3)]
-        median = statistics.median(others)
-        err = predicted / median - 1
-        print(f"fit run {fit_ms:.3f} ms, predicted {predicted:.3f} ms (in sample {100 * (predicted / fit_ms - 1):+.1f} %); "
-              f"other runs {', '.join(f'{x:.3f}' for x in others)} ms, median {median:.3f}: "
-              f"OUT OF SAMPLE {100 * err:+.1f} % (bound: within a factor {OUT_OF_SAMPLE_FACTOR:g})")
-        if not 1 / OUT_OF_SAMPLE_FACTOR <= predicted / median <= OUT_OF_SAMPLE_FACTOR:
-            raise Failure(f"the fit predicts {predicted:.3f} ms, other runs of the schedule measured {others} "
-                          f"(median {median:.3f}): {100 * err:+.1f} % is over the bound")
+        judge_out_of_sample(f"fit run {fit_ms:.3f} ms, predicted {predicted:.3f} ms (in sample "
+                            f"{100 * (predicted / fit_ms - 1):+.1f} %); other runs of the schedule",
+                            predicted, others, OUT_OF_SAMPLE_FACTOR)
 
 
 # Per layer, out of sample, another family (issue 22 item 5): 1F1B M=8 at PP=2 is run three
@@ -784,14 +790,8 @@ def _(ctx):
             raise Failure("the fit did not take the trace's split-backward probes: " + json.dumps(cal["notes"]))
         predicted = cal["prediction"]["predicted_ms"]
         others = [measured_makespan(ctx, target, PP2_MODEL, tmp, f"zbh1_{k}")[0] for k in range(3)]
-        median = statistics.median(others)
-        err = predicted / median - 1
-        print(f"1F1B fit runs {', '.join(f'{m:.3f}' for m, _ in fits)} ms (fitted: {fit_ms:.3f}); ZB-H1 predicted "
-              f"{predicted:.3f} ms, measured {', '.join(f'{x:.3f}' for x in others)} ms, median {median:.3f}: "
-              f"OUT OF SAMPLE {100 * err:+.1f} % (bound: within a factor {PER_LAYER_FACTOR:g})")
-        if not 1 / PER_LAYER_FACTOR <= predicted / median <= PER_LAYER_FACTOR:
-            raise Failure(f"the per-layer fit of 1F1B predicts ZB-H1 at {predicted:.3f} ms, its runs measured {others} "
-                          f"(median {median:.3f}): {100 * err:+.1f} % is over the bound")
+        judge_out_of_sample(f"1F1B fit runs {', '.join(f'{m:.3f}' for m, _ in fits)} ms (fitted: {fit_ms:.3f}); "
+                            f"ZB-H1 predicted {predicted:.3f} ms, its runs", predicted, others, PER_LAYER_FACTOR)
 
 
 @case("model_out_trace_layers_per_layer_calibration_pp2")

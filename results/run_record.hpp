@@ -164,6 +164,7 @@ RunProvenance provenance_of(const Schedule& s, RunSource source);
 struct RunRecord {
   RunProvenance provenance;
   bool completed = false;   // false: stopped by a deadlock (trace holds what ran until then)
+  bool checked = true;      // false: simulated without the checks (SimOptions::run_checks)
   double makespan_ms = 0;
   std::vector<RankSummary> ranks;
   std::vector<CriticalStep> critical_path;  // from the first step to the last, in time order

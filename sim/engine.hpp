@@ -18,6 +18,9 @@ namespace ppsched {
 struct SimOptions {
   CheckOptions check;       // comm semantics (eager/rendezvous, overlap_p2p, batched MPipe recv)
   bool record_trace = true; // keep slices, flows and memory samples
+  // false: the timed run alone, for a search screening candidates: RunRecord::checked is false
+  // and `check` holds nothing, so a candidate the search keeps must be verified on its own.
+  bool run_checks = true;
 };
 
 // The run as a RunRecord (results/run_record.hpp), filled through a RunRecorder like a measured run.

@@ -378,6 +378,32 @@ TEST_CASE("a deadlock stops the simulation with the wait-for cycle", "[simulator
   CHECK(!r.slices.empty());  // the trace up to the stop
 }
 
+TEST_CASE("without the checks (a search's screening run) the timed run is the same, and says it was not checked",
+          "[simulator]") {
+  GenerateOptions g;
+  g.pp = 4;
+  g.vpp = 2;
+  g.micro = 8;
+  const Schedule s = generate("zbv", g);
+  const CostModel c = default_cost_model(s.stages);
+  SimOptions checked, screened;
+  checked.record_trace = screened.record_trace = false;
+  screened.run_checks = false;
+  const RunRecord a = simulate(s, c, checked), b = simulate(s, c, screened);
+  CHECK(a.checked);
+  CHECK_FALSE(b.checked);
+  CHECK(b.check.violations.empty());
+  CHECK(a.completed == b.completed);
+  CHECK(a.makespan_ms == b.makespan_ms);
+  // A deadlock stops it as before, with nothing to explain it (and no engine-bug throw).
+  Schedule bad = read_schedule_file(data("bad/both_send_first.json"));
+  CostModel rendezvous = uniform(1.0, 2.0);
+  rendezvous.eager_threshold_bytes = -1;
+  const RunRecord d = simulate(bad, rendezvous, screened);
+  CHECK_FALSE(d.completed);
+  CHECK_FALSE(d.checked);
+}
+
 TEST_CASE("the simulation reports the checks' verdicts on a run that stops, without replaying again", "[simulator]") {
   // A second receive nobody sends: the timed run stops, the matching pass explains why, and
   // the stuck set is not reported again as a deadlock (as `ppsched check` reports it).

@@ -380,11 +380,7 @@ TEST_CASE("a deadlock stops the simulation with the wait-for cycle", "[simulator
 
 TEST_CASE("without the checks (a search's screening run) the timed run is the same, and says it was not checked",
           "[simulator]") {
-  GenerateOptions g;
-  g.pp = 4;
-  g.vpp = 2;
-  g.micro = 8;
-  const Schedule s = generate("zbv", g);
+  const Schedule s = gen("zbv", 4, 8, 2);
   const CostModel c = default_cost_model(s.stages);
   SimOptions checked, screened;
   checked.record_trace = screened.record_trace = false;

@@ -39,18 +39,6 @@ struct Slice {
   throw InputError(where, msg);
 }
 
-double statistic(std::vector<double> v, Statistic s) {
-  if (v.empty()) return 0;
-  if (s == Statistic::Mean) {
-    double sum = 0;
-    for (double x : v) sum += x;
-    return sum / static_cast<double>(v.size());
-  }
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // Rounds a fitted time to whole nanoseconds (the trace's resolution): digits beyond it are
 // noise, and round numbers keep the written cost file readable.
 double to_ns_ms(double ms) { return std::round(ms * 1e6) / 1e6; }
@@ -566,6 +554,18 @@ void check_limits(const CostModel& c, const std::string& file) {
 }
 
 }  // namespace
+
+double statistic(std::vector<double> v, Statistic s) {
+  if (v.empty()) return 0;
+  if (s == Statistic::Mean) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / static_cast<double>(v.size());
+  }
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 Calibration calibrate_run(const ReadTrace& trace, const std::string& file, const CalibrateOptions& options) {
   Calibration cal = describe_run(trace.record.provenance, file, options);

@@ -41,6 +41,9 @@ namespace ppsched {
 
 enum class Statistic { Median, Mean };
 
+// The statistic of `v` (0 when empty; the median of an even count is the mean of the middle two).
+double statistic(std::vector<double> v, Statistic s);
+
 struct CalibrateOptions {
   Statistic statistic = Statistic::Mean;
   int stages = -1;  // -1: otherData.stages of the trace

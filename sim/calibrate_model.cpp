@@ -135,11 +135,8 @@ SplitCosts split_costs(const Calibration& c) {
       weight.push_back(r.weight);
     }
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  };
-  if (!input.empty()) out.other = Device::SplitCost{median(input), median(weight)};
+  if (!input.empty())
+    out.other = Device::SplitCost{statistic(input, Statistic::Median), statistic(weight, Statistic::Median)};
   return out;
 }
 

@@ -1313,6 +1313,18 @@ TEST_CASE("a trace whose otherData says what it cannot hold is refused where it 
   bad["otherData"]["layers"] = json::array({{{"stage", 9}, {"layers", {"x"}}}});
   CHECK_THAT(refused(bad), Catch::Contains("otherData.layers[0].stage: 9 is not a stage"));
   bad = d;
+  bad["otherData"]["split_backward"] = json::array({{{"stage", 9}, {"bwd_ms", 1}, {"bwd_input_ms", 1}, {"bwd_weight_ms", 1}}});
+  CHECK_THAT(refused(bad), Catch::Contains("otherData.split_backward[0].stage: 9 is not a stage"));
+  bad["otherData"]["split_backward"] = json::array({{{"stage", 1}, {"bwd_ms", 1}, {"bwd_input_ms", -1}, {"bwd_weight_ms", 1}}});
+  CHECK_THAT(refused(bad), Catch::Contains("otherData.split_backward[0].bwd_input_ms: expected a time in ms from 0 to 1e9"));
+  // Written and read back as it was.
+  bad["otherData"]["split_backward"] = json::array({{{"stage", 1}, {"bwd_ms", 2}, {"bwd_input_ms", 1}, {"bwd_weight_ms", 1.5}}});
+  CHECK(refused(bad).empty());
+  const auto probes = read_chrome_trace(bad.dump(), "p.json").record.provenance.split_backward;
+  REQUIRE(probes.size() == 1);
+  CHECK(probes[0].stage == 1);
+  CHECK(probes[0].bwd_weight_ms == 1.5);
+  bad = d;
   bad["otherData"]["mesh"] = {{"shape", {0, 2}}};
   CHECK_THAT(refused(bad), Catch::Contains("otherData.mesh: expected"));
   // A pid the file cannot justify (it would size the record's rank table).

@@ -144,6 +144,13 @@ RunProvenance read_provenance(const json& root, const std::string& file) {
       }
     p.mesh = mesh;
   }
+  // The "stage" of a per-stage entry of otherData (its shape checked by the caller).
+  auto stage_of = [&](const json& e, const std::string& where) {
+    const int64_t st = e["stage"].get<int64_t>();
+    if (st < 0 || st >= std::max(p.stages, 1))
+      fail(file, -1, where + ".stage: " + std::to_string(st) + " is not a stage of the trace's " + std::to_string(p.stages));
+    return static_cast<int>(st);
+  };
   if (other.contains("layers")) {
     const json& l = other["layers"];
     if (!l.is_array()) fail(file, -1, "otherData.layers: expected [{\"stage\": s, \"layers\": [names]}, ...]");
@@ -154,11 +161,7 @@ RunProvenance read_provenance(const json& root, const std::string& file) {
           !e["layers"].is_array())
         fail(file, -1, where + ": expected {\"stage\": s, \"layers\": [names]}");
       StageLayers sl;
-      const int64_t st = e["stage"].get<int64_t>();
-      if (st < 0 || st >= std::max(p.stages, 1))
-        fail(file, -1, where + ".stage: " + std::to_string(st) + " is not a stage of the trace's " +
-                           std::to_string(p.stages));
-      sl.stage = static_cast<int>(st);
+      sl.stage = stage_of(e, where);
       for (const json& n : e["layers"]) {
         if (!n.is_string()) fail(file, -1, where + ".layers: expected layer names (strings)");
         sl.layers.push_back(n.get<std::string>());
@@ -174,11 +177,8 @@ RunProvenance read_provenance(const json& root, const std::string& file) {
       const std::string where = "otherData.split_backward[" + std::to_string(k) + "]";
       const json& e = l[k];
       if (!e.is_object() || !e.contains("stage") || !e["stage"].is_number_integer()) fail(file, -1, where + ": " + shape);
-      const int64_t st = e["stage"].get<int64_t>();
-      if (st < 0 || st >= std::max(p.stages, 1))
-        fail(file, -1, where + ".stage: " + std::to_string(st) + " is not a stage of the trace's " + std::to_string(p.stages));
       SplitBackwardProbe b;
-      b.stage = static_cast<int>(st);
+      b.stage = stage_of(e, where);
       for (auto [key, field] : {std::pair{"bwd_ms", &SplitBackwardProbe::bwd_ms},
                                 std::pair{"bwd_input_ms", &SplitBackwardProbe::bwd_input_ms},
                                 std::pair{"bwd_weight_ms", &SplitBackwardProbe::bwd_weight_ms}}) {

@@ -44,8 +44,7 @@ long layout_count(int layers, int stages, int min_middle, long cap) {
   const long k = stages - 1;
   long c = 1;
   for (long i = 1; i <= k; ++i) {
-    if (c > cap * i / (n + i) + 1) return -1;  // would pass the cap: no need for the exact figure
-    c = c * (n + i) / i;
+    c = c * (n + i) / i;  // c <= cap before the step: no overflow
     if (c > cap) return -1;
   }
   return c;

@@ -16,7 +16,7 @@ const Keys kLayerKeys = {"name", "kind", "count", "params", "fwd_flops", "bwd_fl
                          "bwd_weight_flops", "activation_bytes", "output_bytes", "weight_grad_bytes", "workspace_bytes"};
 const Keys kTrainingKeys = {"seq_len", "micro_batch_size", "precision", "optimizer", "distributed_optimizer",
                             "fsdp", "dp", "tp", "recompute", "flash_attention"};
-const Keys kDeviceKeys = {"flops_per_s", "mfu", "memory_bytes", "fitted", "split_backward"};
+const Keys kDeviceKeys = {"flops_per_s", "mfu", "memory_bytes", "fitted", "split_backward", "rank_time_factors"};
 const Keys kSplitStages = {"first_stage", "other_stages"};
 const Keys kSplitKeys = {"input", "weight"};
 const Keys kFittedKinds = {"FWD", "BWD_INPUT", "BWD_WEIGHT"};
@@ -237,6 +237,25 @@ class ModelReader {
         (std::string(which) == "first_stage" ? d.split_first : d.split_other) = c;
       }
     }
+    // What `ppsched calibrate --model` measured of each traced rank: per compute kind, the
+    // factor on its steps' fitted time.
+    if (j.contains("rank_time_factors")) {
+      const nlohmann::json& r = j["rank_time_factors"];
+      if (!r.is_array() || r.empty() || r.size() > (size_t{1} << 20))
+        f_.fail("device.rank_time_factors", "expected an array of 1 to 2^20 ranks' factors ({\"FWD\": .., \"BWD_INPUT\": .., \"BWD_WEIGHT\": ..})");
+      d.rank_time.clear();
+      for (size_t i = 0; i < r.size(); ++i) {
+        const std::string path = "device.rank_time_factors[" + std::to_string(i) + "]";
+        const nlohmann::json& e = f_.object(r[i], path, kFittedKinds);
+        std::array<double, 3> x{};
+        for (size_t k = 0; k < kFittedKinds.size(); ++k) {
+          const std::string key(kFittedKinds[k]);
+          if (!e.contains(key)) f_.fail(path + "." + key, "missing key '" + key + "'");
+          x[k] = f_.number(e[key], path + "." + key, 1e-3, 1e3, "a factor on the step time from 0.001 to 1000");
+        }
+        d.rank_time.push_back(x);
+      }
+    }
   }
 
   JsonFields f_;
@@ -293,6 +312,12 @@ std::string write_model_file(const std::string& path, const Network& net) {
   if (net.device.split_first) split["first_stage"] = {{"input", net.device.split_first->input}, {"weight", net.device.split_first->weight}};
   if (net.device.split_other) split["other_stages"] = {{"input", net.device.split_other->input}, {"weight", net.device.split_other->weight}};
   if (!split.empty()) dev["split_backward"] = split;
+  if (!net.device.rank_time.empty()) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& x : net.device.rank_time)
+      ranks.push_back({{kRateKindKeys[0], x[0]}, {kRateKindKeys[1], x[1]}, {kRateKindKeys[2], x[2]}});
+    dev["rank_time_factors"] = ranks;
+  }
   out["device"] = dev;
   for (auto it = net.cost_extras.begin(); it != net.cost_extras.end(); ++it) out[it.key()] = it.value();
   if (!net.default_layout.empty()) out["layout"] = net.default_layout;

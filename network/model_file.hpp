@@ -13,7 +13,10 @@
 //                "distributed_optimizer": false, "fsdp": false, "dp": 1, "tp": 1,
 //                "recompute": "none" | "selective" | "full" | [per decoder layer],
 //                "flash_attention": true},
-//   "device": {"flops_per_s": 989e12, "mfu": 0.45 (1 for listed layers), "memory_bytes": 80 GiB},
+//   "device": {"flops_per_s": 989e12, "mfu": 0.45 (1 for listed layers), "memory_bytes": 80 GiB,
+//              what calibrate --model fits: "fitted": {"FWD": {"flops_per_s", "overhead_ms"}, ...},
+//              "split_backward": {"first_stage", "other_stages": {"input", "weight"}},
+//              "rank_time_factors": [{"FWD", "BWD_INPUT", "BWD_WEIGHT"} per rank]},
 //   "link", "collectives", "protocol", "overlap_efficiency": as in a cost file,
 //   "layout": "8,8,8,8" | "Et*8|t*8|t*8|t*8L"
 // }

@@ -14,6 +14,7 @@
 // theoretical_memory_usage.py. network/architecture.cpp states each term.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -117,6 +118,11 @@ struct Device {
     double input = 0.5, weight = 0.5;
   };
   std::optional<SplitCost> split_first, split_other;
+  // What `ppsched calibrate --model` measured of each traced rank, by RateKind: the time its
+  // stages' steps took over what the fitted rates price them at (a slower core, a throttled
+  // GPU). A schedule run on as many ranks prices each stage's steps at its rank's factor;
+  // empty: every rank alike.
+  std::vector<std::array<double, 3>> rank_time;
   double effective_flops() const { return flops_per_s * mfu; }
 };
 

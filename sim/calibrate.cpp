@@ -167,6 +167,7 @@ void fit_compute(const std::vector<Slice>& slices, const CalibrateOptions& optio
   CostModel& c = cal.costs;
   std::map<ComputeKind, std::map<int, std::vector<double>>> samples;
   int composites = 0, sub_slices = 0;
+  cal.stage_ranks.assign(static_cast<size_t>(cal.stages), -1);
   for (const auto& s : slices) {
     if (s.lane != Lane::Compute) continue;
     if (is_composite(s.op)) {
@@ -176,6 +177,10 @@ void fit_compute(const std::vector<Slice>& slices, const CalibrateOptions& optio
     const ComputeKind kind = info(s.op).compute;
     if (kind == ComputeKind::None) continue;
     if (s.sub >= 0) ++sub_slices;
+    if (s.stage >= 0) {
+      int& r = cal.stage_ranks[static_cast<size_t>(s.stage)];
+      r = r == -1 || r == s.pid ? s.pid : -2;
+    }
     samples[kind][s.stage].push_back(s.dur);
   }
   for (const auto& [kind, by_stage] : samples) {

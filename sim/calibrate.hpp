@@ -89,6 +89,9 @@ struct Calibration {
   std::vector<StageLayers> layers;  // the model layers each stage held, when the run said
   std::vector<SplitBackwardProbe> split_backward;  // the executor's split-backward probes, when the trace has them
   int ranks = 0, stages = 0, micro_batches = 0;
+  // Per stage, the rank whose compute slices ran it: -1 none, -2 several (data-parallel
+  // replicas, or a trace whose stages moved).
+  std::vector<int> stage_ranks;
   // otherData.mode: the runtime mode the traced run had (comm, overlap_p2p, mpipe_batched_recv,
   // dyn_shape); unset for a trace that does not say.
   std::optional<CheckOptions> mode;

@@ -11,10 +11,11 @@ namespace {
 
 struct Point {
   double flops, ms;
+  int rank = -1;  // the traced rank that ran the stage (-1: unknown)
 };
 
-// t = a + x / rate by least squares; through the origin when the x do not spread or a < 0.
-KindFit fit_line(const std::vector<Point>& pts) {
+// t = a + x / rate by least squares; through the origin when `origin`, the x do not spread or a < 0.
+KindFit fit_line(const std::vector<Point>& pts, bool origin = false) {
   KindFit f;
   f.points = static_cast<int>(pts.size());
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
@@ -31,7 +32,7 @@ KindFit fit_line(const std::vector<Point>& pts) {
   double slope = 0, a = 0;
   const double den = n * sxx - sx * sx;
   // The FLOPs must differ by more than 1 % for an intercept to mean anything.
-  if (pts.size() >= 2 && hi > lo * 1.01 && den > 0) {
+  if (!origin && pts.size() >= 2 && hi > lo * 1.01 && den > 0) {
     slope = (n * sxy - sx * sy) / den;
     a = (sy - slope * sx) / n;
   }
@@ -57,6 +58,66 @@ KindFit fit_line(const std::vector<Point>& pts) {
   return f;
 }
 
+// t_s = f_r (a + x_s / rate): the line of fit_line and a time factor f_r per rank (a slower
+// core, a throttled GPU), their mean 1. Where no rank ran two stages of different FLOPs, the
+// factors leave nothing to tell an overhead from a rate: the line goes through the origin and
+// each rank's factor makes its own time exact. Else alternating least squares.
+KindFit fit_ranked(const std::vector<Point>& pts) {
+  int ranks = 0;
+  for (const Point& p : pts) {
+    if (p.rank < 0) return fit_line(pts);
+    ranks = std::max(ranks, p.rank + 1);
+  }
+  std::vector<double> lo(static_cast<size_t>(ranks), 0), hi(static_cast<size_t>(ranks), 0);
+  bool spread = false;
+  for (const Point& p : pts) {
+    double& l = lo[static_cast<size_t>(p.rank)];
+    double& h = hi[static_cast<size_t>(p.rank)];
+    l = l > 0 ? std::min(l, p.flops) : p.flops;
+    h = std::max(h, p.flops);
+    spread = spread || h > l * 1.01;
+  }
+  std::vector<double> f(static_cast<size_t>(ranks), 1.0);
+  KindFit line;
+  for (int round = 0; round < (spread ? 50 : 1); ++round) {
+    std::vector<Point> scaled = pts;
+    for (Point& p : scaled) p.ms /= f[static_cast<size_t>(p.rank)];
+    line = fit_line(scaled, !spread);
+    std::vector<double> t(static_cast<size_t>(ranks), 0), m(static_cast<size_t>(ranks), 0);
+    for (const Point& p : pts) {
+      t[static_cast<size_t>(p.rank)] += p.ms;
+      m[static_cast<size_t>(p.rank)] += line.overhead_ms + p.flops / line.flops_per_s * 1e3;
+    }
+    double sum = 0;
+    int n = 0;
+    for (size_t r = 0; r < f.size(); ++r)
+      if (m[r] > 0 && t[r] > 0) {
+        f[r] = t[r] / m[r];
+        sum += f[r];
+        ++n;
+      }
+    // Mean 1 over the ranks with stages: the rates are the mean rank's.
+    const double mean = n ? sum / n : 1.0;
+    for (double& x : f) x /= mean;
+    line.overhead_ms *= mean;
+    line.flops_per_s /= mean;
+  }
+  double ss = 0;
+  line.max_residual_ms = 0;
+  for (const Point& p : pts) {
+    const double r = f[static_cast<size_t>(p.rank)] * (line.overhead_ms + p.flops / line.flops_per_s * 1e3) - p.ms;
+    ss += r * r;
+    line.max_residual_ms = std::max(line.max_residual_ms, std::abs(r));
+  }
+  line.rms_residual_ms = std::sqrt(ss / static_cast<double>(pts.size()));
+  for (double& x : f) x = std::clamp(std::round(x * 1e4) / 1e4, 1e-3, 1e3);
+  line.rank_factors = std::move(f);
+  if (line.flops_per_s < kMinFlopsPerSecond || line.flops_per_s > kMaxFlopsPerSecond)
+    throw InputError({}, "calibrate --model: the fitted rate " + std::to_string(line.flops_per_s) +
+                             " FLOP/s is outside 1e3..1e21: do the model and the trace describe the same run?");
+  return line;
+}
+
 }  // namespace
 
 std::vector<KindFit> fit_kind_rates(const Calibration& c, const StagePlan& traced) {
@@ -75,19 +136,25 @@ std::vector<KindFit> fit_kind_rates(const Calibration& c, const StagePlan& trace
     for (double x : v) sum += x;
     return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
   };
+  // The traced rank of each stage, when every stage ran on one (no data-parallel replicas).
+  const bool ranked = !c.stage_ranks.empty() &&
+                      std::none_of(c.stage_ranks.begin(), c.stage_ranks.end(), [](int r) { return r == -2; });
+  auto rank_of = [&](int stage) {
+    return ranked && static_cast<size_t>(stage) < c.stage_ranks.size() ? c.stage_ranks[static_cast<size_t>(stage)] : -1;
+  };
   auto points = [&](const std::string& key, auto x_of) {
     std::vector<Point> pts;
     if (const auto it = t.find(key); it != t.end())
       for (const auto& [stage, ms] : it->second)
         if (static_cast<size_t>(stage) < stages && x_of(static_cast<size_t>(stage)) > 0)
-          pts.push_back({x_of(static_cast<size_t>(stage)), ms});
+          pts.push_back({x_of(static_cast<size_t>(stage)), ms, rank_of(stage)});
     return pts;
   };
   std::vector<KindFit> out;
   const bool split = t.count("BWD_INPUT") && t.count("BWD_WEIGHT");
   auto fwd = points("FWD", [&](size_t s) { return flops(s, RateKind::Fwd); });
   if (fwd.empty()) throw InputError({}, "calibrate --model: the trace has no forward step time on a stage with FLOPs");
-  KindFit f = fit_line(fwd);
+  KindFit f = fit_ranked(fwd);
   f.key = f.from = "FWD";
   out.push_back(f);
   if (split) {
@@ -95,7 +162,7 @@ std::vector<KindFit> fit_kind_rates(const Calibration& c, const StagePlan& trace
       const std::string key = kRateKindKeys[static_cast<size_t>(k)];
       auto pts = points(key, [&](size_t s) { return flops(s, k); });
       if (pts.empty()) throw InputError({}, "calibrate --model: the trace has no " + key + " step time on a stage with FLOPs");
-      KindFit g = fit_line(pts);
+      KindFit g = fit_ranked(pts);
       g.key = g.from = key;
       out.push_back(g);
     }
@@ -103,7 +170,7 @@ std::vector<KindFit> fit_kind_rates(const Calibration& c, const StagePlan& trace
     // A whole backward: one rate for both halves, its overhead shared between them.
     auto pts = points("BWD", [&](size_t s) { return flops(s, RateKind::BwdInput) + flops(s, RateKind::BwdWeight); });
     if (pts.empty()) throw InputError({}, "calibrate --model: the trace has no backward step time on a stage with FLOPs");
-    KindFit g = fit_line(pts);
+    KindFit g = fit_ranked(pts);
     g.from = "BWD";
     g.overhead_ms /= 2;
     g.key = "BWD_INPUT";
@@ -119,6 +186,22 @@ Device with_fits(Device device, const std::vector<KindFit>& fits) {
     for (size_t k = 0; k < 3; ++k)
       if (f.key == kRateKindKeys[k]) device.fitted[k] = Device::Fitted{f.flops_per_s, f.overhead_ms};
   return device;
+}
+
+RankTimes rank_time_factors(const Calibration& c, const std::vector<KindFit>& fits) {
+  RankTimes out;
+  if (std::any_of(c.stage_ranks.begin(), c.stage_ranks.end(), [](int r) { return r == -2; })) {
+    out.why_not = "a stage ran on several ranks (data-parallel replicas): every rank is priced alike";
+    return out;
+  }
+  size_t ranks = 0;
+  for (const KindFit& f : fits) ranks = std::max(ranks, f.rank_factors.size());
+  out.factors.assign(ranks, {1.0, 1.0, 1.0});
+  for (const KindFit& f : fits)
+    for (size_t k = 0; k < 3; ++k)
+      if (f.key == kRateKindKeys[k])
+        for (size_t r = 0; r < f.rank_factors.size(); ++r) out.factors[r][k] = f.rank_factors[r];
+  return out;
 }
 
 SplitCosts split_costs(const Calibration& c) {

@@ -2,11 +2,15 @@
 // trace gives (sim/calibrate.hpp) explained by the FLOPs the model puts on each stage of the
 // traced layout. Per compute kind, a stage's step time is t_s = overhead + FLOPs_s / rate,
 // fitted by least squares over the stages (through the origin when the stages' FLOPs do not
-// differ enough to separate the two, or the intercept comes out negative). The fitted rates
-// price any layout, V, family or micro-batch count of the same model: the prediction a
-// per-(kind, stage) fit cannot make.
+// differ enough to separate the two, or the intercept comes out negative). Each traced rank
+// has a time factor on top (t_s = f_r (overhead + FLOPs_s / rate), the factors' mean 1): a
+// rank on a slower core takes longer for the same FLOPs, and a schedule predicted on the same
+// ranks prices each stage at the factor of the rank it runs on. The fitted rates price any
+// layout, V, family or micro-batch count of the same model: the prediction a per-(kind, stage)
+// fit cannot make.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -23,6 +27,9 @@ struct KindFit {
   double flops_per_s = 0;   // achieved
   double overhead_ms = 0;   // per step
   bool through_origin = false;
+  // Per traced rank: its stages' time over the line's (mean 1); empty when the trace does not
+  // say which rank ran each stage.
+  std::vector<double> rank_factors;
   double rms_residual_ms = 0, max_residual_ms = 0;
 };
 
@@ -32,6 +39,15 @@ std::vector<KindFit> fit_kind_rates(const Calibration& c, const StagePlan& trace
 
 // `device` with the fits as its fitted rates.
 Device with_fits(Device device, const std::vector<KindFit>& fits);
+
+// Per traced rank, per RateKind: the fits' rank factors (Device::rank_time). Empty, with the
+// reason, when the trace cannot tell ranks apart: a stage ran on several ranks (data-parallel
+// replicas).
+struct RankTimes {
+  std::vector<std::array<double, 3>> factors;
+  std::string why_not;
+};
+RankTimes rank_time_factors(const Calibration& c, const std::vector<KindFit>& fits);
 
 // What a split backward costs as fractions of the whole one, from the trace's probes of the
 // executor (otherData.split_backward): stage 0's ratios, and the median ratios of the other

@@ -131,6 +131,41 @@ CostModel costs_from_plan(const Network& net, const StagePlan& plan, const std::
   return c;
 }
 
+bool apply_rank_time(CostModel& c, const Device& d, const Schedule& s) {
+  if (d.rank_time.empty()) return true;
+  if (d.rank_time.size() != static_cast<size_t>(s.ranks)) return false;
+  const size_t stages = static_cast<size_t>(s.stages);
+  auto scale = [&](StageValue& v, size_t kind) {
+    if (v.rows.empty()) return;
+    std::vector<std::vector<double>> rows(stages);
+    for (size_t st = 0; st < stages; ++st) {
+      rows[st] = v.rows[std::min(st, v.rows.size() - 1)];
+      const double f = d.rank_time[static_cast<size_t>(s.rank_of(static_cast<int>(st)))][kind];
+      for (double& x : rows[st]) x = std::round(x * f * 1e6) / 1e6;
+    }
+    v.rows = std::move(rows);
+  };
+  // A whole backward: its halves' factors, weighted by the halves' times.
+  if (!c.bwd.rows.empty()) {
+    std::vector<std::vector<double>> rows(stages);
+    for (size_t st = 0; st < stages; ++st) {
+      const auto& f = d.rank_time[static_cast<size_t>(s.rank_of(static_cast<int>(st)))];
+      rows[st] = c.bwd.rows[std::min(st, c.bwd.rows.size() - 1)];
+      for (size_t m = 0; m < rows[st].size(); ++m) {
+        const double i = c.bwd_input.at(static_cast<int>(st), static_cast<int>(m));
+        const double w = c.bwd_weight.at(static_cast<int>(st), static_cast<int>(m));
+        const double k = i + w > 0 ? (i * f[1] + w * f[2]) / (i + w) : f[1];
+        rows[st][m] = std::round(rows[st][m] * k * 1e6) / 1e6;
+      }
+    }
+    c.bwd.rows = std::move(rows);
+  }
+  scale(c.fwd, static_cast<size_t>(RateKind::Fwd));
+  scale(c.bwd_input, static_cast<size_t>(RateKind::BwdInput));
+  scale(c.bwd_weight, static_cast<size_t>(RateKind::BwdWeight));
+  return true;
+}
+
 NetworkCosts network_costs(const Network& net, int stages, const std::string& layout_text, const std::string& layout_where) {
   NetworkCosts out;
   out.network = net;

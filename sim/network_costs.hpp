@@ -8,6 +8,7 @@
 
 #include "network/layout.hpp"
 #include "network/network.hpp"
+#include "model/schedule.hpp"
 #include "network/stage_plan.hpp"
 #include "sim/cost_model.hpp"
 
@@ -31,6 +32,11 @@ NetworkCosts network_costs(const Network& net, int stages, const std::string& la
 // The cost model of a stage plan: compute times, boundary messages, kept activations, what each
 // stage holds; the model file's link, collectives, protocol and overlap (cost-file keys) or the
 // default's; the MPipe tower priced as the first two body layers.
+// Prices each stage's compute steps (FWD, BWD, BWD_INPUT, BWD_WEIGHT) at the factor of the rank
+// `s` places it on (Device::rank_time, what calibrate --model measured of each rank). Returns
+// false, changing nothing, when the factors describe another rank count than the schedule's.
+bool apply_rank_time(CostModel& c, const Device& d, const Schedule& s);
+
 CostModel costs_from_plan(const Network& net, const StagePlan& plan, const std::vector<Layer>& layers, std::string source);
 
 }  // namespace ppsched

@@ -30,6 +30,12 @@ def check(cond, what):
         failures.append(what)
 
 
+def llama_on(path, device):
+    """Writes a ppsched-model file: Llama-3-8B (LLAMA) on `device` (the file's "device" object)."""
+    with open(path, "w") as f:
+        json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(LLAMA), "device": device}, f)
+
+
 def jrun(*args, expect=0):
     p = run(*args, "--json", expect=expect)
     try:
@@ -169,9 +175,7 @@ with tempfile.TemporaryDirectory() as tmp:
     fitted = os.path.join(tmp, "fitted.json")
     # The same network on a device the fit must correct (half the rate, another MFU).
     wrong = os.path.join(tmp, "wrong.json")
-    with open(wrong, "w") as f:
-        json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(LLAMA),
-                   "device": {"flops_per_s": 5e14, "mfu": 0.3}}, f)
+    llama_on(wrong, {"flops_per_s": 5e14, "mfu": 0.3})
     run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", LLAMA, "--layout", "10,8,8,6",
         "--trace", trace)
     run("generate", "zbv", "--pp", "4", "--vpp", "2", "--micro", "16", "-o", other)
@@ -203,12 +207,8 @@ with tempfile.TemporaryDirectory() as tmp:
 with tempfile.TemporaryDirectory() as tmp:
     truth_model, wrong = os.path.join(tmp, "truth.json"), os.path.join(tmp, "wrong.json")
     split = {"first_stage": {"input": 0.0, "weight": 1.05}, "other_stages": {"input": 0.55, "weight": 1.0}}
-    with open(truth_model, "w") as f:
-        json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(LLAMA),
-                   "device": {"split_backward": split}}, f)
-    with open(wrong, "w") as f:
-        json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(LLAMA),
-                   "device": {"flops_per_s": 5e14, "mfu": 0.3}}, f)
+    llama_on(truth_model, {"split_backward": split})
+    llama_on(wrong, {"flops_per_s": 5e14, "mfu": 0.3})
     trace, probed, other = (os.path.join(tmp, n) for n in ("t.json", "probed.json", "zbv.json"))
     fitted = os.path.join(tmp, "fitted.json")
     run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", truth_model, "--layout", "8,8,8,8",
@@ -241,11 +241,61 @@ with tempfile.TemporaryDirectory() as tmp:
     again = jrun("simulate", other, "--model", fitted, "--layout", "4,4,4,4,4,4,4,4")
     check(abs(again.get("makespan_ms", 0) - pred.get("predicted_ms", -1)) < 1e-6, "--model-out reads back as fitted")
     # A fraction out of range is refused where it is.
-    with open(wrong, "w") as f:
-        json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(LLAMA),
-                   "device": {"split_backward": {"other_stages": {"input": 101, "weight": 1}}}}, f)
+    llama_on(wrong, {"split_backward": {"other_stages": {"input": 101, "weight": 1}}})
     p = run("model", wrong, "--pp", "4", expect=2)
     check("device.split_backward.other_stages.input" in p.stderr, "a bad split fraction is located: " + p.stderr[-200:])
+
+# ---- a slower rank measured once: its stages are priced at its own speed ----
+# The truth: rank 0 of four takes 1.5x (forward) and 1.8x (backward) what the rates say (a slower
+# core, as the executor's runs on a two-core VM show). The per-layer fit alone spreads rank 0's
+# excess over every rank; its rank factors (device.rank_time_factors) keep it on rank 0, and a
+# ZB-V schedule (V placement: rank 0 holds stages 0 and 7) on another layout is priced with it.
+with tempfile.TemporaryDirectory() as tmp:
+    truth_model, wrong = os.path.join(tmp, "truth.json"), os.path.join(tmp, "wrong.json")
+    slow = [{"FWD": 1.5, "BWD_INPUT": 1.8, "BWD_WEIGHT": 1.8}] + [{"FWD": 1.0, "BWD_INPUT": 1.0, "BWD_WEIGHT": 1.0}] * 3
+    llama_on(truth_model, {"rank_time_factors": slow})
+    llama_on(wrong, {"flops_per_s": 5e14, "mfu": 0.3})
+    trace, other, fitted = (os.path.join(tmp, n) for n in ("t.json", "zbv.json", "fitted.json"))
+    run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", truth_model, "--layout", "8,8,8,8",
+        "--trace", trace)
+    run("generate", "zbv", "--pp", "4", "--vpp", "2", "--micro", "16", "-o", other)
+    truth = jrun("simulate", other, "--model", truth_model, "--layout", "4,4,4,4,4,4,4,4")
+    plain = jrun("simulate", other, "--model", LLAMA, "--layout", "4,4,4,4,4,4,4,4")
+    check(truth.get("makespan_ms", 0) > 1.2 * plain.get("makespan_ms", 0),
+          "the truth's slow rank costs the schedule: %s vs %s" % (truth.get("makespan_ms"), plain.get("makespan_ms")))
+    cal = jrun("calibrate", trace, "--model", wrong, "--trace-layout", "8,8,8,8", "--schedule", other,
+               "--layout", "4,4,4,4,4,4,4,4", "--model-out", fitted)
+    factors = cal.get("per_layer", {}).get("rank_time_factors", [])
+    check(len(factors) == 4 and all(abs(f["FWD"] / factors[1]["FWD"] - (1.5 if f["rank"] == 0 else 1)) < 0.01 and
+                                    abs(f["BWD_INPUT"] / factors[1]["BWD_INPUT"] - (1.8 if f["rank"] == 0 else 1)) < 0.01
+                                    for f in factors),
+          "the fitted rank factors are the truth's up to a common scale: %s" % factors)
+    pred = cal.get("prediction", {})
+    err = abs(pred.get("predicted_ms", 0) - truth.get("makespan_ms", -1)) / max(truth.get("makespan_ms", 1), 1e-9)
+    check(err < 0.01, "ZB-V from a 1F1B trace with a slow rank: %s predicted vs %s" % (pred.get("predicted_ms"), truth.get("makespan_ms")))
+    again = jrun("simulate", other, "--model", fitted, "--layout", "4,4,4,4,4,4,4,4")
+    check(abs(again.get("makespan_ms", 0) - pred.get("predicted_ms", -1)) < 1e-6, "--model-out's rank factors read back")
+    # Without them (the pooled rates alone) the same prediction is over 5 % off.
+    with open(fitted) as f:
+        doc = json.load(f)
+    del doc["device"]["rank_time_factors"]
+    pooled = os.path.join(tmp, "pooled.json")
+    with open(pooled, "w") as f:
+        json.dump(doc, f)
+    p = jrun("simulate", other, "--model", pooled, "--layout", "4,4,4,4,4,4,4,4")
+    check(abs(p.get("makespan_ms", 0) - truth.get("makespan_ms", 0)) > 0.05 * truth.get("makespan_ms", 0),
+          "the pooled rates alone miss the slow rank by over 5 %%: %s vs %s" % (p.get("makespan_ms"), truth.get("makespan_ms")))
+    # Another rank count: priced at the fitted rates alone, and said so.
+    two = os.path.join(tmp, "two.json")
+    run("generate", "1f1b", "--pp", "2", "--micro", "4", "-o", two)
+    p = run("simulate", two, "--model", fitted, "--layout", "16,16", expect=1)  # 1: rank 0 over its 80 GiB
+    check("describe 4 ranks, the schedule has 2" in p.stderr, "a schedule on other ranks is noted: " + p.stderr[-200:])
+    p = run("tune", "--pp", "4", "--micro", "8", "--seconds", "0", "-q", "--model", fitted, "--iterations", "5")
+    check("are not applied" in p.stderr, "tune says it prices stages, not ranks: " + p.stderr[-300:])
+    # A factor out of range is refused where it is.
+    llama_on(wrong, {"rank_time_factors": [{"FWD": 1, "BWD_INPUT": 0, "BWD_WEIGHT": 1}]})
+    p = run("model", wrong, "--pp", "4", expect=2)
+    check("device.rank_time_factors[0].BWD_INPUT" in p.stderr, "a bad rank factor is located: " + p.stderr[-200:])
 
 # ---- refusals ----
 p = run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--seq-len", "4096", expect=2)

@@ -10,6 +10,8 @@
 #include "model/comm_insertion.hpp"
 #include "model/generators/generator.hpp"
 #include "sim/calibrate.hpp"
+#include "sim/calibrate_model.hpp"
+#include "sim/network_costs.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "traces/chrome_trace.hpp"
@@ -435,4 +437,115 @@ TEST_CASE("calibrate notes ranks that shared cores or could have (otherData.cpu_
   t["otherData"]["cpu_binding"] = 3;
   CHECK_THAT(expect_error([&] { calibrate_trace(t.dump(), "bad.json"); }).what(),
              Catch::Contains("otherData.cpu_binding: expected an object"));
+}
+
+// ---- per-layer fit with rank factors (sim/calibrate_model.cpp) -------------------------------
+namespace {
+
+// A calibration of `times` per (key, stage) on the given ranks, and a plan with those FLOPs.
+struct RankedCase {
+  Calibration c;
+  StagePlan plan;
+};
+RankedCase ranked_case(const std::vector<int>& stage_ranks, const std::vector<double>& flops,
+                       const std::vector<double>& factor, double overhead_ms, double rate) {
+  RankedCase rc;
+  rc.c.stages = static_cast<int>(flops.size());
+  rc.c.stage_ranks = stage_ranks;
+  for (size_t s = 0; s < flops.size(); ++s) {
+    StageFigures st;
+    st.fwd_flops = {flops[s]};
+    st.bwd_input_flops = {flops[s]};
+    st.bwd_weight_flops = {flops[s]};
+    rc.plan.stages.push_back(st);
+    const double f = factor[static_cast<size_t>(stage_ranks[s])];
+    ComputeFit fwd;
+    fwd.key = "FWD";
+    fwd.stage = static_cast<int>(s);
+    fwd.value_ms = f * (overhead_ms + flops[s] / rate * 1e3);
+    rc.c.compute.push_back(fwd);
+    ComputeFit bwd = fwd;
+    bwd.key = "BWD";
+    bwd.value_ms = 2 * fwd.value_ms;
+    rc.c.compute.push_back(bwd);
+  }
+  return rc;
+}
+
+}  // namespace
+
+TEST_CASE("per-layer fit: a rank that ran two stages of different FLOPs separates its factor, the overhead and the rate") {
+  // Interleaved: stages 0 and 2 on rank 0 (1.5x slower), 1 and 3 on rank 1 (0.5x); 1 ms a step.
+  const RankedCase rc = ranked_case({0, 1, 0, 1}, {4e9, 6e9, 8e9, 2e9}, {1.5, 0.5}, 1.0, 1e12);
+  const std::vector<KindFit> fits = fit_kind_rates(rc.c, rc.plan);
+  REQUIRE(fits.size() == 3);
+  const KindFit& f = fits[0];
+  CHECK(f.key == "FWD");
+  CHECK_FALSE(f.through_origin);
+  CHECK(f.flops_per_s == Approx(1e12).epsilon(1e-4));
+  CHECK(f.overhead_ms == Approx(1.0).epsilon(1e-4));
+  REQUIRE(f.rank_factors.size() == 2);
+  CHECK(f.rank_factors[0] == Approx(1.5).epsilon(1e-4));
+  CHECK(f.rank_factors[1] == Approx(0.5).epsilon(1e-4));
+  CHECK(f.rms_residual_ms < 1e-3);
+  const RankTimes rt = rank_time_factors(rc.c, fits);
+  REQUIRE(rt.factors.size() == 2);
+  CHECK(rt.factors[0][1] == Approx(1.5).epsilon(1e-4));  // BWD_INPUT: the whole backward's factor
+  CHECK(rt.factors[0][2] == rt.factors[0][1]);
+}
+
+TEST_CASE("per-layer fit: one stage per rank leaves no overhead to fit, and each rank's time is exact") {
+  // A true overhead cannot be told from the ranks' factors: through the origin, every stage
+  // priced as it ran.
+  const RankedCase rc = ranked_case({0, 1, 2}, {4e9, 6e9, 3e9}, {2.0, 1.0, 1.0}, 1.0, 1e12);
+  const std::vector<KindFit> fits = fit_kind_rates(rc.c, rc.plan);
+  const KindFit& f = fits[0];
+  CHECK(f.through_origin);
+  CHECK(f.overhead_ms == 0);
+  REQUIRE(f.rank_factors.size() == 3);
+  double mean = 0;
+  for (size_t s = 0; s < 3; ++s) {
+    mean += f.rank_factors[s] / 3;
+    const double priced = f.rank_factors[s] * rc.plan.stages[s].fwd_flops[0] / f.flops_per_s * 1e3;
+    CHECK(priced == Approx(rc.c.compute[2 * s].value_ms).epsilon(1e-3));
+  }
+  CHECK(mean == Approx(1.0).epsilon(1e-3));
+  // Data-parallel replicas (a stage on two ranks): no factors, and why.
+  RankedCase dp = rc;
+  dp.c.stage_ranks[1] = -2;
+  const std::vector<KindFit> pooled = fit_kind_rates(dp.c, dp.plan);
+  CHECK(pooled[0].rank_factors.empty());
+  const RankTimes rt = rank_time_factors(dp.c, pooled);
+  CHECK(rt.factors.empty());
+  CHECK(rt.why_not.find("several ranks") != std::string::npos);
+}
+
+TEST_CASE("rank factors price each stage at the factor of the rank the schedule places it on") {
+  // V placement on 2 ranks: stages 0 and 3 on rank 0, 1 and 2 on rank 1.
+  Schedule s;
+  s.ranks = 2;
+  s.stages = 4;
+  s.micro_batches = 1;
+  s.placement = Placement::v(2, 4);
+  CostModel c;
+  c.fwd = StageValue::scalar(10);
+  c.bwd_input = StageValue::scalar(4);
+  c.bwd_weight = StageValue::scalar(6);
+  c.bwd = StageValue::scalar(10);
+  Device d;
+  d.rank_time = {{2.0, 3.0, 1.0}, {1.0, 1.0, 1.0}};
+  REQUIRE(apply_rank_time(c, d, s));
+  for (int st = 0; st < 4; ++st) {
+    const bool slow = st == 0 || st == 3;
+    CHECK(c.fwd.at(st, 0) == (slow ? 20 : 10));
+    CHECK(c.bwd_input.at(st, 0) == (slow ? 12 : 4));
+    CHECK(c.bwd_weight.at(st, 0) == 6);
+    CHECK(c.bwd.at(st, 0) == Approx(slow ? 18 : 10));  // the halves' factors, weighted by their times
+  }
+  // Factors of another rank count change nothing.
+  CostModel other;
+  other.fwd = StageValue::scalar(10);
+  d.rank_time.push_back({1, 1, 1});
+  CHECK_FALSE(apply_rank_time(other, d, s));
+  CHECK(other.fwd.rows.size() == 1);
 }

@@ -831,6 +831,10 @@ def _(ctx):
         p = cal["prediction"]
         if p["measured_ms"] is None or not p["completed"]:
             raise Failure("the traced schedule on its own layout is not the run that was traced: " + json.dumps(p))
+        # Each rank ran two stages: a time factor per traced rank, fitted with the rate (mean 1).
+        rt = cal["per_layer"].get("rank_time_factors", [])
+        if len(rt) != 2 or any(abs((rt[0][k] + rt[1][k]) / 2 - 1) > 0.01 for k in ("FWD", "BWD_INPUT", "BWD_WEIGHT")):
+            raise Failure("calibrate --model fitted no time factor per traced rank (mean 1): " + json.dumps(rt))
         print(f"--model-out: {len(names)} layers, {file_params} parameters (libtorch: {s['parameter_elements']}); "
               f"otherData.layers {[len(e['layers']) for e in other['layers']]}; per-layer fit predicts "
               f"{p['predicted_ms']:.3f} ms for the traced {p['measured_ms']:.3f} ms")

@@ -144,6 +144,7 @@ Action add_calibrate(CLI::App& app) {
     const bool per_layer = !st->cost.model.empty();
     std::optional<Network> fitted_net;
     std::vector<KindFit> fits;
+    std::vector<std::array<double, 3>> rank_times;
     std::string traced_layout;
     if (per_layer) {
       DataParallelFlags dp;
@@ -164,6 +165,12 @@ Action add_calibrate(CLI::App& app) {
       traced_layout = counts_text(traced.layout, traced.layers);
       fits = fit_kind_rates(c, traced.plan);
       net.device = with_fits(net.device, fits);
+      // Each traced rank's time over the fitted rates' (a slower core, a throttled GPU): a
+      // schedule predicted on as many ranks prices each stage at its rank's factor.
+      const RankTimes rt = rank_time_factors(c, fits);
+      net.device.rank_time = rt.factors;
+      rank_times = rt.factors;
+      if (!rt.why_not.empty()) c.notes.push_back(rt.why_not);
       // A split step's time: its measured fraction of the whole backward, when the trace
       // probed the executor's split and its own backwards were whole (the fit's halves would
       // otherwise cost what the whole does).
@@ -197,8 +204,12 @@ Action add_calibrate(CLI::App& app) {
       Schedule s = read_schedule_input(st->schedule, {}, {}, &kind);
       // Without --layout a schedule of the traced stage count runs on the traced layout.
       const bool traced_split = st->cost.layout.empty() && s.stages == c.stages;
-      const NetworkCosts nc = network_costs(*fitted_net, s.stages, traced_split ? traced_layout : st->cost.layout,
-                                            traced_split ? "the traced layout" : "--layout");
+      NetworkCosts nc = network_costs(*fitted_net, s.stages, traced_split ? traced_layout : st->cost.layout,
+                                      traced_split ? "the traced layout" : "--layout");
+      if (!apply_rank_time(nc.costs, fitted_net->device, s))
+        c.notes.push_back("the predicted schedule has " + std::to_string(s.ranks) + " ranks, the trace " +
+                          std::to_string(rank_times.size()) + ": its stages are priced at the fitted rates alone, "
+                          "without the traced ranks' time factors");
       SimOptions so = prediction_options(c, kind, nc.costs.memory_model(s.stages));
       so.check.memory_budget.reset();  // a prediction of time: memory is simulate's business
       RunRecord r = simulate(s, nc.costs, so);
@@ -292,6 +303,10 @@ Action add_calibrate(CLI::App& app) {
                                              {"flops_per_s", f.flops_per_s}, {"overhead_ms", f.overhead_ms},
                                              {"through_origin", f.through_origin}, {"rms_residual_ms", f.rms_residual_ms},
                                              {"max_residual_ms", f.max_residual_ms}});
+        j["per_layer"]["rank_time_factors"] = nlohmann::json::array();
+        for (size_t r = 0; r < rank_times.size(); ++r)
+          j["per_layer"]["rank_time_factors"].push_back({{"rank", r}, {"FWD", rank_times[r][0]},
+                                                         {"BWD_INPUT", rank_times[r][1]}, {"BWD_WEIGHT", rank_times[r][2]}});
         if (!st->model_out.empty() && write_error.empty()) j["per_layer"]["model_output"] = st->model_out;
       }
       if (pred) {
@@ -311,12 +326,17 @@ Action add_calibrate(CLI::App& app) {
       if (wrote && st->out != "-") os << "  wrote " << st->out << "\n";
       if (per_layer) {
         os << "  per layer (" << st->cost.model << ", traced layout " << traced_layout
-           << "): step ms = overhead + stage FLOPs / rate, least squares over the stages\n";
+           << "): step ms = rank factor x (overhead + stage FLOPs / rate), least squares over the stages\n";
         for (const KindFit& f : fits) {
           std::string line = format_text("    %-10s from %-10s %3d stages  %10.2f TFLOP/s  overhead %8.4f ms%s  residual rms %.4f ms\n",
                         f.key.c_str(), f.from.c_str(), f.points, f.flops_per_s / 1e12, f.overhead_ms,
                         f.through_origin ? " (through 0)" : "", f.rms_residual_ms);
           os << line;
+        }
+        if (!rank_times.empty()) {
+          os << "  per rank: its stages' time over the fitted rates' (device.rank_time_factors; FWD, BWD_INPUT, BWD_WEIGHT)\n";
+          for (size_t r = 0; r < rank_times.size(); ++r)
+            os << format_text("    rank %-4zu %6.3f  %6.3f  %6.3f\n", r, rank_times[r][0], rank_times[r][1], rank_times[r][2]);
         }
         if (!st->model_out.empty() && write_error.empty()) os << "  wrote " << st->model_out << " (the model with device.fitted)\n";
       }

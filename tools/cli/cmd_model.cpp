@@ -198,6 +198,7 @@ Action add_model(CLI::App& app) {
     if (stages > kMaxCount) throw InputError({}, "--pp x --vpp is over the limit of 2^20 stages");
     NetworkCosts nc;
     load_cost_model(st->cost, st->dp, static_cast<int>(stages), &nc);
+    note_rank_times_unused(nc.network, st->cost, "model");
     const DataParallelOptions dp = data_parallel_options(st->dp, st->pp, st->cost.model);
     if (!st->out.empty()) {
       refuse_overwriting_input(st->out, {st->cost.model}, "-o");

@@ -311,6 +311,7 @@ Action add_tune(CLI::App& app) {
       DataParallelFlags dp = st->dp;
       net = load_network(st->cost, dp);
       layers = net->layers();
+      note_rank_times_unused(*net, st->cost, "tune");
     }
     std::optional<search::PartitionResult> part;
     search::TuneResult r;

@@ -157,8 +157,12 @@ CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, int stages,
 CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, const std::string& layout,
                            NetworkCosts* out = nullptr);
 // The cost model of schedule `s`: as above for its stages, or, with replicated stages, for its
-// model stages repeated once per copy (CostModel::per_copies).
+// model stages repeated once per copy (CostModel::per_copies). A model's measured ranks
+// (device.rank_time_factors) price the stages each rank of `s` runs.
 CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, const Schedule& s);
+// A note on stderr when --model carries per-rank time factors that `command`, which prices
+// stages rather than a schedule's ranks, does not apply.
+void note_rank_times_unused(const Network& net, const CostFlags& f, const char* command);
 
 // The flags of a simulated run, shared by `simulate`, `compare` and `show --timeline`
 // (tools/cli/sim_flags.cpp): the cost flags above, --memory-budget, --comm, --overlap-p2p,

@@ -1,10 +1,13 @@
 // --costs, --model and the training flags, shared by every command that prices a schedule.
+#include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "model/errors.hpp"
 #include "model/formats/json_support.hpp"
 #include "model/formats/schedule_io.hpp"
 #include "network/model_file.hpp"
+#include "sim/network_costs.hpp"
 #include "tools/cli/command.hpp"
 
 namespace ppsched::cli {
@@ -136,21 +139,34 @@ CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, c
 }
 
 CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, const Schedule& s) {
+  std::optional<Network> net;
+  if (!f.model.empty()) net = load_network(f, dp);
+  auto costs = [&](int stages) { return net ? model_cost_model(*net, f, stages, f.layout) : load_cost_model(f, dp, stages); };
   // A per-stage array of another length would price the missing stages as its last one: refused
   // here, for every command that prices a schedule.
+  CostModel c;
   if (s.pipes <= 1) {
-    CostModel c = load_cost_model(f, dp, s.stages);
-    c.check_fits(s.stages, s.micro_batches);
-    return c;
-  }
-  // Replicated stages: the model is split into the model stages; each copy costs the same.
-  CostModel c = load_cost_model(f, dp, s.model_stages());
-  if (c.stage_count() != s.stages) {
-    c.check_fits(s.model_stages(), s.micro_batches);
-    c = c.per_copies(s.pipes);
+    c = costs(s.stages);
+  } else {
+    // Replicated stages: the model is split into the model stages; each copy costs the same.
+    c = costs(s.model_stages());
+    if (c.stage_count() != s.stages) {
+      c.check_fits(s.model_stages(), s.micro_batches);
+      c = c.per_copies(s.pipes);
+    }
   }
   c.check_fits(s.stages, s.micro_batches);
+  // The ranks calibrate measured (device.rank_time_factors) price the stages each one runs.
+  if (net && !apply_rank_time(c, net->device, s))
+    std::cerr << "note: " << f.model << ": device.rank_time_factors describe " << net->device.rank_time.size()
+              << " ranks, the schedule has " << s.ranks << ": its stages are priced at the fitted rates alone\n";
   return c;
+}
+
+void note_rank_times_unused(const Network& net, const CostFlags& f, const char* command) {
+  if (net.device.rank_time.empty()) return;
+  std::cerr << "note: " << f.model << ": `" << command << "` prices stages, not a schedule's ranks: its device.rank_time_factors ("
+            << net.device.rank_time.size() << " ranks) are not applied (simulate, check and calibrate --schedule apply them)\n";
 }
 
 }  // namespace ppsched::cli

@@ -196,6 +196,10 @@ RankTimes rank_time_factors(const Calibration& c, const std::vector<KindFit>& fi
   }
   size_t ranks = 0;
   for (const KindFit& f : fits) ranks = std::max(ranks, f.rank_factors.size());
+  if (ranks == 0) return out;
+  // Every traced rank has an entry (1 for a rank that ran no stage), so that a schedule on the
+  // traced rank count is priced with them.
+  ranks = std::max(ranks, static_cast<size_t>(std::max(c.ranks, 0)));
   out.factors.assign(ranks, {1.0, 1.0, 1.0});
   for (const KindFit& f : fits)
     for (size_t k = 0; k < 3; ++k)

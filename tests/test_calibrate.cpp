@@ -492,6 +492,12 @@ TEST_CASE("per-layer fit: a rank that ran two stages of different FLOPs separate
   REQUIRE(rt.factors.size() == 2);
   CHECK(rt.factors[0][1] == Approx(1.5).epsilon(1e-4));  // BWD_INPUT: the whole backward's factor
   CHECK(rt.factors[0][2] == rt.factors[0][1]);
+  // A traced rank that ran no stage still has its entry (1), so the traced rank count matches.
+  RankedCase wider = rc;
+  wider.c.ranks = 3;
+  const RankTimes three = rank_time_factors(wider.c, fits);
+  REQUIRE(three.factors.size() == 3);
+  CHECK(three.factors[2] == std::array<double, 3>{1.0, 1.0, 1.0});
 }
 
 TEST_CASE("per-layer fit: one stage per rank leaves no overhead to fit, and each rank's time is exact") {

@@ -166,7 +166,9 @@ Schedule compute_order(int P, int V, int M, const BodyOptions& options) {
 
 Schedule body(int P, int V, int M, const BodyOptions& options) {
   Schedule s = insert_p2p(compute_order(P, V, M, options), Alignment::AsGiven);
-  return options.data_steps ? add_data_steps(std::move(s)) : s;
+  // Not `c ? f(std::move(s)) : s`: a conditional's lvalue branch copies the whole schedule.
+  if (options.data_steps) return add_data_steps(std::move(s));
+  return s;
 }
 
 }  // namespace ppsched::interleaved

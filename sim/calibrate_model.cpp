@@ -14,6 +14,18 @@ struct Point {
   int rank = -1;  // the traced rank that ran the stage (-1: unknown)
 };
 
+void check_rate(double flops_per_s) {
+  if (flops_per_s < kMinFlopsPerSecond || flops_per_s > kMaxFlopsPerSecond)
+    throw InputError({}, "calibrate --model: the fitted rate " + std::to_string(flops_per_s) +
+                             " FLOP/s is outside 1e3..1e21: do the model and the trace describe the same run?");
+}
+
+// Whether the trace says which one rank ran each stage (not so where a stage ran on several:
+// data-parallel replicas).
+bool ranks_known(const Calibration& c) {
+  return !c.stage_ranks.empty() && std::none_of(c.stage_ranks.begin(), c.stage_ranks.end(), [](int r) { return r == -2; });
+}
+
 // t = a + x / rate by least squares; through the origin when `origin`, the x do not spread or a < 0.
 KindFit fit_line(const std::vector<Point>& pts, bool origin = false) {
   KindFit f;
@@ -52,9 +64,7 @@ KindFit fit_line(const std::vector<Point>& pts, bool origin = false) {
     f.max_residual_ms = std::max(f.max_residual_ms, std::abs(r));
   }
   f.rms_residual_ms = std::sqrt(ss / n);
-  if (f.flops_per_s < kMinFlopsPerSecond || f.flops_per_s > kMaxFlopsPerSecond)
-    throw InputError({}, "calibrate --model: the fitted rate " + std::to_string(f.flops_per_s) +
-                             " FLOP/s is outside 1e3..1e21: do the model and the trace describe the same run?");
+  check_rate(f.flops_per_s);
   return f;
 }
 
@@ -112,9 +122,7 @@ KindFit fit_ranked(const std::vector<Point>& pts) {
   line.rms_residual_ms = std::sqrt(ss / static_cast<double>(pts.size()));
   for (double& x : f) x = std::clamp(std::round(x * 1e4) / 1e4, 1e-3, 1e3);
   line.rank_factors = std::move(f);
-  if (line.flops_per_s < kMinFlopsPerSecond || line.flops_per_s > kMaxFlopsPerSecond)
-    throw InputError({}, "calibrate --model: the fitted rate " + std::to_string(line.flops_per_s) +
-                             " FLOP/s is outside 1e3..1e21: do the model and the trace describe the same run?");
+  check_rate(line.flops_per_s);
   return line;
 }
 
@@ -137,8 +145,7 @@ std::vector<KindFit> fit_kind_rates(const Calibration& c, const StagePlan& trace
     return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
   };
   // The traced rank of each stage, when every stage ran on one (no data-parallel replicas).
-  const bool ranked = !c.stage_ranks.empty() &&
-                      std::none_of(c.stage_ranks.begin(), c.stage_ranks.end(), [](int r) { return r == -2; });
+  const bool ranked = ranks_known(c);
   auto rank_of = [&](int stage) {
     return ranked && static_cast<size_t>(stage) < c.stage_ranks.size() ? c.stage_ranks[static_cast<size_t>(stage)] : -1;
   };
@@ -190,7 +197,7 @@ Device with_fits(Device device, const std::vector<KindFit>& fits) {
 
 RankTimes rank_time_factors(const Calibration& c, const std::vector<KindFit>& fits) {
   RankTimes out;
-  if (std::any_of(c.stage_ranks.begin(), c.stage_ranks.end(), [](int r) { return r == -2; })) {
+  if (!c.stage_ranks.empty() && !ranks_known(c)) {
     out.why_not = "a stage ran on several ranks (data-parallel replicas): every rank is priced alike";
     return out;
   }

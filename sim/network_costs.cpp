@@ -135,34 +135,30 @@ bool apply_rank_time(CostModel& c, const Device& d, const Schedule& s) {
   if (d.rank_time.empty()) return true;
   if (d.rank_time.size() != static_cast<size_t>(s.ranks)) return false;
   const size_t stages = static_cast<size_t>(s.stages);
-  auto scale = [&](StageValue& v, size_t kind) {
+  // Every stage's row (a shorter table's last row stands for the rest), times factor(stage, micro).
+  auto scale = [&](StageValue& v, auto factor) {
     if (v.rows.empty()) return;
     std::vector<std::vector<double>> rows(stages);
     for (size_t st = 0; st < stages; ++st) {
       rows[st] = v.rows[std::min(st, v.rows.size() - 1)];
-      const double f = d.rank_time[static_cast<size_t>(s.rank_of(static_cast<int>(st)))][kind];
-      for (double& x : rows[st]) x = std::round(x * f * 1e6) / 1e6;
+      for (size_t m = 0; m < rows[st].size(); ++m) rows[st][m] = std::round(rows[st][m] * factor(st, m) * 1e6) / 1e6;
     }
     v.rows = std::move(rows);
   };
-  // A whole backward: its halves' factors, weighted by the halves' times.
-  if (!c.bwd.rows.empty()) {
-    std::vector<std::vector<double>> rows(stages);
-    for (size_t st = 0; st < stages; ++st) {
-      const auto& f = d.rank_time[static_cast<size_t>(s.rank_of(static_cast<int>(st)))];
-      rows[st] = c.bwd.rows[std::min(st, c.bwd.rows.size() - 1)];
-      for (size_t m = 0; m < rows[st].size(); ++m) {
-        const double i = c.bwd_input.at(static_cast<int>(st), static_cast<int>(m));
-        const double w = c.bwd_weight.at(static_cast<int>(st), static_cast<int>(m));
-        const double k = i + w > 0 ? (i * f[1] + w * f[2]) / (i + w) : f[1];
-        rows[st][m] = std::round(rows[st][m] * k * 1e6) / 1e6;
-      }
-    }
-    c.bwd.rows = std::move(rows);
-  }
-  scale(c.fwd, static_cast<size_t>(RateKind::Fwd));
-  scale(c.bwd_input, static_cast<size_t>(RateKind::BwdInput));
-  scale(c.bwd_weight, static_cast<size_t>(RateKind::BwdWeight));
+  auto of_rank = [&](size_t st) -> const std::array<double, 3>& {
+    return d.rank_time[static_cast<size_t>(s.rank_of(static_cast<int>(st)))];
+  };
+  auto kind = [&](RateKind k) { return [&, k](size_t st, size_t) { return of_rank(st)[static_cast<size_t>(k)]; }; };
+  // A whole backward: its halves' factors weighted by the halves' times (read before they scale).
+  scale(c.bwd, [&](size_t st, size_t m) {
+    const double i = c.bwd_input.at(static_cast<int>(st), static_cast<int>(m));
+    const double w = c.bwd_weight.at(static_cast<int>(st), static_cast<int>(m));
+    const auto& f = of_rank(st);
+    return i + w > 0 ? (i * f[1] + w * f[2]) / (i + w) : f[1];
+  });
+  scale(c.fwd, kind(RateKind::Fwd));
+  scale(c.bwd_input, kind(RateKind::BwdInput));
+  scale(c.bwd_weight, kind(RateKind::BwdWeight));
   return true;
 }
 

@@ -144,7 +144,6 @@ Action add_calibrate(CLI::App& app) {
     const bool per_layer = !st->cost.model.empty();
     std::optional<Network> fitted_net;
     std::vector<KindFit> fits;
-    std::vector<std::array<double, 3>> rank_times;
     std::string traced_layout;
     if (per_layer) {
       DataParallelFlags dp;
@@ -169,7 +168,6 @@ Action add_calibrate(CLI::App& app) {
       // schedule predicted on as many ranks prices each stage at its rank's factor.
       const RankTimes rt = rank_time_factors(c, fits);
       net.device.rank_time = rt.factors;
-      rank_times = rt.factors;
       if (!rt.why_not.empty()) c.notes.push_back(rt.why_not);
       // A split step's time: its measured fraction of the whole backward, when the trace
       // probed the executor's split and its own backwards were whole (the fit's halves would
@@ -208,7 +206,7 @@ Action add_calibrate(CLI::App& app) {
                                       traced_split ? "the traced layout" : "--layout");
       if (!apply_rank_time(nc.costs, fitted_net->device, s))
         c.notes.push_back("the predicted schedule has " + std::to_string(s.ranks) + " ranks, the trace " +
-                          std::to_string(rank_times.size()) + ": its stages are priced at the fitted rates alone, "
+                          std::to_string(fitted_net->device.rank_time.size()) + ": its stages are priced at the fitted rates alone, "
                           "without the traced ranks' time factors");
       SimOptions so = prediction_options(c, kind, nc.costs.memory_model(s.stages));
       so.check.memory_budget.reset();  // a prediction of time: memory is simulate's business
@@ -303,6 +301,7 @@ Action add_calibrate(CLI::App& app) {
                                              {"flops_per_s", f.flops_per_s}, {"overhead_ms", f.overhead_ms},
                                              {"through_origin", f.through_origin}, {"rms_residual_ms", f.rms_residual_ms},
                                              {"max_residual_ms", f.max_residual_ms}});
+        const auto& rank_times = fitted_net->device.rank_time;
         j["per_layer"]["rank_time_factors"] = nlohmann::json::array();
         for (size_t r = 0; r < rank_times.size(); ++r)
           j["per_layer"]["rank_time_factors"].push_back({{"rank", r}, {"FWD", rank_times[r][0]},
@@ -333,7 +332,7 @@ Action add_calibrate(CLI::App& app) {
                         f.through_origin ? " (through 0)" : "", f.rms_residual_ms);
           os << line;
         }
-        if (!rank_times.empty()) {
+        if (const auto& rank_times = fitted_net->device.rank_time; !rank_times.empty()) {
           os << "  per rank: its stages' time over the fitted rates' (device.rank_time_factors; FWD, BWD_INPUT, BWD_WEIGHT)\n";
           for (size_t r = 0; r < rank_times.size(); ++r)
             os << format_text("    rank %-4zu %6.3f  %6.3f  %6.3f\n", r, rank_times[r][0], rank_times[r][1], rank_times[r][2]);

@@ -209,7 +209,7 @@ class Walk {
   template <class Fn>
   static void for_each_leaf(const Step& top, Fn&& fn) {
     if (is_composite(top.op)) {
-      for (int k = 0; k < static_cast<int>(top.sub_steps.size()); ++k) fn(top.sub_steps[static_cast<size_t>(k)], k);
+      for (int k = 0; k < static_cast<int>(top.sub_steps().size()); ++k) fn(top.sub_steps()[static_cast<size_t>(k)], k);
     } else {
       fn(top, -1);
     }

@@ -77,7 +77,7 @@ bool coverage_clean(const Schedule& s) {
     for (const Slot& slot : s.programs[static_cast<size_t>(r)]) {
       if (!slot) continue;
       if (is_composite(slot->op)) {
-        for (const Step& sub : slot->sub_steps) visit(sub, r);
+        for (const Step& sub : slot->sub_steps()) visit(sub, r);
       } else {
         visit(*slot, r);
       }
@@ -134,7 +134,7 @@ void check_coverage(const Schedule& s, std::vector<Violation>& out) {
         c.n[k]++;
       };
       if (is_composite(top.op)) {
-        for (int k = 0; k < static_cast<int>(top.sub_steps.size()); ++k) visit(top.sub_steps[static_cast<size_t>(k)], k);
+        for (int k = 0; k < static_cast<int>(top.sub_steps().size()); ++k) visit(top.sub_steps()[static_cast<size_t>(k)], k);
       } else {
         visit(top, -1);
       }

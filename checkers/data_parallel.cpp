@@ -136,7 +136,7 @@ void check_data_parallel(const Schedule& s, const CheckOptions& o, std::vector<V
         continue;
       }
       const std::vector<Step> leaves =
-          is_composite(top.op) ? std::vector<Step>(top.sub_steps.begin(), top.sub_steps.end()) : std::vector<Step>{top};
+          is_composite(top.op) ? std::vector<Step>(top.sub_steps().begin(), top.sub_steps().end()) : std::vector<Step>{top};
       for (int k = 0; k < static_cast<int>(leaves.size()); ++k) {
         const Step& leaf = leaves[static_cast<size_t>(k)];
         const int sub = is_composite(top.op) ? k : -1;

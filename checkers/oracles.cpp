@@ -32,7 +32,7 @@ std::string check_compute_coverage(const Schedule& s) {
       if (!slot) continue;
       std::string err;
       std::vector<Step> leaves;
-      if (is_composite(slot->op)) leaves = slot->sub_steps; else leaves = {*slot};
+      if (is_composite(slot->op)) leaves = slot->sub_steps(); else leaves = {*slot};
       for (const Step& st : leaves) {
         int k = st.op == Op::FWD ? 0 : st.op == Op::BWD ? 1 : st.op == Op::BWD_INPUT ? 2 : st.op == Op::BWD_WEIGHT ? 3 : -1;
         if (k < 0) continue;
@@ -71,7 +71,7 @@ std::string check_send_recv_placement(const Schedule& s) {
     for (size_t i = 0; i < prog.size(); ++i) {
       if (!prog[i]) continue;
       std::vector<Step> leaves;
-      if (is_composite(prog[i]->op)) leaves = prog[i]->sub_steps; else leaves = {*prog[i]};
+      if (is_composite(prog[i]->op)) leaves = prog[i]->sub_steps(); else leaves = {*prog[i]};
       // A composite's sub-steps all need their inputs before it starts.
       for (const Step& st : leaves) {
         std::string here = "rank " + std::to_string(r) + " step " + std::to_string(i) + " (" + short_label(st) + ")";
@@ -123,7 +123,7 @@ std::string rendezvous_replay(const Schedule& s) {
   auto offers = [&](const Step* st) {
     std::vector<Step> v;
     if (!st) return v;
-    if (st->op == Op::BATCH_SEND_RECV) return std::vector<Step>(st->sub_steps.begin(), st->sub_steps.end());
+    if (st->op == Op::BATCH_SEND_RECV) return std::vector<Step>(st->sub_steps().begin(), st->sub_steps().end());
     if (is_p2p(st->op)) v.push_back(*st);
     return v;
   };
@@ -146,7 +146,7 @@ std::string rendezvous_replay(const Schedule& s) {
         std::vector<int> group;
         if (i.collective == CollectiveScope::AllPipelineRanks) for (int q = 0; q < R; ++q) group.push_back(q);
         else if (i.collective == CollectiveScope::Replicas) { const auto g = s.replica_ranks(st->stage); group.assign(g.begin(), g.end()); }
-        else group.assign(st->group.begin(), st->group.end());
+        else group.assign(st->group().begin(), st->group().end());
         // Replica syncs match only the copies of the same model stage (a mismatch stays stuck).
         auto same = [&](const Step* h) {
           return h && h->op == st->op &&

@@ -11,7 +11,7 @@ namespace {
 
 const Step& leaf_of(const Schedule& s, const Message& m) {
   const Step& top = *s.programs[static_cast<size_t>(m.rank)][static_cast<size_t>(m.step_index)];
-  return m.sub >= 0 ? top.sub_steps[static_cast<size_t>(m.sub)] : top;
+  return m.sub >= 0 ? top.sub_steps()[static_cast<size_t>(m.sub)] : top;
 }
 
 std::string ordinal(int k) {
@@ -46,18 +46,18 @@ std::string disagreement(const Step& send, const Message& ms, const Step& recv, 
              ", but the receive is for stage " + std::to_string(recv.stage);
   }
   if (ms.tensor != mr.tensor) return "tensor " + std::to_string(ms.tensor) + " meets tensor " + std::to_string(mr.tensor);
-  if (!send.tensors.empty() && !recv.tensors.empty()) {
+  if (!send.tensors().empty() && !recv.tensors().empty()) {
     size_t t = static_cast<size_t>(ms.tensor);
-    if (send.tensors.size() != recv.tensors.size())
-      return "the sender describes " + std::to_string(send.tensors.size()) + " tensors, the receiver " +
-             std::to_string(recv.tensors.size());
-    if (t < send.tensors.size() && send.tensors[t] != recv.tensors[t]) {
+    if (send.tensors().size() != recv.tensors().size())
+      return "the sender describes " + std::to_string(send.tensors().size()) + " tensors, the receiver " +
+             std::to_string(recv.tensors().size());
+    if (t < send.tensors().size() && send.tensors()[t] != recv.tensors()[t]) {
       auto shape = [](const TensorDesc& d) {
         std::string out = "[";
         for (size_t k = 0; k < d.shape.size(); ++k) out += (k ? "," : "") + std::to_string(d.shape[k]);
         return out + "] " + d.dtype;
       };
-      return "payload " + shape(send.tensors[t]) + " is sent where " + shape(recv.tensors[t]) + " is expected";
+      return "payload " + shape(send.tensors()[t]) + " is sent where " + shape(recv.tensors()[t]) + " is expected";
     }
   }
   return "";

@@ -67,9 +67,9 @@ void check_replicas(const Schedule& s, std::vector<Violation>& out) {
         continue;
       }
       const bool composite = is_composite(top.op);
-      const int n = composite ? static_cast<int>(top.sub_steps.size()) : 1;
+      const int n = composite ? static_cast<int>(top.sub_steps().size()) : 1;
       for (int k = 0; k < n; ++k) {
-        const Step& leaf = composite ? top.sub_steps[static_cast<size_t>(k)] : top;
+        const Step& leaf = composite ? top.sub_steps()[static_cast<size_t>(k)] : top;
         if (!accumulates_weight_grads(leaf.op) || leaf.stage < 0 || leaf.stage >= s.stages) continue;
         CopyState& c = copies[leaf.stage];
         if (c.synced_at >= 0)

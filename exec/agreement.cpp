@@ -22,7 +22,7 @@ void for_each_leaf(const Schedule& s, F&& f) {
       if (!prog[static_cast<size_t>(i)]) continue;
       const Step& st = *prog[static_cast<size_t>(i)];
       f(r, i, st);
-      for (const auto& sub : st.sub_steps) f(r, i, sub);
+      for (const auto& sub : st.sub_steps()) f(r, i, sub);
     }
   }
 }
@@ -59,7 +59,7 @@ void check_tied(const Schedule& s, const ModelConfig& m, std::vector<std::string
   for_each_leaf(s, [&](int r, int i, const Step& st) {
     if (info(st.op).collective_bytes != CollectiveBytes::TiedParams) return;
     if (first_reduce.empty()) first_reduce = where(r, i, st);
-    if (!reduce_on_rank.count(r)) reduce_on_rank[r] = {i, st.group};
+    if (!reduce_on_rank.count(r)) reduce_on_rank[r] = {i, st.group()};
   });
   if (!m.tie_embeddings) {
     if (!first_reduce.empty())
@@ -158,9 +158,9 @@ Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& m,
   // tower input); a step that declares its tensors must agree, or the channel would drift.
   bool reported_tensors = false;
   for_each_leaf(s, [&](int r, int i, const Step& st) {
-    if (reported_tensors || !is_p2p(st.op) || st.tensors.size() <= 1) return;
+    if (reported_tensors || !is_p2p(st.op) || st.tensors().size() <= 1) return;
     reported_tensors = true;
-    errors.push_back(where(r, i, st) + " declares " + std::to_string(st.tensors.size()) +
+    errors.push_back(where(r, i, st) + " declares " + std::to_string(st.tensors().size()) +
                      " tensors but the model ships one per transfer");
   });
 

@@ -100,7 +100,7 @@ void finish_data_recv(RunContext& c, const StepAt& at, std::vector<P2POp>& ops) 
 // embedding shared with the LM head) so every holder ends with the full gradient. Members
 // that hold no copy contribute zeros.
 void run_all_reduce(RunContext& c, const StepAt& at) {
-  std::vector<int> members(at.step.group.begin(), at.step.group.end());
+  std::vector<int> members(at.step.group().begin(), at.step.group().end());
   std::sort(members.begin(), members.end());
   members.erase(std::unique(members.begin(), members.end()), members.end());
   c.collective(at, members);

@@ -245,7 +245,7 @@ void Runtime::run_iteration(int iteration) {
           if (is_overlap(st.op)) {
             // Sub-steps run one after the other, in their listed order: hyper-parallel's
             // behaviour without an overlap callback. Correct, but no compute/compute overlap.
-            for (size_t j = 0; j < st.sub_steps.size(); ++j) run_step(st.sub_steps[j], index, static_cast<int>(j));
+            for (size_t j = 0; j < st.sub_steps().size(); ++j) run_step(st.sub_steps()[j], index, static_cast<int>(j));
           } else {
             run_step(st, index, -1);
           }
@@ -312,7 +312,7 @@ int Runtime::peer_at(int index) const {
   const auto& prog = ctx_.schedule.programs[static_cast<size_t>(ctx_.rank)];
   if (index < 0 || index >= static_cast<int>(prog.size()) || !prog[static_cast<size_t>(index)]) return -1;
   const Step& st = *prog[static_cast<size_t>(index)];
-  const Step& leaf = is_batch(st.op) && !st.sub_steps.empty() ? st.sub_steps.front() : st;
+  const Step& leaf = is_batch(st.op) && !st.sub_steps().empty() ? st.sub_steps().front() : st;
   // A global rank, like StepFailure's own (the watchdog follows wait chains in global ranks).
   return is_p2p(leaf.op) ? ctx_.dp.mesh.global_rank(ctx_.dp.replica, peer_of(ctx_.schedule, ctx_.rank, leaf)) : -1;
 }
@@ -342,7 +342,7 @@ Runtime::InFlight& Runtime::in_flight(const Message& msg) {
   auto it = in_flight_.find(key);
   if (it != in_flight_.end()) return it->second;
   const Step& top = *ctx_.schedule.programs[static_cast<size_t>(ctx_.rank)][static_cast<size_t>(msg.step_index)];
-  const Step& leaf = msg.sub >= 0 ? top.sub_steps[static_cast<size_t>(msg.sub)] : top;
+  const Step& leaf = msg.sub >= 0 ? top.sub_steps()[static_cast<size_t>(msg.sub)] : top;
   const Handler& h = handler_table()[static_cast<size_t>(leaf.op)];
   if (!h.begin || !h.finish) throw std::logic_error(short_label(leaf) + " has no P2P handler");
   InFlight f{StepAt{leaf, msg.step_index, msg.sub, conditions_of(ctx_.schedule, ctx_.rank, leaf)}, &h, {}, {},

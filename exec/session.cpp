@@ -69,14 +69,14 @@ std::vector<std::vector<int>> reduce_groups(const Schedule& s) {
         if (scope != CollectiveScope::ExplicitGroup && scope != CollectiveScope::Replicas) return;
         // REPLICA_GRAD_SYNC: the ranks holding the copies of its stage.
         const std::vector<int32_t> ranks = scope == CollectiveScope::Replicas ? s.replica_ranks(st.stage)
-                                                                              : std::vector<int32_t>(st.group.begin(), st.group.end());
+                                                                              : std::vector<int32_t>(st.group().begin(), st.group().end());
         std::vector<int> g(ranks.begin(), ranks.end());
         std::sort(g.begin(), g.end());
         g.erase(std::unique(g.begin(), g.end()), g.end());
         if (g.size() > 1) groups.insert(g);
       };
       visit(*slot);
-      for (const auto& sub : slot->sub_steps) visit(sub);
+      for (const auto& sub : slot->sub_steps()) visit(sub);
     }
   return {groups.begin(), groups.end()};
 }
@@ -96,7 +96,7 @@ std::vector<std::vector<int>> mesh_groups(const Schedule& s, const DeviceMesh& m
           fsdp = fsdp || info(st.op).collective == CollectiveScope::DataParallel;
         };
         visit(*slot);
-        for (const auto& sub : slot->sub_steps) visit(sub);
+        for (const auto& sub : slot->sub_steps()) visit(sub);
       }
   std::set<std::vector<int>> groups;
   for (int d = 0; d < mesh.dp; ++d) {

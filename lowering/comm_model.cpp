@@ -124,7 +124,7 @@ class Builder {
 
   int tensor_count(const Step& st) const {
     if (info(st.op).meta != Meta::EveryStep) return 1;  // body payload: one message
-    return std::max<int>(1, static_cast<int>(st.tensors.size()));
+    return std::max<int>(1, static_cast<int>(st.tensors().size()));
   }
 
   // Whether the options put this P2P step's posting column in force (step table, Posting).
@@ -193,7 +193,7 @@ class Builder {
       pending_.erase(it);
     };
     if (is_composite(st.op))
-      for (const auto& sub : st.sub_steps) consume(sub);
+      for (const auto& sub : st.sub_steps()) consume(sub);
     else
       consume(st);
   }
@@ -229,8 +229,8 @@ class Builder {
         std::vector<int32_t> payloads;
         std::vector<Key> keys;
         bool all_sends = true;
-        for (int k = 0; k < static_cast<int>(st.sub_steps.size()); ++k) {
-          const Step& leaf = st.sub_steps[static_cast<size_t>(k)];
+        for (int k = 0; k < static_cast<int>(st.sub_steps().size()); ++k) {
+          const Step& leaf = st.sub_steps()[static_cast<size_t>(k)];
           bool usable = false;
           lower_leaf(r, leaf, i, k, i, usable, payloads);
           if (is_recv(leaf.op)) {
@@ -324,7 +324,7 @@ class Builder {
         return;
       }
     } else {
-      members = st.group;
+      members = st.group();
       std::sort(members.begin(), members.end());
       members.erase(std::unique(members.begin(), members.end()), members.end());
       bool bad = members.empty() || members.front() < 0 || members.back() >= s_.ranks ||
@@ -398,7 +398,7 @@ CommModel build_comm_model(const Schedule& s, const CheckOptions& options) {
 std::string describe_message(const Schedule& s, const Message& m) {
   const Slot& slot = s.programs[static_cast<size_t>(m.rank)][static_cast<size_t>(m.step_index)];
   if (!slot) return "?";
-  const Step& st = m.sub >= 0 ? slot->sub_steps[static_cast<size_t>(m.sub)] : *slot;
+  const Step& st = m.sub >= 0 ? slot->sub_steps()[static_cast<size_t>(m.sub)] : *slot;
   std::string what = short_label(st) + " (" + std::string(op_name(st.op)) + ")";
   if (m.meta) what = "the shape/dtype meta of " + what;
   if (m.tensor > 0) what += " tensor " + std::to_string(m.tensor);
@@ -413,7 +413,7 @@ StepRef step_ref(const Schedule& s, int rank, int index, int sub) {
   if (rank >= 0 && rank < s.ranks && index >= 0 &&
       index < static_cast<int>(s.programs[static_cast<size_t>(rank)].size())) {
     const Slot& slot = s.programs[static_cast<size_t>(rank)][static_cast<size_t>(index)];
-    if (slot) ref.step = sub >= 0 && sub < static_cast<int>(slot->sub_steps.size()) ? slot->sub_steps[static_cast<size_t>(sub)] : *slot;
+    if (slot) ref.step = sub >= 0 && sub < static_cast<int>(slot->sub_steps().size()) ? slot->sub_steps()[static_cast<size_t>(sub)] : *slot;
   }
   return ref;
 }

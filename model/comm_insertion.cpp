@@ -112,8 +112,8 @@ class Scan {
         if (is_p2p(st.op) || is_batch(st.op))
           fail(r, i, "P2P insertion needs a compute-only order, found " + short_label(st));
         if (is_composite(st.op)) {
-          for (size_t k = 0; k < st.sub_steps.size(); ++k) {
-            const Step& sub = st.sub_steps[k];
+          for (size_t k = 0; k < st.sub_steps().size(); ++k) {
+            const Step& sub = st.sub_steps()[k];
             if (is_p2p(sub.op) || is_composite(sub.op))
               fail(r, i, "a compute composite may hold only compute sub-steps, found " + short_label(sub));
             register_producer(sub, r, static_cast<int>(us.size()), i);
@@ -434,7 +434,7 @@ Schedule insert_p2p(Schedule&& compute_only, Alignment alignment) {
 
 bool has_p2p_step(const Step& st) {
   if (is_p2p(st.op) || is_batch(st.op)) return true;
-  return std::any_of(st.sub_steps.begin(), st.sub_steps.end(), [](const Step& sub) { return has_p2p_step(sub); });
+  return std::any_of(st.sub_steps().begin(), st.sub_steps().end(), [](const Step& sub) { return has_p2p_step(sub); });
 }
 
 int64_t insert_p2p_if_compute_only(Schedule& s) {

@@ -24,7 +24,7 @@ bool consumes(const Step& compute, const Step& recv) {
     if (c.micro != recv.micro || c.stage != recv.stage) return false;
     return info(c.op).input_recv == recv.op;
   };
-  if (is_composite(compute.op)) return std::any_of(compute.sub_steps.begin(), compute.sub_steps.end(), matches);
+  if (is_composite(compute.op)) return std::any_of(compute.sub_steps().begin(), compute.sub_steps().end(), matches);
   return matches(compute);
 }
 
@@ -141,7 +141,7 @@ MutationOutcome apply_mutation(Schedule& s, const Mutation& m) {
       auto batches = where(p, [](const Step& st) { return is_batch(st.op); });
       if (batches.empty()) return out;
       size_t i = batches[pick(batches.size(), m.position)];
-      std::vector<Step> subs = p[i]->sub_steps;
+      std::vector<Step> subs = p[i]->sub_steps();
       out.touched = {*p[i]};
       out.description = at + "split " + label(p[i]) + " into plain steps";
       p.erase(p.begin() + static_cast<long>(i));
@@ -180,14 +180,14 @@ MutationOutcome apply_mutation(Schedule& s, const Mutation& m) {
         for (auto& slot : prog) {
           if (!slot) continue;
           auto annotate = [](Step& st) {
-            if (is_p2p(st.op) && info(st.op).meta != Meta::EveryStep) st.tensors = {{{1, 4096}, "bf16"}};
+            if (is_p2p(st.op) && info(st.op).meta != Meta::EveryStep) st.edit_tensors() = {{{1, 4096}, "bf16"}};
           };
           annotate(*slot);
-          for (auto& sub : slot->sub_steps) annotate(sub);
+          for (auto& sub : slot->sub_steps_mut()) annotate(sub);
         }
       size_t i = transfers[pick(transfers.size(), m.position)];
       out.touched = {*p[i]};
-      p[i]->tensors = {{{1, 4096 + 1 + static_cast<int64_t>(pick(64, m.arg))}, "bf16"}};
+      p[i]->edit_tensors() = {{{1, 4096 + 1 + static_cast<int64_t>(pick(64, m.arg))}, "bf16"}};
       out.description = at + "changed the payload shape of " + label(p[i]) + " (step " + std::to_string(i) + ")";
       break;
     }

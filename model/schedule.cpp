@@ -13,7 +13,7 @@ namespace ppsched {
 Step make_composite(Op op, std::vector<Step> sub_steps) {
   Step s;
   s.op = op;
-  s.sub_steps = std::move(sub_steps);
+  if (!sub_steps.empty()) s.edit_sub_steps() = std::move(sub_steps);
   return s;
 }
 
@@ -96,7 +96,7 @@ bool has_body_data_steps(const Schedule& s) {
     for (const auto& slot : prog) {
       if (!slot) continue;
       if (is_body_data_step(*slot)) return true;
-      for (const Step& sub : slot->sub_steps)
+      for (const Step& sub : slot->sub_steps())
         if (is_body_data_step(sub)) return true;
     }
   return false;
@@ -175,9 +175,9 @@ std::string short_label(const Step& step) {
   const auto& i = info(step.op);
   if (i.kind == StepKind::Composite) {
     std::string out = "[";
-    for (size_t k = 0; k < step.sub_steps.size(); ++k) {
+    for (size_t k = 0; k < step.sub_steps().size(); ++k) {
       if (k) out += "|";
-      out += short_label(step.sub_steps[k]);
+      out += short_label(step.sub_steps()[k]);
     }
     return out + "]";
   }

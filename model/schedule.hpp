@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/small_vec.hpp"
@@ -21,21 +22,113 @@ struct TensorDesc {
 
 inline constexpr int32_t kNone = -1;  // absent micro / stage / peer
 
+struct StepLists;
+class Slot;
+
+// One step: 24 bytes. The op, micro, stage and peer are inline; the three lists a step rarely
+// has (a composite's sub-steps, payload descriptors, an explicit collective group) live behind
+// one pointer, null when all are empty. A schedule holds up to millions of steps and every pass
+// reads them: the lists cost a step nothing until it has one. Read them with sub_steps(),
+// tensors(), group() (empty when absent); change them with edit_*(), which allocates the lists.
 struct Step {
   Op op = Op::FWD;
+
+ private:
+  friend class Slot;
+  uint8_t idle_ = 0;  // in the padding after `op`: set only in an idle Slot
+
+ public:
   int32_t micro = kNone;
   int32_t stage = kNone;
   int32_t peer = kNone;           // explicit peer rank; kNone = derived from the peer rule
-  SmallVec<Step> sub_steps;       // composites
-  SmallVec<TensorDesc> tensors;   // payload descriptors, compared when both ends give them
-  SmallVec<int32_t> group;        // explicit collective group (ALL_REDUCE)
 
-  bool operator==(const Step& o) const {
-    return op == o.op && micro == o.micro && stage == o.stage && peer == o.peer &&
-           sub_steps == o.sub_steps && tensors == o.tensors && group == o.group;
+  Step() = default;
+  Step(const Step& o);
+  Step(Step&& o) noexcept : op(o.op), idle_(o.idle_), micro(o.micro), stage(o.stage), peer(o.peer), lists_(o.lists_) {
+    o.lists_ = nullptr;
   }
+  Step& operator=(const Step& o) {
+    if (this != &o) {
+      Step copy(o);
+      swap(copy);
+    }
+    return *this;
+  }
+  Step& operator=(Step&& o) noexcept {
+    swap(o);
+    return *this;
+  }
+  ~Step();
+  void swap(Step& o) noexcept {
+    std::swap(op, o.op);
+    std::swap(idle_, o.idle_);
+    std::swap(micro, o.micro);
+    std::swap(stage, o.stage);
+    std::swap(peer, o.peer);
+    std::swap(lists_, o.lists_);
+  }
+
+  const SmallVec<Step>& sub_steps() const;       // composites
+  const SmallVec<TensorDesc>& tensors() const;   // payload descriptors, compared when both ends give them
+  const SmallVec<int32_t>& group() const;        // explicit collective group (ALL_REDUCE)
+  SmallVec<Step>& edit_sub_steps();
+  // The sub-steps to change in place, without allocating the lists of a step that has none.
+  struct MutableSteps {
+    Step* first;
+    Step* last;
+    Step* begin() const { return first; }
+    Step* end() const { return last; }
+    size_t size() const { return static_cast<size_t>(last - first); }
+    bool empty() const { return first == last; }
+    Step& operator[](size_t i) const { return first[i]; }
+  };
+  MutableSteps sub_steps_mut();
+  SmallVec<TensorDesc>& edit_tensors();
+  SmallVec<int32_t>& edit_group();
+  bool has_lists() const { return lists_ != nullptr; }
+
+  bool operator==(const Step& o) const;
   bool operator!=(const Step& o) const { return !(*this == o); }
+
+ private:
+  StepLists* lists_ = nullptr;  // owned
+  StepLists& lists();
 };
+static_assert(sizeof(Step) == 24, "Step: keep it at 24 bytes");
+
+struct StepLists {
+  SmallVec<Step> sub_steps;
+  SmallVec<TensorDesc> tensors;
+  SmallVec<int32_t> group;
+};
+
+namespace detail {
+inline const StepLists kNoLists{};
+}
+
+inline Step::Step(const Step& o)
+    : op(o.op), idle_(o.idle_), micro(o.micro), stage(o.stage), peer(o.peer),
+      lists_(o.lists_ ? new StepLists(*o.lists_) : nullptr) {}
+inline Step::~Step() { delete lists_; }
+inline const SmallVec<Step>& Step::sub_steps() const { return (lists_ ? lists_ : &detail::kNoLists)->sub_steps; }
+inline const SmallVec<TensorDesc>& Step::tensors() const { return (lists_ ? lists_ : &detail::kNoLists)->tensors; }
+inline const SmallVec<int32_t>& Step::group() const { return (lists_ ? lists_ : &detail::kNoLists)->group; }
+inline StepLists& Step::lists() {
+  if (!lists_) lists_ = new StepLists();
+  return *lists_;
+}
+inline SmallVec<Step>& Step::edit_sub_steps() { return lists().sub_steps; }
+inline Step::MutableSteps Step::sub_steps_mut() {
+  if (!lists_) return {nullptr, nullptr};
+  return {lists_->sub_steps.begin(), lists_->sub_steps.end()};
+}
+inline SmallVec<TensorDesc>& Step::edit_tensors() { return lists().tensors; }
+inline SmallVec<int32_t>& Step::edit_group() { return lists().group; }
+inline bool Step::operator==(const Step& o) const {
+  return op == o.op && micro == o.micro && stage == o.stage && peer == o.peer &&
+         (lists_ == o.lists_ ||
+          (sub_steps() == o.sub_steps() && tensors() == o.tensors() && group() == o.group()));
+}
 
 inline Step make_step(Op op, int micro = kNone, int stage = kNone) {
   Step s;
@@ -47,7 +140,70 @@ inline Step make_step(Op op, int micro = kNone, int stage = kNone) {
 Step make_composite(Op op, std::vector<Step> sub_steps);
 
 // One slot of a rank's program: a step, or an idle slot (kept for display, skipped when run).
-using Slot = std::optional<Step>;
+// std::optional<Step>'s interface at a Step's size: the idle mark sits in the Step's padding
+// (a std::optional would add 8 bytes a slot).
+class Slot {
+ public:
+  Slot() noexcept { step_.idle_ = 1; }
+  Slot(std::nullopt_t) noexcept : Slot() {}  // NOLINT: implicit, as std::optional's
+  Slot(const Step& s) : step_(s) { step_.idle_ = 0; }  // NOLINT
+  Slot(Step&& s) noexcept : step_(std::move(s)) { step_.idle_ = 0; }  // NOLINT
+  Slot(const std::optional<Step>& s) : Slot() {  // NOLINT
+    if (s) *this = *s;
+  }
+  Slot(std::optional<Step>&& s) : Slot() {  // NOLINT
+    if (s) *this = std::move(*s);
+  }
+  Slot& operator=(std::nullopt_t) noexcept {
+    reset();
+    return *this;
+  }
+  Slot& operator=(const Step& s) {
+    step_ = s;
+    step_.idle_ = 0;
+    return *this;
+  }
+  Slot& operator=(Step&& s) noexcept {
+    step_ = std::move(s);
+    step_.idle_ = 0;
+    return *this;
+  }
+
+  bool has_value() const noexcept { return step_.idle_ == 0; }
+  explicit operator bool() const noexcept { return has_value(); }
+  Step& operator*() noexcept { return step_; }
+  const Step& operator*() const noexcept { return step_; }
+  Step* operator->() noexcept { return &step_; }
+  const Step* operator->() const noexcept { return &step_; }
+  Step& value() {
+    if (!has_value()) throw std::bad_optional_access();
+    return step_;
+  }
+  const Step& value() const {
+    if (!has_value()) throw std::bad_optional_access();
+    return step_;
+  }
+  void reset() noexcept {
+    step_ = Step();
+    step_.idle_ = 1;
+  }
+  template <class... Args>
+  Step& emplace(Args&&... args) {
+    step_ = Step(std::forward<Args>(args)...);
+    step_.idle_ = 0;
+    return step_;
+  }
+
+  bool operator==(const Slot& o) const { return has_value() == o.has_value() && (!has_value() || step_ == o.step_); }
+  bool operator!=(const Slot& o) const { return !(*this == o); }
+  bool operator==(std::nullopt_t) const { return !has_value(); }
+  bool operator!=(std::nullopt_t) const { return has_value(); }
+
+ private:
+  Step step_;
+};
+static_assert(sizeof(Slot) == 24, "Slot: keep it at a Step's 24 bytes");
+
 using Program = std::vector<Slot>;
 
 enum class PlacementKind : uint8_t { Loop, V, Explicit };

@@ -59,14 +59,14 @@ class DigestFields {
     out_.add(static_cast<uint64_t>(static_cast<int64_t>(st.micro)));
     out_.add(static_cast<uint64_t>(static_cast<int64_t>(st.stage)));
     out_.add(static_cast<uint64_t>(static_cast<int64_t>(st.peer)));
-    ints(st.group);
-    out_.add(static_cast<uint64_t>(st.tensors.size()));
-    for (const TensorDesc& t : st.tensors) {
+    ints(st.group());
+    out_.add(static_cast<uint64_t>(st.tensors().size()));
+    for (const TensorDesc& t : st.tensors()) {
       ints(t.shape);
       text(t.dtype);
     }
-    out_.add(static_cast<uint64_t>(st.sub_steps.size()));
-    for (const Step& sub : st.sub_steps) step(sub);
+    out_.add(static_cast<uint64_t>(st.sub_steps().size()));
+    for (const Step& sub : st.sub_steps()) step(sub);
   }
 
   Sink& out_;

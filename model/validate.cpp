@@ -206,32 +206,32 @@ class Validator {
   void check_group(const Step& st, int r, int i, int sub) const {
     const std::string field = ".group";
     if (info(st.op).collective != CollectiveScope::ExplicitGroup) {
-      if (!st.group.empty())
+      if (!st.group().empty())
         fail(r, i, sub, field, "only ALL_REDUCE takes a group, found one on " + std::string(op_name(st.op)));
       return;
     }
-    if (st.group.empty()) fail(r, i, sub, field, "ALL_REDUCE needs a non-empty group of ranks, none given");
-    for (size_t k = 0; k < st.group.size(); ++k) {
-      const int g = st.group[k];
+    if (st.group().empty()) fail(r, i, sub, field, "ALL_REDUCE needs a non-empty group of ranks, none given");
+    for (size_t k = 0; k < st.group().size(); ++k) {
+      const int g = st.group()[k];
       if (g < 0 || g >= s_.ranks)
         fail(r, i, sub, field + "[" + std::to_string(k) + "]",
              "group rank " + std::to_string(g) + " is out of range: expected " + range_text(s_.ranks, "ranks"));
-      if (std::find(st.group.begin(), st.group.begin() + static_cast<long>(k), g) !=
-          st.group.begin() + static_cast<long>(k))
+      if (std::find(st.group().begin(), st.group().begin() + static_cast<long>(k), g) !=
+          st.group().begin() + static_cast<long>(k))
         fail(r, i, sub, field + "[" + std::to_string(k) + "]",
              "rank " + std::to_string(g) + " appears twice in the group");
     }
-    if (std::find(st.group.begin(), st.group.end(), r) == st.group.end())
+    if (std::find(st.group().begin(), st.group().end(), r) == st.group().end())
       fail(r, i, sub, field, "the group must contain the step's own rank " + std::to_string(r));
   }
 
   void check_tensors(const Step& st, int r, int i, int sub) const {
-    if (st.tensors.empty()) return;
+    if (st.tensors().empty()) return;
     if (!is_p2p(st.op))
       fail(r, i, sub, ".tensors",
            "only P2P steps describe tensors, found tensors on " + std::string(op_name(st.op)));
-    for (size_t k = 0; k < st.tensors.size(); ++k) {
-      const auto& t = st.tensors[k];
+    for (size_t k = 0; k < st.tensors().size(); ++k) {
+      const auto& t = st.tensors()[k];
       const std::string tp = ".tensors[" + std::to_string(k) + "]";
       for (size_t d = 0; d < t.shape.size(); ++d) {
         if (t.shape[d] < 0)
@@ -246,9 +246,9 @@ class Validator {
   void check_sub_steps(const Step& st, int r, int i, int sub, const Step* inside) const {
     const std::string field = ".sub_steps";
     if (!is_composite(st.op)) {
-      if (!st.sub_steps.empty())
+      if (!st.sub_steps().empty())
         fail(r, i, sub, field,
-             "only composite steps have sub_steps, found " + std::to_string(st.sub_steps.size()) + " on " +
+             "only composite steps have sub_steps, found " + std::to_string(st.sub_steps().size()) + " on " +
                  std::string(op_name(st.op)));
       return;
     }
@@ -256,7 +256,7 @@ class Validator {
       fail(r, i, sub, ".op",
            "composites do not nest: " + std::string(op_name(st.op)) + " inside " +
                std::string(op_name(inside->op)));
-    const auto& subs = st.sub_steps;
+    const auto& subs = st.sub_steps();
     if (is_batch(st.op)) {
       if (subs.empty()) fail(r, i, sub, field, "BATCH_SEND_RECV needs at least one P2P sub-step, found none");
       for (size_t k = 0; k < subs.size(); ++k) {
@@ -303,7 +303,7 @@ void drop_rank_tags(Schedule& s) {
     for (auto& slot : prog) {
       if (!slot) continue;
       drop(*slot);
-      for (Step& sub : slot->sub_steps) drop(sub);
+      for (Step& sub : slot->sub_steps_mut()) drop(sub);
     }
 }
 

@@ -210,7 +210,7 @@ class Engine {
   Delta effects_of(int r, const Step& st) {
     if (!is_composite(st.op)) return leaf_effects(r, leaf_of(st));
     Delta d;
-    for (const auto& sub : st.sub_steps) d += leaf_effects(r, leaf_of(sub));
+    for (const auto& sub : st.sub_steps()) d += leaf_effects(r, leaf_of(sub));
     return d;
   }
   // The effects of action `a`'s step; the step itself is read only when it is a composite.
@@ -277,7 +277,7 @@ class Engine {
     };
     if (!a.composite) return one(a.op, a.stage);
     int64_t w = 0;
-    for (const auto& sub : step_at(r, a.step_index).sub_steps) w = std::max(w, one(sub.op, sub.stage));
+    for (const auto& sub : step_at(r, a.step_index).sub_steps()) w = std::max(w, one(sub.op, sub.stage));
     return w;
   }
 
@@ -341,8 +341,8 @@ class Engine {
   // ---- compute ------------------------------------------------------------------------------
   double duration(const Step& st) {
     if (is_overlap(st.op)) {
-      double a = st.sub_steps.size() > 0 ? duration(st.sub_steps[0]) : 0.0;
-      double b = st.sub_steps.size() > 1 ? duration(st.sub_steps[1]) : 0.0;
+      double a = st.sub_steps().size() > 0 ? duration(st.sub_steps()[0]) : 0.0;
+      double b = st.sub_steps().size() > 1 ? duration(st.sub_steps()[1]) : 0.0;
       // Both run together: the shorter one is hidden by `overlap_efficiency` (1 = fully).
       return std::max(a, b) + (1.0 - c_.overlap_efficiency) * std::min(a, b);
     }
@@ -414,7 +414,7 @@ class Engine {
 
   Leaf sub_leaf(const Message& m) const {
     const Step& top = step_at(m.rank, m.step_index);
-    return leaf_of(m.sub >= 0 ? top.sub_steps[static_cast<size_t>(m.sub)] : top);
+    return leaf_of(m.sub >= 0 ? top.sub_steps()[static_cast<size_t>(m.sub)] : top);
   }
 
   bool eager(double bytes) const {

@@ -196,12 +196,12 @@ TEST_CASE("payload descriptors that disagree on one side are a p2p_mismatch", "[
   Schedule s = generate("1f1b", g);
   for (int r = 0; r < 2; ++r)
     for (auto& slot : s.programs[static_cast<size_t>(r)])
-      if (slot && is_p2p(slot->op)) slot->tensors = {{{4, 1024}, "bf16"}};
+      if (slot && is_p2p(slot->op)) slot->edit_tensors() = {{{4, 1024}, "bf16"}};
   CHECK(verify(s).ok());
   // rank 1 expects a different shape for its first activation
   for (auto& slot : s.programs[1])
     if (slot && slot->op == Op::FWD_RECV) {
-      slot->tensors = {{{4, 2048}, "bf16"}};
+      slot->edit_tensors() = {{{4, 2048}, "bf16"}};
       break;
     }
   CheckReport r = verify(s);

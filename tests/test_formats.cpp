@@ -180,7 +180,7 @@ Schedule add_json_extras(Schedule s, std::mt19937& rng) {
       TensorDesc t;
       for (unsigned d = rng() % 4; d > 0; --d) t.shape.push_back(static_cast<int64_t>(rng() % 5000));
       t.dtype = dtypes[rng() % 5];
-      st.tensors.push_back(t);
+      st.edit_tensors().push_back(t);
     }
   };
   for (int r = 0; r < s.ranks; ++r) {
@@ -188,13 +188,13 @@ Schedule add_json_extras(Schedule s, std::mt19937& rng) {
     for (auto& slot : prog) {
       if (!slot) continue;
       decorate(*slot, r);
-      for (auto& sub : slot->sub_steps) decorate(sub, r);
+      for (auto& sub : slot->sub_steps_mut()) decorate(sub, r);
     }
     if (rng() % 2 == 0) {
       Step ar = make_step(Op::ALL_REDUCE);
       for (int g = 0; g < s.ranks; ++g)
-        if (g == r || rng() % 2 == 0) ar.group.push_back(g);
-      std::shuffle(ar.group.begin(), ar.group.end(), rng);
+        if (g == r || rng() % 2 == 0) ar.edit_group().push_back(g);
+      std::shuffle(ar.edit_group().begin(), ar.edit_group().end(), rng);
       prog.push_back(ar);
     }
   }
@@ -406,7 +406,7 @@ TEST_CASE("validation of built schedules names the field", "[formats][validate]"
   CHECK(e.where().rank == 1);
   CHECK_THAT(e.message(), Catch::Contains("at least one P2P sub-step"));
   s.programs[1][0] = make_step(Op::FWD_SEND, 0, 1);
-  s.programs[1][0]->sub_steps.push_back(make_step(Op::FWD, 0, 1));
+  s.programs[1][0]->edit_sub_steps().push_back(make_step(Op::FWD, 0, 1));
   CHECK_THAT(expect_error([&] { validate_structure(s); }).message(),
              Catch::Contains("only composite steps have sub_steps"));
   s.programs[1][0] = make_step(Op::FWD, 0, 1);
@@ -511,12 +511,12 @@ TEST_CASE("steps given as action strings, annotations and the optional fields", 
   const Schedule s = read_schedule_file(good("annotated_steps.json"));
   CHECK(s.placement == Placement::explicit_map({0, 1, 1, 0}));
   CHECK(s.programs[0][0] == make_step(Op::FWD, 0, 0));
-  REQUIRE(s.programs[0][1]->tensors.size() == 1);
-  CHECK(s.programs[0][1]->tensors[0] == TensorDesc{{2, 16}, "bf16"});
+  REQUIRE(s.programs[0][1]->tensors().size() == 1);
+  CHECK(s.programs[0][1]->tensors()[0] == TensorDesc{{2, 16}, "bf16"});
   CHECK(s.programs[0][7]->peer == 1);
-  CHECK(s.programs[0][9]->group == std::vector<int32_t>{0, 1});
+  CHECK(s.programs[0][9]->group() == std::vector<int32_t>{0, 1});
   CHECK(s.programs[1][3]->op == Op::BATCH_SEND_RECV);
-  CHECK(s.programs[1][3]->sub_steps.size() == 2);
+  CHECK(s.programs[1][3]->sub_steps().size() == 2);
   CHECK(s.programs[1][7]->stage == kNone);  // "stage": -1 means no stage
   const std::string text = write_schedule_json(s);
   CHECK_THAT(text, Catch::Contains(R"("placement": [0, 1, 1, 0])"));
@@ -607,8 +607,8 @@ std::string loosely_written(const Schedule& s, std::mt19937& rng) {
   if (j["placement"] == "loop" && rng() % 2) j.erase("placement");
   if (rng() % 2) j["comment"] = "rewritten";
   auto plain = [](const Step& st) {
-    auto bare = [](const Step& x) { return x.peer == kNone && x.tensors.empty() && x.group.empty(); };
-    return bare(st) && std::all_of(st.sub_steps.begin(), st.sub_steps.end(), bare);
+    auto bare = [](const Step& x) { return x.peer == kNone && x.tensors().empty() && x.group().empty(); };
+    return bare(st) && std::all_of(st.sub_steps().begin(), st.sub_steps().end(), bare);
   };
   for (size_t r = 0; r < s.programs.size(); ++r) {
     for (size_t i = 0; i < s.programs[r].size(); ++i) {

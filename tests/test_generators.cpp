@@ -61,7 +61,7 @@ std::string compute_projection(const Program& p) {
   std::string out;
   for (const auto& slot : p) {
     if (!slot) continue;
-    std::vector<Step> leaves = is_composite(slot->op) ? std::vector<Step>(slot->sub_steps) : std::vector<Step>{*slot};
+    std::vector<Step> leaves = is_composite(slot->op) ? std::vector<Step>(slot->sub_steps()) : std::vector<Step>{*slot};
     for (const Step& st : leaves)
       if (is_body_compute(st.op)) out += (out.empty() ? "" : " ") + short_label(st);
   }
@@ -73,7 +73,7 @@ int forwards_before_first_backward(const Program& p) {
   int n = 0;
   for (const auto& slot : p) {
     if (!slot) continue;
-    std::vector<Step> leaves = is_composite(slot->op) ? std::vector<Step>(slot->sub_steps) : std::vector<Step>{*slot};
+    std::vector<Step> leaves = is_composite(slot->op) ? std::vector<Step>(slot->sub_steps()) : std::vector<Step>{*slot};
     for (const Step& st : leaves) {
       if (st.op == Op::FWD) ++n;
       if (st.op == Op::BWD || st.op == Op::BWD_INPUT) return n;
@@ -284,7 +284,7 @@ TEST_CASE("overlap_b_f only regroups the plain steady pairs; dxdw_split keeps th
           CHECK(p2p_a == p2p_b);
           for (size_t k = 0; k < b.size(); ++k) {
             if (!b[k] || b[k]->op != Op::OVERLAP_B_F) continue;
-            const Step& back = b[k]->sub_steps[0];
+            const Step& back = b[k]->sub_steps()[0];
             if (back.stage == 0) {
               CHECK(back.op == Op::BWD);
               continue;
@@ -773,7 +773,7 @@ std::string compute_and_fsdp(const Program& p) {
   for (const auto& slot : p) {
     if (!slot) continue;
     const bool dp = info(slot->op).collective == CollectiveScope::DataParallel;
-    std::vector<Step> leaves = is_composite(slot->op) ? std::vector<Step>(slot->sub_steps) : std::vector<Step>{*slot};
+    std::vector<Step> leaves = is_composite(slot->op) ? std::vector<Step>(slot->sub_steps()) : std::vector<Step>{*slot};
     for (const Step& st : leaves)
       if (dp || is_body_compute(st.op)) out += (out.empty() ? "" : " ") + short_label(st);
   }
@@ -853,7 +853,7 @@ TEST_CASE("every family with FSDP steps verifies, one REDUCE_GRAD per stage afte
           if (st.op == Op::FSDP_REDUCE_GRAD) ++reduced[st.stage], reduce_at[st.stage] = i;
           if (st.op == Op::FSDP_UNSHARD) CHECK(++gathered[st.stage] == 1);
           if (st.op == Op::FSDP_RESHARD) CHECK(--gathered[st.stage] == 0);
-          std::vector<Step> leaves = is_composite(st.op) ? std::vector<Step>(st.sub_steps) : std::vector<Step>{st};
+          std::vector<Step> leaves = is_composite(st.op) ? std::vector<Step>(st.sub_steps()) : std::vector<Step>{st};
           for (const Step& leaf : leaves) {
             if (is_body_compute(leaf.op)) CHECK(gathered[leaf.stage] == 1);  // computes on gathered parameters
             if (leaf.op == Op::BWD || leaf.op == Op::BWD_WEIGHT) last_backward[leaf.stage] = i;

@@ -449,7 +449,7 @@ TEST_CASE("a multi-tensor transfer releases and delivers its buffers once", "[si
   for (auto& prog : s.programs)
     for (auto& slot : prog)
       if (slot && (slot->op == Op::MPIPE_FWD_SEND || slot->op == Op::MPIPE_FWD_RECV)) {
-        slot->tensors = {TensorDesc{{4, 8}, "float32"}, TensorDesc{{4}, "int64"}};
+        slot->edit_tensors() = {TensorDesc{{4, 8}, "float32"}, TensorDesc{{4}, "int64"}};
         ++changed;
       }
   REQUIRE(changed > 0);

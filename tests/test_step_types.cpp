@@ -222,9 +222,67 @@ TEST_CASE("SmallVec: a Step's lists behave like vectors at one pointer each", "[
   Step batch = make_composite(Op::BATCH_SEND_RECV, {make_step(Op::FWD_SEND, 0, 0), make_step(Op::BWD_RECV, 0, 0)});
   Step again = batch;
   CHECK(again == batch);
-  again.sub_steps[1].micro = 1;
+  again.sub_steps_mut()[1].micro = 1;
   CHECK(again != batch);
-  CHECK(batch.sub_steps[1].micro == 0);
+  CHECK(batch.sub_steps()[1].micro == 0);
+}
+
+TEST_CASE("Step and Slot: 24 bytes, lists allocated only when a step has one, idle kept through copies and moves") {
+  STATIC_REQUIRE(sizeof(Step) == 24);
+  STATIC_REQUIRE(sizeof(Slot) == 24);
+  Step plain = make_step(Op::FWD, 3, 1);
+  CHECK_FALSE(plain.has_lists());
+  CHECK(plain.sub_steps().empty());
+  CHECK(plain.tensors().empty());
+  CHECK(plain.group().empty());
+  CHECK(plain.sub_steps_mut().empty());
+  CHECK_FALSE(plain.has_lists());  // reading, or changing sub-steps in place, allocates nothing
+
+  // A step whose lists were allocated and emptied equals one that never had them.
+  Step touched = plain;
+  touched.edit_group().push_back(2);
+  CHECK(touched.has_lists());
+  CHECK(touched != plain);
+  touched.edit_group().clear();
+  CHECK(touched == plain);
+
+  // Deep copies: changing a copy's lists leaves the original alone.
+  Step ar = make_step(Op::ALL_REDUCE);
+  ar.edit_group() = std::vector<int32_t>{0, 1};
+  ar.edit_tensors().push_back(TensorDesc{{4}, "f32"});
+  Step ar2 = ar;
+  ar2.edit_group().push_back(2);
+  CHECK(ar.group().size() == 2);
+  CHECK(ar2.group().size() == 3);
+  CHECK(ar2.tensors() == ar.tensors());
+
+  Slot idle;
+  CHECK_FALSE(idle.has_value());
+  CHECK(idle == std::nullopt);
+  Slot idle_copy = idle;
+  Slot idle_moved = std::move(idle_copy);
+  CHECK_FALSE(idle_copy.has_value());  // NOLINT: a moved-from idle slot stays idle
+  CHECK_FALSE(idle_moved.has_value());
+  Slot full = ar;
+  CHECK(full.has_value());
+  CHECK(full->group().size() == 2);
+  Slot full_moved = std::move(full);
+  CHECK(full_moved.has_value());
+  CHECK(*full_moved == ar);
+  idle_moved = full_moved;
+  CHECK(idle_moved.has_value());
+  CHECK(idle_moved == full_moved);
+  full_moved.reset();
+  CHECK_FALSE(full_moved.has_value());
+  CHECK(full_moved != idle_moved);
+  CHECK(Slot(std::optional<Step>{}) == Slot());
+  CHECK(Slot(std::optional<Step>{plain}) == Slot(plain));
+  Program prog(3);  // idle slots, as std::optional<Step> gave
+  CHECK(std::none_of(prog.begin(), prog.end(), [](const Slot& x) { return x.has_value(); }));
+  prog[1].emplace(plain);
+  CHECK(prog[1].has_value());
+  CHECK(prog[1].value() == plain);
+  CHECK_THROWS_AS(prog[0].value(), std::bad_optional_access);
 }
 
 TEST_CASE("schedule_digest: equal schedules digest equal, a one-field change anywhere digests differently",
@@ -263,8 +321,8 @@ TEST_CASE("schedule_digest: equal schedules digest equal, a one-field change any
   // Strings are length-prefixed: "ab" + "c" and "a" + "bc" differ.
   auto dtypes = [&](const char* a, const char* b) {
     return changed([&](Schedule& s) {
-      s.programs.back()[filled[1]]->tensors.push_back(TensorDesc{{4}, a});
-      s.programs.back()[filled[1]]->tensors.push_back(TensorDesc{{4}, b});
+      s.programs.back()[filled[1]]->edit_tensors().push_back(TensorDesc{{4}, a});
+      s.programs.back()[filled[1]]->edit_tensors().push_back(TensorDesc{{4}, b});
     });
   };
   CHECK(dtypes("ab", "c") != dtypes("a", "bc"));

@@ -45,7 +45,7 @@ std::vector<Step> compute_leaves(const Program& p) {
   for (const auto& slot : p) {
     if (!slot || is_p2p(slot->op)) continue;
     if (is_composite(slot->op)) {
-      out.insert(out.end(), slot->sub_steps.begin(), slot->sub_steps.end());
+      out.insert(out.end(), slot->sub_steps().begin(), slot->sub_steps().end());
     } else {
       out.push_back(*slot);
     }
@@ -74,8 +74,8 @@ Timeline timeline(const Program& p) {
     if (!slot) {
       ++t.columns;
     } else if (is_composite(slot->op)) {
-      t.columns += static_cast<int>(slot->sub_steps.size());
-      t.busy += static_cast<int>(slot->sub_steps.size());
+      t.columns += static_cast<int>(slot->sub_steps().size());
+      t.busy += static_cast<int>(slot->sub_steps().size());
     } else if (!is_p2p(slot->op)) {
       ++t.columns;
       ++t.busy;
@@ -418,10 +418,10 @@ TEST_CASE("dualpipev overlaps F and B in its main loop: 2(M-2P+r+1) + (P-r-1) OV
         // Each overlap pairs a forward of one chunk with a full backward of the other.
         for (const auto& slot : p) {
           if (!slot || slot->op != Op::OVERLAP_F_B) continue;
-          REQUIRE(slot->sub_steps.size() == 2);
-          CHECK(slot->sub_steps[0].op == Op::FWD);
-          CHECK(slot->sub_steps[1].op == Op::BWD);
-          CHECK(slot->sub_steps[0].stage != slot->sub_steps[1].stage);
+          REQUIRE(slot->sub_steps().size() == 2);
+          CHECK(slot->sub_steps()[0].op == Op::FWD);
+          CHECK(slot->sub_steps()[1].op == Op::BWD);
+          CHECK(slot->sub_steps()[0].stage != slot->sub_steps()[1].stage);
         }
         // Split backwards: phase 3 (P-r-1), phase 6 (r+1), phase 7 (P-r-1).
         CHECK(count_op(p, Op::BWD_INPUT) == 2 * P - r - 1);

@@ -144,10 +144,10 @@ struct EventList {
 Out& Out::slice_name(const Step* step, const TimedSlice& sl) {
   if (!step) {
     raw("step ").integer(sl.step_index);
-  } else if (is_composite(step->op) && !step->sub_steps.empty()) {
-    for (size_t k = 0; k < step->sub_steps.size(); ++k) {
+  } else if (is_composite(step->op) && !step->sub_steps().empty()) {
+    for (size_t k = 0; k < step->sub_steps().size(); ++k) {
       if (k) ch('|');
-      raw(short_label(step->sub_steps[k]));
+      raw(short_label(step->sub_steps()[k]));
     }
   } else {
     raw(info(step->op).short_name);
@@ -257,8 +257,8 @@ const Step* slice_step(const Schedule& s, const TimedSlice& sl) {
   if (sl.step_index < 0 || static_cast<size_t>(sl.step_index) >= p.size()) return nullptr;
   const Slot& slot = p[static_cast<size_t>(sl.step_index)];
   if (!slot) return nullptr;
-  if (sl.sub >= 0 && static_cast<size_t>(sl.sub) < slot->sub_steps.size())
-    return &slot->sub_steps[static_cast<size_t>(sl.sub)];
+  if (sl.sub >= 0 && static_cast<size_t>(sl.sub) < slot->sub_steps().size())
+    return &slot->sub_steps()[static_cast<size_t>(sl.sub)];
   return &*slot;
 }
 

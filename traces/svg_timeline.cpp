@@ -77,7 +77,7 @@ Cls class_of(const Step* step, Lane lane) {
     case Lane::Compute: break;
   }
   if (!step) return kX;
-  if (is_composite(step->op) && !step->sub_steps.empty()) return class_of_compute(step->sub_steps[0]);
+  if (is_composite(step->op) && !step->sub_steps().empty()) return class_of_compute(step->sub_steps()[0]);
   return class_of_compute(*step);
 }
 
@@ -149,9 +149,9 @@ std::string micro_label(const Step* step) {
   if (!step) return {};
   if (is_composite(step->op)) {
     std::string out;
-    for (size_t k = 0; k < step->sub_steps.size(); ++k) {
+    for (size_t k = 0; k < step->sub_steps().size(); ++k) {
       if (k) out += '|';
-      if (step->sub_steps[k].micro >= 0) out += std::to_string(step->sub_steps[k].micro);
+      if (step->sub_steps()[k].micro >= 0) out += std::to_string(step->sub_steps()[k].micro);
     }
     return out;
   }
@@ -264,7 +264,7 @@ std::string svg_timeline(const Schedule& s, const RunRecord& r, const SvgOptions
   constexpr int kShades = 4;  // chunk k >= kShades shares the last shade
   const auto chunk_of = [&](const Step* step) {
     if (!step) return 0;
-    const Step& leaf = is_composite(step->op) && !step->sub_steps.empty() ? step->sub_steps.front() : *step;
+    const Step& leaf = is_composite(step->op) && !step->sub_steps().empty() ? step->sub_steps().front() : *step;
     return leaf.stage >= 0 && static_cast<size_t>(leaf.stage) < local_of.size() ? local_of[static_cast<size_t>(leaf.stage)] : 0;
   };
   const auto shade_class = [&](int chunk) -> const char* {
@@ -361,12 +361,12 @@ std::string svg_timeline(const Schedule& s, const RunRecord& r, const SvgOptions
         const bool crit = is_critical(sl);
         any_critical |= crit;
         // A composite on the compute stream: one band per sub-step.
-        const bool bands = lane == Lane::Compute && step && is_composite(step->op) && step->sub_steps.size() > 1;
-        const size_t nb = bands ? step->sub_steps.size() : 1;
+        const bool bands = lane == Lane::Compute && step && is_composite(step->op) && step->sub_steps().size() > 1;
+        const size_t nb = bands ? step->sub_steps().size() : 1;
         for (size_t k = 0; k < nb; ++k) {
-          const Cls c = bands ? class_of_compute(step->sub_steps[k]) : cls;
+          const Cls c = bands ? class_of_compute(step->sub_steps()[k]) : cls;
           used[c] = true;
-          const Step* part = bands ? &step->sub_steps[k] : step;
+          const Step* part = bands ? &step->sub_steps()[k] : step;
           const char* shade = lane == Lane::Compute ? shade_class(chunk_of(part)) : "";
           body.raw("<rect class=\"").raw(kCls[c].css).raw(shade).raw(crit ? " cp" : "").raw("\" x=\"").num(xa);
           if (k) body.raw("\" y=\"").num(h * static_cast<double>(k) / static_cast<double>(nb));

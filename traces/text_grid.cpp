@@ -67,7 +67,7 @@ std::string wrap_items(const std::vector<std::string>& items, const std::string&
 
 void collect_ops(const Step& st, std::set<Op>& ops) {
   ops.insert(st.op);
-  for (const auto& sub : st.sub_steps) collect_ops(sub, ops);
+  for (const auto& sub : st.sub_steps()) collect_ops(sub, ops);
 }
 
 // A timeline cell: the short name and micro-batch ("F3"), the stage too when a rank holds
@@ -75,7 +75,7 @@ void collect_ops(const Step& st, std::set<Op>& ops) {
 std::string cell_label(const Step& st, bool with_stage) {
   if (is_composite(st.op)) {
     std::string out = "[";
-    for (size_t k = 0; k < st.sub_steps.size(); ++k) out += (k ? "|" : "") + cell_label(st.sub_steps[k], with_stage);
+    for (size_t k = 0; k < st.sub_steps().size(); ++k) out += (k ? "|" : "") + cell_label(st.sub_steps()[k], with_stage);
     return out + "]";
   }
   std::string out(info(st.op).short_name);
@@ -90,8 +90,8 @@ std::string header_line(const Schedule& s) { return (s.name.empty() ? std::strin
 
 bool shown_as_compute(const Step& step) {
   if (is_compute(step.op)) return true;
-  if (!is_overlap(step.op) || step.sub_steps.empty()) return false;
-  for (const auto& sub : step.sub_steps)
+  if (!is_overlap(step.op) || step.sub_steps().empty()) return false;
+  for (const auto& sub : step.sub_steps())
     if (!shown_as_compute(sub)) return false;
   return true;
 }

@@ -88,7 +88,7 @@ std::optional<Step> parse_composite(std::string_view text, std::string* error) {
     std::string sub_error;
     auto sub = parse_simple(part, &sub_error);
     if (!sub) return fail(error, "in sub-action '" + clip(part) + "': " + sub_error);
-    step.sub_steps.push_back(std::move(*sub));
+    step.edit_sub_steps().push_back(std::move(*sub));
     if (end == std::string_view::npos) break;
     begin = end + 1;
   }
@@ -109,9 +109,9 @@ std::string format_action(const Step& step) {
   const std::string token(row.torch_token.empty() ? row.name : row.torch_token);
   if (is_composite(step.op)) {
     std::string out = "(";
-    for (size_t k = 0; k < step.sub_steps.size(); ++k) {
+    for (size_t k = 0; k < step.sub_steps().size(); ++k) {
       if (k) out += ';';
-      out += format_action(step.sub_steps[k]);
+      out += format_action(step.sub_steps()[k]);
     }
     return out + ")" + token;
   }

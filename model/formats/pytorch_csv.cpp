@@ -49,14 +49,14 @@ std::string_view unquote(std::string_view cell) {
 
 bool has_p2p(const Step& st) {
   if (is_p2p(st.op) || is_batch(st.op)) return true;
-  return std::any_of(st.sub_steps.begin(), st.sub_steps.end(), has_p2p);
+  return std::any_of(st.sub_steps().begin(), st.sub_steps().end(), has_p2p);
 }
 
 // Calls fn(step) for a step and each of its sub-steps.
 template <class Fn>
 void for_each_part(const Step& st, Fn&& fn) {
   fn(st);
-  for (const Step& sub : st.sub_steps) for_each_part(sub, fn);
+  for (const Step& sub : st.sub_steps()) for_each_part(sub, fn);
 }
 
 class CsvReader {
@@ -250,9 +250,9 @@ std::string inexpressible(const Step& st) {
     if (!why.empty()) return;
     if (p.peer != kNone)
       why = "an explicit peer (" + std::to_string(p.peer) + ")";
-    else if (!p.tensors.empty())
+    else if (!p.tensors().empty())
       why = "tensor descriptions";
-    else if (!p.group.empty())
+    else if (!p.group().empty())
       why = "a rank group";
   });
   return why;

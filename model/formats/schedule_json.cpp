@@ -519,9 +519,9 @@ bool Reader::open(Kind kind) {
       if (!object) wrong_type("a step object or an action string", kind);
       Step* parent = f.step;
       const int depth = f.depth;
-      parent->sub_steps.emplace_back();
+      parent->edit_sub_steps().emplace_back();
       Frame& nf = push(Ctx::Step, true);
-      nf.step = &parent->sub_steps.back();
+      nf.step = &parent->edit_sub_steps().back();
       nf.depth = depth;
       return true;
     }
@@ -532,9 +532,9 @@ bool Reader::open(Kind kind) {
       if (!object)
         wrong_type("a tensor object {\"shape\": [...], \"dtype\": \"...\"}", kind);
       Step* st = f.step;
-      st->tensors.emplace_back();
+      st->edit_tensors().emplace_back();
       Frame& nf = push(Ctx::Tensor, true);
-      nf.tensor = &st->tensors.back();
+      nf.tensor = &st->edit_tensors().back();
       return true;
     }
     case Ctx::Tensor:
@@ -690,7 +690,7 @@ bool Reader::scalar(const Value& v) {
       break;
     case Ctx::SubSteps:
       if (v.kind != Kind::String) wrong_type("a step object or an action string", v.kind);
-      f.step->sub_steps.push_back(action(v));
+      f.step->edit_sub_steps().push_back(action(v));
       break;
     case Ctx::Step: step_value(f, &v, v.kind); break;
     case Ctx::Tensors: wrong_type("a tensor object {\"shape\": [...], \"dtype\": \"...\"}", v.kind);
@@ -705,7 +705,7 @@ bool Reader::scalar(const Value& v) {
       f.tensor->shape.push_back(
           integer(v, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), "an integer"));
       break;
-    case Ctx::Group: f.step->group.push_back(int32(v)); break;
+    case Ctx::Group: f.step->edit_group().push_back(int32(v)); break;
     case Ctx::Skip: break;
   }
   end_element();
@@ -805,29 +805,29 @@ void put_step(std::string& out, const Step& st) {
     out += ", \"peer\": ";
     put_int(out, st.peer);
   }
-  if (!st.sub_steps.empty()) {
+  if (!st.sub_steps().empty()) {
     out += ", \"sub_steps\": [";
-    for (size_t k = 0; k < st.sub_steps.size(); ++k) {
+    for (size_t k = 0; k < st.sub_steps().size(); ++k) {
       if (k) out += ", ";
-      put_step(out, st.sub_steps[k]);
+      put_step(out, st.sub_steps()[k]);
     }
     out += ']';
   }
-  if (!st.tensors.empty()) {
+  if (!st.tensors().empty()) {
     out += ", \"tensors\": [";
-    for (size_t k = 0; k < st.tensors.size(); ++k) {
+    for (size_t k = 0; k < st.tensors().size(); ++k) {
       if (k) out += ", ";
       out += "{\"shape\": ";
-      put_int_array(out, st.tensors[k].shape);
+      put_int_array(out, st.tensors()[k].shape);
       out += ", \"dtype\": ";
-      put_string(out, st.tensors[k].dtype);
+      put_string(out, st.tensors()[k].dtype);
       out += '}';
     }
     out += ']';
   }
-  if (!st.group.empty()) {
+  if (!st.group().empty()) {
     out += ", \"group\": ";
-    put_int_array(out, st.group);
+    put_int_array(out, st.group());
   }
   out += '}';
 }

@@ -20,8 +20,8 @@ namespace ppsched {
 namespace {
 
 // The leaves of a compute action: the action itself, or an OVERLAP_F_B's sub-actions.
-const Step* leaves_begin(const Step& a) { return a.sub_steps.empty() ? &a : &*a.sub_steps.begin(); }
-const Step* leaves_end(const Step& a) { return a.sub_steps.empty() ? &a + 1 : &*a.sub_steps.begin() + a.sub_steps.size(); }
+const Step* leaves_begin(const Step& a) { return a.sub_steps().empty() ? &a : &*a.sub_steps().begin(); }
+const Step* leaves_end(const Step& a) { return a.sub_steps().empty() ? &a + 1 : &*a.sub_steps().begin() + a.sub_steps().size(); }
 
 // PyTorch's F, B, I, W: the body's compute kinds (the MPipe tower's have no PyTorch action).
 bool pytorch_compute(Op op) {
@@ -42,8 +42,8 @@ std::vector<Step> compute_order(const Schedule& s, int r) {
     if (is_p2p(st.op) || is_batch(st.op) || info(st.op).collective == CollectiveScope::DataParallel) continue;
     bool ok = pytorch_compute(st.op);
     if (pytorch_overlap(st.op)) {
-      ok = !st.sub_steps.empty();
-      for (const Step& sub : st.sub_steps) ok = ok && pytorch_compute(sub.op);
+      ok = !st.sub_steps().empty();
+      for (const Step& sub : st.sub_steps()) ok = ok && pytorch_compute(sub.op);
     }
     if (!ok) {
       Location loc;

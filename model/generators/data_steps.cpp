@@ -45,12 +45,12 @@ Schedule add_data_steps(Schedule s) {
       if (auto d = data_partner(st.op)) out.push_back(make_step(*d, st.micro, st.stage));
       if (is_forward(st.op)) out.push_back(make_step(Op::DATA_LOAD, st.micro, st.stage));
       if (is_overlap(st.op))
-        for (const Step& sub : st.sub_steps)
+        for (const Step& sub : st.sub_steps())
           if (is_forward(sub.op)) out.push_back(make_step(Op::DATA_LOAD, sub.micro, sub.stage));
       if (is_batch(st.op)) {
-        std::vector<Step> subs(st.sub_steps.begin(), st.sub_steps.end());
+        std::vector<Step> subs(st.sub_steps().begin(), st.sub_steps().end());
         add_to_steps(subs);
-        st.sub_steps = std::move(subs);
+        st.edit_sub_steps() = std::move(subs);
       }
       out.push_back(std::move(slot));
     }

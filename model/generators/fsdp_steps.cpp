@@ -46,7 +46,7 @@ std::vector<const Step*> stage_compute(const Step& st, bool holds_stage0) {
     if (params_stage(leaf, holds_stage0) >= 0) out.push_back(&leaf);
   };
   if (is_overlap(st.op)) {
-    for (const auto& sub : st.sub_steps) take(sub);
+    for (const auto& sub : st.sub_steps()) take(sub);
   } else {
     take(st);
   }
@@ -63,7 +63,7 @@ bool hands_over(const Step& st, const std::vector<const Step*>& leaves) {
     return false;
   };
   if (is_batch(st.op)) {
-    for (const auto& sub : st.sub_steps)
+    for (const auto& sub : st.sub_steps())
       if (one(sub)) return true;
     return false;
   }

@@ -191,9 +191,9 @@ void split_dxdw(Schedule& s) {
         out.push_back(*pending_w);
         pending_w.reset();
       }
-      if (slot && slot->op == Op::OVERLAP_B_F && slot->sub_steps[0].op == Op::BWD &&
-          slot->sub_steps[0].stage != 0) {
-        Step& b = slot->sub_steps[0];
+      if (slot && slot->op == Op::OVERLAP_B_F && slot->sub_steps()[0].op == Op::BWD &&
+          slot->sub_steps()[0].stage != 0) {
+        Step& b = slot->sub_steps_mut()[0];
         b.op = Op::BWD_INPUT;
         pending_w = make_step(Op::BWD_WEIGHT, b.micro, b.stage);
       }

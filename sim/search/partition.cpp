@@ -61,7 +61,7 @@ std::vector<double> critical_per_stage(const TuneResult& r, int stages) {
     const Step& st = *prog[static_cast<size_t>(c.step_index)];
     std::vector<int> touched;
     if (st.stage >= 0) touched.push_back(st.stage);
-    for (const Step& sub : st.sub_steps)
+    for (const Step& sub : st.sub_steps())
       if (sub.stage >= 0) touched.push_back(sub.stage);
     for (int t : touched)
       if (t < stages) out[static_cast<size_t>(t)] += (c.end_ms - c.start_ms) / static_cast<double>(touched.size());

@@ -172,8 +172,8 @@ std::vector<double> memory_peaks(const Schedule& s, const MemoryModel& memory, M
     };
     for (const Slot& slot : s.programs[r]) {
       if (!slot) continue;
-      if (slot->sub_steps.empty()) apply(*slot);
-      for (const Step& sub : slot->sub_steps) apply(sub);
+      if (slot->sub_steps().empty()) apply(*slot);
+      for (const Step& sub : slot->sub_steps()) apply(sub);
     }
   }
   return peaks;
@@ -469,12 +469,12 @@ std::optional<Order> order_of(const Schedule& s, const Problem& p) {
       if (is_p2p(st.op) || inf.composite == CompositeKind::Batch) continue;
       // An overlap composite of a forward and then a backward of another micro (OVERLAP_F_B).
       // In a split problem the backward may also be a full one (DualPipeV mixes both).
-      if (inf.composite == CompositeKind::Overlap && st.sub_steps.size() == 2 &&
-          info(st.sub_steps[0].op).compute == ComputeKind::Forward && p.overlap_efficiency > 0) {
-        const ComputeKind second = info(st.sub_steps[1].op).compute;
+      if (inf.composite == CompositeKind::Overlap && st.sub_steps().size() == 2 &&
+          info(st.sub_steps()[0].op).compute == ComputeKind::Forward && p.overlap_efficiency > 0) {
+        const ComputeKind second = info(st.sub_steps()[1].op).compute;
         if (second == ComputeKind::Backward || (p.split && second == ComputeKind::BackwardInput)) {
-          o[r].push_back(Task{Kind::F, st.sub_steps[0].stage, st.sub_steps[0].micro, true});
-          o[r].push_back(Task{second == ComputeKind::Backward ? Kind::B : Kind::I, st.sub_steps[1].stage, st.sub_steps[1].micro});
+          o[r].push_back(Task{Kind::F, st.sub_steps()[0].stage, st.sub_steps()[0].micro, true});
+          o[r].push_back(Task{second == ComputeKind::Backward ? Kind::B : Kind::I, st.sub_steps()[1].stage, st.sub_steps()[1].micro});
           continue;
         }
       }

@@ -41,7 +41,7 @@ int64_t max_peak(const RunRecord& r) {
 std::string critical_label(const Schedule& s, const CriticalStep& cp) {
   const auto& slot = s.programs[static_cast<size_t>(cp.rank)][static_cast<size_t>(cp.step_index)];
   if (!slot) return ".@r" + std::to_string(cp.rank);
-  const Step& st = cp.sub >= 0 && static_cast<size_t>(cp.sub) < slot->sub_steps.size() ? slot->sub_steps[static_cast<size_t>(cp.sub)]
+  const Step& st = cp.sub >= 0 && static_cast<size_t>(cp.sub) < slot->sub_steps().size() ? slot->sub_steps()[static_cast<size_t>(cp.sub)]
                                                                                       : *slot;
   std::string out = short_label(st) + "@r" + std::to_string(cp.rank);
   if (cp.lane == Lane::Send || cp.lane == Lane::Recv) out += cp.meta ? " (meta)" : " (payload)";

@@ -17,15 +17,15 @@ nlohmann::json step_json(const Step& st) {
   if (st.micro != kNone) j["micro"] = st.micro;
   if (st.stage != kNone) j["stage"] = st.stage;
   if (st.peer != kNone) j["peer"] = st.peer;
-  if (!st.sub_steps.empty()) {
+  if (!st.sub_steps().empty()) {
     j["sub_steps"] = nlohmann::json::array();
-    for (const auto& sub : st.sub_steps) j["sub_steps"].push_back(step_json(sub));
+    for (const auto& sub : st.sub_steps()) j["sub_steps"].push_back(step_json(sub));
   }
-  if (!st.tensors.empty()) {
+  if (!st.tensors().empty()) {
     j["tensors"] = nlohmann::json::array();
-    for (const auto& t : st.tensors) j["tensors"].push_back({{"shape", t.shape}, {"dtype", t.dtype}});
+    for (const auto& t : st.tensors()) j["tensors"].push_back({{"shape", t.shape}, {"dtype", t.dtype}});
   }
-  if (!st.group.empty()) j["group"] = st.group;
+  if (!st.group().empty()) j["group"] = st.group();
   return j;
 }
 

@@ -127,7 +127,7 @@ class RankRun {
       } else {
         // A compute step waits the cached receive it consumes (overlap_p2p, §3.2).
         if (is_composite(st.op)) {
-          for (const Step& leaf : st.sub_steps) consume(leaf);
+          for (const Step& leaf : st.sub_steps()) consume(leaf);
         } else {
           consume(st);
         }
@@ -162,7 +162,7 @@ class RankRun {
     // Body transfers carry one activation or gradient; MPipe and data transfers one message
     // per tensor.
     if (own_meta(st.op) != Meta::EveryStep) return 1;
-    return std::max(1, static_cast<int>(st.tensors.size()));
+    return std::max(1, static_cast<int>(st.tensors().size()));
   }
   bool usable(const Step& st, int i, int sub, int& peer) {
     peer = peer_from_table(s_, st);
@@ -201,8 +201,8 @@ class RankRun {
     std::vector<Transfer> payloads;
     std::vector<Key> keys;
     bool only_sends = true;
-    for (int k = 0; k < static_cast<int>(st.sub_steps.size()); ++k) {
-      const Step& leaf = st.sub_steps[static_cast<size_t>(k)];
+    for (int k = 0; k < static_cast<int>(st.sub_steps().size()); ++k) {
+      const Step& leaf = st.sub_steps()[static_cast<size_t>(k)];
       int peer = -1;
       if (own_recv(leaf.op)) {
         only_sends = false;
@@ -267,7 +267,7 @@ class RankRun {
         return;
       }
     } else {
-      std::set<int> g(st.group.begin(), st.group.end());
+      std::set<int> g(st.group().begin(), st.group().end());
       members.assign(g.begin(), g.end());
       if (members.empty() || members.front() < 0 || members.back() >= s_.ranks || !g.count(r_)) {
         out_.problems.push_back(where(r_, i, -1, true));
@@ -305,7 +305,7 @@ std::string name(const Transfer& t) {
 
 const Step& leaf(const Schedule& s, int rank, const Transfer& t) {
   const Step& top = *s.programs[static_cast<size_t>(rank)][static_cast<size_t>(t.step)];
-  return t.sub >= 0 ? top.sub_steps[static_cast<size_t>(t.sub)] : top;
+  return t.sub >= 0 ? top.sub_steps()[static_cast<size_t>(t.sub)] : top;
 }
 
 }  // namespace
@@ -525,10 +525,10 @@ std::string matching(const Schedule& s, const RankComm& c) {
           rcv.stage != (snd.stage >= 0 ? snd.stage + row->stage_delta : -1))
         return at + "other stage";
       if (a[k].t.tensor != b[k].t.tensor) return at + "other tensor";
-      if (!snd.tensors.empty() && !rcv.tensors.empty()) {
-        if (snd.tensors.size() != rcv.tensors.size()) return at + "other tensor count";
+      if (!snd.tensors().empty() && !rcv.tensors().empty()) {
+        if (snd.tensors().size() != rcv.tensors().size()) return at + "other tensor count";
         size_t t = static_cast<size_t>(a[k].t.tensor);
-        if (t < snd.tensors.size() && !(snd.tensors[t] == rcv.tensors[t])) return at + "other shape or dtype";
+        if (t < snd.tensors().size() && !(snd.tensors()[t] == rcv.tensors()[t])) return at + "other shape or dtype";
       }
       if (a[k].t.meta || (a[k].group < 0 && b[k].group < 0)) continue;
       // A lone payload is a group of its own (-2 - its position on the channel).

@@ -162,13 +162,13 @@ Schedule base_schedule(const Case& c) {
   if (c.multi_tensor) {
     // Every MPipe and data transfer carries two tensors, on both ends (a meta and a payload each).
     auto annotate = [](Step& st) {
-      if (is_p2p(st.op) && info(st.op).meta == Meta::EveryStep) st.tensors = {{{2, 8}, "bf16"}, {{2}, "f32"}};
+      if (is_p2p(st.op) && info(st.op).meta == Meta::EveryStep) st.edit_tensors() = {{{2, 8}, "bf16"}, {{2}, "f32"}};
     };
     for (auto& prog : s.programs)
       for (auto& slot : prog) {
         if (!slot) continue;
         annotate(*slot);
-        for (auto& sub : slot->sub_steps) annotate(sub);
+        for (auto& sub : slot->sub_steps_mut()) annotate(sub);
       }
   }
   return s;

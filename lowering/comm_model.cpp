@@ -72,8 +72,6 @@ class Builder {
     a.step_index = index;
     a.op = st.op;
     a.composite = is_composite(st.op);
-    a.stage = st.stage;
-    a.micro = st.micro;
   }
 
   void action(int rank, ActionKind kind, int index, int sub, const int32_t* msgs = nullptr, size_t count = 0) {

@@ -53,19 +53,19 @@ enum class ActionKind : uint8_t {
 
 struct Action {
   ActionKind kind = ActionKind::Local;
-  // The step's op, stage and micro, copied here: the simulator prices and accounts an action
-  // from these without reading the step itself (one stream per rank instead of two), except
-  // for a composite, whose sub-steps it reads.
+  // The step's op, copied here: the simulator prices a local step from it and the step's stage
+  // and micro (read from the step: 24 bytes a slot, in the same order as the actions).
   Op op = Op::FWD;
   bool composite = false;
   int32_t step_index = -1;
   int32_t sub = -1;
-  int32_t first = 0;   // Phase/Post/Wait: range in CommModel::action_messages
+  union {
+    int32_t first = 0;    // Phase/Post/Wait: range in CommModel::action_messages
+    int32_t collective;   // Collective: instance id (it posts no messages: count is 0)
+  };
   int32_t count = 0;
-  int32_t collective = -1;  // Collective: instance id
-  int32_t stage = kNone, micro = kNone;
 };
-static_assert(sizeof(Action) == 32, "Action: keep it at 32 bytes");
+static_assert(sizeof(Action) == 20, "Action: keep it at 20 bytes");
 
 struct CollectiveGroup {
   std::vector<int32_t> members;  // sorted ranks

@@ -204,7 +204,12 @@ class Engine {
     int32_t stage, micro;
   };
   static Leaf leaf_of(const Step& st) { return {st.op, st.stage, st.micro}; }
-  static Leaf leaf_of(const Action& a) { return {a.op, a.stage, a.micro}; }
+  // An action's: its op, and its step's stage and micro (the top step's, as the lowering gives
+  // an action the top step's op).
+  Leaf leaf_of(int r, const Action& a) const {
+    const Step& st = step_at(r, a.step_index);
+    return {a.op, st.stage, st.micro};
+  }
 
   // What a step's applicable effects release when it starts and add when it ends.
   Delta effects_of(int r, const Step& st) {
@@ -215,7 +220,7 @@ class Engine {
   }
   // The effects of action `a`'s step; the step itself is read only when it is a composite.
   Delta action_effects(int r, const Action& a) {
-    return a.composite ? effects_of(r, step_at(r, a.step_index)) : leaf_effects(r, leaf_of(a));
+    return a.composite ? effects_of(r, step_at(r, a.step_index)) : leaf_effects(r, leaf_of(r, a));
   }
   // The resolver's answer depends on (rank, op, stage, whether the micro's MPipe owner is
   // rank 0). For a step on the rank that owns its stage (every staged step of a valid
@@ -275,7 +280,7 @@ class Engine {
     const auto one = [&](Op op, int stage) -> int64_t {
       return is_backward_input_side(op) && stage >= 0 ? memory_.workspace(stage) : 0;
     };
-    if (!a.composite) return one(a.op, a.stage);
+    if (!a.composite) return one(a.op, step_at(r, a.step_index).stage);
     int64_t w = 0;
     for (const auto& sub : step_at(r, a.step_index).sub_steps()) w = std::max(w, one(sub.op, sub.stage));
     return w;
@@ -368,13 +373,13 @@ class Engine {
   void launch_compute(int r, const Action& a) {
     const size_t ri = static_cast<size_t>(r);
     const int index = a.step_index;
-    const double d = a.composite ? duration(step_at(r, index)) : duration(leaf_of(a));
+    const double d = a.composite ? duration(step_at(r, index)) : duration(leaf_of(r, a));
     double start = std::max(host_[ri], compute_free_[ri]);
     int32_t cause = compute_free_[ri] >= host_[ri] ? compute_last_[ri] : host_cause_[ri];
     double end = start + d;
     current_step_ = index;
     Delta mem = action_effects(r, a);
-    if (gathers_ && !a.composite) gather(r, leaf_of(a), mem);
+    if (gathers_ && !a.composite) gather(r, leaf_of(r, a), mem);
     // A recomputing backward holds what it recomputes while it runs, on top of its inputs.
     const int64_t workspace = workspace_of(r, a);
     if (workspace > 0) {
@@ -395,7 +400,7 @@ class Engine {
       host_cause_[ri] = sl;
     }
     busy_[ri] += d;
-    if (o_.check.dp.degree > 1 && !a.composite) dp_ms_[ri] += dp_collective_ms(leaf_of(a));
+    if (o_.check.dp.degree > 1 && !a.composite) dp_ms_[ri] += dp_collective_ms(leaf_of(r, a));
   }
 
   // ---- communication -------------------------------------------------------------------------
@@ -404,7 +409,7 @@ class Engine {
     if (m.meta) return c_.meta_bytes;
     const Leaf leaf = m.sub >= 0 || a.composite || m.step_index != a.step_index
                           ? sub_leaf(m)
-                          : leaf_of(a);
+                          : leaf_of(m.rank, a);
     if (double* slot = price_slot(payload_table_, leaf)) {
       if (*slot < 0) *slot = c_.payload_bytes(leaf.op, leaf.stage, leaf.micro);
       return *slot;
@@ -737,10 +742,11 @@ class Engine {
             }
             inst.arrived++;
             if (inst.arrived == static_cast<int>(members.size())) {
-              inst.end = inst.start + collective_ms(a.op, a.stage, members);
+              const int32_t stage = step_at(r, a.step_index).stage;
+              inst.end = inst.start + collective_ms(a.op, stage, members);
               for (int q : members) {
                 add_slice(q, collective_step(q, call), -1, Lane::Collective, inst.start, inst.end,
-                          collective_bytes(a.op, a.stage), false, inst.cause);
+                          collective_bytes(a.op, stage), false, inst.cause);
                 wake_cause_[static_cast<size_t>(q)] = static_cast<int32_t>(slices_.size()) - 1;
                 if (q != r) {
                   end_wait(q, inst.end);

@@ -115,9 +115,6 @@ class Engine {
       compute_table_.assign((stages + 1) * kOpCount, -1.0);
       payload_table_.assign((stages + 1) * kOpCount, -1.0);
     }
-    // Each message is priced when its rank posts it (its step is at hand then) and the price is
-    // read again when it is settled.
-    msg_bytes_.resize(model_.messages.size());
     channel_link_.resize(model_.channels.size());
     for (size_t k = 0; k < model_.channels.size(); ++k)
       channel_link_[k] = &c_.link(global(model_.channels[k].src), global(model_.channels[k].dst));
@@ -404,12 +401,12 @@ class Engine {
   }
 
   // ---- communication -------------------------------------------------------------------------
-  // A message of action `a` (its step's, or one sub-step's of a batch).
-  double price(const Message& m, const Action& a) {
+  // A message's bytes (its step's, or one sub-step's of a batch): priced from the step when the
+  // message is posted and again when it is settled, from the same table, instead of kept per
+  // message (8 bytes a message).
+  double price(const Message& m) {
     if (m.meta) return c_.meta_bytes;
-    const Leaf leaf = m.sub >= 0 || a.composite || m.step_index != a.step_index
-                          ? sub_leaf(m)
-                          : leaf_of(m.rank, a);
+    const Leaf leaf = sub_leaf(m);
     if (double* slot = price_slot(payload_table_, leaf)) {
       if (*slot < 0) *slot = c_.payload_bytes(leaf.op, leaf.stage, leaf.micro);
       return *slot;
@@ -441,7 +438,7 @@ class Engine {
     MsgState& s = msgs_[static_cast<size_t>(send_id)];
     const Channel& ch = model_.channels[static_cast<size_t>(ms.channel)];
     const Link& link = *channel_link_[static_cast<size_t>(ms.channel)];
-    const double bytes = msg_bytes_[static_cast<size_t>(send_id)];
+    const double bytes = price(model_.messages[static_cast<size_t>(send_id)]);
     const bool is_eager = eager(bytes);
     if (s.end == kUnknown && is_eager) {
       // Leaves when ready, completes without its receiver.
@@ -475,7 +472,7 @@ class Engine {
     const Message& ms = model_.messages[static_cast<size_t>(send_id)];
     MsgState& s = msgs_[static_cast<size_t>(send_id)];
     MsgState& rv = msgs_[static_cast<size_t>(recv_id)];
-    const double bytes = msg_bytes_[static_cast<size_t>(send_id)];
+    const double bytes = price(model_.messages[static_cast<size_t>(send_id)]);
     int32_t cause = rv.slice;
     if (s.ready >= rv.post) {
       if (s.slice >= 0) causes_[static_cast<size_t>(s.slice)] = s.ready_cause;
@@ -666,8 +663,7 @@ class Engine {
               const Message& m = model_.messages[static_cast<size_t>(id)];
               sends = sends || m.send;
               meta = meta && m.meta;
-              msg_bytes_[static_cast<size_t>(id)] = price(m, a);
-              bytes += msg_bytes_[static_cast<size_t>(id)];
+              bytes += price(m);
             }
             action_slice_[ri] = add_slice(r, a.step_index, -1, sends ? Lane::Send : Lane::Recv, host_[ri], host_[ri],
                                           bytes, meta, host_cause_[ri]);
@@ -889,7 +885,7 @@ class Engine {
         // receive's `ready`) and arrives when the receive completes.
         double leave = std::numeric_limits<double>::quiet_NaN(), arrive = leave;
         if (a.end != kUnknown) {
-          const bool is_eager = eager(msg_bytes_[static_cast<size_t>(sid)]);
+          const bool is_eager = eager(price(model_.messages[static_cast<size_t>(sid)]));
           leave = is_eager ? a.ready : b.ready;
           arrive = is_eager ? a.end : b.end;
         }
@@ -961,7 +957,6 @@ class Engine {
   std::vector<double> dp_ms_;                // per rank: time in DP-group collectives
   const bool gathers_ = o_.check.dp.fsdp && o_.check.dp.degree > 1;
   std::vector<std::set<int>> gathered_;      // per rank, --fsdp: the stages gathered now
-  std::vector<double> msg_bytes_;            // per message
   std::vector<const Link*> channel_link_;    // per channel
   // Filled on first use; -1 (consumed -1): not known yet. Empty when prices vary by micro.
   std::vector<double> compute_table_, payload_table_;  // [(stage + 1) * kOpCount + op]

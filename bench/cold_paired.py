@@ -20,7 +20,9 @@ seconds of PyTorch's run measured elsewhere), and the cold/warm ratio; --json wr
 
 --check asserts only ratios between the policies measured in the same alternation (never
 absolute times): the default policy's cold CPU is at most --tolerance (default 1.15) times the
-best policy's. A figure the docs publish from this script is pinned that way.
+best policy's; with --max-bytes-per-step, also that the default policy's peak RSS over the
+step count is at most that many bytes (memory, not time: the same on any machine of the class).
+A figure the docs publish from this script is pinned that way.
 """
 import argparse
 import json
@@ -64,6 +66,8 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--tolerance", type=float, default=1.15)
+    ap.add_argument("--max-bytes-per-step", type=float, default=None,
+                    help="with --check: the default policy's peak RSS per step is at most this")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
     args = a.args or DEFAULT_ARGS
@@ -157,7 +161,14 @@ def main():
             raise SystemExit(f"--check: the default policy ({default}) was not measured")
         ratio = result["policies"][default]["cold_cpu_s"]["median"] / result["policies"][best]["cold_cpu_s"]["median"]
         print(f"check: default ({default}) cold CPU / best ({best}) = {ratio:.2f} (bound {a.tolerance})")
-        if ratio > a.tolerance:
+        failed = ratio > a.tolerance
+        if a.max_bytes_per_step is not None:
+            per_step = result["policies"][default].get("bytes_per_step")
+            if per_step is None:
+                raise SystemExit("--max-bytes-per-step: the step count is unknown (`ppsched check` did not say it)")
+            print(f"check: default ({default}) peak RSS {per_step:.0f} bytes a step (bound {a.max_bytes_per_step:g})")
+            failed = failed or per_step > a.max_bytes_per_step
+        if failed:
             raise SystemExit(1)
 
 

@@ -24,6 +24,7 @@
 #include "sim/engine.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -52,16 +53,17 @@ struct Event {
 };
 
 struct MsgState {
-  double post = kUnknown;   // when its rank posted it
+  // When its rank posted it: the start of `slice`, the action slice created then (a slice's
+  // start never moves); slice >= 0 marks a posted message.
   double ready = kUnknown;  // sender: when the payload is ready to leave
   double end = kUnknown;    // when it completed (for its own rank)
   int32_t slice = -1;       // the action slice it belongs to
   int32_t cause = -1;       // slice that determined its completion (critical path)
   int32_t ready_cause = -1; // sender: the slice its payload waited for (compute or host)
   int32_t rank = -1;        // the rank that posted it: a completion wakes that rank without
-                            // reading the message (the record stays 40 bytes)
+                            // reading the message
 };
-static_assert(sizeof(MsgState) == 40, "MsgState: keep it at 40 bytes");
+static_assert(sizeof(MsgState) == 32, "MsgState: keep it at 32 bytes");
 
 // A simulated run's provenance: the schedule's shape and the runtime mode it was priced in.
 RunProvenance provenance(const Schedule& s, const SimOptions& o) {
@@ -423,6 +425,8 @@ class Engine {
     return o_.check.comm == CommMode::Eager || bytes <= c_.eager_threshold_bytes;
   }
 
+  double posted_at(const MsgState& m) const { return slices_[static_cast<size_t>(m.slice)].start_ms; }
+
   void complete(int32_t id, double end, int32_t cause) {
     MsgState& ms = msgs_[static_cast<size_t>(id)];
     ms.end = end;
@@ -449,12 +453,13 @@ class Engine {
     }
     if (recv_id < 0) return;
     MsgState& rv = msgs_[static_cast<size_t>(recv_id)];
-    if (rv.end != kUnknown || rv.post == kUnknown || s.post == kUnknown) return;
+    if (rv.end != kUnknown || rv.slice < 0 || s.slice < 0) return;
+    const double rv_post = posted_at(rv);
     if (is_eager) {
-      complete(recv_id, std::max(rv.post, s.end), s.end >= rv.post ? s.slice : rv.slice);
+      complete(recv_id, std::max(rv_post, s.end), s.end >= rv_post ? s.slice : rv.slice);
       return;
     }
-    double start = std::max(s.ready, rv.post);
+    double start = std::max(s.ready, rv_post);
     if (!c_.background_progress) {
       const int q = model_.messages[static_cast<size_t>(recv_id)].rank;
       const double t = known_wait(q, start, recv_id);
@@ -474,7 +479,7 @@ class Engine {
     MsgState& rv = msgs_[static_cast<size_t>(recv_id)];
     const double bytes = price(model_.messages[static_cast<size_t>(send_id)]);
     int32_t cause = rv.slice;
-    if (s.ready >= rv.post) {
+    if (s.ready >= posted_at(rv)) {
       if (s.slice >= 0) causes_[static_cast<size_t>(s.slice)] = s.ready_cause;
       cause = s.slice;
     }
@@ -591,8 +596,8 @@ class Engine {
     const size_t ri = static_cast<size_t>(r);
     const Message& m = model_.messages[static_cast<size_t>(id)];
     MsgState& st = msgs_[static_cast<size_t>(id)];
-    st.post = host_[ri];
-    st.slice = slice;
+    assert(slice >= 0 && slices_[static_cast<size_t>(slice)].start_ms == host_[ri]);
+    st.slice = slice;  // created now, starting at host_[ri]: the message's post time
     st.rank = r;  // a message completes only after its rank posted it
     const Channel& ch = model_.channels[static_cast<size_t>(m.channel)];
     if (m.send) {
@@ -603,7 +608,7 @@ class Engine {
       if (o_.record_trace && partner >= 0) pending_flows_.push_back({id, partner});
     } else {
       int32_t partner = m.k < static_cast<int32_t>(ch.sends.size()) ? ch.sends[static_cast<size_t>(m.k)] : -1;
-      if (partner >= 0 && msgs_[static_cast<size_t>(partner)].post != kUnknown) settle(partner, id);
+      if (partner >= 0 && msgs_[static_cast<size_t>(partner)].slice >= 0) settle(partner, id);
     }
   }
 

@@ -127,9 +127,9 @@ void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Viola
       const Message& ms = m.messages[static_cast<size_t>(ch.sends[k])];
       const Message& mr = m.messages[static_cast<size_t>(ch.recvs[k])];
       if (ms.meta || mr.meta) continue;  // metas are exchanged one by one, before any batch
-      if (ms.batch < 0 && mr.batch < 0) continue;  // plain facing plain: nothing to mirror
-      Side a{ms.rank, ms.batch >= 0 ? ms.batch : -ch.sends[k] - 2};
-      Side b{mr.rank, mr.batch >= 0 ? mr.batch : -ch.recvs[k] - 2};
+      if (ms.batch() < 0 && mr.batch() < 0) continue;  // plain facing plain: nothing to mirror
+      Side a{ms.rank, ms.batch() >= 0 ? ms.batch() : -ch.sends[k] - 2};
+      Side b{mr.rank, mr.batch() >= 0 ? mr.batch() : -ch.recvs[k] - 2};
       auto key = std::minmax(ms.rank, mr.rank);
       links[key][a].insert(b);
       links[key][b].insert(a);

@@ -478,7 +478,7 @@ void Runtime::run_phase(const Action& a) {
   double bytes = 0;
   const int first = static_cast<int>(ctx_.messages.size());
   std::vector<P2POp> ops = payload_ops(msgs, owners, sends, bytes);
-  if (msgs.size() == 1 && msgs[0]->batch < 0) {
+  if (msgs.size() == 1 && msgs[0]->batch() < 0) {
     P2POp& op = ops[0];
     ctx_.timed(interval_of(owners[0]->at, op.send ? Lane::Send : Lane::Recv, bytes, false, first, 1), [&] {
       if (op.send)

@@ -1,6 +1,7 @@
 #include "lowering/comm_model.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <map>
 #include <set>
 #include <tuple>
@@ -60,7 +61,9 @@ class Builder {
     msg.step_index = index;
     msg.sub = sub;
     msg.tensor = tensor;
-    msg.batch = batch;
+    // A batch's payloads are lowered with the batch's own step index (build_rank).
+    assert(batch < 0 || batch == index);
+    msg.in_batch = batch >= 0;
     int32_t id = static_cast<int32_t>(m_.messages.size());
     m_.messages.push_back(msg);
     side.push_back(id);

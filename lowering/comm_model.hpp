@@ -30,12 +30,15 @@ struct Message {
   int32_t k = -1;            // position on its channel, per side
   bool send = false;
   bool meta = false;
+  bool in_batch = false;     // a payload of a BATCH_SEND_RECV (its step, step_index, is the batch)
   int32_t rank = -1;         // the rank that posts it
   int32_t step_index = -1;   // in that rank's program
   int32_t sub = -1;          // sub-step of a batch, -1 otherwise
   int32_t tensor = 0;        // tensor position for multi-tensor transfers
-  int32_t batch = -1;        // step index of the batch it belongs to (payloads only), -1 if none
+  // The step index of the batch it belongs to (payloads only), -1 if none.
+  int32_t batch() const { return in_batch ? step_index : -1; }
 };
+static_assert(sizeof(Message) == 28, "Message: keep it at 28 bytes");
 
 struct Channel {
   int32_t src = -1, dst = -1;

@@ -137,7 +137,6 @@ class Engine {
     size_t actions = 0;
     for (const auto& a : model_.actions) actions += a.size();
     slices_.reserve(actions);
-    causes_.reserve(actions);
     if (o_.record_trace) slice_bytes_.reserve(actions);
     for (int r = 0; r < s_.ranks; ++r) push(0.0, r);
     do {
@@ -162,9 +161,8 @@ class Engine {
 
   const Step& step_at(int r, int index) const { return *s_.programs[static_cast<size_t>(r)][static_cast<size_t>(index)]; }
 
-  int32_t add_slice(int r, int index, int sub, Lane lane, double start, double end, double bytes, bool meta, int32_t cause) {
-    slices_.push_back(Span{start, end, r, index, sub, lane, meta});
-    causes_.push_back(cause);
+  int32_t add_slice(int r, int index, Lane lane, double start, double end, double bytes, bool meta, int32_t cause) {
+    slices_.push_back(Span{start, end, r, index, cause, lane, meta});
     if (o_.record_trace) slice_bytes_.push_back(bytes);
     const int32_t k = static_cast<int32_t>(slices_.size()) - 1;
     note_end(k, end);
@@ -386,7 +384,7 @@ class Engine {
       apply(r, workspace, workspace, start);
     }
     release(r, mem, start);
-    int32_t sl = add_slice(r, index, -1, Lane::Compute, start, end, 0, false, cause);
+    int32_t sl = add_slice(r, index, Lane::Compute, start, end, 0, false, cause);
     if (workspace > 0) {
       workspace_now_[ri] = 0;
       apply(r, -workspace, -workspace, end);
@@ -447,7 +445,7 @@ class Engine {
     if (s.end == kUnknown && is_eager) {
       // Leaves when ready, completes without its receiver.
       double end = s.ready + link.transfer_ms(bytes);
-      if (s.slice >= 0) causes_[static_cast<size_t>(s.slice)] = s.ready_cause;
+      if (s.slice >= 0) slices_[static_cast<size_t>(s.slice)].cause = s.ready_cause;
       complete(send_id, end, s.slice);
       account(ch, bytes);
     }
@@ -480,7 +478,7 @@ class Engine {
     const double bytes = price(model_.messages[static_cast<size_t>(send_id)]);
     int32_t cause = rv.slice;
     if (s.ready >= posted_at(rv)) {
-      if (s.slice >= 0) causes_[static_cast<size_t>(s.slice)] = s.ready_cause;
+      if (s.slice >= 0) slices_[static_cast<size_t>(s.slice)].cause = s.ready_cause;
       cause = s.slice;
     }
     rv.ready = start;  // a receive's `ready`: when its transfer left (for the trace's flow)
@@ -670,7 +668,7 @@ class Engine {
               meta = meta && m.meta;
               bytes += price(m);
             }
-            action_slice_[ri] = add_slice(r, a.step_index, -1, sends ? Lane::Send : Lane::Recv, host_[ri], host_[ri],
+            action_slice_[ri] = add_slice(r, a.step_index, sends ? Lane::Send : Lane::Recv, host_[ri], host_[ri],
                                           bytes, meta, host_cause_[ri]);
             if (!meta && released_step_[ri] != a.step_index) {
               // Once per step: a multi-tensor transfer posts one payload action per tensor.
@@ -746,7 +744,7 @@ class Engine {
               const int32_t stage = step_at(r, a.step_index).stage;
               inst.end = inst.start + collective_ms(a.op, stage, members);
               for (int q : members) {
-                add_slice(q, collective_step(q, call), -1, Lane::Collective, inst.start, inst.end,
+                add_slice(q, collective_step(q, call), Lane::Collective, inst.start, inst.end,
                           collective_bytes(a.op, stage), false, inst.cause);
                 wake_cause_[static_cast<size_t>(q)] = static_cast<int32_t>(slices_.size()) - 1;
                 if (q != r) {
@@ -854,10 +852,10 @@ class Engine {
     // Critical path: from the slice that ends last, follow the causes back.
     const int32_t last = last_slice_;
     std::vector<CriticalStep> path;
-    for (int32_t k = last; k >= 0 && path.size() <= slices_.size(); k = causes_[static_cast<size_t>(k)]) {
+    for (int32_t k = last; k >= 0 && path.size() <= slices_.size(); k = slices_[static_cast<size_t>(k)].cause) {
       const Span& sl = slices_[static_cast<size_t>(k)];
-      path.push_back({sl.rank, sl.step_index, sl.lane, sl.start_ms, sl.end_ms, sl.meta, sl.sub});
-      if (causes_[static_cast<size_t>(k)] >= k) break;  // causes always point to earlier slices
+      path.push_back({sl.rank, sl.step_index, sl.lane, sl.start_ms, sl.end_ms, sl.meta, -1});
+      if (sl.cause >= k) break;  // causes always point to earlier slices
     }
     std::reverse(path.begin(), path.end());
     // A slice can begin before its cause ends (a send posted before its payload is ready);
@@ -873,7 +871,7 @@ class Engine {
         TimedSlice sl;
         sl.rank = sp.rank;
         sl.step_index = sp.step_index;
-        sl.sub = sp.sub;
+        sl.sub = -1;  // a slice is a whole step's (a batch's sub-steps share it)
         sl.lane = sp.lane;
         sl.start_ms = sp.start_ms;
         sl.end_ms = sp.end_ms;
@@ -937,16 +935,18 @@ class Engine {
   std::vector<int32_t> wake_cause_;
   // A slice while the run goes on: TimedSlice less its bytes, which are kept apart and only
   // when tracing (32 bytes a slice instead of 48: a 10^7-step run holds ~10^7 of them).
+  // Its cause is kept here too (the slice that let it start: the critical path follows causes
+  // back), so a slice costs 32 bytes in all; no slice is a sub-step's (a batch's sub-steps share
+  // their step's slice), so it holds no sub-step index.
   struct Span {
     double start_ms, end_ms;
-    int32_t rank, step_index, sub;
+    int32_t rank, step_index, cause;
     Lane lane;
     bool meta;
   };
   static_assert(sizeof(Span) == 32, "Span: keep it at 32 bytes");
   std::vector<Span> slices_;
   std::vector<double> slice_bytes_;  // per slice, when tracing
-  std::vector<int32_t> causes_;
   std::vector<std::pair<int32_t, int32_t>> pending_flows_;
   RunRecorder rec_;
   std::vector<int64_t> mem_now_;        // per rank: live bytes (activations, buffers, gathered, workspace)

@@ -1,7 +1,8 @@
 // A vector that costs one pointer when empty: for the rarely used lists of a Step (sub-steps
-// of a composite, payload descriptors, an explicit collective group). A schedule holds up to
-// millions of steps and every pass reads them, so a Step's size and the cost of copying or
-// moving one matter: three std::vectors made a Step 88 bytes, three SmallVecs make it 40, and
+// of a composite, payload descriptors, an explicit collective group), held together behind the
+// Step's one pointer (StepLists, model/schedule.hpp). A schedule holds up to millions of steps
+// and every pass reads them, so a Step's size and the cost of copying or moving one matter:
+// three std::vectors made a Step 88 bytes, three SmallVecs 40, one pointer to the three 24; and
 // moving one is a pointer swap.
 //
 // The block it points to holds {size, capacity} and then the elements. It offers the part of

@@ -52,9 +52,10 @@ struct Event {
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
 
+// A message's state in the timed run. It keeps no post time: a message is posted with its
+// action's slice, created then and starting then (a slice's start never moves), so the post time
+// is that slice's start (Engine::posted_at) and slice >= 0 marks a posted message.
 struct MsgState {
-  // When its rank posted it: the start of `slice`, the action slice created then (a slice's
-  // start never moves); slice >= 0 marks a posted message.
   double ready = kUnknown;  // sender: when the payload is ready to leave
   double end = kUnknown;    // when it completed (for its own rank)
   int32_t slice = -1;       // the action slice it belongs to

@@ -441,7 +441,7 @@ class Engine {
     MsgState& s = msgs_[static_cast<size_t>(send_id)];
     const Channel& ch = model_.channels[static_cast<size_t>(ms.channel)];
     const Link& link = *channel_link_[static_cast<size_t>(ms.channel)];
-    const double bytes = price(model_.messages[static_cast<size_t>(send_id)]);
+    const double bytes = price(ms);
     const bool is_eager = eager(bytes);
     if (s.end == kUnknown && is_eager) {
       // Leaves when ready, completes without its receiver.
@@ -468,15 +468,15 @@ class Engine {
       }
       start = deferred(start, t);
     }
-    transfer(send_id, recv_id, start);
+    transfer(send_id, recv_id, start, bytes);
   }
 
-  // A rendezvous transfer leaves at `start`: both complete a transfer time later.
-  void transfer(int32_t send_id, int32_t recv_id, double start) {
+  // A rendezvous transfer of `bytes` (the send's price) leaves at `start`: both complete a
+  // transfer time later.
+  void transfer(int32_t send_id, int32_t recv_id, double start, double bytes) {
     const Message& ms = model_.messages[static_cast<size_t>(send_id)];
     MsgState& s = msgs_[static_cast<size_t>(send_id)];
     MsgState& rv = msgs_[static_cast<size_t>(recv_id)];
-    const double bytes = price(model_.messages[static_cast<size_t>(send_id)]);
     int32_t cause = rv.slice;
     if (s.ready >= posted_at(rv)) {
       if (s.slice >= 0) slices_[static_cast<size_t>(s.slice)].cause = s.ready_cause;
@@ -579,7 +579,7 @@ class Engine {
       }
       list[k] = list.back();
       list.pop_back();
-      transfer(x.send, x.recv, deferred(x.start, t));  // may wake a rank, which retries its own
+      transfer(x.send, x.recv, deferred(x.start, t), price(model_.messages[static_cast<size_t>(x.send)]));  // may wake a rank, which retries its own
       started = true;
     }
     return started;

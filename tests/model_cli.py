@@ -36,6 +36,22 @@ def llama_on(path, device):
         json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(LLAMA), "device": device}, f)
 
 
+# The target the calibration blocks predict: ZB-V, P=4 V=2 M=16, four blocks a virtual stage.
+ZBV_LAYOUT = "4,4,4,4,4,4,4,4"
+
+
+def zbv_truth(path, truth_model, at_least, what):
+    """Writes the ZB-V target to `path` and simulates it under `truth_model`: that makespan must
+    be over `at_least` times the plain Llama model's (the truth differs where the fit must see
+    it). Returns the truth's simulation."""
+    run("generate", "zbv", "--pp", "4", "--vpp", "2", "--micro", "16", "-o", path)
+    truth = jrun("simulate", path, "--model", truth_model, "--layout", ZBV_LAYOUT)
+    plain = jrun("simulate", path, "--model", LLAMA, "--layout", ZBV_LAYOUT)
+    check(truth.get("makespan_ms", 0) > at_least * plain.get("makespan_ms", 0),
+          "%s: %s vs %s" % (what, truth.get("makespan_ms"), plain.get("makespan_ms")))
+    return truth
+
+
 def jrun(*args, expect=0):
     p = run(*args, "--json", expect=expect)
     try:
@@ -180,8 +196,8 @@ with tempfile.TemporaryDirectory() as tmp:
         "--trace", trace)
     run("generate", "zbv", "--pp", "4", "--vpp", "2", "--micro", "16", "-o", other)
     cal = jrun("calibrate", trace, "--model", wrong, "--trace-layout", "10,8,8,6", "--schedule", other,
-               "--layout", "4,4,4,4,4,4,4,4", "--model-out", fitted)
-    truth = jrun("simulate", other, "--model", LLAMA, "--layout", "4,4,4,4,4,4,4,4")
+               "--layout", ZBV_LAYOUT, "--model-out", fitted)
+    truth = jrun("simulate", other, "--model", LLAMA, "--layout", ZBV_LAYOUT)
     kinds = cal.get("per_layer", {}).get("kinds", [])
     check(len(kinds) == 3 and all(abs(k["flops_per_s"] / (989e12 * 0.45) - 1) < 1e-3 for k in kinds),
           "the fitted rates are the traced device's 989 TFLOP/s x 0.45: %s" % kinds)
@@ -194,7 +210,7 @@ with tempfile.TemporaryDirectory() as tmp:
     p = run("calibrate", trace, "--schedule", other, expect=2)
     check("not the schedule that ran" in p.stderr, "the per-stage fit refuses another shape: " + p.stderr[-200:])
     # The written model reads back and prices the schedule as the prediction did.
-    again = jrun("simulate", other, "--model", fitted, "--layout", "4,4,4,4,4,4,4,4")
+    again = jrun("simulate", other, "--model", fitted, "--layout", ZBV_LAYOUT)
     check(abs(again.get("makespan_ms", 0) - pred.get("predicted_ms", -1)) < 1e-6, "--model-out reads back as fitted")
     p = run("calibrate", trace, "--trace-layout", "8,8,8,8", expect=2)
     check("--model" in p.stderr, "--trace-layout without --model is refused")
@@ -220,25 +236,21 @@ with tempfile.TemporaryDirectory() as tmp:
         for s in range(4)]
     with open(probed, "w") as f:
         json.dump(doc, f)
-    run("generate", "zbv", "--pp", "4", "--vpp", "2", "--micro", "16", "-o", other)
-    truth = jrun("simulate", other, "--model", truth_model, "--layout", "4,4,4,4,4,4,4,4")
-    even = jrun("simulate", other, "--model", LLAMA, "--layout", "4,4,4,4,4,4,4,4")
-    check(truth.get("makespan_ms", 0) > 1.05 * even.get("makespan_ms", 0),
-          "the truth's split backward costs more than its FLOPs say: %s vs %s" % (truth.get("makespan_ms"), even.get("makespan_ms")))
+    truth = zbv_truth(other, truth_model, 1.05, "the truth's split backward costs more than its FLOPs say")
     cal = jrun("calibrate", probed, "--model", wrong, "--trace-layout", "8,8,8,8", "--schedule", other,
-               "--layout", "4,4,4,4,4,4,4,4", "--model-out", fitted)
+               "--layout", ZBV_LAYOUT, "--model-out", fitted)
     pred = cal.get("prediction", {})
     err = abs(pred.get("predicted_ms", 0) - truth.get("makespan_ms", -1)) / max(truth.get("makespan_ms", 1), 1e-9)
     check(err < 1e-3, "ZB-V from a probed 1F1B trace: %s predicted vs %s" % (pred.get("predicted_ms"), truth.get("makespan_ms")))
     check(any("stage 0: BWD_INPUT 0.00 + BWD_WEIGHT 1.05; other stages: BWD_INPUT 0.55 + BWD_WEIGHT 1.00" in n
               for n in cal.get("notes", [])), "calibrate says how it priced split steps: %s" % cal.get("notes"))
     unprobed = jrun("calibrate", trace, "--model", wrong, "--trace-layout", "8,8,8,8", "--schedule", other,
-                    "--layout", "4,4,4,4,4,4,4,4").get("prediction", {})
+                    "--layout", ZBV_LAYOUT).get("prediction", {})
     check(abs(unprobed.get("predicted_ms", 0) - truth.get("makespan_ms", 0)) > 0.05 * truth.get("makespan_ms", 0),
           "without the probes the fit prices split halves by their FLOPs (over 5 %% off): %s" % unprobed.get("predicted_ms"))
     with open(fitted) as f:
         check(json.load(f).get("device", {}).get("split_backward") == split, "--model-out keeps the split fractions")
-    again = jrun("simulate", other, "--model", fitted, "--layout", "4,4,4,4,4,4,4,4")
+    again = jrun("simulate", other, "--model", fitted, "--layout", ZBV_LAYOUT)
     check(abs(again.get("makespan_ms", 0) - pred.get("predicted_ms", -1)) < 1e-6, "--model-out reads back as fitted")
     # A fraction out of range is refused where it is.
     llama_on(wrong, {"split_backward": {"other_stages": {"input": 101, "weight": 1}}})
@@ -258,13 +270,9 @@ with tempfile.TemporaryDirectory() as tmp:
     trace, other, fitted = (os.path.join(tmp, n) for n in ("t.json", "zbv.json", "fitted.json"))
     run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", truth_model, "--layout", "8,8,8,8",
         "--trace", trace)
-    run("generate", "zbv", "--pp", "4", "--vpp", "2", "--micro", "16", "-o", other)
-    truth = jrun("simulate", other, "--model", truth_model, "--layout", "4,4,4,4,4,4,4,4")
-    plain = jrun("simulate", other, "--model", LLAMA, "--layout", "4,4,4,4,4,4,4,4")
-    check(truth.get("makespan_ms", 0) > 1.2 * plain.get("makespan_ms", 0),
-          "the truth's slow rank costs the schedule: %s vs %s" % (truth.get("makespan_ms"), plain.get("makespan_ms")))
+    truth = zbv_truth(other, truth_model, 1.2, "the truth's slow rank costs the schedule")
     cal = jrun("calibrate", trace, "--model", wrong, "--trace-layout", "8,8,8,8", "--schedule", other,
-               "--layout", "4,4,4,4,4,4,4,4", "--model-out", fitted)
+               "--layout", ZBV_LAYOUT, "--model-out", fitted)
     factors = cal.get("per_layer", {}).get("rank_time_factors", [])
     check(len(factors) == 4 and all(abs(f["FWD"] / factors[1]["FWD"] - (1.5 if f["rank"] == 0 else 1)) < 0.01 and
                                     abs(f["BWD_INPUT"] / factors[1]["BWD_INPUT"] - (1.8 if f["rank"] == 0 else 1)) < 0.01
@@ -273,7 +281,7 @@ with tempfile.TemporaryDirectory() as tmp:
     pred = cal.get("prediction", {})
     err = abs(pred.get("predicted_ms", 0) - truth.get("makespan_ms", -1)) / max(truth.get("makespan_ms", 1), 1e-9)
     check(err < 0.01, "ZB-V from a 1F1B trace with a slow rank: %s predicted vs %s" % (pred.get("predicted_ms"), truth.get("makespan_ms")))
-    again = jrun("simulate", other, "--model", fitted, "--layout", "4,4,4,4,4,4,4,4")
+    again = jrun("simulate", other, "--model", fitted, "--layout", ZBV_LAYOUT)
     check(abs(again.get("makespan_ms", 0) - pred.get("predicted_ms", -1)) < 1e-6, "--model-out's rank factors read back")
     # Without them (the pooled rates alone) the same prediction is over 5 % off.
     with open(fitted) as f:
@@ -282,7 +290,7 @@ with tempfile.TemporaryDirectory() as tmp:
     pooled = os.path.join(tmp, "pooled.json")
     with open(pooled, "w") as f:
         json.dump(doc, f)
-    p = jrun("simulate", other, "--model", pooled, "--layout", "4,4,4,4,4,4,4,4")
+    p = jrun("simulate", other, "--model", pooled, "--layout", ZBV_LAYOUT)
     check(abs(p.get("makespan_ms", 0) - truth.get("makespan_ms", 0)) > 0.05 * truth.get("makespan_ms", 0),
           "the pooled rates alone miss the slow rank by over 5 %%: %s vs %s" % (p.get("makespan_ms"), truth.get("makespan_ms")))
     # Another rank count: priced at the fitted rates alone, and said so.

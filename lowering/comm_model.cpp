@@ -84,7 +84,11 @@ class Builder {
     a.sub = sub;
     a.first = static_cast<int32_t>(m_.action_messages.size());
     a.count = static_cast<int32_t>(count);
-    for (size_t j = 0; j < count; ++j) m_.action_messages.push_back(msgs[j]);
+    for (size_t j = 0; j < count; ++j) {
+      m_.action_messages.push_back(msgs[j]);
+      uint8_t& readers = m_.messages[static_cast<size_t>(msgs[j])].readers;
+      if (readers < Message::kManyReaders) ++readers;
+    }
     m_.actions[static_cast<size_t>(rank)].push_back(a);
   }
   void action(int rank, ActionKind kind, int index, int sub, const std::vector<int32_t>& msgs) {

@@ -31,12 +31,17 @@ struct Message {
   bool send = false;
   bool meta = false;
   bool in_batch = false;     // a payload of a BATCH_SEND_RECV (its step, step_index, is the batch)
+  // How many of its rank's actions list it (the one that posts it, the ones that wait for it),
+  // at most kManyReaders: once its rank has passed them all, only its partner may still read
+  // its state (the simulator frees a message's state then, sim/engine.cpp).
+  uint8_t readers = 0;
   int32_t rank = -1;         // the rank that posts it
   int32_t step_index = -1;   // in that rank's program
   int32_t sub = -1;          // sub-step of a batch, -1 otherwise
   int32_t tensor = 0;        // tensor position for multi-tensor transfers
   // The step index of the batch it belongs to (payloads only), -1 if none.
   int32_t batch() const { return in_batch ? step_index : -1; }
+  static constexpr uint8_t kManyReaders = 255;  // this many or more: not counted
 };
 static_assert(sizeof(Message) == 28, "Message: keep it at 28 bytes");
 

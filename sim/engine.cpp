@@ -61,10 +61,142 @@ struct MsgState {
   int32_t slice = -1;       // the action slice it belongs to
   int32_t cause = -1;       // slice that determined its completion (critical path)
   int32_t ready_cause = -1; // sender: the slice its payload waited for (compute or host)
-  int32_t rank = -1;        // the rank that posted it: a completion wakes that rank without
-                            // reading the message
+  uint8_t passes = 0;       // how many of the actions that list it its rank has passed
+  bool freed = false;       // nothing reads it any more (MessageStates)
 };
 static_assert(sizeof(MsgState) == 32, "MsgState: keep it at 32 bytes");
+
+// The messages' states while they matter. A state is read from its post until its rank has
+// passed every action that lists it (Message::readers), it has completed and, for a send, its
+// receive has completed too: a receive reads its send's state when it is posted or its transfer
+// starts, and nothing reads a receive's once it completed. So each rank keeps its states in a
+// window over its message ids (a rank posts its messages in about the order of their ids, the
+// lowering numbers them rank by rank): a ring holding the ids [lo, hi), hi moved past each
+// posted id, lo past each freed state. A run holds the states in flight, a few a rank, instead
+// of one per message. With a trace every state is kept (its flows read them all at the end).
+class MessageStates {
+ public:
+  MessageStates(const CommModel& m, bool keep_all) : m_(m), keep_all_(keep_all) {
+    if (keep_all) {
+      all_.resize(m.messages.size());
+      return;
+    }
+    windows_.resize(static_cast<size_t>(m.ranks));
+    for (size_t id = m.messages.size(); id-- > 0;) {  // each window starts at its rank's first id
+      Window& w = windows_[static_cast<size_t>(m.messages[id].rank)];
+      w.lo = w.hi = static_cast<int32_t>(id);
+    }
+  }
+
+  // Message `id`'s state. One beyond its rank's window is not posted yet: it reads as such
+  // (slice -1) and is not to be written.
+  MsgState& operator[](int32_t id) {
+    if (keep_all_) return all_[static_cast<size_t>(id)];
+    Window& w = window_of(id);
+    if (id >= w.hi) {
+      unposted_ = MsgState{};
+      return unposted_;
+    }
+    assert(id >= w.lo && "a freed message state is read");
+    return w.ring[static_cast<size_t>(id) & w.mask];
+  }
+
+  // Message `id` is posted: its rank's window grows to hold it.
+  MsgState& open(int32_t id) {
+    if (keep_all_) return all_[static_cast<size_t>(id)];
+    Window& w = window_of(id);
+    assert(id >= w.lo && "a freed message is posted again");
+    if (id >= w.hi) {
+      const size_t need = static_cast<size_t>(id) + 1 - static_cast<size_t>(w.lo);
+      if (need > w.ring.size()) grow(w, need);
+      w.hi = id + 1;  // the slots in between are unused: new, or reset when freed
+    }
+    return w.ring[static_cast<size_t>(id) & w.mask];
+  }
+
+  // Message `id`'s rank passed one more action that lists it.
+  void pass(int32_t id) {
+    if (keep_all_) return;
+    MsgState& st = (*this)[id];
+    if (++st.passes == m_.messages[static_cast<size_t>(id)].readers) candidates_.push_back(id);
+  }
+  // Message `id` completed: it, or its send when it is a receive, may be freed.
+  void completed(int32_t id) {
+    if (keep_all_) return;
+    candidates_.push_back(id);
+    const Message& m = m_.messages[static_cast<size_t>(id)];
+    if (!m.send) {
+      const Channel& ch = m_.channels[static_cast<size_t>(m.channel)];
+      if (m.k < static_cast<int32_t>(ch.sends.size())) candidates_.push_back(ch.sends[static_cast<size_t>(m.k)]);
+    }
+  }
+
+  // Frees the candidates nothing reads any more. Called between events, where no state is
+  // held by reference.
+  void sweep() {
+    for (const int32_t id : candidates_) {
+      if (freed(id) || !unread(id)) continue;
+      Window& w = window_of(id);
+      w.ring[static_cast<size_t>(id) & w.mask].freed = true;
+      while (w.lo < w.hi && (slot(w, w.lo).freed || m_.messages[static_cast<size_t>(w.lo)].readers == 0)) {
+        slot(w, w.lo) = MsgState{};
+        ++w.lo;
+      }
+    }
+    candidates_.clear();
+  }
+
+  // Calls fn(state) for each posted state not freed (the windows only: a run that keeps every
+  // state does not drop slices, Engine::collect_slices).
+  template <class Fn>
+  void for_each_held(Fn&& fn) {
+    for (Window& w : windows_)
+      for (int32_t id = w.lo; id < w.hi; ++id) {
+        MsgState& st = slot(w, id);
+        if (st.slice >= 0 && !st.freed) fn(st);
+      }
+  }
+
+ private:
+  struct Window {
+    std::vector<MsgState> ring;  // a power of two slots; id's slot: id & mask
+    size_t mask = 0;
+    int32_t lo = 0, hi = 0;      // the ids held: [lo, hi)
+  };
+  Window& window_of(int32_t id) { return windows_[static_cast<size_t>(m_.messages[static_cast<size_t>(id)].rank)]; }
+  static MsgState& slot(Window& w, int32_t id) { return w.ring[static_cast<size_t>(id) & w.mask]; }
+  bool freed(int32_t id) {
+    const Window& w = window_of(id);
+    return id < w.lo || (id < w.hi && w.ring[static_cast<size_t>(id) & w.mask].freed);
+  }
+  // Posted, completed, passed by its rank and, a send, its receive completed (or never posted:
+  // a receive no action lists).
+  bool unread(int32_t id) {
+    const Message& m = m_.messages[static_cast<size_t>(id)];
+    const MsgState& st = (*this)[id];
+    if (st.slice < 0 || st.end == kUnknown || m.readers == Message::kManyReaders || st.passes != m.readers) return false;
+    if (!m.send) return true;
+    const Channel& ch = m_.channels[static_cast<size_t>(m.channel)];
+    if (m.k >= static_cast<int32_t>(ch.recvs.size())) return false;
+    const int32_t recv = ch.recvs[static_cast<size_t>(m.k)];
+    return freed(recv) || (*this)[recv].end != kUnknown;
+  }
+  static void grow(Window& w, size_t need) {
+    size_t cap = 16;
+    while (cap < 2 * need) cap *= 2;
+    std::vector<MsgState> ring(cap);
+    for (int32_t id = w.lo; id < w.hi; ++id) ring[static_cast<size_t>(id) & (cap - 1)] = slot(w, id);
+    w.ring = std::move(ring);
+    w.mask = cap - 1;
+  }
+
+  const CommModel& m_;
+  const bool keep_all_;
+  std::vector<MsgState> all_;      // keep_all: one per message
+  std::vector<Window> windows_;    // otherwise: per rank
+  std::vector<int32_t> candidates_;
+  MsgState unposted_;
+};
 
 // A simulated run's provenance: the schedule's shape and the runtime mode it was priced in.
 RunProvenance provenance(const Schedule& s, const SimOptions& o) {
@@ -90,8 +222,6 @@ class Engine {
     blocked_.assign(R, false);
     wake_cause_.assign(R, -1);
     arrived_.assign(R, false);
-    msgs_.resize(model_.messages.size());
-    arrivals_.resize(model_.collective_calls.size());
     mem_now_.assign(R, 0);
     act_now_.assign(R, 0);
     gathered_now_.assign(R, 0);
@@ -137,7 +267,7 @@ class Engine {
     // After the checks: their temporaries are freed by now, and the slices reuse that memory.
     size_t actions = 0;
     for (const auto& a : model_.actions) actions += a.size();
-    slices_.reserve(actions);
+    slices_.reserve(o_.record_trace ? actions : std::min(actions, slices_kept_));
     if (o_.record_trace) slice_bytes_.reserve(actions);
     for (int r = 0; r < s_.ranks; ++r) push(0.0, r);
     do {
@@ -149,6 +279,8 @@ class Engine {
         host_[static_cast<size_t>(e.rank)] = std::max(host_[static_cast<size_t>(e.rank)], e.time);
         advance(e.rank);
         retry_stalled();
+        msgs_.sweep();
+        if (!o_.record_trace && slices_.size() >= collect_at_) collect_slices();
       }
       // Every rank waits or has finished, and transfers are still stalled on receivers that
       // wait for something else: nothing timed can wake those any more, so they wait still.
@@ -173,6 +305,52 @@ class Engine {
     slices_[static_cast<size_t>(k)].end_ms = end;
     note_end(k, end);
   }
+  // ---- slices without a trace: only what the critical path may still need ----------------
+  // At the end only the critical path reads old slices: the chain of causes back from the
+  // slice that ends last. A slice that no rank's state, no message in flight and no kept
+  // slice's cause refers to can be on no such chain any more. So a run without a trace, each
+  // time its slices doubled, keeps what those roots reach along causes, in order (an index
+  // order stays the creation order, which ties and the path's walk read), renumbers every
+  // reference, and drops the rest: it holds the chains still open instead of every slice.
+  static constexpr size_t kSlicesKept = size_t{1} << 16;  // the fewest slices a run drops at once
+  template <class Fn>
+  void for_each_root(Fn&& fn) {
+    for (auto* v : {&host_cause_, &compute_last_, &wake_cause_, &action_slice_})
+      for (int32_t& k : *v) fn(k);
+    fn(last_slice_);
+    msgs_.for_each_held([&](MsgState& st) {
+      fn(st.slice);
+      fn(st.cause);
+      fn(st.ready_cause);
+    });
+    for (auto& [key, inst] : instances_) fn(inst.cause);
+  }
+  void collect_slices() {
+    constexpr int32_t kDropped = -1, kKept = -2;
+    std::vector<int32_t> renumber(slices_.size(), kDropped);
+    for_each_root([&](int32_t k) {
+      while (k >= 0 && renumber[static_cast<size_t>(k)] == kDropped) {
+        renumber[static_cast<size_t>(k)] = kKept;
+        k = slices_[static_cast<size_t>(k)].cause;
+      }
+    });
+    int32_t kept = 0;
+    for (int32_t& n : renumber)
+      if (n == kKept) n = kept++;
+    for (size_t k = 0; k < slices_.size(); ++k) {
+      const int32_t to = renumber[k];
+      if (to < 0) continue;
+      Span sl = slices_[k];
+      if (sl.cause >= 0) sl.cause = renumber[static_cast<size_t>(sl.cause)];
+      slices_[static_cast<size_t>(to)] = sl;
+    }
+    slices_.resize(static_cast<size_t>(kept));
+    for_each_root([&](int32_t& k) {
+      if (k >= 0) k = renumber[static_cast<size_t>(k)];
+    });
+    collect_at_ = std::max(slices_kept_, 2 * slices_.size());
+  }
+
   // The slice that ends last (the lowest index among equals), kept as the run goes: the
   // critical path starts there, and finish() need not read every slice again. Ends only grow.
   void note_end(int32_t k, double end) {
@@ -427,10 +605,11 @@ class Engine {
   double posted_at(const MsgState& m) const { return slices_[static_cast<size_t>(m.slice)].start_ms; }
 
   void complete(int32_t id, double end, int32_t cause) {
-    MsgState& ms = msgs_[static_cast<size_t>(id)];
+    MsgState& ms = msgs_[id];
     ms.end = end;
     ms.cause = cause;
-    maybe_wake(ms.rank);
+    msgs_.completed(id);
+    maybe_wake(model_.messages[static_cast<size_t>(id)].rank);
   }
 
   // Both ends (or an eager sender) known: decide the transfer's times. The critical path
@@ -438,7 +617,7 @@ class Engine {
   // the payload was what everybody waited for, else the receiver's own slice.
   void settle(int32_t send_id, int32_t recv_id) {
     const Message& ms = model_.messages[static_cast<size_t>(send_id)];
-    MsgState& s = msgs_[static_cast<size_t>(send_id)];
+    MsgState& s = msgs_[send_id];
     const Channel& ch = model_.channels[static_cast<size_t>(ms.channel)];
     const Link& link = *channel_link_[static_cast<size_t>(ms.channel)];
     const double bytes = price(ms);
@@ -451,7 +630,7 @@ class Engine {
       account(ch, bytes);
     }
     if (recv_id < 0) return;
-    MsgState& rv = msgs_[static_cast<size_t>(recv_id)];
+    MsgState& rv = msgs_[recv_id];
     if (rv.end != kUnknown || rv.slice < 0 || s.slice < 0) return;
     const double rv_post = posted_at(rv);
     if (is_eager) {
@@ -475,8 +654,8 @@ class Engine {
   // transfer time later.
   void transfer(int32_t send_id, int32_t recv_id, double start, double bytes) {
     const Message& ms = model_.messages[static_cast<size_t>(send_id)];
-    MsgState& s = msgs_[static_cast<size_t>(send_id)];
-    MsgState& rv = msgs_[static_cast<size_t>(recv_id)];
+    MsgState& s = msgs_[send_id];
+    MsgState& rv = msgs_[recv_id];
     int32_t cause = rv.slice;
     if (s.ready >= posted_at(rv)) {
       if (s.slice >= 0) slices_[static_cast<size_t>(s.slice)].cause = s.ready_cause;
@@ -594,10 +773,9 @@ class Engine {
   void post(int r, int32_t id, int32_t slice) {
     const size_t ri = static_cast<size_t>(r);
     const Message& m = model_.messages[static_cast<size_t>(id)];
-    MsgState& st = msgs_[static_cast<size_t>(id)];
+    MsgState& st = msgs_.open(id);
     assert(slice >= 0 && slices_[static_cast<size_t>(slice)].start_ms == host_[ri]);
     st.slice = slice;  // created now, starting at host_[ri]: the message's post time
-    st.rank = r;  // a message completes only after its rank posted it
     const Channel& ch = model_.channels[static_cast<size_t>(m.channel)];
     if (m.send) {
       st.ready = std::max(host_[ri], compute_free_[ri]);
@@ -607,8 +785,13 @@ class Engine {
       if (o_.record_trace && partner >= 0) pending_flows_.push_back({id, partner});
     } else {
       int32_t partner = m.k < static_cast<int32_t>(ch.sends.size()) ? ch.sends[static_cast<size_t>(m.k)] : -1;
-      if (partner >= 0 && msgs_[static_cast<size_t>(partner)].slice >= 0) settle(partner, id);
+      if (partner >= 0 && msgs_[partner].slice >= 0) settle(partner, id);
     }
+  }
+
+  // The rank passed action `a`: it reads its messages' states no more for it.
+  void pass(const Action& a) {
+    for (int j = 0; j < a.count; ++j) msgs_.pass(model_.action_messages[static_cast<size_t>(a.first + j)]);
   }
 
   // A blocked rank whose messages all completed resumes at the latest completion.
@@ -621,7 +804,7 @@ class Engine {
     double t = host_[ri];
     int32_t cause = host_cause_[ri];
     for (int j = 0; j < a.count; ++j) {
-      const MsgState& m = msgs_[static_cast<size_t>(model_.action_messages[static_cast<size_t>(a.first + j)])];
+      const MsgState& m = msgs_[model_.action_messages[static_cast<size_t>(a.first + j)]];
       if (m.end == kUnknown) return;
       if (m.end > t) {
         t = m.end;
@@ -682,6 +865,7 @@ class Engine {
               post(r, model_.action_messages[static_cast<size_t>(a.first + j)], action_slice_[ri]);
           }
           if (a.kind == ActionKind::Post) {
+            pass(a);
             posted_[ri] = false;
             break;
           }
@@ -689,7 +873,7 @@ class Engine {
           int32_t cause = host_cause_[ri];
           bool all = true;
           for (int j = 0; j < a.count; ++j) {
-            const MsgState& m = msgs_[static_cast<size_t>(model_.action_messages[static_cast<size_t>(a.first + j)])];
+            const MsgState& m = msgs_[model_.action_messages[static_cast<size_t>(a.first + j)]];
             if (m.end == kUnknown) {
               all = false;
               break;
@@ -720,10 +904,11 @@ class Engine {
             }
           } else if (a.kind == ActionKind::Wait) {
             for (int j = 0; j < a.count; ++j) {
-              const MsgState& m = msgs_[static_cast<size_t>(model_.action_messages[static_cast<size_t>(a.first + j)])];
+              const MsgState& m = msgs_[model_.action_messages[static_cast<size_t>(a.first + j)]];
               if (m.slice >= 0) set_end(m.slice, std::max(slices_[static_cast<size_t>(m.slice)].end_ms, m.end));
             }
           }
+          pass(a);
           posted_[ri] = false;
           action_slice_[ri] = -1;
           break;
@@ -881,8 +1066,8 @@ class Engine {
         rec_.slice(sl);
       }
       for (auto& [sid, rid] : pending_flows_) {
-        const MsgState& a = msgs_[static_cast<size_t>(sid)];
-        const MsgState& b = msgs_[static_cast<size_t>(rid)];
+        const MsgState& a = msgs_[sid];
+        const MsgState& b = msgs_[rid];
         if (a.slice < 0 || b.slice < 0) continue;
         // As settle() and transfer() timed it: an eager payload leaves when ready and arrives
         // when its send completes; a rendezvous one leaves when its transfer starts (the
@@ -929,8 +1114,7 @@ class Engine {
   std::vector<double> host_, compute_free_, busy_;
   std::vector<int32_t> host_cause_, compute_last_, pc_, action_slice_;
   std::vector<uint8_t> posted_, done_, arrived_;  // bytes, not vector<bool>: read in the hot loop
-  std::vector<MsgState> msgs_;
-  std::vector<std::vector<int>> arrivals_;
+  MessageStates msgs_{model_, o_.record_trace};
   std::map<std::pair<int32_t, int32_t>, Instance> instances_;
   std::vector<uint8_t> blocked_;
   std::vector<int32_t> wake_cause_;
@@ -947,6 +1131,8 @@ class Engine {
   };
   static_assert(sizeof(Span) == 32, "Span: keep it at 32 bytes");
   std::vector<Span> slices_;
+  const size_t slices_kept_ = o_.testing_slices_kept ? o_.testing_slices_kept : kSlicesKept;
+  size_t collect_at_ = slices_kept_;  // without a trace: drop slices when there are this many
   std::vector<double> slice_bytes_;  // per slice, when tracing
   std::vector<std::pair<int32_t, int32_t>> pending_flows_;
   RunRecorder rec_;

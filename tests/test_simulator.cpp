@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "checkers/checks.hpp"
+#include "model/comm_insertion.hpp"
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
 #include "model/generators/generator.hpp"
@@ -433,6 +434,65 @@ TEST_CASE("the simulation is deterministic", "[simulator]") {
       RC_ASSERT(a.slices[k].end_ms == b.slices[k].end_ms);
     }
     RC_ASSERT(a.completed);
+  });
+}
+
+TEST_CASE("a run without a trace frees message states and drops slices as it goes, and times everything as the "
+          "traced run, which keeps them all",
+          "[simulator]") {
+  // Unless it records a trace, the engine keeps a message's state only while something may read
+  // it (MessageStates in sim/engine.cpp) and a slice only while the critical path may run through
+  // it (Engine::collect_slices): both must give the same run, in every runtime
+  // mode that changes when a state is read (overlap_p2p's later waits, MPipe's batched
+  // receives, batches, eager sends that complete before their receive is posted, receivers
+  // that take payloads in only while they wait, a CPU host).
+  rc::prop("same makespan, ranks, critical path and links", [](int pick, int P, int M, unsigned modes, double f, double eager) {
+    const char* fams[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipev", "mpipe-transpose",
+                          "looped-bfs", "dualpipe", "chimera", "interleaved-zb"};
+    const std::string fam = fams[static_cast<size_t>(mod(pick, 11))];
+    GenerateOptions g;
+    g.pp = 2 * (1 + mod(P, 3));
+    g.vpp = fam == "zbv" || fam == "dualpipev" || fam == "looped-bfs" || fam == "mpipe-transpose" || fam == "interleaved-zb" ? 2 : 1;
+    g.micro = 2 * g.pp * (1 + mod(M, 2));
+    Schedule s = generate(fam, g);
+    if (modes & 1u) s = coalesce_p2p(s);
+    SimOptions traced;
+    traced.record_trace = true;
+    traced.check.overlap_p2p = (modes & 2u) != 0;
+    traced.check.mpipe_batched_recv = (modes & 4u) != 0;
+    traced.check.dyn_shape = (modes & 8u) != 0;
+    if (modes & 16u) traced.check.comm = CommMode::Eager;
+    SimOptions plain = traced;
+    plain.record_trace = false;
+    plain.testing_slices_kept = 1 + static_cast<size_t>(mod(pick / 11, 64));  // drops slices many times
+    CostModel c = uniform(0.5 + std::fmod(std::abs(f), 3.0), 1.0, 0.01);
+    c.meta_bytes = 64;
+    c.eager_threshold_bytes = std::fmod(std::abs(eager), 2.0) < 1.0 ? 0.0 : 1e12;
+    c.background_progress = (modes & 32u) == 0;
+    c.compute_blocks_host = (modes & 64u) != 0;
+    if (modes & 128u) c.send_handoff_ms = 0.05;
+    const RunRecord a = simulate(s, c, traced), b = simulate(s, c, plain);
+    RC_ASSERT(a.completed == b.completed);
+    RC_ASSERT(a.makespan_ms == b.makespan_ms);
+    RC_ASSERT(a.events == b.events);
+    RC_ASSERT(a.ranks.size() == b.ranks.size());
+    for (size_t r = 0; r < a.ranks.size(); ++r) {
+      RC_ASSERT(a.ranks[r].busy_ms == b.ranks[r].busy_ms);
+      RC_ASSERT(a.ranks[r].end_ms == b.ranks[r].end_ms);
+      RC_ASSERT(a.ranks[r].peak_memory_bytes == b.ranks[r].peak_memory_bytes);
+    }
+    RC_ASSERT(a.critical_path.size() == b.critical_path.size());
+    for (size_t k = 0; k < a.critical_path.size(); ++k) {
+      RC_ASSERT(a.critical_path[k].rank == b.critical_path[k].rank);
+      RC_ASSERT(a.critical_path[k].step_index == b.critical_path[k].step_index);
+      RC_ASSERT(a.critical_path[k].start_ms == b.critical_path[k].start_ms);
+      RC_ASSERT(a.critical_path[k].end_ms == b.critical_path[k].end_ms);
+    }
+    RC_ASSERT(a.links.size() == b.links.size());
+    for (size_t k = 0; k < a.links.size(); ++k) {
+      RC_ASSERT(a.links[k].bytes == b.links[k].bytes);
+      RC_ASSERT(a.links[k].messages == b.links[k].messages);
+    }
   });
 }
 

@@ -73,7 +73,8 @@ static_assert(sizeof(MsgState) == 32, "MsgState: keep it at 32 bytes");
 // window over its message ids (a rank posts its messages in about the order of their ids, the
 // lowering numbers them rank by rank): a ring holding the ids [lo, hi), hi moved past each
 // posted id, lo past each freed state. A run holds the states in flight, a few a rank, instead
-// of one per message. With a trace every state is kept (its flows read them all at the end).
+// of one per message. With a trace every state is kept (its flows read them all at the end),
+// and in a small run (Engine::kSmallRun).
 class MessageStates {
  public:
   MessageStates(const CommModel& m, bool keep_all) : m_(m), keep_all_(keep_all) {
@@ -146,10 +147,11 @@ class MessageStates {
     candidates_.clear();
   }
 
-  // Calls fn(state) for each posted state not freed (the windows only: a run that keeps every
-  // state does not drop slices, Engine::collect_slices).
+  // Calls fn(state) for each posted state not freed.
   template <class Fn>
   void for_each_held(Fn&& fn) {
+    for (MsgState& st : all_)
+      if (st.slice >= 0) fn(st);
     for (Window& w : windows_)
       for (int32_t id = w.lo; id < w.hi; ++id) {
         MsgState& st = slot(w, id);
@@ -312,7 +314,11 @@ class Engine {
   // time its slices doubled, keeps what those roots reach along causes, in order (an index
   // order stays the creation order, which ties and the path's walk read), renumbers every
   // reference, and drops the rest: it holds the chains still open instead of every slice.
-  static constexpr size_t kSlicesKept = size_t{1} << 16;  // the fewest slices a run drops at once
+  // A run keeps every message state while it has fewer messages than this, and drops slices
+  // only once it has this many: below, the bookkeeping costs more time than the memory is worth
+  // (a search's DES evaluations are that small).
+  static constexpr size_t kSmallRun = size_t{1} << 16;
+  static size_t small_run(const SimOptions& o) { return o.testing_small_run ? o.testing_small_run : kSmallRun; }
   template <class Fn>
   void for_each_root(Fn&& fn) {
     for (auto* v : {&host_cause_, &compute_last_, &wake_cause_, &action_slice_})
@@ -348,7 +354,7 @@ class Engine {
     for_each_root([&](int32_t& k) {
       if (k >= 0) k = renumber[static_cast<size_t>(k)];
     });
-    collect_at_ = std::max(slices_kept_, 2 * slices_.size());
+    collect_at_ = std::max(small_run(o_), 2 * slices_.size());
     // Room for what the events before the next collection add (collections come only between
     // events), grown at least twofold, as the vector would: the arrays left behind add up to
     // less than the last one.
@@ -1119,7 +1125,7 @@ class Engine {
   std::vector<double> host_, compute_free_, busy_;
   std::vector<int32_t> host_cause_, compute_last_, pc_, action_slice_;
   std::vector<uint8_t> posted_, done_, arrived_;  // bytes, not vector<bool>: read in the hot loop
-  MessageStates msgs_{model_, o_.record_trace};
+  MessageStates msgs_{model_, o_.record_trace || model_.messages.size() < small_run(o_)};
   std::map<std::pair<int32_t, int32_t>, Instance> instances_;
   std::vector<uint8_t> blocked_;
   std::vector<int32_t> wake_cause_;
@@ -1136,8 +1142,7 @@ class Engine {
   };
   static_assert(sizeof(Span) == 32, "Span: keep it at 32 bytes");
   std::vector<Span> slices_;
-  const size_t slices_kept_ = o_.testing_slices_kept ? o_.testing_slices_kept : kSlicesKept;
-  size_t collect_at_ = slices_kept_;  // without a trace: drop slices when there are this many
+  size_t collect_at_ = small_run(o_);  // without a trace: drop slices when there are this many
   std::vector<double> slice_bytes_;  // per slice, when tracing
   std::vector<std::pair<int32_t, int32_t>> pending_flows_;
   RunRecorder rec_;

@@ -21,9 +21,10 @@ struct SimOptions {
   // false: the timed run alone, for a search screening candidates: RunRecord::checked is false
   // and `check` holds nothing, so a candidate the search keeps must be verified on its own.
   bool run_checks = true;
-  // TEST-ONLY: without a trace, the fewest slices the engine drops at once (0: its own, 2^16),
-  // so that a small run drops slices many times over.
-  size_t testing_slices_kept = 0;
+  // TEST-ONLY: without a trace, the messages and slices below which a run keeps every message
+  // state and slice (0: the engine's own, 2^16), so that a small run frees states and drops
+  // slices many times over.
+  size_t testing_small_run = 0;
 };
 
 // The run as a RunRecord (results/run_record.hpp), filled through a RunRecorder like a measured run.

@@ -464,7 +464,7 @@ TEST_CASE("a run without a trace frees message states and drops slices as it goe
     if (modes & 16u) traced.check.comm = CommMode::Eager;
     SimOptions plain = traced;
     plain.record_trace = false;
-    plain.testing_slices_kept = 1 + static_cast<size_t>(mod(pick / 11, 64));  // drops slices many times
+    plain.testing_small_run = 1 + static_cast<size_t>(mod(pick / 11, 64));  // frees and drops many times
     CostModel c = uniform(0.5 + std::fmod(std::abs(f), 3.0), 1.0, 0.01);
     c.meta_bytes = 64;
     c.eager_threshold_bytes = std::fmod(std::abs(eager), 2.0) < 1.0 ? 0.0 : 1e12;

@@ -9,8 +9,8 @@
 namespace ppsched {
 namespace {
 
-const Step& leaf_of(const Schedule& s, const Message& m) {
-  const Step& top = *s.programs[static_cast<size_t>(m.rank)][static_cast<size_t>(m.step_index)];
+const Step& leaf_of(const Schedule& s, int rank, const Message& m) {
+  const Step& top = *s.programs[static_cast<size_t>(rank)][static_cast<size_t>(m.step_index)];
   return m.sub >= 0 ? top.sub_steps()[static_cast<size_t>(m.sub)] : top;
 }
 
@@ -76,19 +76,19 @@ void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Viola
       stats.messages++;
       if (ms.meta) stats.meta_messages++;
       if (reported) continue;  // after the first disagreement the channel has drifted
-      const Step& send = leaf_of(s, ms);
-      const Step& recv = leaf_of(s, mr);
+      const Step& send = leaf_of(s, ch.src, ms);
+      const Step& recv = leaf_of(s, ch.dst, mr);
       std::string why = disagreement(send, ms, recv, mr);
       if (why.empty()) continue;
       reported = true;
       Violation v;
       v.kind = ViolationKind::P2PMismatch;
       v.ranks = {ch.src, ch.dst};
-      v.steps = {step_ref(s, ms.rank, ms.step_index, ms.sub), step_ref(s, mr.rank, mr.step_index, mr.sub)};
+      v.steps = {step_ref(s, ch.src, ms.step_index, ms.sub), step_ref(s, ch.dst, mr.step_index, mr.sub)};
       v.message = "On the channel rank " + std::to_string(ch.src) + " -> rank " + std::to_string(ch.dst) + ", the " +
-                  ordinal(static_cast<int>(k)) + " message sent is " + describe_message(s, ms) + " (rank " +
+                  ordinal(static_cast<int>(k)) + " message sent is " + describe_message(s, m, ms) + " (rank " +
                   std::to_string(ch.src) + ", step " + std::to_string(ms.step_index) + ") but the " +
-                  ordinal(static_cast<int>(k)) + " message received is " + describe_message(s, mr) + " (rank " +
+                  ordinal(static_cast<int>(k)) + " message received is " + describe_message(s, m, mr) + " (rank " +
                   std::to_string(ch.dst) + ", step " + std::to_string(mr.step_index) + "): " + why +
                   ". Messages on a rank pair are matched in FIFO order whatever their type, so both ends must "
                   "issue their transfers in the same order (e.g. both type-major, both ascending micro).";
@@ -98,16 +98,17 @@ void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Viola
       bool extra_sends = ch.sends.size() > ch.recvs.size();
       const auto& longer = extra_sends ? ch.sends : ch.recvs;
       const Message& first = m.messages[static_cast<size_t>(longer[n])];
+      const int first_rank = extra_sends ? ch.src : ch.dst;
       Violation v;
       v.kind = ViolationKind::P2PMismatch;
       v.ranks = {ch.src, ch.dst};
-      v.steps = {step_ref(s, first.rank, first.step_index, first.sub)};
+      v.steps = {step_ref(s, first_rank, first.step_index, first.sub)};
       size_t extra = longer.size() - n;
       v.message = "Rank " + std::to_string(ch.src) + " sends " + std::to_string(ch.sends.size()) + " messages to rank " +
                   std::to_string(ch.dst) + ", which receives " + std::to_string(ch.recvs.size()) + " from it: " +
                   std::to_string(extra) + " " + (extra_sends ? "send" : "receive") + (extra == 1 ? " is" : "s are") +
-                  " never matched, the first being " + describe_message(s, first) + " at rank " +
-                  std::to_string(first.rank) + " step " + std::to_string(first.step_index) + ".";
+                  " never matched, the first being " + describe_message(s, m, first) + " at rank " +
+                  std::to_string(first_rank) + " step " + std::to_string(first.step_index) + ".";
       out.push_back(std::move(v));
     }
   }
@@ -128,9 +129,9 @@ void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Viola
       const Message& mr = m.messages[static_cast<size_t>(ch.recvs[k])];
       if (ms.meta || mr.meta) continue;  // metas are exchanged one by one, before any batch
       if (ms.batch() < 0 && mr.batch() < 0) continue;  // plain facing plain: nothing to mirror
-      Side a{ms.rank, ms.batch() >= 0 ? ms.batch() : -ch.sends[k] - 2};
-      Side b{mr.rank, mr.batch() >= 0 ? mr.batch() : -ch.recvs[k] - 2};
-      auto key = std::minmax(ms.rank, mr.rank);
+      Side a{ch.src, ms.batch() >= 0 ? ms.batch() : -ch.sends[k] - 2};
+      Side b{ch.dst, mr.batch() >= 0 ? mr.batch() : -ch.recvs[k] - 2};
+      auto key = std::minmax(ch.src, ch.dst);
       links[key][a].insert(b);
       links[key][b].insert(a);
     }

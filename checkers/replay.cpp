@@ -157,8 +157,8 @@ class Replay {
       const Message& msg = m_.messages[static_cast<size_t>(id)];
       const Channel& ch = m_.channels[static_cast<size_t>(msg.channel)];
       int q = msg.send ? ch.dst : ch.src;
-      std::string what = msg.send ? "rank " + std::to_string(q) + " to post the receive that matches " + describe_message(s_, msg)
-                                  : "rank " + std::to_string(q) + " to post the send that matches " + describe_message(s_, msg);
+      std::string what = msg.send ? "rank " + std::to_string(q) + " to post the receive that matches " + describe_message(s_, m_, msg)
+                                  : "rank " + std::to_string(q) + " to post the send that matches " + describe_message(s_, m_, msg);
       out.emplace_back(q, what);
     }
     return out;

@@ -194,7 +194,7 @@ Runtime::Runtime(RunContext& ctx, const CheckOptions& mode, Progress& progress, 
   const auto& prog = ctx_.schedule.programs[static_cast<size_t>(ctx_.rank)];
   payload_count_.assign((prog.size() + 1) * kMaxSubKey, 0);
   for (const Message& m : lowering_.messages)
-    if (m.rank == ctx_.rank) {
+    if (lowering_.rank_of(m) == ctx_.rank) {
       if (m.sub + 1 >= kMaxSubKey)
         throw std::runtime_error("a batch of more than " + std::to_string(kMaxSubKey - 1) + " sub-steps at step " +
                                  std::to_string(m.step_index) + " is more than the executor keys");

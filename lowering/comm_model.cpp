@@ -57,7 +57,6 @@ class Builder {
     msg.k = static_cast<int32_t>(side.size());
     msg.send = send;
     msg.meta = meta;
-    msg.rank = rank;
     msg.step_index = index;
     msg.sub = sub;
     msg.tensor = tensor;
@@ -77,11 +76,10 @@ class Builder {
     a.composite = is_composite(st.op);
   }
 
-  void action(int rank, ActionKind kind, int index, int sub, const int32_t* msgs = nullptr, size_t count = 0) {
+  void action(int rank, ActionKind kind, int index, const int32_t* msgs = nullptr, size_t count = 0) {
     Action a;
     a.kind = kind;
     describe(a, rank, index);
-    a.sub = sub;
     a.first = static_cast<int32_t>(m_.action_messages.size());
     a.count = static_cast<int32_t>(count);
     for (size_t j = 0; j < count; ++j) {
@@ -91,10 +89,10 @@ class Builder {
     }
     m_.actions[static_cast<size_t>(rank)].push_back(a);
   }
-  void action(int rank, ActionKind kind, int index, int sub, const std::vector<int32_t>& msgs) {
-    action(rank, kind, index, sub, msgs.data(), msgs.size());
+  void action(int rank, ActionKind kind, int index, const std::vector<int32_t>& msgs) {
+    action(rank, kind, index, msgs.data(), msgs.size());
   }
-  void action(int rank, ActionKind kind, int index, int sub, int32_t msg) { action(rank, kind, index, sub, &msg, 1); }
+  void action(int rank, ActionKind kind, int index, int32_t msg) { action(rank, kind, index, &msg, 1); }
 
   void problem(ViolationKind kind, int rank, int index, int sub, const std::string& msg) {
     Violation v;
@@ -169,21 +167,21 @@ class Builder {
     bool meta = wants_meta(rank, st);
     if (o_.testing_meta_after_payload && meta && info(st.op).meta == Meta::FirstPerStage && batch < 0 &&
         !deferred_send(st) && !posted_recv(st)) {
-      action(rank, ActionKind::Phase, index, sub, add_message(rank, peer, send, false, index, sub, 0, -1));
-      action(rank, ActionKind::Phase, index, sub, add_message(rank, peer, send, true, index, sub, 0, -1));
+      action(rank, ActionKind::Phase, index, add_message(rank, peer, send, false, index, sub, 0, -1));
+      action(rank, ActionKind::Phase, index, add_message(rank, peer, send, true, index, sub, 0, -1));
       usable = false;  // lowered here: the caller posts nothing more
       return;
     }
     for (int t = 0; t < n; ++t) {
       if (meta) {
         int32_t id = add_message(rank, peer, send, true, index, sub, t, -1);
-        action(rank, ActionKind::Phase, index, sub, id);
+        action(rank, ActionKind::Phase, index, id);
       }
       payload.push_back(add_message(rank, peer, send, false, index, sub, t, batch));
       // A single step issues each tensor as a pair, meta then payload (§3.3), in the order
       // the messages take their channel positions; a batch posts its payloads as one group.
       if (batch < 0)
-        action(rank, deferred_send(st) || posted_recv(st) ? ActionKind::Post : ActionKind::Phase, index, sub, payload.back());
+        action(rank, deferred_send(st) || posted_recv(st) ? ActionKind::Post : ActionKind::Phase, index, payload.back());
     }
   }
 
@@ -194,7 +192,7 @@ class Builder {
       if (!recv) return;
       auto it = pending_.find(Key{*recv, leaf.stage, leaf.micro});
       if (it == pending_.end()) return;
-      action(rank, ActionKind::Wait, index, -1, it->second);
+      action(rank, ActionKind::Wait, index, it->second);
       pending_.erase(it);
     };
     if (is_composite(st.op))
@@ -219,12 +217,12 @@ class Builder {
       if (inf.kind == StepKind::Compute || inf.kind == StepKind::Local ||
           inf.composite == CompositeKind::Overlap) {
         wait_pending_for(r, st, i);
-        action(r, ActionKind::Local, i, -1);
+        action(r, ActionKind::Local, i);
         continue;
       }
       if (inf.kind == StepKind::Collective) {
         if (inf.collective == CollectiveScope::DataParallel) {
-          action(r, ActionKind::Local, i, -1);
+          action(r, ActionKind::Local, i);
           continue;
         }
         add_collective(r, st, i);
@@ -246,11 +244,11 @@ class Builder {
         if (o_.overlap_p2p && (!keys.empty() || all_sends)) {
           // The batch's handle is cached under every receive key it serves (its sends ride
           // on it); a send-only batch is drained at the end (reference §3.2).
-          action(r, ActionKind::Post, i, -1, payloads);
+          action(r, ActionKind::Post, i, payloads);
           if (keys.empty()) deferred.insert(deferred.end(), payloads.begin(), payloads.end());
           for (const Key& k : keys) pending_[k] = payloads;
         } else {
-          action(r, ActionKind::Phase, i, -1, payloads);
+          action(r, ActionKind::Phase, i, payloads);
         }
         continue;
       }
@@ -281,7 +279,7 @@ class Builder {
       // Attributed to the last step: a program may end with idle slots, which have no step.
       int last = static_cast<int>(prog.size()) - 1;
       while (last > 0 && !prog[static_cast<size_t>(last)]) --last;
-      action(r, ActionKind::Wait, last, -1, deferred);
+      action(r, ActionKind::Wait, last, deferred);
     }
   }
 
@@ -304,13 +302,13 @@ class Builder {
       }
       for (int t = 0; t < tensor_count(st); ++t) {
         int32_t meta = add_message(r, peer, false, true, j, -1, t, -1);
-        action(r, ActionKind::Phase, first_index, -1, meta);
+        action(r, ActionKind::Phase, first_index, meta);
         int32_t payload = add_message(r, peer, false, false, j, -1, t, -1);
-        action(r, ActionKind::Post, first_index, -1, payload);
+        action(r, ActionKind::Post, first_index, payload);
         all.push_back(payload);
       }
     }
-    action(r, ActionKind::Wait, first_index, -1, all);
+    action(r, ActionKind::Wait, first_index, all);
   }
 
   void add_collective(int r, const Step& st, int index) {
@@ -325,7 +323,7 @@ class Builder {
                 short_label(st) + " synchronises the copies of stage " + std::to_string(st.stage) +
                     ", but the schedule holds " + (members.size() < 2 ? "no other copy of it" : "it on another rank") +
                     " (\"pipes\" and the placement say where the copies live)");
-        action(r, ActionKind::Local, index, -1);
+        action(r, ActionKind::Local, index);
         return;
       }
     } else {
@@ -337,7 +335,7 @@ class Builder {
       if (bad) {
         problem(ViolationKind::CollectiveMismatch, r, index, -1,
                 short_label(st) + " needs a group of ranks that contains rank " + std::to_string(r));
-        action(r, ActionKind::Local, index, -1);
+        action(r, ActionKind::Local, index);
         return;
       }
     }
@@ -400,8 +398,8 @@ CommModel build_comm_model(const Schedule& s, const CheckOptions& options) {
   return Builder(s, options).build();
 }
 
-std::string describe_message(const Schedule& s, const Message& m) {
-  const Slot& slot = s.programs[static_cast<size_t>(m.rank)][static_cast<size_t>(m.step_index)];
+std::string describe_message(const Schedule& s, const CommModel& model, const Message& m) {
+  const Slot& slot = s.programs[static_cast<size_t>(model.rank_of(m))][static_cast<size_t>(m.step_index)];
   if (!slot) return "?";
   const Step& st = m.sub >= 0 ? slot->sub_steps()[static_cast<size_t>(m.sub)] : *slot;
   std::string what = short_label(st) + " (" + std::string(op_name(st.op)) + ")";

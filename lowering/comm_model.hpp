@@ -35,7 +35,6 @@ struct Message {
   // at most kManyReaders: once its rank has passed them all, only its partner may still read
   // its state (the simulator frees a message's state then, sim/engine.cpp).
   uint8_t readers = 0;
-  int32_t rank = -1;         // the rank that posts it
   int32_t step_index = -1;   // in that rank's program
   int32_t sub = -1;          // sub-step of a batch, -1 otherwise
   int32_t tensor = 0;        // tensor position for multi-tensor transfers
@@ -43,7 +42,7 @@ struct Message {
   int32_t batch() const { return in_batch ? step_index : -1; }
   static constexpr uint8_t kManyReaders = 255;  // this many or more: not counted
 };
-static_assert(sizeof(Message) == 28, "Message: keep it at 28 bytes");
+static_assert(sizeof(Message) == 24, "Message: keep it at 24 bytes");
 
 struct Channel {
   int32_t src = -1, dst = -1;
@@ -65,15 +64,14 @@ struct Action {
   // and micro (read from the step: 24 bytes a slot, in the same order as the actions).
   Op op = Op::FWD;
   bool composite = false;
-  int32_t step_index = -1;
-  int32_t sub = -1;
+  int32_t step_index = -1;  // a batch's sub-steps are its messages' (Message::sub), not the action's
   union {
     int32_t first = 0;    // Phase/Post/Wait: range in CommModel::action_messages
     int32_t collective;   // Collective: instance id (it posts no messages: count is 0)
   };
   int32_t count = 0;
 };
-static_assert(sizeof(Action) == 20, "Action: keep it at 20 bytes");
+static_assert(sizeof(Action) == 16, "Action: keep it at 16 bytes");
 
 struct CollectiveGroup {
   std::vector<int32_t> members;  // sorted ranks
@@ -109,6 +107,11 @@ struct CommModel {
   static uint64_t pair_key(int src, int dst) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) | static_cast<uint32_t>(dst);
   }
+  // The rank that posts message m: its channel's source for a send, its destination otherwise.
+  int rank_of(const Message& m) const {
+    const Channel& c = channels[static_cast<size_t>(m.channel)];
+    return m.send ? c.src : c.dst;
+  }
   // The channel from src to dst, or -1 when they exchange nothing.
   int channel(int src, int dst) const {
     auto it = channel_of_pair.find(pair_key(src, dst));
@@ -119,6 +122,6 @@ struct CommModel {
 CommModel build_comm_model(const Schedule& s, const CheckOptions& options);
 
 // "the meta of FWD_SEND 3s1" / "FWD_SEND 3s1" for explanations.
-std::string describe_message(const Schedule& s, const Message& m);
+std::string describe_message(const Schedule& s, const CommModel& model, const Message& m);
 
 }  // namespace ppsched

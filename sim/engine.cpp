@@ -84,7 +84,7 @@ class MessageStates {
     }
     windows_.resize(static_cast<size_t>(m.ranks));
     for (size_t id = m.messages.size(); id-- > 0;) {  // each window starts at its rank's first id
-      Window& w = windows_[static_cast<size_t>(m.messages[id].rank)];
+      Window& w = windows_[static_cast<size_t>(m.rank_of(m.messages[id]))];
       w.lo = w.hi = static_cast<int32_t>(id);
     }
   }
@@ -165,7 +165,7 @@ class MessageStates {
     size_t mask = 0;
     int32_t lo = 0, hi = 0;      // the ids held: [lo, hi)
   };
-  Window& window_of(int32_t id) { return windows_[static_cast<size_t>(m_.messages[static_cast<size_t>(id)].rank)]; }
+  Window& window_of(int32_t id) { return windows_[static_cast<size_t>(m_.rank_of(m_.messages[static_cast<size_t>(id)]))]; }
   static MsgState& slot(Window& w, int32_t id) { return w.ring[static_cast<size_t>(id) & w.mask]; }
   bool freed(int32_t id) {
     const Window& w = window_of(id);
@@ -605,7 +605,7 @@ class Engine {
   }
 
   Leaf sub_leaf(const Message& m) const {
-    const Step& top = step_at(m.rank, m.step_index);
+    const Step& top = step_at(model_.rank_of(m), m.step_index);
     return leaf_of(m.sub >= 0 ? top.sub_steps()[static_cast<size_t>(m.sub)] : top);
   }
 
@@ -620,7 +620,7 @@ class Engine {
     ms.end = end;
     ms.cause = cause;
     msgs_.completed(id);
-    maybe_wake(model_.messages[static_cast<size_t>(id)].rank);
+    maybe_wake(model_.rank_of(model_.messages[static_cast<size_t>(id)]));
   }
 
   // Both ends (or an eager sender) known: decide the transfer's times. The critical path
@@ -650,7 +650,7 @@ class Engine {
     }
     double start = std::max(s.ready, rv_post);
     if (!c_.background_progress) {
-      const int q = model_.messages[static_cast<size_t>(recv_id)].rank;
+      const int q = model_.rank_of(model_.messages[static_cast<size_t>(recv_id)]);
       const double t = known_wait(q, start, recv_id);
       if (t == kUnknown) {
         stalled_[static_cast<size_t>(q)].push_back({send_id, recv_id, start});

@@ -418,7 +418,7 @@ std::string posting_order(const Schedule& s, const CommModel& m) {
         const Message& msg = m.messages[static_cast<size_t>(m.action_messages[static_cast<size_t>(a.first + j)])];
         int32_t& next = (msg.send ? next_send : next_recv)[static_cast<size_t>(msg.channel)];
         if (msg.k != next)
-          return "rank " + std::to_string(r) + " posts " + describe_message(s, msg) + " at step " + std::to_string(msg.step_index) +
+          return "rank " + std::to_string(r) + " posts " + describe_message(s, m, msg) + " at step " + std::to_string(msg.step_index) +
                  " as its " + std::to_string(next) + "th message on the channel, but the lowering placed it " +
                  std::to_string(msg.k) + "th";
         ++next;

@@ -139,7 +139,7 @@ class MessageStates {
       if (freed(id) || !unread(id)) continue;
       Window& w = window_of(id);
       w.ring[static_cast<size_t>(id) & w.mask].freed = true;
-      while (w.lo < w.hi && (slot(w, w.lo).freed || m_.messages[static_cast<size_t>(w.lo)].readers == 0)) {
+      while (w.lo < w.hi && slot(w, w.lo).freed) {
         slot(w, w.lo) = MsgState{};
         ++w.lo;
       }
@@ -171,8 +171,9 @@ class MessageStates {
     const Window& w = window_of(id);
     return id < w.lo || (id < w.hi && w.ring[static_cast<size_t>(id) & w.mask].freed);
   }
-  // Posted, completed, passed by its rank and, a send, its receive completed (or never posted:
-  // a receive no action lists).
+  // Posted, completed, passed by its rank and, a send, its receive completed (or freed). A
+  // message no action lists (the lowering makes none) is never posted: it holds its window's lo
+  // back, which costs memory, never a stale read.
   bool unread(int32_t id) {
     const Message& m = m_.messages[static_cast<size_t>(id)];
     const MsgState& st = (*this)[id];
@@ -307,6 +308,12 @@ class Engine {
     slices_[static_cast<size_t>(k)].end_ms = end;
     note_end(k, end);
   }
+  // A run keeps every message state while it has fewer messages than this, and drops slices
+  // only once it has this many: below, the bookkeeping costs more time than the memory is worth
+  // (a search's DES evaluations are that small).
+  static constexpr size_t kSmallRun = size_t{1} << 16;
+  static size_t small_run(const SimOptions& o) { return o.testing_small_run ? o.testing_small_run : kSmallRun; }
+
   // ---- slices without a trace: only what the critical path may still need ----------------
   // At the end only the critical path reads old slices: the chain of causes back from the
   // slice that ends last. A slice that no rank's state, no message in flight and no kept
@@ -314,11 +321,6 @@ class Engine {
   // time its slices doubled, keeps what those roots reach along causes, in order (an index
   // order stays the creation order, which ties and the path's walk read), renumbers every
   // reference, and drops the rest: it holds the chains still open instead of every slice.
-  // A run keeps every message state while it has fewer messages than this, and drops slices
-  // only once it has this many: below, the bookkeeping costs more time than the memory is worth
-  // (a search's DES evaluations are that small).
-  static constexpr size_t kSmallRun = size_t{1} << 16;
-  static size_t small_run(const SimOptions& o) { return o.testing_small_run ? o.testing_small_run : kSmallRun; }
   template <class Fn>
   void for_each_root(Fn&& fn) {
     for (auto* v : {&host_cause_, &compute_last_, &wake_cause_, &action_slice_})

@@ -496,6 +496,26 @@ TEST_CASE("a run without a trace frees message states and drops slices as it goe
   });
 }
 
+TEST_CASE("past 2^16 messages and slices (the engine's own limits) the untraced run still times everything as "
+          "the traced one",
+          "[simulator]") {
+  const Schedule s = gen("interleaved-1f1b", 16, 1024, 2);  // ~200k steps, over 2^16 messages
+  SimOptions traced, plain;
+  traced.record_trace = true;
+  plain.record_trace = false;
+  const CostModel c = uniform(1.0, 2.0, 0.01);
+  const RunRecord a = simulate(s, c, traced), b = simulate(s, c, plain);
+  REQUIRE(a.slices.size() > (size_t{1} << 17));  // the untraced run dropped slices at least once
+  CHECK(a.makespan_ms == b.makespan_ms);
+  CHECK(a.events == b.events);
+  REQUIRE(a.critical_path.size() == b.critical_path.size());
+  for (size_t k = 0; k < a.critical_path.size(); ++k) {
+    CHECK(a.critical_path[k].rank == b.critical_path[k].rank);
+    CHECK(a.critical_path[k].step_index == b.critical_path[k].step_index);
+    CHECK(a.critical_path[k].end_ms == b.critical_path[k].end_ms);
+  }
+}
+
 TEST_CASE("a multi-tensor transfer releases and delivers its buffers once", "[simulator]") {
   // MPipe feature transfers carry one message (with its meta) per tensor. The simulator used
   // to apply the step's consumes once per tensor message, so memory drifted below what the

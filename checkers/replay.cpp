@@ -84,17 +84,17 @@ class Replay {
         case ActionKind::Local:
           break;
         case ActionKind::Post:
-          for (int j = 0; j < a.count; ++j) post(m_.action_messages[static_cast<size_t>(a.first + j)], work);
+          for (int j = 0; j < a.count; ++j) post(m_.message_of(a, j), work);
           break;
         case ActionKind::Phase:
         case ActionKind::Wait: {
           if (a.kind == ActionKind::Phase && !posted_[ri]) {
             posted_[ri] = true;
-            for (int j = 0; j < a.count; ++j) post(m_.action_messages[static_cast<size_t>(a.first + j)], work);
+            for (int j = 0; j < a.count; ++j) post(m_.message_of(a, j), work);
           }
           bool all = true;
           for (int j = 0; j < a.count; ++j) {
-            int32_t id = m_.action_messages[static_cast<size_t>(a.first + j)];
+            int32_t id = m_.message_of(a, j);
             if (complete(id)) continue;
             all = false;
             const Message& msg = m_.messages[static_cast<size_t>(id)];
@@ -152,7 +152,7 @@ class Replay {
       return out;
     }
     for (int j = 0; j < a.count; ++j) {
-      int32_t id = m_.action_messages[static_cast<size_t>(a.first + j)];
+      int32_t id = m_.message_of(a, j);
       if (complete(id)) continue;
       const Message& msg = m_.messages[static_cast<size_t>(id)];
       const Channel& ch = m_.channels[static_cast<size_t>(msg.channel)];

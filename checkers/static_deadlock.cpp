@@ -50,13 +50,13 @@ bool static_deadlock_free(const CommModel& m, CommMode mode) {
       // Posting happens once the previous action completed: the pair waits for that.
       if (a.kind == ActionKind::Phase || a.kind == ActionKind::Post) {
         for (int j = 0; j < a.count; ++j) {
-          size_t p = pair_of(m.action_messages[static_cast<size_t>(a.first + j)]);
+          size_t p = pair_of(m.message_of(a, j));
           if (p != kNever && i > 0) edges.emplace_back(prev, p);
         }
       }
       if (a.kind == ActionKind::Phase || a.kind == ActionKind::Wait) {
         for (int j = 0; j < a.count; ++j) {
-          int32_t id = m.action_messages[static_cast<size_t>(a.first + j)];
+          int32_t id = m.message_of(a, j);
           if (m.messages[static_cast<size_t>(id)].send && mode == CommMode::Eager) continue;  // buffered
           edges.emplace_back(pair_of(id), self);
         }

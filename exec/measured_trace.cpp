@@ -46,7 +46,7 @@ RunRecord assemble_measured_run(const Schedule& s, const std::vector<RankTrace>&
     std::vector<int32_t> want;
     for (const Action& a : model.actions[static_cast<size_t>(rt.rank)]) {
       if (a.kind != ActionKind::Phase && a.kind != ActionKind::Post) continue;
-      for (int k = 0; k < a.count; ++k) want.push_back(model.action_messages[static_cast<size_t>(a.first + k)]);
+      for (int k = 0; k < a.count; ++k) want.push_back(model.message_of(a, k));
     }
     // Logged message -> model message, skipping metas this iteration did not exchange.
     std::vector<int32_t> id_of(rt.messages.size(), -1);

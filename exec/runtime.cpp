@@ -402,7 +402,7 @@ void Runtime::run_post(const Action& a) {
   std::vector<const Message*> msgs;
   std::vector<int32_t> ids;
   for (int k = 0; k < a.count; ++k) {
-    ids.push_back(lowering_.action_messages[static_cast<size_t>(a.first + k)]);
+    ids.push_back(lowering_.message_of(a, k));
     msgs.push_back(&lowering_.messages[static_cast<size_t>(ids.back())]);
   }
   if (msgs.empty()) return;
@@ -424,7 +424,7 @@ void Runtime::run_post(const Action& a) {
 
 void Runtime::run_wait(const Action& a) {
   for (int k = 0; k < a.count; ++k) {
-    const int32_t id = lowering_.action_messages[static_cast<size_t>(a.first + k)];
+    const int32_t id = lowering_.message_of(a, k);
     auto p = post_of_.find(id);
     if (p == post_of_.end()) throw std::logic_error("a wait on a message that was never posted");
     auto h = posts_.find(p->second);
@@ -455,7 +455,7 @@ void Runtime::run_wait(const Action& a) {
 void Runtime::run_phase(const Action& a) {
   std::vector<const Message*> msgs;
   for (int k = 0; k < a.count; ++k)
-    msgs.push_back(&lowering_.messages[static_cast<size_t>(lowering_.action_messages[static_cast<size_t>(a.first + k)])]);
+    msgs.push_back(&lowering_.messages[static_cast<size_t>(lowering_.message_of(a, k))]);
   if (msgs.empty()) return;
   auto peer_of_msg = [&](const Message& m) {
     const Channel& ch = lowering_.channels[static_cast<size_t>(m.channel)];

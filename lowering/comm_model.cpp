@@ -21,7 +21,6 @@ class Builder {
   CommModel build() {
     const size_t steps = s_.slot_count();
     m_.messages.reserve(steps);
-    m_.action_messages.reserve(steps);
     for (int r = 0; r < s_.ranks; ++r) build_rank(r);
     m_.testing_replay_buffers_sends = o_.testing_replay_buffers_sends;
     return std::move(m_);
@@ -80,10 +79,10 @@ class Builder {
     Action a;
     a.kind = kind;
     describe(a, rank, index);
-    a.first = static_cast<int32_t>(m_.action_messages.size());
+    a.first = count == 1 ? msgs[0] : static_cast<int32_t>(m_.action_messages.size());
     a.count = static_cast<int32_t>(count);
     for (size_t j = 0; j < count; ++j) {
-      m_.action_messages.push_back(msgs[j]);
+      if (count > 1) m_.action_messages.push_back(msgs[j]);
       uint8_t& readers = m_.messages[static_cast<size_t>(msgs[j])].readers;
       if (readers < Message::kManyReaders) ++readers;
     }

@@ -66,7 +66,7 @@ struct Action {
   bool composite = false;
   int32_t step_index = -1;  // a batch's sub-steps are its messages' (Message::sub), not the action's
   union {
-    int32_t first = 0;    // Phase/Post/Wait: range in CommModel::action_messages
+    int32_t first = 0;    // Phase/Post/Wait: its message id (count 1) or range in CommModel::action_messages
     int32_t collective;   // Collective: instance id (it posts no messages: count is 0)
   };
   int32_t count = 0;
@@ -97,7 +97,12 @@ struct CommModel {
   // the channels, not to ranks^2.
   std::unordered_map<uint64_t, int32_t> channel_of_pair;
   std::vector<std::vector<Action>> actions;  // per rank
-  std::vector<int32_t> action_messages;      // pool for action message lists
+  std::vector<int32_t> action_messages;      // pool for the message lists of actions of two or more
+  // The j-th message action `a` lists: an action of one message (most) holds its id itself, a
+  // longer one a range in action_messages.
+  int32_t message_of(const Action& a, int j) const {
+    return a.count == 1 ? a.first : action_messages[static_cast<size_t>(a.first + j)];
+  }
   std::vector<CollectiveGroup> groups;
   std::vector<CollectiveCall> collective_calls;
   std::vector<std::vector<int32_t>> calls_by_rank;  // per rank: collective call ids in order

@@ -717,7 +717,7 @@ class Engine {
     const Action& a = model_.actions[qi][static_cast<size_t>(pc_[qi])];
     if (a.kind != ActionKind::Phase && a.kind != ActionKind::Wait) return false;
     for (int j = 0; j < a.count; ++j)
-      if (model_.action_messages[static_cast<size_t>(a.first + j)] == msg) return true;
+      if (model_.message_of(a, j) == msg) return true;
     return false;
   }
   // A transfer that could start at `could` and waited for its receiver until `waits`.
@@ -804,7 +804,7 @@ class Engine {
 
   // The rank passed action `a`: it reads its messages' states no more for it.
   void pass(const Action& a) {
-    for (int j = 0; j < a.count; ++j) msgs_.pass(model_.action_messages[static_cast<size_t>(a.first + j)]);
+    for (int j = 0; j < a.count; ++j) msgs_.pass(model_.message_of(a, j));
   }
 
   // A blocked rank whose messages all completed resumes at the latest completion.
@@ -817,7 +817,7 @@ class Engine {
     double t = host_[ri];
     int32_t cause = host_cause_[ri];
     for (int j = 0; j < a.count; ++j) {
-      const MsgState& m = msgs_[model_.action_messages[static_cast<size_t>(a.first + j)]];
+      const MsgState& m = msgs_[model_.message_of(a, j)];
       if (m.end == kUnknown) return;
       if (m.end > t) {
         t = m.end;
@@ -859,7 +859,7 @@ class Engine {
             double bytes = 0;
             bool meta = a.count > 0;
             for (int j = 0; j < a.count; ++j) {
-              const int32_t id = model_.action_messages[static_cast<size_t>(a.first + j)];
+              const int32_t id = model_.message_of(a, j);
               const Message& m = model_.messages[static_cast<size_t>(id)];
               sends = sends || m.send;
               meta = meta && m.meta;
@@ -875,7 +875,7 @@ class Engine {
               pending_produce_[ri] = d;  // a receive delivers its buffer when it completes
             }
             for (int j = 0; j < a.count; ++j)
-              post(r, model_.action_messages[static_cast<size_t>(a.first + j)], action_slice_[ri]);
+              post(r, model_.message_of(a, j), action_slice_[ri]);
           }
           if (a.kind == ActionKind::Post) {
             pass(a);
@@ -886,7 +886,7 @@ class Engine {
           int32_t cause = host_cause_[ri];
           bool all = true;
           for (int j = 0; j < a.count; ++j) {
-            const MsgState& m = msgs_[model_.action_messages[static_cast<size_t>(a.first + j)]];
+            const MsgState& m = msgs_[model_.message_of(a, j)];
             if (m.end == kUnknown) {
               all = false;
               break;
@@ -917,7 +917,7 @@ class Engine {
             }
           } else if (a.kind == ActionKind::Wait) {
             for (int j = 0; j < a.count; ++j) {
-              const MsgState& m = msgs_[model_.action_messages[static_cast<size_t>(a.first + j)]];
+              const MsgState& m = msgs_[model_.message_of(a, j)];
               if (m.slice >= 0) set_end(m.slice, std::max(slices_[static_cast<size_t>(m.slice)].end_ms, m.end));
             }
           }

@@ -236,7 +236,7 @@ std::vector<RankTrace> later_iteration_records(const Schedule& s) {
         continue;
       }
       for (int k = 0; k < a.count; ++k) {
-        const Message& msg = m.messages[static_cast<size_t>(m.action_messages[static_cast<size_t>(a.first + k)])];
+        const Message& msg = m.messages[static_cast<size_t>(m.message_of(a, k))];
         const bool body_fwd = st.op == Op::FWD_SEND || st.op == Op::FWD_RECV;
         if (msg.meta && body_fwd) continue;
         const Channel& ch = m.channels[static_cast<size_t>(msg.channel)];

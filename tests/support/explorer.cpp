@@ -87,19 +87,19 @@ class Explorer {
         s.pc[ri]++;
         return true;
       case ActionKind::Post:
-        for (int j = 0; j < a.count; ++j) post(s, m_.action_messages[static_cast<size_t>(a.first + j)]);
+        for (int j = 0; j < a.count; ++j) post(s, m_.message_of(a, j));
         s.pc[ri]++;
         return true;
       case ActionKind::Phase:
         if (!s.flag[ri]) {
-          for (int j = 0; j < a.count; ++j) post(s, m_.action_messages[static_cast<size_t>(a.first + j)]);
+          for (int j = 0; j < a.count; ++j) post(s, m_.message_of(a, j));
           s.flag[ri] = 1;
           return true;
         }
         [[fallthrough]];
       case ActionKind::Wait:
         for (int j = 0; j < a.count; ++j)
-          if (!complete(s, m_.action_messages[static_cast<size_t>(a.first + j)])) return false;
+          if (!complete(s, m_.message_of(a, j))) return false;
         s.flag[ri] = 0;
         s.pc[ri]++;
         return true;

@@ -347,7 +347,7 @@ RankComm lowered_comm(const Schedule& s, const CommModel& m) {
           break;
         }
       }
-      for (int j = 0; j < a.count; ++j) op.transfers.push_back(transfer(m.action_messages[static_cast<size_t>(a.first + j)]));
+      for (int j = 0; j < a.count; ++j) op.transfers.push_back(transfer(m.message_of(a, j)));
       if (op.kind == CommOpKind::Wait) std::sort(op.transfers.begin(), op.transfers.end());
       ops.push_back(std::move(op));
     }
@@ -415,7 +415,7 @@ std::string posting_order(const Schedule& s, const CommModel& m) {
     for (const Action& a : m.actions[static_cast<size_t>(r)]) {
       if (a.kind != ActionKind::Phase && a.kind != ActionKind::Post) continue;
       for (int j = 0; j < a.count; ++j) {
-        const Message& msg = m.messages[static_cast<size_t>(m.action_messages[static_cast<size_t>(a.first + j)])];
+        const Message& msg = m.messages[static_cast<size_t>(m.message_of(a, j))];
         int32_t& next = (msg.send ? next_send : next_recv)[static_cast<size_t>(msg.channel)];
         if (msg.k != next)
           return "rank " + std::to_string(r) + " posts " + describe_message(s, m, msg) + " at step " + std::to_string(msg.step_index) +

@@ -318,7 +318,8 @@ class Engine {
   // At the end only the critical path reads old slices: the chain of causes back from the
   // slice that ends last. A slice that no rank's state, no message in flight and no kept
   // slice's cause refers to can be on no such chain any more. So a run without a trace, each
-  // time its slices doubled, keeps what those roots reach along causes, in order (an index
+  // time its slices reach 1.5 times what it kept (a collection's work stays in proportion to the
+  // slices made since the last), keeps what those roots reach along causes, in order (an index
   // order stays the creation order, which ties and the path's walk read), renumbers every
   // reference, and drops the rest: it holds the chains still open instead of every slice.
   template <class Fn>
@@ -356,7 +357,7 @@ class Engine {
     for_each_root([&](int32_t& k) {
       if (k >= 0) k = renumber[static_cast<size_t>(k)];
     });
-    collect_at_ = std::max(small_run(o_), 2 * slices_.size());
+    collect_at_ = std::max(small_run(o_), slices_.size() + slices_.size() / 2);
     // Room for what the events before the next collection add (collections come only between
     // events), grown at least twofold, as the vector would: the arrays left behind add up to
     // less than the last one.

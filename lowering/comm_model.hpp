@@ -35,7 +35,7 @@ struct Message {
   // at most kManyReaders: once its rank has passed them all, only its partner may still read
   // its state (the simulator frees a message's state then, sim/engine.cpp).
   uint8_t readers = 0;
-  int32_t step_index = -1;   // in that rank's program
+  int32_t step_index = -1;   // in its rank's program (CommModel::rank_of)
   int32_t sub = -1;          // sub-step of a batch, -1 otherwise
   int32_t tensor = 0;        // tensor position for multi-tensor transfers
   // The step index of the batch it belongs to (payloads only), -1 if none.

@@ -270,7 +270,7 @@ class Engine {
     // After the checks: their temporaries are freed by now, and the slices reuse that memory.
     size_t actions = 0;
     for (const auto& a : model_.actions) actions += a.size();
-    slices_.reserve(o_.record_trace ? actions : std::min(actions, collect_at_ + collect_at_ / 4));
+    slices_.reserve(o_.record_trace ? actions : std::min(actions, slice_room()));
     if (o_.record_trace) slice_bytes_.reserve(actions);
     for (int r = 0; r < s_.ranks; ++r) push(0.0, r);
     do {
@@ -358,12 +358,13 @@ class Engine {
       if (k >= 0) k = renumber[static_cast<size_t>(k)];
     });
     collect_at_ = std::max(small_run(o_), slices_.size() + slices_.size() / 2);
-    // Room for what the events before the next collection add (collections come only between
-    // events), grown at least twofold, as the vector would: the arrays left behind add up to
-    // less than the last one.
-    const size_t room = collect_at_ + collect_at_ / 4;
-    if (slices_.capacity() < room) slices_.reserve(std::max(room, 2 * slices_.capacity()));
+    // Grown at least twofold, as the vector would: the arrays left behind add up to less than
+    // the last one.
+    if (slices_.capacity() < slice_room()) slices_.reserve(std::max(slice_room(), 2 * slices_.capacity()));
   }
+  // The slices a run without a trace makes room for: up to the next collection, and what the
+  // events before it add past it (collections come only between events).
+  size_t slice_room() const { return collect_at_ + collect_at_ / 4; }
 
   // The slice that ends last (the lowest index among equals), kept as the run goes: the
   // critical path starts there, and finish() need not read every slice again. Ends only grow.

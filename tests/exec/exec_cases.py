@@ -718,14 +718,18 @@ def measured_makespan(ctx, sched_path, model, tmp, name):
     return cal["prediction"]["measured_ms"], trace
 
 
-# Out of sample (issue 25 item 3): the fit of one run predicts OTHER runs of the same schedule,
-# run right after it; the measured figure is the median of three such runs. The spread, PP=2
-# 1F1B M=8, this case repeated on this project's 2-core VM (2026-12-02):
+# Out of sample (issue 25 item 3): the fit of one run predicts OTHER runs of the same schedule.
+# Three candidate fit runs and three judged runs alternate (fit, judged, fit, judged, ...), so a
+# slow phase of the machine falls on both sides; the fit run of median makespan is fitted and the
+# judged figure is the median of its three runs. The spread, PP=2 1F1B M=8, this case repeated on
+# this project's 2-core VM (2026-12-02, one fit run then three judged runs):
 # - alone, as the suite runs it (is_parallel false): +2.1, +2.9, -1.4, -0.3, +0.4, -0.9 % in 6
 #   repetitions (in sample -0.1 .. -1.1 %);
 # - beside the rest of a full suite while a helper's build ran: -14.1 %;
 # - while two builds shared the cores (runs of the same schedule took 530 or 750 ms, one
 #   1105 ms): -12.5, -10.2, +24.7, -1.7, -32.1, -10.9 %.
+# - in CI (2026-12-03), alone: the one fit run took 720 ms, the three runs after it 528-534 ms
+#   (+36.4 %): a single slow fit run, which the median of three alternated fit runs now absorbs.
 # Bound: a factor 1.25 either way: 8x the quiet spread and above the one-build run, so a fit
 # 25 % off fails; a 10 % error is within what a loaded machine does to a single run (the
 # simulated round trip of tests/model_cli.py holds the per-layer fit to 0.1 %).
@@ -743,30 +747,43 @@ def judge_out_of_sample(what, predicted, others, factor):
                       f"{100 * err:+.1f} % is over the bound")
 
 
+def alternate_fit_and_judged(fit_run, judged_run, n=3):
+    """Runs fit_run(k) and judged_run(k) alternately, n times each; returns the fit run of median
+    makespan (fit_run returns (makespan_ms, ...)), all fit runs, and the judged runs' makespans."""
+    fits, judged = [], []
+    for k in range(n):
+        fits.append(fit_run(k))
+        judged.append(judged_run(k))
+    return sorted(fits, key=lambda f: f[0])[n // 2], fits, judged
+
+
 @case("trace_calibrate_predict_1f1b_pp2_out_of_sample")
 def _(ctx):
     with tempfile.TemporaryDirectory() as tmp:
         sched = os.path.join(tmp, "sched.json")
         costs = os.path.join(tmp, "costs.json")
         run_ppsched(ctx, ["generate", "1f1b", "--pp", "2", "--micro", "8", "-o", sched])
-        fit_ms, fit_trace = measured_makespan(ctx, sched, PP2_MODEL, tmp, "fit")
+        (fit_ms, fit_trace), fits, others = alternate_fit_and_judged(
+            lambda k: measured_makespan(ctx, sched, PP2_MODEL, tmp, f"fit{k}"),
+            lambda k: measured_makespan(ctx, sched, PP2_MODEL, tmp, f"other{k}")[0])
         cal = json.loads(run_ppsched(ctx, ["calibrate", fit_trace, "-o", costs, "--schedule", sched, "--json"]))
         predicted = cal["prediction"]["predicted_ms"]
-        others = [measured_makespan(ctx, sched, PP2_MODEL, tmp, f"other{k}")[0] for k in range(3)]
-        judge_out_of_sample(f"fit run {fit_ms:.3f} ms, predicted {predicted:.3f} ms (in sample "
-                            f"{100 * (predicted / fit_ms - 1):+.1f} %); other runs of the schedule",
-                            predicted, others, OUT_OF_SAMPLE_FACTOR)
+        judge_out_of_sample(f"fit runs {', '.join(f'{m:.3f}' for m, _ in fits)} ms (fitted: {fit_ms:.3f}), "
+                            f"predicted {predicted:.3f} ms (in sample {100 * (predicted / fit_ms - 1):+.1f} %); "
+                            f"other runs of the schedule", predicted, others, OUT_OF_SAMPLE_FACTOR)
 
 
 # Per layer, out of sample, another family (issue 22 item 5): 1F1B M=8 at PP=2 is run three
-# times and the run of median makespan is fitted (calibrate --model with the executor's own model
-# file and the trace's split-backward probes); it predicts ZB-H1 M=8 (split backward, another
-# schedule), measured as the median of three runs made right after. Bound: a factor 1.10 either
-# way, so a 10 % error fails. Measured spread, this prediction in bench/exec_prediction.py
-# --out-of-sample (one fit run, 5 repetitions, quiet 2-core VM, 2026-12-03): -3.2, -5.8, -2.0,
-# -1.1, -2.8 % (and +0.6..+6.0, -8.0 % in another 5); the noise floor (another run of the
-# fitted 1F1B) -0.4..-3.5 %. The medians here narrow both sides: this case, three runs, -0.4, -1.3,
-# +1.1 %.
+# times, alternating with three runs of ZB-H1 M=8 (split backward, another schedule), so a slow
+# phase of the machine falls on both; the 1F1B run of median makespan is fitted (calibrate --model
+# with the executor's own model file and the trace's split-backward probes) and predicts ZB-H1,
+# judged on the median of its three runs. Bound: a factor 1.10 either way, so a 10 % error fails.
+# Measured spread, this prediction in bench/exec_prediction.py --out-of-sample (one fit run, 5
+# repetitions, quiet 2-core VM, 2026-12-03): -3.2, -5.8, -2.0, -1.1, -2.8 % (and +0.6..+6.0,
+# -8.0 % in another 5); the noise floor (another run of the fitted 1F1B) -0.4..-3.5 %. The medians
+# here narrow both sides: this case, three runs, -0.4, -1.3, +1.1 %. Before the runs alternated
+# (three fits, then three ZB-H1 runs) one full-suite run failed at -9.5 %: its fit runs took 742,
+# 719 and 576 ms, a slow phase that covered the fits only.
 PER_LAYER_FACTOR = 1.10
 
 
@@ -777,19 +794,20 @@ def _(ctx):
         run_ppsched(ctx, ["generate", "1f1b", "--pp", "2", "--micro", "8", "-o", fit_sched])
         run_ppsched(ctx, ["generate", "zb-h1", "--pp", "2", "--micro", "8", "-o", target])
         model_file = os.path.join(tmp, "model.json")
-        fits = []
-        for k in range(3):
+
+        def fit_run(k):
             trace = os.path.join(tmp, f"fit{k}.trace.json")
-            rc, out, err, dt = launch(ctx, 2, ["--schedule", fit_sched] + PP2_MODEL +
-                                      ["--iterations", "2", "--json", "--trace", trace, "--model-out", model_file])
+            launch(ctx, 2, ["--schedule", fit_sched] + PP2_MODEL +
+                   ["--iterations", "2", "--json", "--trace", trace, "--model-out", model_file])
             cal = json.loads(run_ppsched(ctx, ["calibrate", trace, "--schedule", fit_sched, "--json"]))
-            fits.append((cal["prediction"]["measured_ms"], trace))
-        fit_ms, fit_trace = sorted(fits)[1]
+            return cal["prediction"]["measured_ms"], trace
+
+        (fit_ms, fit_trace), fits, others = alternate_fit_and_judged(
+            fit_run, lambda k: measured_makespan(ctx, target, PP2_MODEL, tmp, f"zbh1_{k}")[0])
         cal = json.loads(run_ppsched(ctx, ["calibrate", fit_trace, "--model", model_file, "--schedule", target, "--json"]))
         if not any("a split backward is priced as the executor's probe measured it" in n for n in cal["notes"]):
             raise Failure("the fit did not take the trace's split-backward probes: " + json.dumps(cal["notes"]))
         predicted = cal["prediction"]["predicted_ms"]
-        others = [measured_makespan(ctx, target, PP2_MODEL, tmp, f"zbh1_{k}")[0] for k in range(3)]
         judge_out_of_sample(f"1F1B fit runs {', '.join(f'{m:.3f}' for m, _ in fits)} ms (fitted: {fit_ms:.3f}); "
                             f"ZB-H1 predicted {predicted:.3f} ms, its runs", predicted, others, PER_LAYER_FACTOR)
 

@@ -345,7 +345,7 @@ Runtime::InFlight& Runtime::in_flight(const Message& msg) {
   const Step& leaf = msg.sub >= 0 ? top.sub_steps()[static_cast<size_t>(msg.sub)] : top;
   const Handler& h = handler_table()[static_cast<size_t>(leaf.op)];
   if (!h.begin || !h.finish) throw std::logic_error(short_label(leaf) + " has no P2P handler");
-  InFlight f{StepAt{leaf, msg.step_index, msg.sub, conditions_of(ctx_.schedule, ctx_.rank, leaf)}, &h, {}, {},
+  InFlight f{StepAt{leaf, static_cast<int>(msg.step_index), msg.sub, conditions_of(ctx_.schedule, ctx_.rank, leaf)}, &h, {}, {},
              payload_count_[static_cast<size_t>(key)]};
   audit_before(ctx_.caches, leaf, f.at.cond);
   auto& placed = in_flight_.emplace(key, std::move(f)).first->second;
@@ -387,7 +387,7 @@ std::vector<P2POp> Runtime::payload_ops(const std::vector<const Message*>& msgs,
     const Channel& ch = lowering_.channels[static_cast<size_t>(m->channel)];
     if (op.peer != (m->send ? ch.dst : ch.src))
       throw std::logic_error(f.at.label() + " talks to another rank than its lowering");
-    ctx_.messages.push_back({op.peer, op.send, false, f.at.index, f.at.sub, m->tensor});
+    ctx_.messages.push_back({op.peer, op.send, false, f.at.index, f.at.sub, static_cast<int>(m->tensor)});
     ops.push_back(op);
     owners.push_back(&f);
     sends = sends || op.send;

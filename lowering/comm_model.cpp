@@ -7,6 +7,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "model/errors.hpp"
+
 namespace ppsched {
 namespace {
 
@@ -49,6 +51,11 @@ class Builder {
   }
 
   int32_t add_message(int rank, int peer, bool send, bool meta, int index, int sub, int tensor, int batch) {
+    // A validated schedule is within these (model/validate.hpp); one built in code may not be.
+    if (sub >= kMaxListed || tensor >= kMaxListed || index >= (int{1} << 24))
+      throw InputError({"", rank, index, -1, sub >= kMaxListed ? ".sub_steps" : tensor >= kMaxListed ? ".tensors" : ""},
+                       "the lowering packs a message's step index into 24 bits and its sub-step and tensor positions "
+                       "into 15 and 14: at most " + std::to_string(kMaxListed) + " sub-steps or tensors a step");
     Message msg;
     msg.channel = channel_for(send ? rank : peer, send ? peer : rank);
     auto& ch = m_.channels[static_cast<size_t>(msg.channel)];
@@ -83,8 +90,8 @@ class Builder {
     a.count = static_cast<int32_t>(count);
     for (size_t j = 0; j < count; ++j) {
       if (count > 1) m_.action_messages.push_back(msgs[j]);
-      uint8_t& readers = m_.messages[static_cast<size_t>(msgs[j])].readers;
-      if (readers < Message::kManyReaders) ++readers;
+      Message& m = m_.messages[static_cast<size_t>(msgs[j])];
+      if (m.readers < Message::kManyReaders) ++m.readers;
     }
     m_.actions[static_cast<size_t>(rank)].push_back(a);
   }

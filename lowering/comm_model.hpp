@@ -22,27 +22,35 @@
 #include "lowering/diagnostics.hpp"
 #include "lowering/options.hpp"
 #include "model/schedule.hpp"
+#include "model/validate.hpp"
 
 namespace ppsched {
 
+// One per message of the schedule (about one a step): 16 bytes, its small fields packed.
 struct Message {
+  Message() : step_index(0), readers(0), send(false), meta(false), in_batch(false), sub(-1), tensor(0) {}
   int32_t channel = -1;
   int32_t k = -1;            // position on its channel, per side
-  bool send = false;
-  bool meta = false;
-  bool in_batch = false;     // a payload of a BATCH_SEND_RECV (its step, step_index, is the batch)
+  // In its rank's program (CommModel::rank_of): below 2^24, as a schedule holds at most
+  // kMaxSlots (model/validate.hpp) slots over all ranks.
+  uint32_t step_index : 24;
   // How many of its rank's actions list it (the one that posts it, the ones that wait for it),
   // at most kManyReaders: once its rank has passed them all, only its partner may still read
   // its state (the simulator frees a message's state then, sim/engine.cpp).
-  uint8_t readers = 0;
-  int32_t step_index = -1;   // in its rank's program (CommModel::rank_of)
-  int32_t sub = -1;          // sub-step of a batch, -1 otherwise
-  int32_t tensor = 0;        // tensor position for multi-tensor transfers
+  uint32_t readers : 8;
+  bool send : 1;
+  bool meta : 1;
+  bool in_batch : 1;         // a payload of a BATCH_SEND_RECV (its step, step_index, is the batch)
+  int32_t sub : 15;          // sub-step of a batch, -1 otherwise (below kMaxListed)
+  uint32_t tensor : 14;      // tensor position for multi-tensor transfers (below kMaxListed)
+  // (Read as unsigned: a braced initialiser of an int takes static_cast<int>(m.step_index).)
   // The step index of the batch it belongs to (payloads only), -1 if none.
-  int32_t batch() const { return in_batch ? step_index : -1; }
+  int32_t batch() const { return in_batch ? static_cast<int32_t>(step_index) : -1; }
   static constexpr uint8_t kManyReaders = 255;  // this many or more: not counted
 };
-static_assert(sizeof(Message) == 24, "Message: keep it at 24 bytes");
+static_assert(sizeof(Message) == 16, "Message: keep it at 16 bytes");
+static_assert(kMaxSlots <= (int64_t{1} << 24), "Message::step_index holds 24 bits");
+static_assert(kMaxListed <= (1 << 14), "Message::sub and Message::tensor hold 15 (signed) and 14 bits");
 
 struct Channel {
   int32_t src = -1, dst = -1;

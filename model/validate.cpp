@@ -230,6 +230,9 @@ class Validator {
     if (!is_p2p(st.op))
       fail(r, i, sub, ".tensors",
            "only P2P steps describe tensors, found tensors on " + std::string(op_name(st.op)));
+    if (st.tensors().size() > static_cast<size_t>(kMaxListed))
+      fail(r, i, sub, ".tensors",
+           "a step describes at most " + std::to_string(kMaxListed) + " tensors, found " + std::to_string(st.tensors().size()));
     for (size_t k = 0; k < st.tensors().size(); ++k) {
       const auto& t = st.tensors()[k];
       const std::string tp = ".tensors[" + std::to_string(k) + "]";
@@ -257,6 +260,9 @@ class Validator {
            "composites do not nest: " + std::string(op_name(st.op)) + " inside " +
                std::string(op_name(inside->op)));
     const auto& subs = st.sub_steps();
+    if (subs.size() > static_cast<size_t>(kMaxListed))
+      fail(r, i, sub, field,
+           "a composite holds at most " + std::to_string(kMaxListed) + " sub-steps, found " + std::to_string(subs.size()));
     if (is_batch(st.op)) {
       if (subs.empty()) fail(r, i, sub, field, "BATCH_SEND_RECV needs at least one P2P sub-step, found none");
       for (size_t k = 0; k < subs.size(); ++k) {

@@ -21,10 +21,15 @@ inline constexpr int32_t kMaxCount = 1 << 20;
 inline constexpr int64_t kMaxGeneratedPairs = int64_t{1} << 21;
 
 // The most slots (steps and idle slots, over all ranks) a schedule may hold, read, inserted or
-// generated: 2^24. Checking and simulating hold about 140-200 bytes a step (docs/performance.md),
-// so the largest schedule needs a few GB; a larger one is refused before any check or
+// generated: 2^24. Checking and simulating hold about 63-80 bytes a step (docs/performance.md),
+// so the largest schedule needs about a GB; a larger one is refused before any check or
 // simulation runs, instead of exhausting the machine (the generators' pair limit stays below).
 inline constexpr int64_t kMaxSlots = int64_t{1} << 24;
+
+// The most sub-steps a composite and tensors a P2P step may list: 2^14. The lowering packs a
+// message's sub-step and tensor positions (below 2^14) into 15 and 14 bits
+// (lowering/comm_model.hpp); a real batch holds a handful (the executor runs at most 63).
+inline constexpr int32_t kMaxListed = 1 << 14;
 
 // The largest byte figure a file or flag may give (a message, an activation, a capacity):
 // 1 TiB. Sums over a whole schedule (at most ~2^24 steps) then stay far below 2^63.

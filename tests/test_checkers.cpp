@@ -12,8 +12,10 @@
 #include "model/formats/pytorch_csv.hpp"
 #include "model/formats/schedule_io.hpp"
 #include "model/generators/generator.hpp"
+#include "model/validate.hpp"
 #include "sim/engine.hpp"
 #include "tests/support/explorer.hpp"
+#include "tests/support/expect_error.hpp"
 
 using namespace ppsched;
 
@@ -128,6 +130,29 @@ TEST_CASE("ranks stuck on a collective some members never reach are explained by
   CHECK(has(r, ViolationKind::CollectiveMismatch, 0, 28));
   // ... while the collectives pass reports the unmatched collective itself.
   for (const auto& v : r.violations) CHECK(v.cause != DeadlockCause::WaitsOnFinished);
+}
+
+TEST_CASE("the lowering refuses, located, a step past the positions a message holds", "[checkers][limits]") {
+  // validate_structure refuses such a step in every reader (test_formats); a schedule built in
+  // code skips it, and the lowering says what it cannot hold instead of wrapping the position.
+  Schedule s;
+  s.ranks = 2;
+  s.stages = 2;
+  s.micro_batches = 1;
+  s.placement = Placement::loop(2, 2);
+  s.programs.resize(2);
+  s.programs[0].push_back(make_step(Op::FWD, 0, 0));
+  Step send = make_step(Op::DATA_SEND, 0);
+  send.peer = 1;
+  send.edit_tensors().resize(static_cast<size_t>(kMaxListed) + 1);
+  s.programs[0].push_back(send);
+  const InputError e = testing::expect_error([&] { build_comm_model(s, CheckOptions{}); });
+  CHECK(e.where().rank == 0);
+  CHECK(e.where().index == 1);
+  CHECK(e.where().field == ".tensors");
+  CHECK_THAT(e.message(), Catch::Contains("at most 16384 sub-steps or tensors a step"));
+  s.programs[0][1]->edit_tensors().resize(static_cast<size_t>(kMaxListed));
+  CHECK(build_comm_model(s, CheckOptions{}).messages.size() == 2 * static_cast<size_t>(kMaxListed));
 }
 
 TEST_CASE("verify() is its list of passes run over one input into one report", "[checkers]") {

@@ -412,6 +412,19 @@ TEST_CASE("validation of built schedules names the field", "[formats][validate]"
   s.programs[1][0] = make_step(Op::FWD, 0, 1);
   s.programs[1][0]->peer = 0;
   CHECK_THAT(expect_error([&] { validate_structure(s); }).message(), Catch::Contains("takes no peer"));
+  // The lowering packs a message's sub-step and tensor positions (lowering/comm_model.hpp): a
+  // step lists at most kMaxListed of each, refused with the field.
+  std::vector<Step> subs(static_cast<size_t>(kMaxListed) + 1, make_step(Op::FWD_SEND, 0, 1));
+  s.programs[1][0] = make_composite(Op::BATCH_SEND_RECV, subs);
+  InputError big = expect_error([&] { validate_structure(s); });
+  CHECK(big.where().field == "programs[1][0].sub_steps");
+  CHECK_THAT(big.message(), Catch::Contains("a composite holds at most 16384 sub-steps, found 16385"));
+  s.programs[1][0] = make_step(Op::FWD_RECV, 0, 1);
+  s.programs[1][0]->edit_tensors().resize(static_cast<size_t>(kMaxListed) + 1);
+  for (TensorDesc& t : s.programs[1][0]->edit_tensors()) t = TensorDesc{{4}, "float32"};
+  big = expect_error([&] { validate_structure(s); });
+  CHECK(big.where().field == "programs[1][0].tensors");
+  CHECK_THAT(big.message(), Catch::Contains("a step describes at most 16384 tensors, found 16385"));
 }
 
 // ---- action notation ----------------------------------------------------------------------

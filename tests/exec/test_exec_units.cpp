@@ -240,7 +240,8 @@ std::vector<RankTrace> later_iteration_records(const Schedule& s) {
         const bool body_fwd = st.op == Op::FWD_SEND || st.op == Op::FWD_RECV;
         if (msg.meta && body_fwd) continue;
         const Channel& ch = m.channels[static_cast<size_t>(msg.channel)];
-        t.messages.push_back({msg.send ? ch.dst : ch.src, msg.send, msg.meta, msg.step_index, msg.sub, msg.tensor});
+        t.messages.push_back({msg.send ? ch.dst : ch.src, msg.send, msg.meta, static_cast<int>(msg.step_index), msg.sub,
+                              static_cast<int>(msg.tensor)});
         TracedInterval iv;
         iv.step_index = a.step_index;
         iv.sub = msg.sub;

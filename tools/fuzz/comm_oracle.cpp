@@ -326,7 +326,8 @@ RankComm lowered_comm(const Schedule& s, const CommModel& m) {
   auto transfer = [&](int32_t id) {
     const Message& msg = m.messages[static_cast<size_t>(id)];
     const Channel& ch = m.channels[static_cast<size_t>(msg.channel)];
-    return Transfer{msg.send, msg.send ? ch.dst : ch.src, msg.meta, msg.step_index, msg.sub, msg.tensor};
+    return Transfer{msg.send, msg.send ? ch.dst : ch.src, msg.meta, static_cast<int>(msg.step_index), msg.sub,
+                    static_cast<int>(msg.tensor)};
   };
   for (int r = 0; r < m.ranks; ++r) {
     std::vector<CommOp> ops;

@@ -52,6 +52,44 @@ struct Event {
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
 
+// The slices, in blocks of 2^16 (2 MiB of 32-byte spans) instead of one array: growing never
+// copies (a vector's doubling held the old array and the new one at once, and the old one's
+// pages stayed with the process), and dropping slices (Engine::collect_slices) frees whole
+// blocks, which the next ones reuse. The first block grows as a vector up to a block, from the
+// size a run expects: a small run takes what it needs.
+template <class T>
+class Blocks {
+ public:
+  static constexpr int kShift = 16;
+  static constexpr size_t kBlock = size_t{1} << kShift;
+  size_t size() const { return size_; }
+  T& operator[](size_t k) { return blocks_[k >> kShift][k & (kBlock - 1)]; }
+  const T& operator[](size_t k) const { return blocks_[k >> kShift][k & (kBlock - 1)]; }
+  void first_block(size_t expected) {
+    if (blocks_.empty()) blocks_.emplace_back().reserve(std::min(std::max<size_t>(expected, 1), kBlock));
+  }
+  void push_back(const T& v) {
+    if (blocks_.empty() || blocks_.back().size() == kBlock) {
+      blocks_.emplace_back();
+      if (blocks_.size() > 1) blocks_.back().reserve(kBlock);
+    }
+    blocks_.back().push_back(v);
+    ++size_;
+  }
+  // Keeps the first n (n <= size()); frees the blocks past them.
+  void shrink(size_t n) {
+    assert(n <= size_);
+    const size_t keep = (n + kBlock - 1) >> kShift;
+    blocks_.resize(std::max<size_t>(keep, blocks_.empty() ? 0 : 1));
+    if (!blocks_.empty()) blocks_.back().resize(n - ((blocks_.size() - 1) << kShift));
+    size_ = n;
+  }
+
+ private:
+  std::vector<std::vector<T>> blocks_;
+  size_t size_ = 0;
+};
+
 // A message's state in the timed run. It keeps no post time: a message is posted with its
 // action's slice, created then and starting then (a slice's start never moves), so the post time
 // is that slice's start (Engine::posted_at) and slice >= 0 marks a posted message.
@@ -270,7 +308,7 @@ class Engine {
     // After the checks: their temporaries are freed by now, and the slices reuse that memory.
     size_t actions = 0;
     for (const auto& a : model_.actions) actions += a.size();
-    slices_.reserve(o_.record_trace ? actions : std::min(actions, slice_room()));
+    slices_.first_block(o_.record_trace ? actions : std::min(actions, slice_room()));
     if (o_.record_trace) slice_bytes_.reserve(actions);
     for (int r = 0; r < s_.ranks; ++r) push(0.0, r);
     do {
@@ -353,17 +391,14 @@ class Engine {
       if (sl.cause >= 0) sl.cause = renumber[static_cast<size_t>(sl.cause)];
       slices_[static_cast<size_t>(to)] = sl;
     }
-    slices_.resize(static_cast<size_t>(kept));
+    slices_.shrink(static_cast<size_t>(kept));
     for_each_root([&](int32_t& k) {
       if (k >= 0) k = renumber[static_cast<size_t>(k)];
     });
     collect_at_ = std::max(small_run(o_), slices_.size() + slices_.size() / 2);
-    // Grown at least twofold, as the vector would: the arrays left behind add up to less than
-    // the last one.
-    if (slices_.capacity() < slice_room()) slices_.reserve(std::max(slice_room(), 2 * slices_.capacity()));
   }
-  // The slices a run without a trace makes room for: up to the next collection, and what the
-  // events before it add past it (collections come only between events).
+  // The slices a run without a trace expects before its first collection: up to it, and what
+  // the events before it add past it (collections come only between events).
   size_t slice_room() const { return collect_at_ + collect_at_ / 4; }
 
   // The slice that ends last (the lowest index among equals), kept as the run goes: the
@@ -1145,7 +1180,7 @@ class Engine {
     bool meta;
   };
   static_assert(sizeof(Span) == 32, "Span: keep it at 32 bytes");
-  std::vector<Span> slices_;
+  Blocks<Span> slices_;
   size_t collect_at_ = small_run(o_);  // without a trace: drop slices when there are this many
   std::vector<double> slice_bytes_;  // per slice, when tracing
   std::vector<std::pair<int32_t, int32_t>> pending_flows_;

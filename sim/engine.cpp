@@ -1087,7 +1087,14 @@ class Engine {
     res.dp_degree = o_.check.dp.degree;
     // Critical path: from the slice that ends last, follow the causes back.
     const int32_t last = last_slice_;
+    // Counted first and held at its size: it is built while everything else is still held.
+    size_t steps = 0;
+    for (int32_t k = last; k >= 0 && steps <= slices_.size(); k = slices_[static_cast<size_t>(k)].cause) {
+      ++steps;
+      if (slices_[static_cast<size_t>(k)].cause >= k) break;
+    }
     std::vector<CriticalStep> path;
+    path.reserve(steps);
     for (int32_t k = last; k >= 0 && path.size() <= slices_.size(); k = slices_[static_cast<size_t>(k)].cause) {
       const Span& sl = slices_[static_cast<size_t>(k)];
       path.push_back({sl.rank, sl.step_index, sl.lane, sl.start_ms, sl.end_ms, sl.meta, -1});

@@ -707,11 +707,12 @@ def _(ctx):
     predict_run(ctx, 2, ["1f1b", "--pp", "2", "--micro", "8"], PP2_MODEL, PREDICTION_FACTOR_PP2)
 
 
-def measured_makespan(ctx, sched_path, model, tmp, name):
-    """One traced run of the schedule (two iterations, the last traced); its makespan in ms as
-    calibrate measures it, and the trace."""
+def measured_makespan(ctx, sched_path, model, tmp, name, extra=()):
+    """One traced run of the schedule (two iterations, the last traced; `extra` flags added); its
+    makespan in ms as calibrate measures it, and the trace."""
     trace = os.path.join(tmp, name + ".trace.json")
-    rc, out, err, dt = launch(ctx, 2, ["--schedule", sched_path] + model + ["--iterations", "2", "--json", "--trace", trace])
+    rc, out, err, dt = launch(ctx, 2, ["--schedule", sched_path] + model + ["--iterations", "2", "--json", "--trace", trace] +
+                              list(extra))
     if not summary(out)["ok"]:
         raise Failure("run failed: " + out)
     cal = json.loads(run_ppsched(ctx, ["calibrate", trace, "--schedule", sched_path, "--json"]))
@@ -798,11 +799,7 @@ def _(ctx):
         model_file = os.path.join(tmp, "model.json")
 
         def fit_run(k):
-            trace = os.path.join(tmp, f"fit{k}.trace.json")
-            launch(ctx, 2, ["--schedule", fit_sched] + PP2_MODEL +
-                   ["--iterations", "2", "--json", "--trace", trace, "--model-out", model_file])
-            cal = json.loads(run_ppsched(ctx, ["calibrate", trace, "--schedule", fit_sched, "--json"]))
-            return cal["prediction"]["measured_ms"], trace
+            return measured_makespan(ctx, fit_sched, PP2_MODEL, tmp, f"fit{k}", ["--model-out", model_file])
 
         def predict(trace):
             cal = json.loads(run_ppsched(ctx, ["calibrate", trace, "--model", model_file, "--schedule", target, "--json"]))

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <new>
 #include <optional>
 #include <string>
 #include <utility>
@@ -25,27 +26,36 @@ inline constexpr int32_t kNone = -1;  // absent micro / stage / peer
 struct StepLists;
 class Slot;
 
-// One step: 24 bytes. The op, micro, stage and peer are inline; the three lists a step rarely
+// One step: 16 bytes. The op, micro, stage and peer are inline; the three lists a step rarely
 // has (a composite's sub-steps, payload descriptors, an explicit collective group) live behind
 // one pointer, null when all are empty. A schedule holds up to millions of steps and every pass
 // reads them: the lists cost a step nothing until it has one. Read them with sub_steps(),
 // tensors(), group() (empty when absent); change them with edit_*(), which allocates the lists.
+// To fit 16 bytes, the stage and the peer are 16-bit (a schedule holds at most kMaxStages
+// stages and kMaxRanks ranks, model/validate.hpp; readers check before they store) and the
+// lists' address is kept in its 48 low bits (user-space addresses on x86-64 and AArch64 Linux;
+// an address above is refused with std::bad_alloc where the lists are allocated).
 struct Step {
   Op op = Op::FWD;
 
  private:
   friend class Slot;
-  uint8_t idle_ = 0;  // in the padding after `op`: set only in an idle Slot
+  uint8_t idle_ = 0;  // set only in an idle Slot
+  uint16_t lists_high_ = 0;  // the lists' address (owned), bits 32..47
+  uint32_t lists_low_ = 0;   // ... bits 0..31
 
  public:
   int32_t micro = kNone;
-  int32_t stage = kNone;
-  int32_t peer = kNone;           // explicit peer rank; kNone = derived from the peer rule
+  int16_t stage = kNone;  // below kMaxStages
+  int16_t peer = kNone;   // explicit peer rank (below kMaxRanks); kNone = derived from the peer rule
 
   Step() = default;
   Step(const Step& o);
-  Step(Step&& o) noexcept : op(o.op), idle_(o.idle_), micro(o.micro), stage(o.stage), peer(o.peer), lists_(o.lists_) {
-    o.lists_ = nullptr;
+  Step(Step&& o) noexcept
+      : op(o.op), idle_(o.idle_), lists_high_(o.lists_high_), lists_low_(o.lists_low_), micro(o.micro), stage(o.stage),
+        peer(o.peer) {
+    o.lists_high_ = 0;
+    o.lists_low_ = 0;
   }
   Step& operator=(const Step& o) {
     if (this != &o) {
@@ -62,10 +72,11 @@ struct Step {
   void swap(Step& o) noexcept {
     std::swap(op, o.op);
     std::swap(idle_, o.idle_);
+    std::swap(lists_high_, o.lists_high_);
+    std::swap(lists_low_, o.lists_low_);
     std::swap(micro, o.micro);
     std::swap(stage, o.stage);
     std::swap(peer, o.peer);
-    std::swap(lists_, o.lists_);
   }
 
   const SmallVec<Step>& sub_steps() const;       // composites
@@ -85,16 +96,20 @@ struct Step {
   MutableSteps sub_steps_mut();
   SmallVec<TensorDesc>& edit_tensors();
   SmallVec<int32_t>& edit_group();
-  bool has_lists() const { return lists_ != nullptr; }
+  bool has_lists() const { return (lists_high_ | lists_low_) != 0; }
 
   bool operator==(const Step& o) const;
   bool operator!=(const Step& o) const { return !(*this == o); }
 
  private:
-  StepLists* lists_ = nullptr;  // owned
+  StepLists* lists_ptr() const {
+    return reinterpret_cast<StepLists*>((static_cast<uintptr_t>(lists_high_) << 32) | lists_low_);
+  }
+  void own_lists(StepLists* p);  // takes p (null: none); refuses an address past 48 bits
   StepLists& lists();
 };
-static_assert(sizeof(Step) == 24, "Step: keep it at 24 bytes");
+static_assert(sizeof(Step) == 16, "Step: keep it at 16 bytes");
+static_assert(sizeof(uintptr_t) == 8, "Step keeps 48 bits of a 64-bit address");
 
 struct StepLists {
   SmallVec<Step> sub_steps;
@@ -106,41 +121,51 @@ namespace detail {
 inline const StepLists kNoLists{};
 }
 
-inline Step::Step(const Step& o)
-    : op(o.op), idle_(o.idle_), micro(o.micro), stage(o.stage), peer(o.peer),
-      lists_(o.lists_ ? new StepLists(*o.lists_) : nullptr) {}
-inline Step::~Step() { delete lists_; }
-inline const SmallVec<Step>& Step::sub_steps() const { return (lists_ ? lists_ : &detail::kNoLists)->sub_steps; }
-inline const SmallVec<TensorDesc>& Step::tensors() const { return (lists_ ? lists_ : &detail::kNoLists)->tensors; }
-inline const SmallVec<int32_t>& Step::group() const { return (lists_ ? lists_ : &detail::kNoLists)->group; }
+inline void Step::own_lists(StepLists* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  if (a >> 48) {
+    delete p;
+    throw std::bad_alloc();  // an address a Step cannot hold (none on the supported systems)
+  }
+  lists_high_ = static_cast<uint16_t>(a >> 32);
+  lists_low_ = static_cast<uint32_t>(a);
+}
+inline Step::Step(const Step& o) : op(o.op), idle_(o.idle_), micro(o.micro), stage(o.stage), peer(o.peer) {
+  if (o.has_lists()) own_lists(new StepLists(*o.lists_ptr()));
+}
+inline Step::~Step() { delete lists_ptr(); }
+inline const SmallVec<Step>& Step::sub_steps() const { return (has_lists() ? lists_ptr() : &detail::kNoLists)->sub_steps; }
+inline const SmallVec<TensorDesc>& Step::tensors() const { return (has_lists() ? lists_ptr() : &detail::kNoLists)->tensors; }
+inline const SmallVec<int32_t>& Step::group() const { return (has_lists() ? lists_ptr() : &detail::kNoLists)->group; }
 inline StepLists& Step::lists() {
-  if (!lists_) lists_ = new StepLists();
-  return *lists_;
+  if (!has_lists()) own_lists(new StepLists());
+  return *lists_ptr();
 }
 inline SmallVec<Step>& Step::edit_sub_steps() { return lists().sub_steps; }
 inline Step::MutableSteps Step::sub_steps_mut() {
-  if (!lists_) return {nullptr, nullptr};
-  return {lists_->sub_steps.begin(), lists_->sub_steps.end()};
+  if (!has_lists()) return {nullptr, nullptr};
+  return {lists_ptr()->sub_steps.begin(), lists_ptr()->sub_steps.end()};
 }
 inline SmallVec<TensorDesc>& Step::edit_tensors() { return lists().tensors; }
 inline SmallVec<int32_t>& Step::edit_group() { return lists().group; }
 inline bool Step::operator==(const Step& o) const {
   return op == o.op && micro == o.micro && stage == o.stage && peer == o.peer &&
-         (lists_ == o.lists_ ||
+         ((lists_high_ == o.lists_high_ && lists_low_ == o.lists_low_) ||
           (sub_steps() == o.sub_steps() && tensors() == o.tensors() && group() == o.group()));
 }
 
+// stage below kMaxStages (the caller's: a generator's, or a reader's after its check).
 inline Step make_step(Op op, int micro = kNone, int stage = kNone) {
   Step s;
   s.op = op;
   s.micro = micro;
-  s.stage = stage;
+  s.stage = static_cast<int16_t>(stage);
   return s;
 }
 Step make_composite(Op op, std::vector<Step> sub_steps);
 
 // One slot of a rank's program: a step, or an idle slot (kept for display, skipped when run).
-// std::optional<Step>'s interface at a Step's size: the idle mark sits in the Step's padding
+// std::optional<Step>'s interface at a Step's size: the idle mark is a byte of the Step
 // (a std::optional would add 8 bytes a slot).
 class Slot {
  public:
@@ -202,7 +227,7 @@ class Slot {
  private:
   Step step_;
 };
-static_assert(sizeof(Slot) == 24, "Slot: keep it at a Step's 24 bytes");
+static_assert(sizeof(Slot) == 16, "Slot: keep it at a Step's 16 bytes");
 
 using Program = std::vector<Slot>;
 

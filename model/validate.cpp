@@ -78,15 +78,15 @@ class Validator {
   }
 
   void check_counts() const {
-    auto in_range = [&](int v, const char* name) {
+    auto in_range = [&](int v, const char* name, int most) {
       if (v < 1) fail_top(name, std::string(name) + " must be at least 1, got " + std::to_string(v));
-      if (v > kMaxCount)
-        fail_top(name, std::string(name) + " must be at most " + std::to_string(kMaxCount) + ", got " +
+      if (v > most)
+        fail_top(name, std::string(name) + " must be at most " + std::to_string(most) + ", got " +
                            std::to_string(v));
     };
-    in_range(s_.ranks, "ranks");
-    in_range(s_.stages, "stages");
-    in_range(s_.micro_batches, "micro_batches");
+    in_range(s_.ranks, "ranks", kMaxRanks);
+    in_range(s_.stages, "stages", kMaxStages);
+    in_range(s_.micro_batches, "micro_batches", kMaxCount);
     if (s_.programs.size() != static_cast<size_t>(s_.ranks))
       fail_top("programs", "expected one program per rank (" + std::to_string(s_.ranks) + "), found " +
                                std::to_string(s_.programs.size()));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "model/schedule.hpp"
@@ -15,6 +16,15 @@ namespace ppsched {
 // pipeline, and low enough that a mistyped count in a file is reported instead of sizing
 // gigabytes of per-stage tables. Readers check it before they allocate anything by a count.
 inline constexpr int32_t kMaxCount = 1 << 20;
+
+// The most stages and ranks a schedule may declare: 2^15, as a Step holds its stage and its
+// peer rank in 16 bits (model/schedule.hpp: 16 bytes a step). Micro-batches go to kMaxCount.
+// A generator takes at most 2^14 ranks (--pp), as DualPipe and Chimera build two stages a rank.
+inline constexpr int32_t kMaxStages = 1 << 15;
+inline constexpr int32_t kMaxRanks = 1 << 15;
+inline constexpr int32_t kMaxGeneratedRanks = kMaxStages / 2;
+static_assert(kMaxStages - 1 <= std::numeric_limits<decltype(Step::stage)>::max(), "Step::stage holds a stage");
+static_assert(kMaxRanks - 1 <= std::numeric_limits<decltype(Step::peer)>::max(), "Step::peer holds a rank");
 
 // The most stage x micro-batch pairs a generator builds (about six steps each: ~12 million
 // steps, a few GB): checked before anything is generated.

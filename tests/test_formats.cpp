@@ -286,8 +286,10 @@ TEST_CASE("every bad input file is refused with a located, expected-vs-found mes
       {"csv_micro_on_unshard.csv", 2, 1, 0, "programs[1][0].micro",
        {"FSDP_UNSHARD takes no micro, found micro 2"}},
       {"schedule.txt", -1, -1, -1, "", {"unknown extension '.txt'", "expected .json", ".csv"}},
-      {"stages_beyond_limit.json", -1, -1, -1, "stages", {"expected at most 1048576 for stages, got 2000000000"}},
-      {"stage_beyond_limit.csv", 2, 1, 0, "", {"stage 2147483647 is beyond the limit of 1048576 stages"}},
+      {"stages_beyond_limit.json", -1, -1, -1, "stages", {"expected at most 32768 for stages, got 2000000000"}},
+      {"stage_past_16_bits.json", -1, 0, 1, "programs[0][1].stage",
+       {"expected an integer from 0 to 32767, or -1 for no stage for programs[0][1].stage, got 40000"}},
+      {"stage_beyond_limit.csv", 2, 1, 0, "", {"stage number too large (at most 32768 stages), got '2147483647F0'"}},
   };
   // clang-format on
   for (const auto& c : cases) {

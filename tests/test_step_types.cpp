@@ -6,6 +6,7 @@
 #include "model/generators/generator.hpp"
 #include "model/schedule.hpp"
 #include "model/step_types.hpp"
+#include "model/validate.hpp"
 
 using namespace ppsched;
 
@@ -227,9 +228,21 @@ TEST_CASE("SmallVec: a Step's lists behave like vectors at one pointer each", "[
   CHECK(batch.sub_steps()[1].micro == 0);
 }
 
-TEST_CASE("Step and Slot: 24 bytes, lists allocated only when a step has one, idle kept through copies and moves") {
-  STATIC_REQUIRE(sizeof(Step) == 24);
-  STATIC_REQUIRE(sizeof(Slot) == 24);
+TEST_CASE("Step and Slot: 16 bytes, lists allocated only when a step has one, idle kept through copies and moves") {
+  STATIC_REQUIRE(sizeof(Step) == 16);
+  STATIC_REQUIRE(sizeof(Slot) == 16);
+  // The largest stage, peer and micro a schedule may hold come back as stored.
+  Step far = make_step(Op::BWD, kMaxCount - 1, kMaxStages - 1);
+  far.peer = static_cast<int16_t>(kMaxRanks - 1);
+  far.edit_tensors().push_back(TensorDesc{{8}, "bf16"});
+  const Step far_copy = far;
+  CHECK(far_copy.micro == kMaxCount - 1);
+  CHECK(far_copy.stage == kMaxStages - 1);
+  CHECK(far_copy.peer == kMaxRanks - 1);
+  CHECK(far_copy.op == Op::BWD);
+  CHECK(far_copy.tensors().size() == 1);
+  CHECK(make_step(Op::FWD).stage == kNone);
+
   Step plain = make_step(Op::FWD, 3, 1);
   CHECK_FALSE(plain.has_lists());
   CHECK(plain.sub_steps().empty());

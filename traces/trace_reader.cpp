@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/errors.hpp"
+#include "model/validate.hpp"
 #include "results/recorder.hpp"
 
 namespace ppsched {
@@ -253,7 +254,11 @@ ReadTrace read_document(const json& root, const std::string& file, int& current)
       if (!op) fail(file, ev, what + ": unknown op '" + op_it->get<std::string>() + "' in args.op");
       s.step.op = *op;
       const std::string where = what + " args";
-      s.step.stage = int_at(a, "stage", file, ev, where);
+      const int stage = int_at(a, "stage", file, ev, where);
+      if (stage < kNone || stage >= kMaxStages)
+        fail(file, ev, where + ": \"stage\" " + std::to_string(stage) + " is not a stage (-1 to " +
+                           std::to_string(kMaxStages - 1) + ")");
+      s.step.stage = static_cast<int16_t>(stage);
       s.step.micro = int_at(a, "micro", file, ev, where);
       s.slice.step_index = int_at(a, "step_index", file, ev, where);
       s.slice.bytes = number_at(a, "bytes", file, ev, where);

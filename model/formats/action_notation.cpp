@@ -4,6 +4,7 @@
 // regex `match` accepts trailing junk), and canonical step names are accepted as tokens.
 // The parser is syntactic only; which fields a step type takes is validate_structure's job.
 #include "model/formats/action_notation.hpp"
+#include "model/validate.hpp"
 
 #include "model/errors.hpp"
 
@@ -48,7 +49,10 @@ std::string got(std::string_view text) { return ", got '" + clip(text) + "'"; }
 std::optional<Step> parse_simple(std::string_view text, std::string* error) {
   size_t pos = 0;
   Step step;
-  if (!read_number(text, pos, step.stage)) return fail(error, "stage number too large" + got(text));
+  int32_t stage = kNone;
+  if (!read_number(text, pos, stage) || stage >= kMaxStages)
+    return fail(error, "stage number too large (at most " + std::to_string(kMaxStages) + " stages)" + got(text));
+  step.stage = static_cast<int16_t>(stage);
   const size_t token_begin = pos;
   while (pos < text.size() && is_token_char(text[pos])) ++pos;
   const std::string_view token = text.substr(token_begin, pos - token_begin);

@@ -144,14 +144,11 @@ class CsvReader {
   void note(const Step& top, int rank, int index) {
     comms_ = comms_ || has_p2p(top);
     for_each_part(top, [&](const Step& st) {
-      // Before stage_row_ is sized by it (and so that max + 1 cannot overflow).
-      if (st.stage >= kMaxCount)
-        fail(rank, index, "stage " + std::to_string(st.stage) + " is beyond the limit of " +
-                              std::to_string(kMaxCount) + " stages");
+      // The notation's reader refused a stage past kMaxStages; micro before max + 1 could overflow.
       if (st.micro >= kMaxCount)
         fail(rank, index, "micro " + std::to_string(st.micro) + " is beyond the limit of " +
                               std::to_string(kMaxCount) + " micro-batches");
-      max_stage_ = std::max(max_stage_, st.stage);
+      max_stage_ = std::max<int32_t>(max_stage_, st.stage);
       max_micro_ = std::max(max_micro_, st.micro);
       if (!is_compute(st.op) || !stage_places(st.op) || st.stage < 0) return;
       if (static_cast<size_t>(st.stage) >= stage_row_.size())

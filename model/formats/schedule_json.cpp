@@ -436,7 +436,13 @@ const char* Reader::claim_object(const char* p, const char* end) {
       }
       if (digit() || (p != end && (*p == '.' || *p == 'e' || *p == 'E'))) return nullptr;
       if (v > std::numeric_limits<int32_t>::max()) return nullptr;
-      (at == kStepMicro ? st.micro : at == kStepStage ? st.stage : st.peer) = static_cast<int32_t>(v);
+      if (at == kStepMicro) {
+        st.micro = static_cast<int32_t>(v);
+      } else {
+        // Past a Step's 16 bits: the general path reports it.
+        if (v >= (at == kStepStage ? kMaxStages : kMaxRanks)) return nullptr;
+        (at == kStepStage ? st.stage : st.peer) = static_cast<int16_t>(v);
+      }
     }
     skip_ws();
     if (p == end) return nullptr;
@@ -579,10 +585,11 @@ void Reader::step_value(Frame& f, const Value* v, Kind kind) {
     st.micro = int32(*v, 0, "an integer >= 0");
   } else if (k == kStepStage) {
     if (!v) wrong_type("an integer", kind);
-    st.stage = int32(*v, kNone, "an integer >= 0, or -1 for no stage");
+    // Within the stages a schedule may hold, checked before a Step's 16 bits take it.
+    st.stage = static_cast<int16_t>(integer(*v, kNone, kMaxStages - 1, "an integer from 0 to 32767, or -1 for no stage"));
   } else if (k == kStepPeer) {
     if (!v) wrong_type("an integer", kind);
-    st.peer = int32(*v, 0, "an integer >= 0");
+    st.peer = static_cast<int16_t>(integer(*v, 0, kMaxRanks - 1, "a rank from 0 to 32767"));
   } else if (k == kStepSubSteps) {
     if (f.depth >= 2) fail("composites do not nest: expected no sub_steps at this depth");
     if (v || kind != Kind::Array) wrong_type("an array", v ? v->kind : kind);
@@ -633,8 +640,9 @@ bool Reader::scalar(const Value& v) {
       } else if (id == kTopRanks || id == kTopStages || id == kTopMicro) {
         const int32_t count = int32(v);
         // Checked here, before anything is sized by the count.
-        if (count > kMaxCount)
-          fail("expected at most " + std::to_string(kMaxCount) + " for " + k + ", got " + std::to_string(count));
+        const int32_t most = id == kTopRanks ? kMaxRanks : id == kTopStages ? kMaxStages : kMaxCount;
+        if (count > most)
+          fail("expected at most " + std::to_string(most) + " for " + k + ", got " + std::to_string(count));
         if (id == kTopRanks) {
           s_.ranks = count;
           has_ranks_ = true;

@@ -89,14 +89,17 @@ Schedule generate(std::string_view name, const GenerateOptions& options) {
   if (options.vpp < 1) refuse(name, "--vpp must be >= 1 (got " + std::to_string(options.vpp) + ")");
   if (options.micro < 1) refuse(name, "--micro must be >= 1 (got " + std::to_string(options.micro) + ")");
   // Before anything is built: the counts and the size they imply (README "Limits").
-  const std::string limit = std::to_string(kMaxCount);
-  if (options.pp > kMaxCount) refuse(name, "--pp " + std::to_string(options.pp) + " is over the limit of " + limit);
-  if (options.vpp > kMaxCount) refuse(name, "--vpp " + std::to_string(options.vpp) + " is over the limit of " + limit);
+  if (options.pp > kMaxGeneratedRanks)
+    refuse(name, "--pp " + std::to_string(options.pp) + " is over the limit of " + std::to_string(kMaxGeneratedRanks) +
+                     " ranks (a family may build two stages a rank, and a schedule holds at most " +
+                     std::to_string(kMaxStages) + " stages)");
+  if (options.vpp > kMaxStages)
+    refuse(name, "--vpp " + std::to_string(options.vpp) + " is over the limit of " + std::to_string(kMaxStages) + " stages");
   if (options.micro > kMaxCount)
-    refuse(name, "--micro " + std::to_string(options.micro) + " is over the limit of " + limit);
+    refuse(name, "--micro " + std::to_string(options.micro) + " is over the limit of " + std::to_string(kMaxCount));
   const int64_t stages = int64_t{options.pp} * options.vpp;
-  if (stages > kMaxCount)
-    refuse(name, "--pp x --vpp = " + std::to_string(stages) + " stages is over the limit of " + limit);
+  if (stages > kMaxStages)
+    refuse(name, "--pp x --vpp = " + std::to_string(stages) + " stages is over the limit of " + std::to_string(kMaxStages));
   const int64_t pairs = stages * options.micro;
   // TEST-ONLY: PPSCHED_TESTING_PLANTED_NO_PAIR_LIMIT=1 removes this one limit check, so that
   // the hostile corpus can show it fails when a limit is gone (meson test hostile_planted_limit).

@@ -164,13 +164,16 @@ def main():
     ar = wjson("allreduce%d.json" % n, schedule(n, n, 1, [[{"op": "ALL_REDUCE", "group": group}] for _ in range(n)]))
     case("size", "ALL_REDUCE over %d ranks: check" % n, ["check", ar])
     case("size", "ALL_REDUCE over %d ranks: simulate" % n, ["simulate", ar])
-    wide = wjson("stages_micro_2e20.json", schedule(1, 1 << 20, 1 << 20, [[{"op": "FWD", "micro": 0, "stage": 0}]]))
-    case("size", "2^20 stages x 2^20 micro-batches, one step: convert --torch-comms",
+    wide = wjson("stages_2e15_micro_2e20.json", schedule(1, 1 << 15, 1 << 20, [[{"op": "FWD", "micro": 0, "stage": 0}]]))
+    case("size", "2^15 stages (the most) x 2^20 micro-batches, one step: convert --torch-comms",
          ["convert", wide, "-o", path("wide_torch.csv"), "--torch-comms"])
     for cmd in ("check", "simulate", "show"):
-        # The default costs of 2^20 stages: one stage's figures stand for all but the last (they
-        # took ~1.5 KB a stage, 1.7 GB here, before).
-        case("size", "stages = micro = 2^20, one step: " + cmd, [cmd, wide], expect=[0, 1])
+        # The default costs of 2^15 stages: one stage's figures stand for all but the last (they
+        # took ~1.5 KB a stage before).
+        case("size", "stages = 2^15, micro = 2^20, one step: " + cmd, [cmd, wide], expect=[0, 1])
+    over = wjson("stages_over_2e15.json", schedule(1, (1 << 15) + 1, 1, [[{"op": "FWD", "micro": 0, "stage": 0}]]))
+    case("size", "2^15 + 1 stages: check (refused: a Step holds a stage in 16 bits)", ["check", over], expect=[2],
+         expect_class="limit", stderr_has="expected at most 32768 for stages")
     mbig = wjson("micro_2e20.json", schedule(2, 2, 1 << 20, pipeline(2)["programs"]))
     case("size", "micro_batches 2^20 with 1 micro used: simulate", ["simulate", mbig])
     case("size", "micro_batches 2^20: check", ["check", mbig])

@@ -18,8 +18,8 @@ void add_generator_flags(CLI::App& cmd, GeneratorFlags& f, bool family_required)
   for (const auto& g : generators()) families += (families.empty() ? "" : ", ") + std::string(g.name);
   auto* name = cmd.add_option(family_required ? "family" : "--generate", f.family, "schedule family: " + families);
   if (family_required) name->required();
-  cmd.add_option("--pp", f.options.pp, "pipeline ranks P")->check(whole_in(1, kMaxCount));
-  cmd.add_option("--vpp", f.options.vpp, "virtual stages per rank V (default 1)")->check(whole_in(1, kMaxCount));
+  cmd.add_option("--pp", f.options.pp, "pipeline ranks P")->check(whole_in(1, kMaxGeneratedRanks));
+  cmd.add_option("--vpp", f.options.vpp, "virtual stages per rank V (default 1)")->check(whole_in(1, kMaxStages));
   cmd.add_option("--micro", f.options.micro, "micro-batches M")->check(whole_in(1, kMaxCount));
   cmd.add_flag("--less-memory", f.options.less_memory, "interleaved: shallow warmup (V-1)*R0 + (P-1-i)");
   cmd.add_flag("--overlap-b-f", f.options.overlap_b_f, "interleaved: steady pairs become OVERLAP_B_F");

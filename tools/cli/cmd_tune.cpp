@@ -1,6 +1,7 @@
 // `ppsched tune`: the best verified schedule for a pipeline shape, a cost model and a memory
 // budget (sim/search/tune.hpp). Prints a leaderboard (the best found against every family),
 // the lower bound with its formula and the gap; writes the best schedule with its P2P steps.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -8,6 +9,7 @@
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
 #include "model/text_format.hpp"
+#include "model/validate.hpp"
 #include "network/layout.hpp"
 #include "sim/network_costs.hpp"
 #include "sim/search/pareto.hpp"
@@ -223,6 +225,12 @@ Action add_tune(CLI::App& app) {
   cmd->add_flag("--explain", st->explain, "also print how the lower bounds are computed (their formulas)");
   return [st]() {
     if (st->pp < 1 || st->micro < 1) throw InputError({}, "tune: --pp and --micro must be >= 1");
+    if (st->pp > kMaxGeneratedRanks || int64_t{st->pp} * std::max(st->vpp, st->vpp_max) > kMaxStages)
+      throw InputError({}, "tune: --pp " + std::to_string(st->pp) + " is over the limits of " +
+                               std::to_string(kMaxGeneratedRanks) + " ranks and " + std::to_string(kMaxStages) +
+                               " stages (P x V)");
+    if (st->micro > kMaxCount)
+      throw InputError({}, "tune: --micro " + std::to_string(st->micro) + " is over the limit of " + std::to_string(kMaxCount));
     if (st->pareto) {
       for (const auto& [flag, given] : {std::pair<const char*, bool>{"-o", !st->out.empty()}, {"--trace", !st->trace.empty()},
                                         {"--svg", !st->svg.empty()}})

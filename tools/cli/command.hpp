@@ -42,9 +42,10 @@ inline CLI::Validator whole_in(long long lo, long long hi) {
         } catch (const std::exception&) {
           used = 0;
         }
-        if (used == 0 || used != text.size() || v < lo || v > hi)
-          return "expected a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) + ", got '" +
-                 text.substr(0, 40) + "'";
+        const std::string range = "a whole number from " + std::to_string(lo) + " to " + std::to_string(hi);
+        if (used != 0 && used == text.size() && v > hi)
+          return "'" + text.substr(0, 40) + "' is over the limit of " + std::to_string(hi) + " (expected " + range + ")";
+        if (used == 0 || used != text.size() || v < lo || v > hi) return "expected " + range + ", got '" + text.substr(0, 40) + "'";
         return {};
       },
       "INT in " + std::to_string(lo) + ".." + std::to_string(hi));

@@ -66,46 +66,62 @@ std::string disagreement(const Step& send, const Message& ms, const Step& recv, 
 }  // namespace
 
 void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Violation>& out, CheckStats& stats) {
-  for (const Channel& ch : m.channels) {
-    const size_t n = std::min(ch.sends.size(), ch.recvs.size());
+  // Each matched pair once, from its send, in message-id order: each channel's sends in FIFO
+  // order (its sender lists them so), so a channel's k-th pair is the k-th met.
+  const size_t C = m.channels.size();
+  std::vector<int32_t> pairs_seen(C, 0);
+  std::vector<uint8_t> reported(C, 0);  // after the first disagreement the channel has drifted
+  std::vector<Violation> mismatch(C);
+  for (size_t id = 0; id < m.messages.size(); ++id) {
+    const Message& ms = m.messages[id];
+    if (!ms.send || ms.partner < 0) continue;
+    const size_t c = static_cast<size_t>(ms.channel);
+    const int k = pairs_seen[c]++;
+    stats.messages++;
+    if (ms.meta) stats.meta_messages++;
+    if (reported[c]) continue;
+    const Channel& ch = m.channels[c];
+    const Message& mr = m.messages[static_cast<size_t>(ms.partner)];
+    const Step& send = leaf_of(s, ch.src, ms);
+    const Step& recv = leaf_of(s, ch.dst, mr);
+    std::string why = disagreement(send, ms, recv, mr);
+    if (why.empty()) continue;
+    reported[c] = 1;
+    Violation& v = mismatch[c];
+    v.kind = ViolationKind::P2PMismatch;
+    v.ranks = {ch.src, ch.dst};
+    v.steps = {step_ref(s, ch.src, ms.step_index, ms.sub), step_ref(s, ch.dst, mr.step_index, mr.sub)};
+    v.message = "On the channel rank " + std::to_string(ch.src) + " -> rank " + std::to_string(ch.dst) + ", the " +
+                ordinal(k) + " message sent is " + describe_message(s, m, ms) + " (rank " + std::to_string(ch.src) +
+                ", step " + std::to_string(ms.step_index) + ") but the " + ordinal(k) + " message received is " +
+                describe_message(s, m, mr) + " (rank " + std::to_string(ch.dst) + ", step " +
+                std::to_string(mr.step_index) + "): " + why +
+                ". Messages on a rank pair are matched in FIFO order whatever their type, so both ends must "
+                "issue their transfers in the same order (e.g. both type-major, both ascending micro).";
+  }
+  // The first message left unmatched on the longer side of each uneven channel.
+  std::vector<int32_t> first_unmatched(C, -1);
+  for (size_t id = 0; id < m.messages.size(); ++id) {
+    const Message& msg = m.messages[id];
+    const Channel& ch = m.channels[static_cast<size_t>(msg.channel)];
+    if (msg.partner < 0 && first_unmatched[static_cast<size_t>(msg.channel)] < 0 && msg.send == (ch.sends > ch.recvs))
+      first_unmatched[static_cast<size_t>(msg.channel)] = static_cast<int32_t>(id);
+  }
+  for (size_t c = 0; c < C; ++c) {
+    const Channel& ch = m.channels[c];
     stats.channels++;
-    bool reported = false;
-    for (size_t k = 0; k < n; ++k) {
-      const Message& ms = m.messages[static_cast<size_t>(ch.sends[k])];
-      const Message& mr = m.messages[static_cast<size_t>(ch.recvs[k])];
-      stats.messages++;
-      if (ms.meta) stats.meta_messages++;
-      if (reported) continue;  // after the first disagreement the channel has drifted
-      const Step& send = leaf_of(s, ch.src, ms);
-      const Step& recv = leaf_of(s, ch.dst, mr);
-      std::string why = disagreement(send, ms, recv, mr);
-      if (why.empty()) continue;
-      reported = true;
-      Violation v;
-      v.kind = ViolationKind::P2PMismatch;
-      v.ranks = {ch.src, ch.dst};
-      v.steps = {step_ref(s, ch.src, ms.step_index, ms.sub), step_ref(s, ch.dst, mr.step_index, mr.sub)};
-      v.message = "On the channel rank " + std::to_string(ch.src) + " -> rank " + std::to_string(ch.dst) + ", the " +
-                  ordinal(static_cast<int>(k)) + " message sent is " + describe_message(s, m, ms) + " (rank " +
-                  std::to_string(ch.src) + ", step " + std::to_string(ms.step_index) + ") but the " +
-                  ordinal(static_cast<int>(k)) + " message received is " + describe_message(s, m, mr) + " (rank " +
-                  std::to_string(ch.dst) + ", step " + std::to_string(mr.step_index) + "): " + why +
-                  ". Messages on a rank pair are matched in FIFO order whatever their type, so both ends must "
-                  "issue their transfers in the same order (e.g. both type-major, both ascending micro).";
-      out.push_back(std::move(v));
-    }
-    if (ch.sends.size() != ch.recvs.size()) {
-      bool extra_sends = ch.sends.size() > ch.recvs.size();
-      const auto& longer = extra_sends ? ch.sends : ch.recvs;
-      const Message& first = m.messages[static_cast<size_t>(longer[n])];
+    if (reported[c]) out.push_back(std::move(mismatch[c]));
+    if (ch.sends != ch.recvs) {
+      const bool extra_sends = ch.sends > ch.recvs;
+      const Message& first = m.messages[static_cast<size_t>(first_unmatched[c])];
       const int first_rank = extra_sends ? ch.src : ch.dst;
       Violation v;
       v.kind = ViolationKind::P2PMismatch;
       v.ranks = {ch.src, ch.dst};
       v.steps = {step_ref(s, first_rank, first.step_index, first.sub)};
-      size_t extra = longer.size() - n;
-      v.message = "Rank " + std::to_string(ch.src) + " sends " + std::to_string(ch.sends.size()) + " messages to rank " +
-                  std::to_string(ch.dst) + ", which receives " + std::to_string(ch.recvs.size()) + " from it: " +
+      const int extra = extra_sends ? ch.sends - ch.recvs : ch.recvs - ch.sends;
+      v.message = "Rank " + std::to_string(ch.src) + " sends " + std::to_string(ch.sends) + " messages to rank " +
+                  std::to_string(ch.dst) + ", which receives " + std::to_string(ch.recvs) + " from it: " +
                   std::to_string(extra) + " " + (extra_sends ? "send" : "receive") + (extra == 1 ? " is" : "s are") +
                   " never matched, the first being " + describe_message(s, m, first) + " at rank " +
                   std::to_string(first_rank) + " step " + std::to_string(first.step_index) + ".";
@@ -122,19 +138,18 @@ void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Viola
     bool operator<(const Side& o) const { return std::tie(rank, group) < std::tie(o.rank, o.group); }
   };
   std::map<std::pair<int, int>, std::map<Side, std::set<Side>>> links;  // unordered pair -> side -> partners
-  for (const Channel& ch : m.channels) {
-    const size_t n = std::min(ch.sends.size(), ch.recvs.size());
-    for (size_t k = 0; k < n; ++k) {
-      const Message& ms = m.messages[static_cast<size_t>(ch.sends[k])];
-      const Message& mr = m.messages[static_cast<size_t>(ch.recvs[k])];
-      if (ms.meta || mr.meta) continue;  // metas are exchanged one by one, before any batch
-      if (ms.batch() < 0 && mr.batch() < 0) continue;  // plain facing plain: nothing to mirror
-      Side a{ch.src, ms.batch() >= 0 ? ms.batch() : -ch.sends[k] - 2};
-      Side b{ch.dst, mr.batch() >= 0 ? mr.batch() : -ch.recvs[k] - 2};
-      auto key = std::minmax(ch.src, ch.dst);
-      links[key][a].insert(b);
-      links[key][b].insert(a);
-    }
+  for (size_t id = 0; id < m.messages.size(); ++id) {
+    const Message& ms = m.messages[id];
+    if (!ms.send || ms.partner < 0) continue;
+    const Message& mr = m.messages[static_cast<size_t>(ms.partner)];
+    if (ms.meta || mr.meta) continue;  // metas are exchanged one by one, before any batch
+    if (ms.batch() < 0 && mr.batch() < 0) continue;  // plain facing plain: nothing to mirror
+    const Channel& ch = m.channels[static_cast<size_t>(ms.channel)];
+    Side a{ch.src, ms.batch() >= 0 ? ms.batch() : -static_cast<int>(id) - 2};
+    Side b{ch.dst, mr.batch() >= 0 ? mr.batch() : -ms.partner - 2};
+    auto key = std::minmax(ch.src, ch.dst);
+    links[key][a].insert(b);
+    links[key][b].insert(a);
   }
   for (auto& [pair, sides] : links) {
     for (auto& [side, partners] : sides) {

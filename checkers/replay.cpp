@@ -19,8 +19,7 @@ class Replay {
     posted_.assign(R, false);
     arrived_.assign(R, false);
     done_.assign(R, false);
-    sends_posted_.assign(m.channels.size(), 0);
-    recvs_posted_.assign(m.channels.size(), 0);
+    posted_message_.assign(m.messages.size(), 0);
     src_waits_.assign(m.channels.size(), false);
     dst_waits_.assign(m.channels.size(), false);
     arrivals_.resize(m.groups.size());
@@ -46,23 +45,21 @@ class Replay {
  private:
   bool complete(int32_t id) const {
     const Message& msg = m_.messages[static_cast<size_t>(id)];
-    if (msg.send)
-      return mode_ == CommMode::Eager || m_.testing_replay_buffers_sends || recvs_posted_[static_cast<size_t>(msg.channel)] > msg.k;
-    return sends_posted_[static_cast<size_t>(msg.channel)] > msg.k;
+    if (msg.send && (mode_ == CommMode::Eager || m_.testing_replay_buffers_sends)) return true;
+    return msg.partner >= 0 && posted_message_[static_cast<size_t>(msg.partner)];
   }
 
   void post(int32_t id, std::vector<int>& work) {
     const Message& msg = m_.messages[static_cast<size_t>(id)];
     const size_t c = static_cast<size_t>(msg.channel);
     const Channel& ch = m_.channels[c];
+    posted_message_[static_cast<size_t>(id)] = 1;
     if (msg.send) {
-      sends_posted_[c] = std::max(sends_posted_[c], msg.k + 1);
       if (dst_waits_[c]) {
         dst_waits_[c] = false;
         work.push_back(ch.dst);
       }
     } else {
-      recvs_posted_[c] = std::max(recvs_posted_[c], msg.k + 1);
       if (src_waits_[c]) {
         src_waits_[c] = false;
         work.push_back(ch.src);
@@ -285,7 +282,7 @@ class Replay {
   CommMode mode_;
   std::vector<int> pc_;
   std::vector<uint8_t> posted_, arrived_, done_;  // bytes, not vector<bool>: read in the hot loop
-  std::vector<int32_t> sends_posted_, recvs_posted_;
+  std::vector<uint8_t> posted_message_;  // per message: its rank posted it
   std::vector<uint8_t> src_waits_, dst_waits_;
   std::vector<std::vector<int>> arrivals_;
 };

@@ -16,10 +16,8 @@ bool static_deadlock_free(const CommModel& m, CommMode mode) {
   std::vector<size_t> first_action(static_cast<size_t>(m.ranks) + 1, 0);
   for (int r = 0; r < m.ranks; ++r) first_action[static_cast<size_t>(r) + 1] = first_action[static_cast<size_t>(r)] + m.actions[static_cast<size_t>(r)].size();
   const size_t n_actions = first_action.back();
-  std::vector<size_t> first_pair(m.channels.size() + 1, 0);
-  for (size_t c = 0; c < m.channels.size(); ++c)
-    first_pair[c + 1] = first_pair[c] + std::min(m.channels[c].sends.size(), m.channels[c].recvs.size());
-  const size_t pair_base = n_actions, n_pairs = first_pair.back();
+  // A pair's node is numbered by its send's message id (the receives' numbers stay unused).
+  const size_t pair_base = n_actions, n_pairs = m.messages.size();
   // Collective instances: (group, position) -> id.
   std::vector<std::vector<int64_t>> instance(m.groups.size());
   size_t n_inst = 0;
@@ -35,9 +33,8 @@ bool static_deadlock_free(const CommModel& m, CommMode mode) {
   edges.reserve(n * 2);
   auto pair_of = [&](int32_t id) -> size_t {
     const Message& msg = m.messages[static_cast<size_t>(id)];
-    const size_t c = static_cast<size_t>(msg.channel);
-    const size_t matched = first_pair[c + 1] - first_pair[c];
-    return static_cast<size_t>(msg.k) < matched ? pair_base + first_pair[c] + static_cast<size_t>(msg.k) : kNever;
+    if (msg.partner < 0) return kNever;
+    return pair_base + static_cast<size_t>(msg.send ? id : msg.partner);
   };
   std::vector<size_t> member_count(n_inst, 0), arrived(n_inst, 0);
   for (int r = 0; r < m.ranks; ++r) {

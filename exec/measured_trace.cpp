@@ -97,15 +97,15 @@ RunRecord assemble_measured_run(const Schedule& s, const std::vector<RankTrace>&
   for (size_t id = 0; id < model.messages.size(); ++id) {
     const Message& m = model.messages[id];
     if (!m.send || slice_of_message[id] < 0) continue;
-    const Channel& ch = model.channels[static_cast<size_t>(m.channel)];
-    if (m.k >= static_cast<int32_t>(ch.recvs.size())) continue;
-    const int32_t partner = ch.recvs[static_cast<size_t>(m.k)];
+    const int32_t partner = m.partner;
+    if (partner < 0) continue;
     if (slice_of_message[static_cast<size_t>(partner)] < 0) continue;
     const int32_t send = slice_of_message[id], recv = slice_of_message[static_cast<size_t>(partner)];
     // The executor times the blocking calls, not the wire: the payload left no earlier than
     // its send began and had arrived when its receive returned.
     rec.flow(send, recv, rec.slice_at(send).start_ms, rec.slice_at(recv).end_ms);
     // A batch's group slice carries several messages: each gets an equal share of its bytes.
+    const Channel& ch = model.channels[static_cast<size_t>(m.channel)];
     rec.link(ch.src, ch.dst, rec.slice_at(send).bytes / std::max(1, messages_in_slice[static_cast<size_t>(send)]));
   }
   RunRecord& r = rec.header();

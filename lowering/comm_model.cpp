@@ -24,6 +24,7 @@ class Builder {
     const size_t steps = s_.slot_count();
     m_.messages.reserve(steps);
     for (int r = 0; r < s_.ranks; ++r) build_rank(r);
+    pair_fifo_ends();
     m_.testing_replay_buffers_sends = o_.testing_replay_buffers_sends;
     return std::move(m_);
   }
@@ -36,6 +37,32 @@ class Builder {
     int stage, micro;
     bool operator<(const Key& o) const { return std::tie(recv, stage, micro) < std::tie(o.recv, o.stage, o.micro); }
   };
+
+  // FIFO matching: the k-th send on a channel meets its k-th receive. Each message holds its
+  // position k in `partner` so far; this turns positions into partners (-1: none), through the
+  // sends' ids by channel and position (4 bytes a send, held only here).
+  void pair_fifo_ends() {
+    std::vector<size_t> first(m_.channels.size() + 1, 0);
+    for (size_t c = 0; c < m_.channels.size(); ++c)
+      first[c + 1] = first[c] + static_cast<size_t>(m_.channels[c].sends);
+    std::vector<int32_t> send_at(first.back());
+    for (size_t id = 0; id < m_.messages.size(); ++id) {
+      Message& m = m_.messages[id];
+      if (!m.send) continue;
+      send_at[first[static_cast<size_t>(m.channel)] + static_cast<size_t>(m.partner)] = static_cast<int32_t>(id);
+      m.partner = -1;
+    }
+    for (size_t id = 0; id < m_.messages.size(); ++id) {
+      Message& m = m_.messages[id];
+      if (m.send) continue;
+      const size_t c = static_cast<size_t>(m.channel), k = static_cast<size_t>(m.partner);
+      m.partner = -1;
+      if (k >= static_cast<size_t>(m_.channels[c].sends)) continue;
+      const int32_t send = send_at[first[c] + k];
+      m.partner = send;
+      m_.messages[static_cast<size_t>(send)].partner = static_cast<int32_t>(id);
+    }
+  }
 
   int channel_for(int src, int dst) {
     auto [it, added] = m_.channel_of_pair.try_emplace(CommModel::pair_key(src, dst), -1);
@@ -59,8 +86,7 @@ class Builder {
     Message msg;
     msg.channel = channel_for(send ? rank : peer, send ? peer : rank);
     auto& ch = m_.channels[static_cast<size_t>(msg.channel)];
-    auto& side = send ? ch.sends : ch.recvs;
-    msg.k = static_cast<int32_t>(side.size());
+    int32_t& side = send ? ch.sends : ch.recvs;
     msg.send = send;
     msg.meta = meta;
     msg.step_index = index;
@@ -69,9 +95,9 @@ class Builder {
     // A batch's payloads are lowered with the batch's own step index (build_rank).
     assert(batch < 0 || batch == index);
     msg.in_batch = batch >= 0;
+    msg.partner = side++;  // its position on its side of the channel, until pair_fifo_ends()
     int32_t id = static_cast<int32_t>(m_.messages.size());
     m_.messages.push_back(msg);
-    side.push_back(id);
     return id;
   }
 
@@ -79,7 +105,6 @@ class Builder {
     const Step& st = *s_.programs[static_cast<size_t>(rank)][static_cast<size_t>(index)];
     a.step_index = index;
     a.op = st.op;
-    a.composite = is_composite(st.op);
   }
 
   void action(int rank, ActionKind kind, int index, const int32_t* msgs = nullptr, size_t count = 0) {
@@ -87,7 +112,12 @@ class Builder {
     a.kind = kind;
     describe(a, rank, index);
     a.first = count == 1 ? msgs[0] : static_cast<int32_t>(m_.action_messages.size());
-    a.count = static_cast<int32_t>(count);
+    // A validated step lists at most 2^14 sub-steps or tensors, but their product may pass this.
+    if (count > Action::kMaxActionMessages)
+      throw InputError({"", rank, index, -1, ""},
+                       "the step posts or waits for " + std::to_string(count) + " messages at once; the lowering holds at most " +
+                           std::to_string(Action::kMaxActionMessages) + " (sub-steps x tensors x 2 with the metas)");
+    a.count = static_cast<uint16_t>(count);
     for (size_t j = 0; j < count; ++j) {
       if (count > 1) m_.action_messages.push_back(msgs[j]);
       Message& m = m_.messages[static_cast<size_t>(msgs[j])];

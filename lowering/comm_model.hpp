@@ -30,7 +30,9 @@ namespace ppsched {
 struct Message {
   Message() : step_index(0), readers(0), send(false), meta(false), in_batch(false), sub(-1), tensor(0) {}
   int32_t channel = -1;
-  int32_t k = -1;            // position on its channel, per side
+  // The message it is matched with: the k-th receive on its channel for the k-th send, and the
+  // other way round (FIFO order per channel); -1 when the other side has fewer.
+  int32_t partner = -1;
   // In its rank's program (CommModel::rank_of): below 2^24, as a schedule holds at most
   // kMaxSlots (model/validate.hpp) slots over all ranks.
   uint32_t step_index : 24;
@@ -52,10 +54,11 @@ static_assert(sizeof(Message) == 16, "Message: keep it at 16 bytes");
 static_assert(kMaxSlots <= (int64_t{1} << 24), "Message::step_index holds 24 bits");
 static_assert(kMaxListed <= (1 << 14), "Message::sub and Message::tensor hold 15 (signed) and 14 bits");
 
+// A FIFO channel: its messages are those whose Message::channel names it, its sends all posted
+// by src and its receives by dst, each side in message-id order (the order its rank lists them).
 struct Channel {
   int32_t src = -1, dst = -1;
-  std::vector<int32_t> sends;  // message ids, in FIFO order
-  std::vector<int32_t> recvs;
+  int32_t sends = 0, recvs = 0;  // how many messages each side posts
 };
 
 enum class ActionKind : uint8_t {
@@ -66,20 +69,22 @@ enum class ActionKind : uint8_t {
   Collective,  // arrive at the collective instance and wait for the whole group
 };
 
+// One per step and per posting or waiting point (about one a step): 12 bytes.
 struct Action {
-  ActionKind kind = ActionKind::Local;
-  // The step's op, copied here: the simulator prices a local step from it and the step's stage
-  // and micro (read from the step: 24 bytes a slot, in the same order as the actions).
-  Op op = Op::FWD;
-  bool composite = false;
   int32_t step_index = -1;  // a batch's sub-steps are its messages' (Message::sub), not the action's
   union {
     int32_t first = 0;    // Phase/Post/Wait: its message id (count 1) or range in CommModel::action_messages
     int32_t collective;   // Collective: instance id (it posts no messages: count is 0)
   };
-  int32_t count = 0;
+  ActionKind kind = ActionKind::Local;
+  // The step's op, copied here: the simulator prices a local step from it and the step's stage
+  // and micro (read from the step: 16 bytes a slot, in the same order as the actions).
+  Op op = Op::FWD;
+  uint16_t count = 0;  // messages listed: at most kMaxActionMessages (the lowering refuses more)
+  bool composite() const { return is_composite(op); }
+  static constexpr size_t kMaxActionMessages = 65535;
 };
-static_assert(sizeof(Action) == 16, "Action: keep it at 16 bytes");
+static_assert(sizeof(Action) == 12, "Action: keep it at 12 bytes");
 
 struct CollectiveGroup {
   std::vector<int32_t> members;  // sorted ranks

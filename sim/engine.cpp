@@ -164,10 +164,7 @@ class MessageStates {
     if (keep_all_) return;
     candidates_.push_back(id);
     const Message& m = m_.messages[static_cast<size_t>(id)];
-    if (!m.send) {
-      const Channel& ch = m_.channels[static_cast<size_t>(m.channel)];
-      if (m.k < static_cast<int32_t>(ch.sends.size())) candidates_.push_back(ch.sends[static_cast<size_t>(m.k)]);
-    }
+    if (!m.send && m.partner >= 0) candidates_.push_back(m.partner);
   }
 
   // Frees the candidates nothing reads any more. Called between events, where no state is
@@ -217,9 +214,8 @@ class MessageStates {
     const MsgState& st = (*this)[id];
     if (st.slice < 0 || st.end == kUnknown || m.readers == Message::kManyReaders || st.passes != m.readers) return false;
     if (!m.send) return true;
-    const Channel& ch = m_.channels[static_cast<size_t>(m.channel)];
-    if (m.k >= static_cast<int32_t>(ch.recvs.size())) return false;
-    const int32_t recv = ch.recvs[static_cast<size_t>(m.k)];
+    if (m.partner < 0) return false;
+    const int32_t recv = m.partner;
     return freed(recv) || (*this)[recv].end != kUnknown;
   }
   static void grow(Window& w, size_t need) {
@@ -446,7 +442,7 @@ class Engine {
   }
   // The effects of action `a`'s step; the step itself is read only when it is a composite.
   Delta action_effects(int r, const Action& a) {
-    return a.composite ? effects_of(r, step_at(r, a.step_index)) : leaf_effects(r, leaf_of(r, a));
+    return a.composite() ? effects_of(r, step_at(r, a.step_index)) : leaf_effects(r, leaf_of(r, a));
   }
   // The resolver's answer depends on (rank, op, stage, whether the micro's MPipe owner is
   // rank 0). For a step on the rank that owns its stage (every staged step of a valid
@@ -506,7 +502,7 @@ class Engine {
     const auto one = [&](Op op, int stage) -> int64_t {
       return is_backward_input_side(op) && stage >= 0 ? memory_.workspace(stage) : 0;
     };
-    if (!a.composite) return one(a.op, step_at(r, a.step_index).stage);
+    if (!a.composite()) return one(a.op, step_at(r, a.step_index).stage);
     int64_t w = 0;
     for (const auto& sub : step_at(r, a.step_index).sub_steps()) w = std::max(w, one(sub.op, sub.stage));
     return w;
@@ -599,13 +595,13 @@ class Engine {
   void launch_compute(int r, const Action& a) {
     const size_t ri = static_cast<size_t>(r);
     const int index = a.step_index;
-    const double d = a.composite ? duration(step_at(r, index)) : duration(leaf_of(r, a));
+    const double d = a.composite() ? duration(step_at(r, index)) : duration(leaf_of(r, a));
     double start = std::max(host_[ri], compute_free_[ri]);
     int32_t cause = compute_free_[ri] >= host_[ri] ? compute_last_[ri] : host_cause_[ri];
     double end = start + d;
     current_step_ = index;
     Delta mem = action_effects(r, a);
-    if (gathers_ && !a.composite) gather(r, leaf_of(r, a), mem);
+    if (gathers_ && !a.composite()) gather(r, leaf_of(r, a), mem);
     // A recomputing backward holds what it recomputes while it runs, on top of its inputs.
     const int64_t workspace = workspace_of(r, a);
     if (workspace > 0) {
@@ -626,7 +622,7 @@ class Engine {
       host_cause_[ri] = sl;
     }
     busy_[ri] += d;
-    if (o_.check.dp.degree > 1 && !a.composite) dp_ms_[ri] += dp_collective_ms(leaf_of(r, a));
+    if (o_.check.dp.degree > 1 && !a.composite()) dp_ms_[ri] += dp_collective_ms(leaf_of(r, a));
   }
 
   // ---- communication -------------------------------------------------------------------------
@@ -826,15 +822,13 @@ class Engine {
     MsgState& st = msgs_.open(id);
     assert(slice >= 0 && slices_[static_cast<size_t>(slice)].start_ms == host_[ri]);
     st.slice = slice;  // created now, starting at host_[ri]: the message's post time
-    const Channel& ch = model_.channels[static_cast<size_t>(m.channel)];
+    const int32_t partner = m.partner;
     if (m.send) {
       st.ready = std::max(host_[ri], compute_free_[ri]);
       st.ready_cause = compute_free_[ri] > host_[ri] ? compute_last_[ri] : host_cause_[ri];
-      int32_t partner = m.k < static_cast<int32_t>(ch.recvs.size()) ? ch.recvs[static_cast<size_t>(m.k)] : -1;
       settle(id, partner);
       if (o_.record_trace && partner >= 0) pending_flows_.push_back({id, partner});
     } else {
-      int32_t partner = m.k < static_cast<int32_t>(ch.sends.size()) ? ch.sends[static_cast<size_t>(m.k)] : -1;
       if (partner >= 0 && msgs_[partner].slice >= 0) settle(partner, id);
     }
   }

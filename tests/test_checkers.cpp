@@ -153,6 +153,21 @@ TEST_CASE("the lowering refuses, located, a step past the positions a message ho
   CHECK_THAT(e.message(), Catch::Contains("at most 16384 sub-steps or tensors a step"));
   s.programs[0][1]->edit_tensors().resize(static_cast<size_t>(kMaxListed));
   CHECK(build_comm_model(s, CheckOptions{}).messages.size() == 2 * static_cast<size_t>(kMaxListed));
+
+  // Within those positions, a batch of five such sends posts 5 x 2^14 payloads as one group:
+  // more than an action lists (Action::count, 16 bits), refused at the batch.
+  std::vector<Step> subs(5, *s.programs[0][1]);
+  s.programs[0][1] = make_composite(Op::BATCH_SEND_RECV, subs);
+  const InputError many = testing::expect_error([&] { build_comm_model(s, CheckOptions{}); });
+  CHECK(many.where().rank == 0);
+  CHECK(many.where().index == 1);
+  CHECK_THAT(many.message(), Catch::Contains("81920 messages at once; the lowering holds at most 65535"));
+  subs.resize(3);  // 49,152 payloads: one action lists them all
+  s.programs[0][1] = make_composite(Op::BATCH_SEND_RECV, subs);
+  const CommModel three = build_comm_model(s, CheckOptions{});
+  size_t most = 0;
+  for (const Action& a : three.actions[0]) most = std::max<size_t>(most, a.count);
+  CHECK(most == 3 * static_cast<size_t>(kMaxListed));
 }
 
 TEST_CASE("verify() is its list of passes run over one input into one report", "[checkers]") {

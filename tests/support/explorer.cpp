@@ -29,7 +29,16 @@ struct State {
 
 class Explorer {
  public:
-  Explorer(const CommModel& m, CommMode mode, size_t limit) : m_(m), mode_(mode), limit_(limit) {}
+  Explorer(const CommModel& m, CommMode mode, size_t limit) : m_(m), mode_(mode), limit_(limit) {
+    // Each message's position on its side of its channel, counted in message-id order (its own
+    // view of FIFO order, not Message::partner's).
+    position_.assign(m.messages.size(), -1);
+    std::vector<int32_t> sends(m.channels.size(), 0), recvs(m.channels.size(), 0);
+    for (size_t id = 0; id < m.messages.size(); ++id) {
+      const Message& msg = m.messages[id];
+      position_[id] = (msg.send ? sends : recvs)[static_cast<size_t>(msg.channel)]++;
+    }
+  }
 
   Exploration run() {
     State s;
@@ -67,13 +76,14 @@ class Explorer {
  private:
   bool complete(const State& s, int32_t id) const {
     const Message& msg = m_.messages[static_cast<size_t>(id)];
-    if (msg.send) return mode_ == CommMode::Eager || s.recvs[static_cast<size_t>(msg.channel)] > msg.k;
-    return s.sends[static_cast<size_t>(msg.channel)] > msg.k;
+    const int32_t k = position_[static_cast<size_t>(id)];
+    if (msg.send) return mode_ == CommMode::Eager || s.recvs[static_cast<size_t>(msg.channel)] > k;
+    return s.sends[static_cast<size_t>(msg.channel)] > k;
   }
   void post(State& s, int32_t id) const {
     const Message& msg = m_.messages[static_cast<size_t>(id)];
     auto& v = msg.send ? s.sends : s.recvs;
-    v[static_cast<size_t>(msg.channel)] = std::max(v[static_cast<size_t>(msg.channel)], msg.k + 1);
+    v[static_cast<size_t>(msg.channel)] = std::max(v[static_cast<size_t>(msg.channel)], position_[static_cast<size_t>(id)] + 1);
   }
 
   // One atomic move of rank r, if it can move. Returns false when blocked or finished.
@@ -131,6 +141,7 @@ class Explorer {
   const CommModel& m_;
   CommMode mode_;
   size_t limit_;
+  std::vector<int32_t> position_;  // per message
   std::unordered_set<std::string> seen_;
   Exploration result_;
 };

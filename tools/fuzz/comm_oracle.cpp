@@ -412,16 +412,24 @@ std::string first_difference(const Schedule& s, const RankComm& ref, const RankC
 
 std::string posting_order(const Schedule& s, const CommModel& m) {
   std::vector<int32_t> next_send(m.channels.size(), 0), next_recv(m.channels.size(), 0);
+  // Each message's place on its side of its channel: the order the lowering numbered them in.
+  std::vector<int32_t> position(m.messages.size(), -1), sends(m.channels.size(), 0), recvs(m.channels.size(), 0);
+  for (size_t id = 0; id < m.messages.size(); ++id) {
+    const Message& msg = m.messages[id];
+    position[id] = (msg.send ? sends : recvs)[static_cast<size_t>(msg.channel)]++;
+  }
   for (int r = 0; r < m.ranks; ++r)
     for (const Action& a : m.actions[static_cast<size_t>(r)]) {
       if (a.kind != ActionKind::Phase && a.kind != ActionKind::Post) continue;
       for (int j = 0; j < a.count; ++j) {
-        const Message& msg = m.messages[static_cast<size_t>(m.message_of(a, j))];
+        const int32_t id = m.message_of(a, j);
+        const Message& msg = m.messages[static_cast<size_t>(id)];
         int32_t& next = (msg.send ? next_send : next_recv)[static_cast<size_t>(msg.channel)];
-        if (msg.k != next)
+        const int32_t k = position[static_cast<size_t>(id)];
+        if (k != next)
           return "rank " + std::to_string(r) + " posts " + describe_message(s, m, msg) + " at step " + std::to_string(msg.step_index) +
                  " as its " + std::to_string(next) + "th message on the channel, but the lowering placed it " +
-                 std::to_string(msg.k) + "th";
+                 std::to_string(k) + "th";
         ++next;
       }
     }

@@ -1,6 +1,9 @@
 #include "model/comm_insertion.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "model/errors.hpp"
@@ -56,14 +59,21 @@ class Scan {
     int rank;
     int unit;
   };
+  // 24 bytes a unit. Its step in the input program is top(u), found by rank and index; the
+  // (sub-)step is held by address, which stays valid when emit() moves an owned composite out
+  // (SmallVec moves its block).
   struct U {
-    const Step* top;   // the step in the input program (composite or simple), null for idle
     const Step* sub;   // the compute (sub-)step this unit stands for, null for idle
     int sub_pos;       // 0 for the first unit of a step
     int input_index;   // index in the input program
     int rank;          // the rank whose program holds it
     int column = -1;
   };
+  static_assert(sizeof(U) == 24, "U: keep it at 24 bytes");
+  // The unit's step in the input program (not idle; before emit() moved it, or not owned).
+  const Step& top(const U& u) const {
+    return *s_.programs[static_cast<size_t>(u.rank)][static_cast<size_t>(u.input_index)];
+  }
 
   size_t key(int stage, int micro) const {
     return static_cast<size_t>(stage) * static_cast<size_t>(std::max(s_.micro_batches, 1)) +
@@ -105,7 +115,7 @@ class Scan {
       for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
         const Slot& slot = prog[static_cast<size_t>(i)];
         if (!slot) {
-          us.push_back({nullptr, nullptr, 0, i, r});
+          us.push_back({nullptr, 0, i, r});
           continue;
         }
         const Step& st = *slot;
@@ -117,11 +127,11 @@ class Scan {
             if (is_p2p(sub.op) || is_composite(sub.op))
               fail(r, i, "a compute composite may hold only compute sub-steps, found " + short_label(sub));
             register_producer(sub, r, static_cast<int>(us.size()), i);
-            us.push_back({&st, &sub, static_cast<int>(k), i, r});
+            us.push_back({&sub, static_cast<int>(k), i, r});
           }
         } else {
           register_producer(st, r, static_cast<int>(us.size()), i);
-          us.push_back({&st, &st, 0, i, r});
+          us.push_back({&st, 0, i, r});
         }
       }
     }
@@ -173,7 +183,7 @@ class Scan {
   void columns_auto() {
     // Idle slots carry no meaning in Auto mode.
     for (auto& us : units_)
-      us.erase(std::remove_if(us.begin(), us.end(), [](const U& u) { return u.top == nullptr; }), us.end());
+      us.erase(std::remove_if(us.begin(), us.end(), [](const U& u) { return u.sub == nullptr; }), us.end());
     // Unit indices changed: rebuild the producer table.
     for (auto& v : producer_) v.reset();
     for (int r = 0; r < s_.ranks; ++r) {
@@ -198,7 +208,7 @@ class Scan {
         while (h < us.size()) {
           // The whole step (all its units) is placed at once.
           size_t end = h + 1;
-          while (end < us.size() && us[end].top == us[h].top && us[end].sub_pos > 0) ++end;
+          while (end < us.size() && us[end].input_index == us[h].input_index && us[end].sub_pos > 0) ++end;
           int start = h == 0 ? 0 : us[h - 1].column + 1;
           bool ready = true;
           for (size_t k = h; k < end && ready; ++k) {
@@ -235,7 +245,7 @@ class Scan {
         first_index = us[h].input_index;
       }
       msg += " rank " + std::to_string(r) + " at step " + std::to_string(us[h].input_index) + " (" +
-             short_label(*us[h].top) + ") waits for";
+             short_label(top(us[h])) + ") waits for";
       for_each_dependency(*us[h].sub, r, us[h].input_index, [&](const Ref& ref) {
         const U& dep = units_[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.unit)];
         if (dep.column < 0)
@@ -261,7 +271,7 @@ class Scan {
           const U& dep = units_[static_cast<size_t>(ref.rank)][static_cast<size_t>(ref.unit)];
           if (dep.column >= first_col) {
             fail(r, u.input_index,
-                 short_label(*u.top) + " at column " + std::to_string(first_col) + " needs " +
+                 short_label(top(u)) + " at column " + std::to_string(first_col) + " needs " +
                      short_label(*dep.sub) + " (rank " + std::to_string(ref.rank) + ") which runs at column " +
                      std::to_string(dep.column) + "; a consumer must sit in a later column than its producer");
           }
@@ -292,29 +302,40 @@ class Scan {
     const bool pad = laid_out <= kMaxLaidOutSlots;
     const size_t ranks = static_cast<size_t>(s_.ranks);
     out.programs.resize(ranks);
-    // The units in (column, rank) order, by a counting sort over the columns in use.
+    // The units in (column, rank) order, by a counting sort over the columns in use. A unit's
+    // column is at most the units before it (on its rank, as given, or along the chain of
+    // units it waits for), so the count array is sized by the units too (4 bytes a unit at
+    // most) and no (column, unit) pairs are held.
     std::vector<const U*> by_column;
     std::vector<int> column_of;  // distinct columns, ascending
     std::vector<size_t> column_start;
     {
-      std::vector<std::pair<int, const U*>> all;
       size_t total = 0;
-      for (const auto& us : units_) total += us.size();
-      all.reserve(total);
-      for (size_t r = 0; r < ranks; ++r)
-        for (const U& u : units_[r]) all.push_back({u.column, &u});
-      // Stable: within a column, ranks stay ascending (they were pushed in rank order).
-      std::stable_sort(all.begin(), all.end(),
-                       [](const auto& x, const auto& y) { return x.first < y.first; });
-      by_column.reserve(all.size());
-      for (size_t k = 0; k < all.size(); ++k) {
-        if (k == 0 || all[k].first != all[k - 1].first) {
-          column_of.push_back(all[k].first);
-          column_start.push_back(k);
+      int lo = std::numeric_limits<int>::max(), hi = std::numeric_limits<int>::min();
+      for (const auto& us : units_) {
+        total += us.size();
+        for (const U& u : us) {
+          lo = std::min(lo, u.column);
+          hi = std::max(hi, u.column);
         }
-        by_column.push_back(all[k].second);
       }
-      column_start.push_back(all.size());
+      const size_t span = total == 0 ? 0 : static_cast<size_t>(int64_t{hi} - lo) + 1;
+      if (span > total) throw std::logic_error("insert_p2p: a column past the units before it (a scan bug)");
+      std::vector<uint32_t> at(span + 1, 0);  // units per column, then where each column starts
+      for (const auto& us : units_)
+        for (const U& u : us) at[static_cast<size_t>(u.column - lo) + 1]++;
+      for (size_t c = 1; c < at.size(); ++c) {
+        if (at[c] != 0) {
+          column_of.push_back(static_cast<int>(c - 1) + lo);
+          column_start.push_back(at[c - 1]);
+        }
+        at[c] += at[c - 1];
+      }
+      column_start.push_back(total);
+      // Within a column, ranks stay ascending: they are placed in rank order.
+      by_column.resize(total);
+      for (const auto& us : units_)
+        for (const U& u : us) by_column[at[static_cast<size_t>(u.column - lo)]++] = &u;
     }
     // Exact sizes: every emitted step (and, when padded, every column up to the rank's last),
     // plus the transfers it sends and receives.
@@ -353,14 +374,14 @@ class Scan {
         const size_t r = static_cast<size_t>(u->rank);
         pad_to(r, t - 1);
         if (pad) filled[r] = t + 1;
-        if (!u->top) {
+        if (!u->sub) {
           if (pad) out.programs[r].push_back(std::nullopt);  // an idle slot of the input (AsGiven)
         } else if (u->sub_pos == 0 && owned_) {
           // The units still point at the moved-from step: its op, micro and stage stay, and a
           // composite's sub-steps keep their addresses (SmallVec moves its block).
           out.programs[r].push_back(std::move(owned_->programs[r][static_cast<size_t>(u->input_index)]));
         } else if (u->sub_pos == 0) {
-          out.programs[r].push_back(*u->top);
+          out.programs[r].push_back(top(*u));
         }
       }
       even.clear();

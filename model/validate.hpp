@@ -31,7 +31,7 @@ static_assert(kMaxRanks - 1 <= std::numeric_limits<decltype(Step::peer)>::max(),
 inline constexpr int64_t kMaxGeneratedPairs = int64_t{1} << 21;
 
 // The most slots (steps and idle slots, over all ranks) a schedule may hold, read, inserted or
-// generated: 2^24. Checking and simulating hold about 63-80 bytes a step (docs/performance.md),
+// generated: 2^24. Checking and simulating hold about 48-60 bytes a step (docs/performance.md),
 // so the largest schedule needs about a GB; a larger one is refused before any check or
 // simulation runs, instead of exhausting the machine (the generators' pair limit stays below).
 inline constexpr int64_t kMaxSlots = int64_t{1} << 24;

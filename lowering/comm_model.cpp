@@ -116,7 +116,7 @@ class Builder {
     if (count > Action::kMaxActionMessages)
       throw InputError({"", rank, index, -1, ""},
                        "the step posts or waits for " + std::to_string(count) + " messages at once; the lowering holds at most " +
-                           std::to_string(Action::kMaxActionMessages) + " (sub-steps x tensors x 2 with the metas)");
+                           std::to_string(Action::kMaxActionMessages) + " (a batch's payloads: its sub-steps' tensors)");
     a.count = static_cast<uint16_t>(count);
     for (size_t j = 0; j < count; ++j) {
       if (count > 1) m_.action_messages.push_back(msgs[j]);

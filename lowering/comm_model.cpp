@@ -434,6 +434,15 @@ CommModel build_comm_model(const Schedule& s, const CheckOptions& options) {
   return Builder(s, options).build();
 }
 
+std::vector<int32_t> fifo_positions(const CommModel& m) {
+  std::vector<int32_t> position(m.messages.size(), -1), sends(m.channels.size(), 0), recvs(m.channels.size(), 0);
+  for (size_t id = 0; id < m.messages.size(); ++id) {
+    const Message& msg = m.messages[id];
+    position[id] = (msg.send ? sends : recvs)[static_cast<size_t>(msg.channel)]++;
+  }
+  return position;
+}
+
 std::string describe_message(const Schedule& s, const CommModel& model, const Message& m) {
   const Slot& slot = s.programs[static_cast<size_t>(model.rank_of(m))][static_cast<size_t>(m.step_index)];
   if (!slot) return "?";

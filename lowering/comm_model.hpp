@@ -139,6 +139,11 @@ struct CommModel {
 
 CommModel build_comm_model(const Schedule& s, const CheckOptions& options);
 
+// Each message's position on its side of its channel (the k of the k-th send or receive),
+// counted in message-id order: for readers that check the pairing rather than read
+// Message::partner (the fuzz oracle, the test explorer).
+std::vector<int32_t> fifo_positions(const CommModel& m);
+
 // "the meta of FWD_SEND 3s1" / "FWD_SEND 3s1" for explanations.
 std::string describe_message(const Schedule& s, const CommModel& model, const Message& m);
 

@@ -29,16 +29,9 @@ struct State {
 
 class Explorer {
  public:
-  Explorer(const CommModel& m, CommMode mode, size_t limit) : m_(m), mode_(mode), limit_(limit) {
-    // Each message's position on its side of its channel, counted in message-id order (its own
-    // view of FIFO order, not Message::partner's).
-    position_.assign(m.messages.size(), -1);
-    std::vector<int32_t> sends(m.channels.size(), 0), recvs(m.channels.size(), 0);
-    for (size_t id = 0; id < m.messages.size(); ++id) {
-      const Message& msg = m.messages[id];
-      position_[id] = (msg.send ? sends : recvs)[static_cast<size_t>(msg.channel)]++;
-    }
-  }
+  // Positions on the channels, not Message::partner: its own view of FIFO order.
+  Explorer(const CommModel& m, CommMode mode, size_t limit)
+      : m_(m), mode_(mode), limit_(limit), position_(fifo_positions(m)) {}
 
   Exploration run() {
     State s;

@@ -412,12 +412,7 @@ std::string first_difference(const Schedule& s, const RankComm& ref, const RankC
 
 std::string posting_order(const Schedule& s, const CommModel& m) {
   std::vector<int32_t> next_send(m.channels.size(), 0), next_recv(m.channels.size(), 0);
-  // Each message's place on its side of its channel: the order the lowering numbered them in.
-  std::vector<int32_t> position(m.messages.size(), -1), sends(m.channels.size(), 0), recvs(m.channels.size(), 0);
-  for (size_t id = 0; id < m.messages.size(); ++id) {
-    const Message& msg = m.messages[id];
-    position[id] = (msg.send ? sends : recvs)[static_cast<size_t>(msg.channel)]++;
-  }
+  const std::vector<int32_t> position = fifo_positions(m);  // the order the lowering numbered them in
   for (int r = 0; r < m.ranks; ++r)
     for (const Action& a : m.actions[static_cast<size_t>(r)]) {
       if (a.kind != ActionKind::Phase && a.kind != ActionKind::Post) continue;

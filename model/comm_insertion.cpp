@@ -47,10 +47,10 @@ class Scan {
     collect_units();
     if (alignment == Alignment::AsGiven) {
       columns_as_given();
+      check_consumers_after_producers();
     } else {
-      columns_auto();
+      columns_auto();  // places every step after its inputs: nothing to check
     }
-    check_consumers_after_producers();
     return emit();
   }
 
@@ -182,14 +182,20 @@ class Scan {
   // means a dependency cycle (or an order that waits on a later step of the same rank).
   void columns_auto() {
     // Idle slots carry no meaning in Auto mode.
-    for (auto& us : units_)
+    bool dropped = false;
+    for (auto& us : units_) {
+      const size_t before = us.size();
       us.erase(std::remove_if(us.begin(), us.end(), [](const U& u) { return u.sub == nullptr; }), us.end());
+      dropped = dropped || us.size() != before;
+    }
     // Unit indices changed: rebuild the producer table.
-    for (auto& v : producer_) v.reset();
-    for (int r = 0; r < s_.ranks; ++r) {
-      auto& us = units_[static_cast<size_t>(r)];
-      for (int k = 0; k < static_cast<int>(us.size()); ++k)
-        register_producer(*us[static_cast<size_t>(k)].sub, r, k, us[static_cast<size_t>(k)].input_index);
+    if (dropped) {
+      for (auto& v : producer_) v.reset();
+      for (int r = 0; r < s_.ranks; ++r) {
+        auto& us = units_[static_cast<size_t>(r)];
+        for (int k = 0; k < static_cast<int>(us.size()); ++k)
+          register_producer(*us[static_cast<size_t>(k)].sub, r, k, us[static_cast<size_t>(k)].input_index);
+      }
     }
     std::vector<size_t> head(static_cast<size_t>(s_.ranks), 0);
     size_t remaining = 0;

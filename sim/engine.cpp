@@ -466,6 +466,7 @@ class Engine {
   // its resident bytes (weights, gradients, optimizer state) for the whole run: the samples and
   // the reported peak add them.
   void apply(int r, int64_t delta, int64_t activations, double t) {
+    if (timing_only_) return;
     const size_t ri = static_cast<size_t>(r);
     mem_now_[ri] += delta;
     act_now_[ri] += activations;
@@ -600,10 +601,10 @@ class Engine {
     int32_t cause = compute_free_[ri] >= host_[ri] ? compute_last_[ri] : host_cause_[ri];
     double end = start + d;
     current_step_ = index;
-    Delta mem = action_effects(r, a);
-    if (gathers_ && !a.composite()) gather(r, leaf_of(r, a), mem);
+    Delta mem = timing_only_ ? Delta{} : action_effects(r, a);
+    if (gathers_ && !a.composite() && !timing_only_) gather(r, leaf_of(r, a), mem);
     // A recomputing backward holds what it recomputes while it runs, on top of its inputs.
-    const int64_t workspace = workspace_of(r, a);
+    const int64_t workspace = timing_only_ ? 0 : workspace_of(r, a);
     if (workspace > 0) {
       workspace_now_[ri] = workspace;
       apply(r, workspace, workspace, start);
@@ -811,6 +812,7 @@ class Engine {
   }
 
   void account(const Channel& ch, double bytes) {
+    if (timing_only_) return;
     const size_t k = static_cast<size_t>(&ch - model_.channels.data());
     link_bytes_[k] += bytes;
     link_msgs_[k]++;
@@ -894,11 +896,11 @@ class Engine {
               const Message& m = model_.messages[static_cast<size_t>(id)];
               sends = sends || m.send;
               meta = meta && m.meta;
-              bytes += price(m);
+              if (o_.record_trace) bytes += price(m);  // the slice's bytes, kept only in a trace
             }
             action_slice_[ri] = add_slice(r, a.step_index, sends ? Lane::Send : Lane::Recv, host_[ri], host_[ri],
                                           bytes, meta, host_cause_[ri]);
-            if (!meta && released_step_[ri] != a.step_index) {
+            if (!meta && !timing_only_ && released_step_[ri] != a.step_index) {
               // Once per step: a multi-tensor transfer posts one payload action per tensor.
               released_step_[ri] = a.step_index;
               const Delta d = action_effects(r, a);
@@ -1055,6 +1057,7 @@ class Engine {
     res.events = events_;
     double makespan = last_slice_ >= 0 ? std::max(0.0, last_end_) : 0.0;
     for (int r = 0; r < s_.ranks; ++r) makespan = std::max(makespan, host_[static_cast<size_t>(r)]);
+    if (timing_only_) return rec_.finish(makespan);
     for (int r = 0; r < s_.ranks; ++r) {
       const size_t ri = static_cast<size_t>(r);
       RankSummary rs;
@@ -1198,6 +1201,7 @@ class Engine {
   std::vector<int> link_msgs_;
   std::vector<double> dp_ms_;                // per rank: time in DP-group collectives
   const bool gathers_ = o_.check.dp.fsdp && o_.check.dp.degree > 1;
+  const bool timing_only_ = o_.timing_only;
   std::vector<std::set<int>> gathered_;      // per rank, --fsdp: the stages gathered now
   std::vector<const Link*> channel_link_;    // per channel
   // Filled on first use; -1 (consumed -1): not known yet. Empty when prices vary by micro.
@@ -1217,6 +1221,11 @@ class Engine {
 RunRecord simulate(const Schedule& s, const CostModel& costs, const SimOptions& options) {
   if (const std::string why = data_parallel_problem(options.check.dp, s.ranks); !why.empty())
     throw InputError({}, why);
+  if (options.timing_only && (options.run_checks || options.record_trace)) {
+    SimOptions timing = options;
+    timing.run_checks = timing.record_trace = false;
+    return Engine(s, costs, timing).run();
+  }
   return Engine(s, costs, options).run();
 }
 

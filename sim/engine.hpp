@@ -21,6 +21,10 @@ struct SimOptions {
   // false: the timed run alone, for a search screening candidates: RunRecord::checked is false
   // and `check` holds nothing, so a candidate the search keeps must be verified on its own.
   bool run_checks = true;
+  // true: the makespan and whether the run completes, nothing else (a search's screening run):
+  // no checks and no trace whatever the two flags above say, and no memory accounting, critical
+  // path or link totals (the RunRecord's `checked` is false and its ranks and path are empty).
+  bool timing_only = false;
   // TEST-ONLY: without a trace, the messages and slices below which a run keeps every message
   // state and slice (0: the engine's own, 2^16), so that a small run frees states and drops
   // slices many times over.

@@ -23,7 +23,8 @@ struct SimOptions {
   bool run_checks = true;
   // true: the makespan and whether the run completes, nothing else (a search's screening run):
   // no checks and no trace whatever the two flags above say, and no memory accounting, critical
-  // path or link totals (the RunRecord's `checked` is false and its ranks and path are empty).
+  // path or link totals (the RunRecord's `checked` is false, its path and links are empty and
+  // its ranks' summaries left at zero).
   bool timing_only = false;
   // TEST-ONLY: without a trace, the messages and slices below which a run keeps every message
   // state and slice (0: the engine's own, 2^16), so that a small run frees states and drops

@@ -401,6 +401,29 @@ TEST_CASE("without the checks (a search's screening run) the timed run is the sa
   CHECK_FALSE(d.checked);
 }
 
+TEST_CASE("a timing-only run (a search's screen) has the full run's makespan and completion, and nothing else",
+          "[simulator]") {
+  for (const auto& [family, vpp] : {std::pair<const char*, int>{"zbv", 2}, {"interleaved-1f1b", 2}, {"dualpipev", 2}, {"zb-h1", 1}}) {
+    const Schedule s = gen(family, 4, 8, vpp);
+    const CostModel c = default_cost_model(s.stages);
+    for (CommMode mode : {CommMode::Eager, CommMode::Rendezvous}) {
+      SimOptions full, timing;
+      full.check.comm = timing.check.comm = mode;
+      full.check.memory = timing.check.memory = c.memory_model(s.stages);
+      timing.timing_only = true;  // whatever record_trace and run_checks say (both true here)
+      const RunRecord a = simulate(s, c, full), b = simulate(s, c, timing);
+      INFO(family << (mode == CommMode::Eager ? " eager" : " rendezvous"));
+      CHECK(a.completed == b.completed);
+      CHECK(a.makespan_ms == b.makespan_ms);
+      CHECK_FALSE(b.checked);
+      CHECK(b.slices.empty());
+      CHECK(b.critical_path.empty());
+      CHECK(b.links.empty());
+      for (const RankSummary& rk : b.ranks) CHECK(rk.peak_memory_bytes == 0);  // not accounted
+    }
+  }
+}
+
 TEST_CASE("the simulation reports the checks' verdicts on a run that stops, without replaying again", "[simulator]") {
   // A second receive nobody sends: the timed run stops, the matching pass explains why, and
   // the stuck set is not reported again as a deadlock (as `ppsched check` reports it).

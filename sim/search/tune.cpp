@@ -5,6 +5,9 @@
 #include <condition_variable>
 #include <cmath>
 #include <cstdio>
+#include <deque>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -52,6 +55,87 @@ void parallel_for(size_t n, int threads, F job) {
     });
   for (auto& th : pool) th.join();
 }
+
+// The caller and threads - 1 helpers, kept for many short rounds: run(n, job) calls job(k,
+// worker) for k in [0, n), worker in [0, threads), and returns when every call has. A round of a
+// DES hill climb is a few runs of ~0.1 ms, shorter than a thread takes to start or to wake
+// from a condition variable here, so between rounds a helper spins (about a millisecond)
+// before it sleeps, and the caller spins for the helpers' last calls.
+class Crew {
+ public:
+  explicit Crew(int threads) {
+    for (int w = 1; w < threads; ++w) helpers_.emplace_back([this, w] { serve(w); });
+  }
+  ~Crew() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_.store(true);
+    }
+    wake_.notify_all();
+    for (auto& h : helpers_) h.join();
+  }
+  Crew(const Crew&) = delete;
+  Crew& operator=(const Crew&) = delete;
+
+  template <class F>
+  void run(size_t n, F&& job) {
+    if (helpers_.empty()) {
+      for (size_t k = 0; k < n; ++k) job(k, 0);
+      return;
+    }
+    const std::function<void(size_t, int)> f = std::forward<F>(job);
+    job_ = &f;  // read by the helpers after they see the new round (release below)
+    n_ = n;
+    next_.store(0);
+    busy_.store(helpers_.size());
+    round_.fetch_add(1, std::memory_order_release);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (sleepers_ > 0) wake_.notify_all();
+    }
+    for (size_t k; (k = next_.fetch_add(1)) < n;) f(k, 0);
+    while (busy_.load(std::memory_order_acquire) > 0) relax();
+  }
+
+ private:
+  static void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::this_thread::yield();
+#endif
+  }
+  void serve(int w) {
+    uint64_t seen = 0;
+    while (true) {
+      for (int spin = 0; round_.load(std::memory_order_acquire) == seen && !stop_.load(); ++spin) {
+        if (spin < 20000) {
+          relax();
+          continue;
+        }
+        std::unique_lock<std::mutex> lock(mu_);
+        ++sleepers_;
+        wake_.wait(lock, [&] { return round_.load() != seen || stop_.load(); });
+        --sleepers_;
+      }
+      if (stop_.load()) return;
+      seen = round_.load(std::memory_order_acquire);
+      const auto* job = job_;
+      const size_t n = n_;
+      for (size_t k; (k = next_.fetch_add(1)) < n;) (*job)(k, w);
+      busy_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable wake_;
+  int sleepers_ = 0;  // under mu_
+  const std::function<void(size_t, int)>* job_ = nullptr;
+  size_t n_ = 0;
+  std::atomic<size_t> next_{0}, busy_{0};
+  std::atomic<uint64_t> round_{0};
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> helpers_;
+};
 
 int thread_count(int requested) {
   if (requested > 0) return requested;
@@ -355,11 +439,10 @@ std::vector<FamilyVariant> family_variants(int pp, int vpp, int micro, const std
   return out;
 }
 
-// Hill climbing on the DES makespan: each start is timed, the fastest verified one is improved
-// by the same moves as improve(), a move kept when the schedule still verifies and is not
-// slower. Deterministic for `seed`; `seconds` (0: none) caps it.
+}  // namespace
+
 Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostModel& costs, const SimOptions& sim,
-                 long iterations, double seconds, uint64_t seed, long* evaluations) {
+                 long iterations, double seconds, uint64_t seed, long* evaluations, int threads, long* moves) {
   const auto t0 = Clock::now();
   SimOptions o = sim;
   o.record_trace = false;
@@ -371,11 +454,10 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
   // A move is timed without the checks first: most are slower and dropped; one that would be
   // kept is verified then (the same decisions as timing every move with them, for less).
   SimOptions screen = o;
-  screen.run_checks = false;
+  screen.timing_only = true;
   auto time_if_kept = [&](const Order& order, double bound_ms) -> double {
     const Schedule s = to_schedule(p, order, "candidate");
     const RunRecord r = simulate(s, costs, screen);
-    if (evaluations) ++*evaluations;
     if (!r.completed || r.makespan_ms > bound_ms) return -1.0;
     return verify(s, o.check).ok() ? r.makespan_ms : -1.0;
   };
@@ -389,40 +471,91 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
   if (best_ms < 0) return {};
   std::mt19937_64 rng(mix(seed ^ 0xd35ULL));
   Order cur = best.order;
-  Workspace ws;
-  Evaluation e;
   size_t total = 0;
   std::vector<size_t> cumulative;
   for (const auto& ro : cur) cumulative.push_back(total += ro.size());
-  bool moved = false;
-  for (long it = 0; it < iterations && total > 1; ++it) {
-    if (seconds > 0 && std::chrono::duration<double>(Clock::now() - t0).count() > seconds) break;
-    const size_t pick = rng() % total;
-    const size_t r = static_cast<size_t>(std::upper_bound(cumulative.begin(), cumulative.end(), pick) - cumulative.begin());
-    auto& ro = cur[r];
-    const size_t i = pick - (r == 0 ? 0 : cumulative[r - 1]);
-    const uint64_t u = rng();
-    long d = 1 + static_cast<long>(u % 4);
-    if ((u >> 8) & 1) d = -d;
-    const long j = std::clamp(static_cast<long>(i) + d, 0L, static_cast<long>(ro.size()) - 1);
-    if (j == static_cast<long>(i)) continue;
-    Order trial = cur;
-    auto& tr = trial[r];
-    if (p.overlap_efficiency > 0 && ((u >> 12) & 3) == 0 && tr[i].kind == Kind::F) {
-      tr[i].overlap_next = !tr[i].overlap_next;
+  // A move: task i of rank r goes to position j, or (u's bits 12-13 zero, a forward, overlap
+  // on) toggles its overlap with the next task. Drawn from the seed's stream in order; a draw
+  // does not depend on the order it is applied to (moves keep each rank's length).
+  struct Move {
+    size_t r, i, j;
+    uint64_t u;
+  };
+  auto apply = [&](const Move& m, Order& trial) {
+    trial = cur;  // into trial's own buffers (kept from move to move)
+    auto& tr = trial[m.r];
+    if (p.overlap_efficiency > 0 && ((m.u >> 12) & 3) == 0 && tr[m.i].kind == Kind::F) {
+      tr[m.i].overlap_next = !tr[m.i].overlap_next;
     } else {
-      const Task t = tr[i];
-      tr.erase(tr.begin() + static_cast<long>(i));
-      tr.insert(tr.begin() + j, t);
+      const Task t = tr[m.i];
+      tr.erase(tr.begin() + static_cast<long>(m.i));
+      tr.insert(tr.begin() + static_cast<long>(m.j), t);
     }
-    if (!evaluate(p, trial, ws, e)) continue;  // a cycle or over the cap: no DES needed
-    const double ms = time_if_kept(trial, best_ms + 1e-12);
-    if (ms >= 0 && ms <= best_ms + 1e-12) {
-      moved = moved || ms < best_ms - 1e-12;
-      best_ms = ms;
-      cur = std::move(trial);
+  };
+  // The moves are tried `threads` at a time, each against the current order, on that many
+  // threads; their verdicts are taken in draw order, and after a kept move the ones drawn after
+  // it are tried again against the new order. So the decisions (and `evaluations`, which counts
+  // only the verdicts taken) are those of one thread, whatever the count.
+  struct Tried {
+    bool timed = false;  // reached the DES (not refused by the evaluator)
+    double ms = -1;      // kept if >= 0 and not slower
+    Order trial;
+    std::exception_ptr error;
+  };
+  const size_t width = static_cast<size_t>(std::max(1, threads));
+  std::vector<Workspace> ws(width);
+  std::vector<Evaluation> ev(width);
+  std::vector<Tried> tried(width);
+  std::deque<Move> pending;
+  Crew crew(std::max(1, threads));
+  bool moved = false;
+  long drawn = 0;
+  while (total > 1) {
+    if (seconds > 0 && std::chrono::duration<double>(Clock::now() - t0).count() > seconds) break;
+    while (pending.size() < width && drawn < iterations) {
+      ++drawn;
+      const size_t pick = rng() % total;
+      const size_t r = static_cast<size_t>(std::upper_bound(cumulative.begin(), cumulative.end(), pick) - cumulative.begin());
+      const size_t i = pick - (r == 0 ? 0 : cumulative[r - 1]);
+      const uint64_t u = rng();
+      long d = 1 + static_cast<long>(u % 4);
+      if ((u >> 8) & 1) d = -d;
+      const long j = std::clamp(static_cast<long>(i) + d, 0L, static_cast<long>(cur[r].size()) - 1);
+      if (j != static_cast<long>(i)) pending.push_back(Move{r, i, static_cast<size_t>(j), u});
     }
+    if (pending.empty()) break;
+    const size_t n = pending.size();
+    crew.run(n, [&](size_t k, int worker) {
+      Tried& t = tried[k];
+      t.timed = false;
+      t.ms = -1;
+      t.error = nullptr;
+      try {
+        apply(pending[k], t.trial);
+        if (!evaluate(p, t.trial, ws[static_cast<size_t>(worker)], ev[static_cast<size_t>(worker)]))
+          return;  // a cycle or over the cap: no DES needed
+        t.timed = true;
+        t.ms = time_if_kept(t.trial, best_ms + 1e-12);
+      } catch (...) {
+        t.error = std::current_exception();
+      }
+    });
+    size_t taken = n;
+    for (size_t k = 0; k < n; ++k) {
+      Tried& t = tried[k];
+      if (t.error) std::rethrow_exception(t.error);
+      if (t.timed && evaluations) ++*evaluations;
+      if (t.ms >= 0 && t.ms <= best_ms + 1e-12) {
+        moved = moved || t.ms < best_ms - 1e-12;
+        best_ms = t.ms;
+        std::swap(cur, t.trial);
+        taken = k + 1;
+        break;
+      }
+    }
+    pending.erase(pending.begin(), pending.begin() + static_cast<long>(taken));
   }
+  if (moves) *moves += drawn - static_cast<long>(pending.size());
   best.order = cur;
   best.eval = evaluate(p, cur);
   if (moved)
@@ -432,8 +565,6 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
                       : "DES search from " + best.origin;
   return best;
 }
-
-}  // namespace
 
 std::vector<Found> family_seeds(const Problem& p) {
   std::vector<Found> out;
@@ -574,7 +705,8 @@ TuneResult tune(const TuneRequest& rq) {
                                (sh.vpp > 1 ? (sh.placement == PlacementKind::V ? " v" : " loop") : "") +
                                (split ? " F/I/W" : " F/B");
       Found refined = des_refine(p, starts, model_for(stages), sim_for(stages), rq.settings.des_iterations,
-                                 deadline_share > 0 ? deadline_share / 3 : 0, rq.settings.seed, &res.evaluations);
+                                 deadline_share > 0 ? deadline_share / 3 : 0, rq.settings.seed, &res.evaluations,
+                                 thread_count(rq.settings.threads), &res.des_moves);
       if (!refined.order.empty()) {
         Schedule s = to_schedule(p, refined.order, name);
         Entry e = measure(s, model_for(s.stages), sim_for(s.stages));

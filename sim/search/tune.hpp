@@ -88,6 +88,16 @@ SearchOutcome search(const Problem& p, const std::vector<Found>& seeds, const Se
 // left out.
 std::vector<Found> family_seeds(const Problem& p);
 
+// Hill climbing on the DES makespan (tune's last phase): each start is timed with every check,
+// the fastest verified one is improved by the same moves as improve(), a move kept when the
+// schedule still verifies and is not slower. `iterations` moves at most; `seconds` (0: none)
+// caps it; `evaluations` counts the DES runs, `moves` adds the moves decided. `threads` time
+// that many moves at once; the decisions are those of one thread whatever the count.
+// Deterministic for `seed` (and for any thread count) unless `seconds` stops it.
+Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostModel& costs, const SimOptions& sim,
+                 long iterations, double seconds, uint64_t seed, long* evaluations = nullptr, int threads = 1,
+                 long* moves = nullptr);
+
 // ---- the whole tune command --------------------------------------------------------------
 
 struct TuneRequest {
@@ -141,7 +151,8 @@ struct TuneResult {
   LowerBound bound;                // for the best entry's shape
   double gap = 0;                  // best makespan / bound - 1
   double seconds = 0;
-  long evaluations = 0;
+  long evaluations = 0;            // orders evaluated, the DES hill climbs' runs among them
+  long des_moves = 0;              // moves the DES hill climbs decided (des_refine)
   bool stopped_by_time = false;
 };
 

@@ -391,6 +391,7 @@ Action add_tune(CLI::App& app) {
       j["gain_over_best_family"] = best_family ? best_family->makespan_ms / best.makespan_ms - 1 : 0.0;
       j["seconds"] = r.seconds;
       j["evaluations"] = r.evaluations;
+      j["des_moves"] = r.des_moves;
       j["stopped_by_time"] = r.stopped_by_time;
       if (with_model) {
         nlohmann::json counts = nlohmann::json::array();
@@ -474,7 +475,8 @@ Action add_tune(CLI::App& app) {
               << fixed(100 * span_gap, 2) << "%" << (std::abs(span_gap) <= 1e-9 ? " (optimal)" : "") << "\n";
     if (st->explain) std::cout << "how the bounds are computed: " << r.bound.formula << "\n";
     else std::cout << "(tune --explain prints how the bounds are computed)\n";
-    std::cout << "search: " << fixed(r.seconds, 1) << " s, " << r.evaluations << " orders evaluated"
+    std::cout << "search: " << fixed(r.seconds, 1) << " s, " << r.evaluations << " orders evaluated, "
+              << r.des_moves << " DES hill-climb moves"
               << (r.stopped_by_time ? " (stopped by --seconds: the result may depend on timing)" : " (deterministic for --seed)")
               << "\n";
     if (!st->out.empty()) std::cout << "wrote " << st->out << " (P2P steps inserted; verified)\n";

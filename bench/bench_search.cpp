@@ -100,6 +100,58 @@ BENCHMARK(BM_DesEvaluation)
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.2);
 
+// tune's DES hill climb itself (des_refine: a move is timed without the checks and verified only
+// when it would be kept, the same decisions as timing it with them), over the shapes of
+// BM_DesEvaluation, from the first family seed that verifies: moves_per_s is how far a DES search of
+// a given wall time looks (issue 26 item 4). A fixed number of moves, so two builds walk the
+// same moves (des_evals: how many of them reached the DES; the rest made a cycle). T: the
+// threads that time moves at once (the same decisions as one).
+static void BM_DesSearch(benchmark::State& state) {
+  const int pp = static_cast<int>(state.range(0)), micro = static_cast<int>(state.range(1)),
+            vpp = static_cast<int>(state.range(2)), threads = static_cast<int>(state.range(3));
+  const long moves = 200;
+  const CostModel costs = default_cost_model(pp * vpp);
+  const Problem p = problem_from_costs(costs, pp, vpp, micro, PlacementKind::Loop, true, MemoryRule::Ppsched, std::nullopt);
+  const std::vector<Found> seeds = family_seeds(p);
+  if (seeds.empty()) {
+    state.SkipWithError("no family fits the shape");
+    return;
+  }
+  SimOptions o;
+  o.record_trace = false;
+  o.check.memory = costs.memory_model(pp * vpp);
+  if (costs.capacity_bytes) o.check.memory_budget = static_cast<int64_t>(*costs.capacity_bytes);
+  // The first seed that verifies (the first one may be over the memory budget at M = 4P).
+  size_t first = 0;
+  while (first < seeds.size() && des_refine(p, {seeds[first]}, costs, o, 0, 0, 1).order.empty()) ++first;
+  if (first == seeds.size()) {
+    state.SkipWithError("no family seed verifies");
+    return;
+  }
+  long evals = 0;
+  double ms = 0;
+  for (auto _ : state) {
+    evals = 0;
+    const Found f = des_refine(p, {seeds[first]}, costs, o, moves, 0, 1, &evals, threads);
+    if (f.order.empty()) state.SkipWithError("the start did not verify");
+    ms = f.eval.makespan;
+  }
+  state.counters["des_evals"] = static_cast<double>(evals);
+  state.counters["evaluator_ms"] = ms;
+  state.counters["moves_per_s"] = benchmark::Counter(static_cast<double>(moves), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_DesSearch)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (int pp : {4, 8, 16})
+        for (int k : {1, 2, 4})
+          for (int vpp : {1, 2})
+            for (int threads : {1, 2}) b->Args({pp, k * pp, vpp, threads});
+    })
+    ->ArgNames({"P", "M", "V", "T"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.2);
+
 // `ppsched tune --pp 16 --micro 64 --seconds 20` on the embedded model (all cores).
 static void BM_TuneP16M64(benchmark::State& state) {
   TuneResult r;

@@ -4,6 +4,8 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <thread>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -131,8 +133,9 @@ static void BM_DesSearch(benchmark::State& state) {
   long evals = 0;
   double ms = 0;
   for (auto _ : state) {
-    evals = 0;
-    const Found f = des_refine(p, {seeds[first]}, costs, o, moves, 0, 1, &evals, threads);
+    DesClimb climb;
+    const Found f = des_refine(p, {seeds[first]}, costs, o, moves, 0, 1, threads, &climb);
+    evals = climb.evaluations;
     if (f.order.empty()) state.SkipWithError("the start did not verify");
     ms = f.eval.makespan;
   }
@@ -151,6 +154,56 @@ BENCHMARK(BM_DesSearch)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->MinTime(0.2);
+
+// The pins of docs/performance.md's DES search figures, as ratios in one process (the suite runs
+// it alone, test des_search_pins): at P=8 M=16 V=2, 150 moves from the first family seed,
+// alternated 5 times, the medians of
+//   one_thread_over_definition: des_refine on one thread against des_refine_by_definition
+//     (every move timed with every check, as tune did before issue 26), at least 1.4;
+//   two_threads_over_one: des_refine on two threads against one, at least 1.2 (only where the
+//     machine has two cores; 0 and no pin otherwise).
+static void BM_DesSearchPins(benchmark::State& state) {
+  const int pp = 8, micro = 16, vpp = 2;
+  const long moves = 150;
+  const CostModel costs = default_cost_model(pp * vpp);
+  const Problem p = problem_from_costs(costs, pp, vpp, micro, PlacementKind::Loop, true, MemoryRule::Ppsched, std::nullopt);
+  const std::vector<Found> seeds = family_seeds(p);
+  SimOptions o;
+  o.record_trace = false;
+  o.check.memory = costs.memory_model(pp * vpp);
+  if (costs.capacity_bytes) o.check.memory_budget = static_cast<int64_t>(*costs.capacity_bytes);
+  const bool two_cores = std::thread::hardware_concurrency() >= 2;
+  auto seconds_of = [](auto&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<double> over_definition, over_one;
+  bool same = true;
+  for (auto _ : state) {
+    for (int round = 0; round < 5; ++round) {
+      Found a, b, c;
+      const double def = seconds_of([&] { a = des_refine_by_definition(p, seeds.front(), costs, o, moves, 1); });
+      const double one = seconds_of([&] { b = des_refine(p, {seeds.front()}, costs, o, moves, 0, 1, 1); });
+      const double two = two_cores ? seconds_of([&] { c = des_refine(p, {seeds.front()}, costs, o, moves, 0, 1, 2); }) : 0;
+      same = same && a.order == b.order && (!two_cores || b.order == c.order);
+      over_definition.push_back(def / one);
+      if (two_cores) over_one.push_back(one / two);
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double d = median(over_definition), t = median(over_one);
+  state.counters["one_thread_over_definition"] = d;
+  state.counters["two_threads_over_one"] = t;
+  if (!same) state.SkipWithError("the hill climbs disagree");
+  else if (d < 1.4) state.SkipWithError("one thread is under 1.4x the definition's moves per second");
+  else if (two_cores && t < 1.2) state.SkipWithError("two threads are under 1.2x one thread's moves per second");
+}
+BENCHMARK(BM_DesSearchPins)->Unit(benchmark::kSecond)->Iterations(1);
 
 // `ppsched tune --pp 16 --micro 64 --seconds 20` on the embedded model (all cores).
 static void BM_TuneP16M64(benchmark::State& state) {

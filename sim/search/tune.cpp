@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -441,14 +442,74 @@ std::vector<FamilyVariant> family_variants(int pp, int vpp, int micro, const std
 
 }  // namespace
 
+namespace {
+
+// tune's DES moves: task i of rank r goes to position j, at most 4 away, or (u's bits 12-13
+// zero, a forward, a cost model with overlap) toggles its pairing with the next task as one
+// OVERLAP step. Drawn in order from the seed's stream; a draw does not depend on the order it
+// is applied to (moves keep each rank's length).
+struct Move {
+  size_t r, i, j;
+  uint64_t u;
+};
+class MoveStream {
+ public:
+  MoveStream(const Order& o, uint64_t seed) : rng_(mix(seed ^ 0xd35ULL)) {
+    for (const auto& ro : o) cumulative_.push_back(total_ += ro.size());
+  }
+  bool any() const { return total_ > 1; }
+  // The next move; nullopt when it moves nothing (it still counts as a move decided).
+  std::optional<Move> next() {
+    const size_t pick = rng_() % total_;
+    const size_t r = static_cast<size_t>(std::upper_bound(cumulative_.begin(), cumulative_.end(), pick) - cumulative_.begin());
+    const size_t first = r == 0 ? 0 : cumulative_[r - 1];
+    const size_t i = pick - first;
+    const uint64_t u = rng_();
+    long d = 1 + static_cast<long>(u % 4);
+    if ((u >> 8) & 1) d = -d;
+    const long j = std::clamp(static_cast<long>(i) + d, 0L, static_cast<long>(cumulative_[r] - first) - 1);
+    if (j == static_cast<long>(i)) return std::nullopt;
+    return Move{r, i, static_cast<size_t>(j), u};
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  size_t total_ = 0;
+  std::vector<size_t> cumulative_;
+};
+
+// `cur` with move m, into trial's own buffers.
+void apply(const Problem& p, const Move& m, const Order& cur, Order& trial) {
+  trial = cur;
+  auto& tr = trial[m.r];
+  if (p.overlap_efficiency > 0 && ((m.u >> 12) & 3) == 0 && tr[m.i].kind == Kind::F) {
+    tr[m.i].overlap_next = !tr[m.i].overlap_next;
+  } else {
+    const Task t = tr[m.i];
+    tr.erase(tr.begin() + static_cast<long>(m.i));
+    tr.insert(tr.begin() + static_cast<long>(m.j), t);
+  }
+}
+
+std::string des_origin(const std::string& origin) {
+  return origin.rfind("search from ", 0) == 0 ? "search and DES search from " + origin.substr(12)
+         : origin.rfind("DES search from ", 0) == 0 || origin.rfind("search and DES search from ", 0) == 0
+             ? origin
+             : "DES search from " + origin;
+}
+
+}  // namespace
+
 Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostModel& costs, const SimOptions& sim,
-                 long iterations, double seconds, uint64_t seed, long* evaluations, int threads, long* moves) {
+                 long iterations, double seconds, uint64_t seed, int threads, DesClimb* climb) {
   const auto t0 = Clock::now();
+  DesClimb none;
+  DesClimb& c = climb ? *climb : none;
   SimOptions o = sim;
   o.record_trace = false;
   auto time_of = [&](const Order& order) -> double {
     const RunRecord r = simulate(to_schedule(p, order, "candidate"), costs, o);
-    if (evaluations) ++*evaluations;
+    ++c.evaluations;
     return r.completed && r.check.ok() ? r.makespan_ms : -1.0;
   };
   // A move is timed without the checks first: most are slower and dropped; one that would be
@@ -469,29 +530,8 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
     if (ms >= 0 && (best_ms < 0 || ms < best_ms - 1e-12)) best_ms = ms, best = f;
   }
   if (best_ms < 0) return {};
-  std::mt19937_64 rng(mix(seed ^ 0xd35ULL));
   Order cur = best.order;
-  size_t total = 0;
-  std::vector<size_t> cumulative;
-  for (const auto& ro : cur) cumulative.push_back(total += ro.size());
-  // A move: task i of rank r goes to position j, or (u's bits 12-13 zero, a forward, overlap
-  // on) toggles its overlap with the next task. Drawn from the seed's stream in order; a draw
-  // does not depend on the order it is applied to (moves keep each rank's length).
-  struct Move {
-    size_t r, i, j;
-    uint64_t u;
-  };
-  auto apply = [&](const Move& m, Order& trial) {
-    trial = cur;  // into trial's own buffers (kept from move to move)
-    auto& tr = trial[m.r];
-    if (p.overlap_efficiency > 0 && ((m.u >> 12) & 3) == 0 && tr[m.i].kind == Kind::F) {
-      tr[m.i].overlap_next = !tr[m.i].overlap_next;
-    } else {
-      const Task t = tr[m.i];
-      tr.erase(tr.begin() + static_cast<long>(m.i));
-      tr.insert(tr.begin() + static_cast<long>(m.j), t);
-    }
-  };
+  MoveStream stream(cur, seed);
   // The moves are tried `threads` at a time, each against the current order, on that many
   // threads; their verdicts are taken in draw order, and after a kept move the ones drawn after
   // it are tried again against the new order. So the decisions (and `evaluations`, which counts
@@ -510,18 +550,14 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
   Crew crew(std::max(1, threads));
   bool moved = false;
   long drawn = 0;
-  while (total > 1) {
-    if (seconds > 0 && std::chrono::duration<double>(Clock::now() - t0).count() > seconds) break;
+  while (stream.any()) {
+    if (seconds > 0 && std::chrono::duration<double>(Clock::now() - t0).count() > seconds) {
+      c.stopped_by_time = c.stopped_by_time || drawn < iterations || !pending.empty();
+      break;
+    }
     while (pending.size() < width && drawn < iterations) {
       ++drawn;
-      const size_t pick = rng() % total;
-      const size_t r = static_cast<size_t>(std::upper_bound(cumulative.begin(), cumulative.end(), pick) - cumulative.begin());
-      const size_t i = pick - (r == 0 ? 0 : cumulative[r - 1]);
-      const uint64_t u = rng();
-      long d = 1 + static_cast<long>(u % 4);
-      if ((u >> 8) & 1) d = -d;
-      const long j = std::clamp(static_cast<long>(i) + d, 0L, static_cast<long>(cur[r].size()) - 1);
-      if (j != static_cast<long>(i)) pending.push_back(Move{r, i, static_cast<size_t>(j), u});
+      if (const auto m = stream.next()) pending.push_back(*m);
     }
     if (pending.empty()) break;
     const size_t n = pending.size();
@@ -531,7 +567,7 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
       t.ms = -1;
       t.error = nullptr;
       try {
-        apply(pending[k], t.trial);
+        apply(p, pending[k], cur, t.trial);
         if (!evaluate(p, t.trial, ws[static_cast<size_t>(worker)], ev[static_cast<size_t>(worker)]))
           return;  // a cycle or over the cap: no DES needed
         t.timed = true;
@@ -544,7 +580,7 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
     for (size_t k = 0; k < n; ++k) {
       Tried& t = tried[k];
       if (t.error) std::rethrow_exception(t.error);
-      if (t.timed && evaluations) ++*evaluations;
+      if (t.timed) ++c.evaluations;
       if (t.ms >= 0 && t.ms <= best_ms + 1e-12) {
         moved = moved || t.ms < best_ms - 1e-12;
         best_ms = t.ms;
@@ -555,14 +591,46 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
     }
     pending.erase(pending.begin(), pending.begin() + static_cast<long>(taken));
   }
-  if (moves) *moves += drawn - static_cast<long>(pending.size());
+  c.moves += drawn - static_cast<long>(pending.size());
   best.order = cur;
   best.eval = evaluate(p, cur);
-  if (moved)
-    best.origin = best.origin.rfind("search from ", 0) == 0 ? "search and DES search from " + best.origin.substr(12)
-                  : best.origin.rfind("DES search from ", 0) == 0 || best.origin.rfind("search and DES search from ", 0) == 0
-                      ? best.origin
-                      : "DES search from " + best.origin;
+  if (moved) best.origin = des_origin(best.origin);
+  return best;
+}
+
+Found des_refine_by_definition(const Problem& p, const Found& start, const CostModel& costs, const SimOptions& sim,
+                               long iterations, uint64_t seed, long* evaluations) {
+  SimOptions o = sim;
+  o.record_trace = false;
+  auto time_of = [&](const Order& order) -> double {
+    const RunRecord r = simulate(to_schedule(p, order, "candidate"), costs, o);
+    if (evaluations) ++*evaluations;
+    return r.completed && r.check.ok() ? r.makespan_ms : -1.0;
+  };
+  if (!evaluate(p, start.order).ok) return {};
+  double best_ms = time_of(start.order);
+  if (best_ms < 0) return {};
+  Order cur = start.order, trial;
+  MoveStream stream(cur, seed);
+  Workspace ws;
+  Evaluation e;
+  bool moved = false;
+  for (long it = 0; it < iterations && stream.any(); ++it) {
+    const auto m = stream.next();
+    if (!m) continue;
+    apply(p, *m, cur, trial);
+    if (!evaluate(p, trial, ws, e)) continue;
+    const double ms = time_of(trial);
+    if (ms >= 0 && ms <= best_ms + 1e-12) {
+      moved = moved || ms < best_ms - 1e-12;
+      best_ms = ms;
+      std::swap(cur, trial);
+    }
+  }
+  Found best = start;
+  best.order = cur;
+  best.eval = evaluate(p, cur);
+  if (moved) best.origin = des_origin(best.origin);
   return best;
 }
 
@@ -704,9 +772,13 @@ TuneResult tune(const TuneRequest& rq) {
       const std::string name = "found V=" + std::to_string(sh.vpp) +
                                (sh.vpp > 1 ? (sh.placement == PlacementKind::V ? " v" : " loop") : "") +
                                (split ? " F/I/W" : " F/B");
+      DesClimb climb;
       Found refined = des_refine(p, starts, model_for(stages), sim_for(stages), rq.settings.des_iterations,
-                                 deadline_share > 0 ? deadline_share / 3 : 0, rq.settings.seed, &res.evaluations,
-                                 thread_count(rq.settings.threads), &res.des_moves);
+                                 deadline_share > 0 ? deadline_share / 3 : 0, rq.settings.seed,
+                                 thread_count(rq.settings.threads), &climb);
+      res.evaluations += climb.evaluations;
+      res.des_moves += climb.moves;
+      res.stopped_by_time = res.stopped_by_time || climb.stopped_by_time;
       if (!refined.order.empty()) {
         Schedule s = to_schedule(p, refined.order, name);
         Entry e = measure(s, model_for(s.stages), sim_for(s.stages));

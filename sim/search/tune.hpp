@@ -88,15 +88,26 @@ SearchOutcome search(const Problem& p, const std::vector<Found>& seeds, const Se
 // left out.
 std::vector<Found> family_seeds(const Problem& p);
 
+// What a DES hill climb did: its DES runs, the moves it decided, and whether its time ran out
+// before its moves did (then its result depends on timing).
+struct DesClimb {
+  long evaluations = 0;
+  long moves = 0;
+  bool stopped_by_time = false;
+};
 // Hill climbing on the DES makespan (tune's last phase): each start is timed with every check,
 // the fastest verified one is improved by the same moves as improve(), a move kept when the
 // schedule still verifies and is not slower. `iterations` moves at most; `seconds` (0: none)
-// caps it; `evaluations` counts the DES runs, `moves` adds the moves decided. `threads` time
-// that many moves at once; the decisions are those of one thread whatever the count.
-// Deterministic for `seed` (and for any thread count) unless `seconds` stops it.
+// caps it. `threads` time that many moves at once; the decisions are those of one thread
+// whatever the count. Deterministic for `seed` (and for any thread count) unless `seconds` stops
+// it. `climb`, when given, is added to.
 Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostModel& costs, const SimOptions& sim,
-                 long iterations, double seconds, uint64_t seed, long* evaluations = nullptr, int threads = 1,
-                 long* moves = nullptr);
+                 long iterations, double seconds, uint64_t seed, int threads = 1, DesClimb* climb = nullptr);
+// The same hill climb by its definition, from one start: every move timed by the DES with every
+// check, one at a time. What des_refine must decide (tests) and what its speed is measured
+// against (bench_search's BM_DesSearchPins).
+Found des_refine_by_definition(const Problem& p, const Found& start, const CostModel& costs, const SimOptions& sim,
+                               long iterations, uint64_t seed, long* evaluations = nullptr);
 
 // ---- the whole tune command --------------------------------------------------------------
 
@@ -153,7 +164,7 @@ struct TuneResult {
   double seconds = 0;
   long evaluations = 0;            // orders evaluated, the DES hill climbs' runs among them
   long des_moves = 0;              // moves the DES hill climbs decided (des_refine)
-  bool stopped_by_time = false;
+  bool stopped_by_time = false;    // the search or a DES hill climb ran out of --seconds
 };
 
 TuneResult tune(const TuneRequest& request);

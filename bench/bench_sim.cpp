@@ -36,6 +36,31 @@ void BM_SimulateInterleaved(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(s.step_count()), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// One evaluation of a search-sized schedule (issue 26 item 4: P 4/8/16, M = P/2P/4P, V 1/2,
+// interleaved 1F1B, the embedded 7B model), evals_per_s: /0 with every check and the memory
+// model's budget (as `simulate` runs it), /1 timing only (SimOptions::timing_only, the screening
+// run of tune's DES hill climb).
+void BM_SearchSizedRun(benchmark::State& state) {
+  GenerateOptions g;
+  g.pp = static_cast<int>(state.range(0));
+  g.micro = static_cast<int>(state.range(1));
+  g.vpp = static_cast<int>(state.range(2));
+  const Schedule s = generate("interleaved-1f1b", g);
+  const CostModel c = default_cost_model(s.stages);
+  SimOptions o;
+  o.record_trace = false;
+  o.check.memory = c.memory_model(s.stages);
+  if (c.capacity_bytes) o.check.memory_budget = static_cast<int64_t>(*c.capacity_bytes);
+  o.timing_only = state.range(3) == 1;
+  for (auto _ : state) {
+    RunRecord r = simulate(s, c, o);
+    if (!r.completed || !r.check.ok()) state.SkipWithError("simulation did not complete clean");
+    benchmark::DoNotOptimize(r.makespan_ms);
+  }
+  state.counters["steps"] = static_cast<double>(s.step_count());
+  state.counters["evals_per_s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 }  // namespace
 
 // Each size is run 5 times: this VM shares its host and one run varies by up to ±30%.
@@ -62,5 +87,16 @@ BENCHMARK(BM_SimulateInterleaved)
     ->Repetitions(5)
     ->ComputeStatistics("min", min_of)
     ->ComputeStatistics("max", max_of);
+
+BENCHMARK(BM_SearchSizedRun)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (int pp : {4, 8, 16})
+        for (int k : {1, 2, 4})
+          for (int vpp : {1, 2})
+            for (int timing : {0, 1}) b->Args({pp, k * pp, vpp, timing});
+    })
+    ->ArgNames({"P", "M", "V", "timing_only"})
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.1);
 
 // main(): bench_main.cpp.

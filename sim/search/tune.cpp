@@ -440,10 +440,6 @@ std::vector<FamilyVariant> family_variants(int pp, int vpp, int micro, const std
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // tune's DES moves: task i of rank r goes to position j, at most 4 away, or (u's bits 12-13
 // zero, a forward, a cost model with overlap) toggles its pairing with the next task as one
 // OVERLAP step. Drawn in order from the seed's stream; a draw does not depend on the order it

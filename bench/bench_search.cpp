@@ -61,6 +61,27 @@ static void BM_SearchZbP8M32OneCore(benchmark::State& state) {
 }
 BENCHMARK(BM_SearchZbP8M32OneCore)->Unit(benchmark::kSecond)->Iterations(1);
 
+// A search-sized shape as tune sets it up: the embedded 7B model over P x V stages, split
+// backward, the families' orders as seeds, and the DES options (every check, the cost model's
+// memory model and its capacity as the budget, no trace).
+struct DesShape {
+  CostModel costs;
+  Problem p;
+  std::vector<Found> seeds;
+  SimOptions o;
+};
+// false (the benchmark skipped with the reason) when no family fits the shape.
+static bool des_shape(benchmark::State& state, int pp, int micro, int vpp, DesShape& d) {
+  d.costs = default_cost_model(pp * vpp);
+  d.p = problem_from_costs(d.costs, pp, vpp, micro, PlacementKind::Loop, true, MemoryRule::Ppsched, std::nullopt);
+  d.seeds = family_seeds(d.p);
+  d.o.record_trace = false;
+  d.o.check.memory = d.costs.memory_model(pp * vpp);
+  if (d.costs.capacity_bytes) d.o.check.memory_budget = static_cast<int64_t>(*d.costs.capacity_bytes);
+  if (d.seeds.empty()) state.SkipWithError("no family fits the shape");
+  return !d.seeds.empty();
+}
+
 // One DES evaluation as tune's DES search makes it (des_refine's time_of: the order as a schedule
 // with its P2P steps, then simulate() with every check, the cost model's memory model and its
 // capacity as the budget, no trace), for the shapes tune and the partition search evaluate:
@@ -70,21 +91,12 @@ BENCHMARK(BM_SearchZbP8M32OneCore)->Unit(benchmark::kSecond)->Iterations(1);
 static void BM_DesEvaluation(benchmark::State& state) {
   const int pp = static_cast<int>(state.range(0)), micro = static_cast<int>(state.range(1)),
             vpp = static_cast<int>(state.range(2));
-  const CostModel costs = default_cost_model(pp * vpp);
-  const Problem p = problem_from_costs(costs, pp, vpp, micro, PlacementKind::Loop, true, MemoryRule::Ppsched, std::nullopt);
-  const std::vector<Found> seeds = family_seeds(p);
-  if (seeds.empty()) {
-    state.SkipWithError("no family fits the shape");
-    return;
-  }
-  SimOptions o;
-  o.record_trace = false;
-  o.check.memory = costs.memory_model(pp * vpp);
-  if (costs.capacity_bytes) o.check.memory_budget = static_cast<int64_t>(*costs.capacity_bytes);
+  DesShape sh;
+  if (!des_shape(state, pp, micro, vpp, sh)) return;
   size_t steps = 0;
   for (auto _ : state) {
-    const Schedule s = to_schedule(p, seeds.front().order, "candidate");
-    const RunRecord r = simulate(s, costs, o);
+    const Schedule s = to_schedule(sh.p, sh.seeds.front().order, "candidate");
+    const RunRecord r = simulate(s, sh.costs, sh.o);
     if (!r.completed) state.SkipWithError("the evaluation did not complete");
     steps = s.step_count();
     benchmark::DoNotOptimize(r.makespan_ms);
@@ -112,21 +124,12 @@ static void BM_DesSearch(benchmark::State& state) {
   const int pp = static_cast<int>(state.range(0)), micro = static_cast<int>(state.range(1)),
             vpp = static_cast<int>(state.range(2)), threads = static_cast<int>(state.range(3));
   const long moves = 200;
-  const CostModel costs = default_cost_model(pp * vpp);
-  const Problem p = problem_from_costs(costs, pp, vpp, micro, PlacementKind::Loop, true, MemoryRule::Ppsched, std::nullopt);
-  const std::vector<Found> seeds = family_seeds(p);
-  if (seeds.empty()) {
-    state.SkipWithError("no family fits the shape");
-    return;
-  }
-  SimOptions o;
-  o.record_trace = false;
-  o.check.memory = costs.memory_model(pp * vpp);
-  if (costs.capacity_bytes) o.check.memory_budget = static_cast<int64_t>(*costs.capacity_bytes);
+  DesShape sh;
+  if (!des_shape(state, pp, micro, vpp, sh)) return;
   // The first seed that verifies (the first one may be over the memory budget at M = 4P).
   size_t first = 0;
-  while (first < seeds.size() && des_refine(p, {seeds[first]}, costs, o, 0, 0, 1).order.empty()) ++first;
-  if (first == seeds.size()) {
+  while (first < sh.seeds.size() && des_refine(sh.p, {sh.seeds[first]}, sh.costs, sh.o, 0, 0, 1).order.empty()) ++first;
+  if (first == sh.seeds.size()) {
     state.SkipWithError("no family seed verifies");
     return;
   }
@@ -134,7 +137,7 @@ static void BM_DesSearch(benchmark::State& state) {
   double ms = 0;
   for (auto _ : state) {
     DesClimb climb;
-    const Found f = des_refine(p, {seeds[first]}, costs, o, moves, 0, 1, threads, &climb);
+    const Found f = des_refine(sh.p, {sh.seeds[first]}, sh.costs, sh.o, moves, 0, 1, threads, &climb);
     evals = climb.evaluations;
     if (f.order.empty()) state.SkipWithError("the start did not verify");
     ms = f.eval.makespan;
@@ -165,13 +168,8 @@ BENCHMARK(BM_DesSearch)
 static void BM_DesSearchPins(benchmark::State& state) {
   const int pp = 8, micro = 16, vpp = 2;
   const long moves = 150;
-  const CostModel costs = default_cost_model(pp * vpp);
-  const Problem p = problem_from_costs(costs, pp, vpp, micro, PlacementKind::Loop, true, MemoryRule::Ppsched, std::nullopt);
-  const std::vector<Found> seeds = family_seeds(p);
-  SimOptions o;
-  o.record_trace = false;
-  o.check.memory = costs.memory_model(pp * vpp);
-  if (costs.capacity_bytes) o.check.memory_budget = static_cast<int64_t>(*costs.capacity_bytes);
+  DesShape sh;
+  if (!des_shape(state, pp, micro, vpp, sh)) return;
   const bool two_cores = std::thread::hardware_concurrency() >= 2;
   auto seconds_of = [](auto&& f) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -183,9 +181,9 @@ static void BM_DesSearchPins(benchmark::State& state) {
   for (auto _ : state) {
     for (int round = 0; round < 5; ++round) {
       Found a, b, c;
-      const double def = seconds_of([&] { a = des_refine_by_definition(p, seeds.front(), costs, o, moves, 1); });
-      const double one = seconds_of([&] { b = des_refine(p, {seeds.front()}, costs, o, moves, 0, 1, 1); });
-      const double two = two_cores ? seconds_of([&] { c = des_refine(p, {seeds.front()}, costs, o, moves, 0, 1, 2); }) : 0;
+      const double def = seconds_of([&] { a = des_refine_by_definition(sh.p, sh.seeds.front(), sh.costs, sh.o, moves, 1); });
+      const double one = seconds_of([&] { b = des_refine(sh.p, {sh.seeds.front()}, sh.costs, sh.o, moves, 0, 1, 1); });
+      const double two = two_cores ? seconds_of([&] { c = des_refine(sh.p, {sh.seeds.front()}, sh.costs, sh.o, moves, 0, 1, 2); }) : 0;
       same = same && a.order == b.order && (!two_cores || b.order == c.order);
       over_definition.push_back(def / one);
       if (two_cores) over_one.push_back(one / two);

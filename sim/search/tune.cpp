@@ -80,7 +80,7 @@ class Crew {
 
   template <class F>
   void run(size_t n, F&& job) {
-    if (helpers_.empty()) {
+    if (helpers_.empty() || n <= 1) {  // the caller alone: no helper to wait for
       for (size_t k = 0; k < n; ++k) job(k, 0);
       return;
     }
@@ -95,7 +95,11 @@ class Crew {
       if (sleepers_ > 0) wake_.notify_all();
     }
     for (size_t k; (k = next_.fetch_add(1)) < n;) f(k, 0);
-    while (busy_.load(std::memory_order_acquire) > 0) relax();
+    // A helper may have been preempted holding a call: after a short spin, give the core away.
+    for (int spin = 0; busy_.load(std::memory_order_acquire) > 0; ++spin) {
+      if (spin < 2000) relax();
+      else std::this_thread::yield();
+    }
   }
 
  private:
@@ -110,8 +114,12 @@ class Crew {
     uint64_t seen = 0;
     while (true) {
       for (int spin = 0; round_.load(std::memory_order_acquire) == seen && !stop_.load(); ++spin) {
-        if (spin < 20000) {
+        if (spin < 2000) {
           relax();
+          continue;
+        }
+        if (spin < 4000) {
+          std::this_thread::yield();
           continue;
         }
         std::unique_lock<std::mutex> lock(mu_);
@@ -544,19 +552,33 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
   std::vector<Tried> tried(width);
   std::deque<Move> pending;
   Crew crew(std::max(1, threads));
+  // A round waits for its slowest move, and on a busy machine for a preempted helper (a whole
+  // time slice of another process): rounds run on every thread only while that decides moves
+  // faster than one thread alone. Each way's seconds per move decided are followed (a moving
+  // average); the first rounds measure both, and then the slower way is tried again for two
+  // rounds after 16 rounds, 32, 64, ... (back to 16 when the faster way changes). Only the speed
+  // depends on this: the decisions are the same either way.
+  double per_move[2] = {0, 0};  // [wide]; 0: not measured yet
+  long round = 0, next_try = 16, try_every = 16;
+  bool wide = width > 1;
   bool moved = false;
   long drawn = 0;
   while (stream.any()) {
+    bool this_wide = wide;
+    if (width > 1 && round < 4) this_wide = round >= 2;  // two rounds each way first
+    else if (width > 1 && round >= next_try) this_wide = !wide;  // the slower way, again
+    const size_t round_width = this_wide ? width : 1;
     if (seconds > 0 && std::chrono::duration<double>(Clock::now() - t0).count() > seconds) {
       c.stopped_by_time = c.stopped_by_time || drawn < iterations || !pending.empty();
       break;
     }
-    while (pending.size() < width && drawn < iterations) {
+    while (pending.size() < round_width && drawn < iterations) {
       ++drawn;
       if (const auto m = stream.next()) pending.push_back(*m);
     }
     if (pending.empty()) break;
-    const size_t n = pending.size();
+    const size_t n = std::min(pending.size(), round_width);
+    const auto round_start = Clock::now();
     crew.run(n, [&](size_t k, int worker) {
       Tried& t = tried[k];
       t.timed = false;
@@ -586,6 +608,16 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
       }
     }
     pending.erase(pending.begin(), pending.begin() + static_cast<long>(taken));
+    const double x = std::chrono::duration<double>(Clock::now() - round_start).count() / static_cast<double>(taken);
+    double& avg = per_move[this_wide];
+    avg = avg == 0 ? x : 0.75 * avg + 0.25 * x;
+    if (width > 1 && (round == 3 || round == next_try + 1)) {  // a measurement of both is complete
+      const bool faster = per_move[1] < per_move[0];
+      try_every = faster == wide && round > 3 ? std::min<long>(2 * try_every, 4096) : 16;
+      wide = faster;
+      next_try = round + 1 + try_every;
+    }
+    ++round;
   }
   c.moves += drawn - static_cast<long>(pending.size());
   best.order = cur;

@@ -495,6 +495,13 @@ void apply(const Problem& p, const Move& m, const Order& cur, Order& trial) {
   }
 }
 
+// The DES makespan of `order` as a schedule, run with every check (o: no trace), or -1 when
+// the run does not complete or the schedule does not verify.
+double checked_makespan(const Problem& p, const Order& order, const CostModel& costs, const SimOptions& o) {
+  const RunRecord r = simulate(to_schedule(p, order, "candidate"), costs, o);
+  return r.completed && r.check.ok() ? r.makespan_ms : -1.0;
+}
+
 std::string des_origin(const std::string& origin) {
   return origin.rfind("search from ", 0) == 0 ? "search and DES search from " + origin.substr(12)
          : origin.rfind("DES search from ", 0) == 0 || origin.rfind("search and DES search from ", 0) == 0
@@ -511,10 +518,9 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
   DesClimb& c = climb ? *climb : none;
   SimOptions o = sim;
   o.record_trace = false;
-  auto time_of = [&](const Order& order) -> double {
-    const RunRecord r = simulate(to_schedule(p, order, "candidate"), costs, o);
+  auto time_of = [&](const Order& order) {
     ++c.evaluations;
-    return r.completed && r.check.ok() ? r.makespan_ms : -1.0;
+    return checked_makespan(p, order, costs, o);
   };
   // A move is timed without the checks first: most are slower and dropped; one that would be
   // kept is verified then (the same decisions as timing every move with them, for less).
@@ -630,10 +636,9 @@ Found des_refine_by_definition(const Problem& p, const Found& start, const CostM
                                long iterations, uint64_t seed, long* evaluations) {
   SimOptions o = sim;
   o.record_trace = false;
-  auto time_of = [&](const Order& order) -> double {
-    const RunRecord r = simulate(to_schedule(p, order, "candidate"), costs, o);
+  auto time_of = [&](const Order& order) {
     if (evaluations) ++*evaluations;
-    return r.completed && r.check.ok() ? r.makespan_ms : -1.0;
+    return checked_makespan(p, order, costs, o);
   };
   if (!evaluate(p, start.order).ok) return {};
   double best_ms = time_of(start.order);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/search_shapes.hpp"
 #include "model/generators/generator.hpp"
 #include "model/text_format.hpp"
 #include "network/model_file.hpp"
@@ -105,11 +106,7 @@ static void BM_DesEvaluation(benchmark::State& state) {
   state.counters["evals_per_s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_DesEvaluation)
-    ->Apply([](benchmark::internal::Benchmark* b) {
-      for (int pp : {4, 8, 16})
-        for (int k : {1, 2, 4})
-          for (int vpp : {1, 2}) b->Args({pp, k * pp, vpp});
-    })
+    ->Apply([](benchmark::internal::Benchmark* b) { bench::search_shapes(b); })
     ->ArgNames({"P", "M", "V"})
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.2);
@@ -147,12 +144,7 @@ static void BM_DesSearch(benchmark::State& state) {
   state.counters["moves_per_s"] = benchmark::Counter(static_cast<double>(moves), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_DesSearch)
-    ->Apply([](benchmark::internal::Benchmark* b) {
-      for (int pp : {4, 8, 16})
-        for (int k : {1, 2, 4})
-          for (int vpp : {1, 2})
-            for (int threads : {1, 2}) b->Args({pp, k * pp, vpp, threads});
-    })
+    ->Apply([](benchmark::internal::Benchmark* b) { bench::search_shapes(b, {1, 2}); })  // threads
     ->ArgNames({"P", "M", "V", "T"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
@@ -164,7 +156,9 @@ BENCHMARK(BM_DesSearch)
 //   one_thread_over_definition: des_refine on one thread against des_refine_by_definition
 //     (every move timed with every check, as tune did before issue 26), at least 1.4;
 //   two_threads_over_one: des_refine on two threads against one, at least 1.2 (only where the
-//     machine has two cores; 0 and no pin otherwise).
+//     machine has two cores; 0 and no pin otherwise);
+//   timing_only_over_checked: simulate() of the seed's schedule, timing only against every
+//     check (bench_sim's BM_SearchSizedRun measures it over the 18 shapes), at least 1.5.
 static void BM_DesSearchPins(benchmark::State& state) {
   const int pp = 8, micro = 16, vpp = 2;
   const long moves = 150;
@@ -176,7 +170,13 @@ static void BM_DesSearchPins(benchmark::State& state) {
     f();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  std::vector<double> over_definition, over_one;
+  std::vector<double> over_definition, over_one, over_checked;
+  const Schedule seed = to_schedule(sh.p, sh.seeds.front().order, "seed");
+  SimOptions timing = sh.o;
+  timing.timing_only = true;
+  auto simulations = [&](const SimOptions& o) {
+    for (int k = 0; k < 50; ++k) benchmark::DoNotOptimize(simulate(seed, sh.costs, o).makespan_ms);
+  };
   bool same = true;
   for (auto _ : state) {
     for (int round = 0; round < 5; ++round) {
@@ -187,6 +187,8 @@ static void BM_DesSearchPins(benchmark::State& state) {
       same = same && a.order == b.order && (!two_cores || b.order == c.order);
       over_definition.push_back(def / one);
       if (two_cores) over_one.push_back(one / two);
+      const double checked = seconds_of([&] { simulations(sh.o); });
+      over_checked.push_back(checked / seconds_of([&] { simulations(timing); }));
     }
   }
   auto median = [](std::vector<double> v) {
@@ -194,12 +196,14 @@ static void BM_DesSearchPins(benchmark::State& state) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  const double d = median(over_definition), t = median(over_one);
+  const double d = median(over_definition), t = median(over_one), tc = median(over_checked);
   state.counters["one_thread_over_definition"] = d;
   state.counters["two_threads_over_one"] = t;
+  state.counters["timing_only_over_checked"] = tc;
   if (!same) state.SkipWithError("the hill climbs disagree");
   else if (d < 1.4) state.SkipWithError("one thread is under 1.4x the definition's moves per second");
   else if (two_cores && t < 1.2) state.SkipWithError("two threads are under 1.2x one thread's moves per second");
+  else if (tc < 1.5) state.SkipWithError("a timing-only run is under 1.5x as fast as a checked one");
 }
 BENCHMARK(BM_DesSearchPins)->Unit(benchmark::kSecond)->Iterations(1);
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "bench/search_shapes.hpp"
 #include "model/generators/generator.hpp"
 #include "sim/engine.hpp"
 
@@ -89,12 +90,7 @@ BENCHMARK(BM_SimulateInterleaved)
     ->ComputeStatistics("max", max_of);
 
 BENCHMARK(BM_SearchSizedRun)
-    ->Apply([](benchmark::internal::Benchmark* b) {
-      for (int pp : {4, 8, 16})
-        for (int k : {1, 2, 4})
-          for (int vpp : {1, 2})
-            for (int timing : {0, 1}) b->Args({pp, k * pp, vpp, timing});
-    })
+    ->Apply([](benchmark::internal::Benchmark* b) { bench::search_shapes(b, {0, 1}); })  // timing_only
     ->ArgNames({"P", "M", "V", "timing_only"})
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.1);

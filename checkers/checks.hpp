@@ -59,6 +59,11 @@ bool static_deadlock_free(const CommModel& m, CommMode mode);
 // first violation otherwise. `ppsched generate --batch` and the fuzzing cases share it.
 Schedule coalesce_verified(const Schedule& s, const std::string& family);
 
+// What a deadlock verdict over `m` (lowered under `o`) assumes, in a schedule author's words:
+// how sends complete, where operations are waited, and, for a program that posts without
+// waiting, what carries the posted operations (NCCL's stream order or Gloo's independence).
+std::string p2p_semantics(const CheckOptions& o, const CommModel& m);
+
 // What every verification pass reads: the schedule, its lowering, and the options (runtime
 // mode) it was lowered under.
 struct PassInput {

@@ -23,6 +23,7 @@ class Replay {
     src_waits_.assign(m.channels.size(), false);
     dst_waits_.assign(m.channels.size(), false);
     arrivals_.resize(m.groups.size());
+    if (m.stream_ordered()) head_.assign(R, 0);
   }
 
   ReplayResult run() {
@@ -43,10 +44,62 @@ class Replay {
   }
 
  private:
+  // Posted by its rank and, under NCCL's stream order, reached by its rank's stream: every
+  // entry before its own has completed (CommModel::stream_entry).
+  bool active(int32_t id) const {
+    if (!posted_message_[static_cast<size_t>(id)]) return false;
+    if (!m_.stream_ordered()) return true;
+    const Message& msg = m_.messages[static_cast<size_t>(id)];
+    return m_.stream_entry[static_cast<size_t>(id)] <= head_[static_cast<size_t>(m_.rank_of(msg))];
+  }
+
   bool complete(int32_t id) const {
     const Message& msg = m_.messages[static_cast<size_t>(id)];
-    if (msg.send && (mode_ == CommMode::Eager || m_.testing_replay_buffers_sends)) return true;
-    return msg.partner >= 0 && posted_message_[static_cast<size_t>(msg.partner)];
+    if (msg.send && (mode_ == CommMode::Eager || m_.testing_replay_buffers_sends))
+      return !m_.stream_ordered() || active(id);
+    if (m_.stream_ordered() && !active(id)) return false;
+    return msg.partner >= 0 && active(msg.partner);
+  }
+
+  // The messages of entry e of rank r's stream.
+  const Action& entry_action(size_t r, int32_t e) const {
+    return m_.actions[r][static_cast<size_t>(m_.stream_actions[r][static_cast<size_t>(e)])];
+  }
+
+  // Under NCCL's stream order: whatever a message becoming active or complete may unblock is
+  // re-examined: both ranks' streams (settle_streams) and both ranks' programs (work).
+  void touch(int32_t id, std::vector<int>& work) {
+    const Message& msg = m_.messages[static_cast<size_t>(id)];
+    const int r = m_.rank_of(msg);
+    stream_todo_.push_back(r);
+    work.push_back(r);
+    if (msg.partner >= 0) {
+      const int q = m_.rank_of(m_.messages[static_cast<size_t>(msg.partner)]);
+      stream_todo_.push_back(q);
+      work.push_back(q);
+    }
+  }
+
+  // Moves each touched rank's stream past the entries whose every message completed; the
+  // next entry's messages start then.
+  void settle_streams(std::vector<int>& work) {
+    while (!stream_todo_.empty()) {
+      const size_t r = static_cast<size_t>(stream_todo_.back());
+      stream_todo_.pop_back();
+      const auto entries = static_cast<int32_t>(m_.stream_actions[r].size());
+      while (head_[r] < entries) {
+        const Action& a = entry_action(r, head_[r]);
+        bool all = true;
+        for (int j = 0; j < a.count && all; ++j) all = complete(m_.message_of(a, j));
+        if (!all) break;
+        ++head_[r];
+        for (int j = 0; j < a.count; ++j) touch(m_.message_of(a, j), work);
+        if (head_[r] < entries) {
+          const Action& next = entry_action(r, head_[r]);
+          for (int j = 0; j < next.count; ++j) touch(m_.message_of(next, j), work);
+        }
+      }
+    }
   }
 
   void post(int32_t id, std::vector<int>& work) {
@@ -54,6 +107,11 @@ class Replay {
     const size_t c = static_cast<size_t>(msg.channel);
     const Channel& ch = m_.channels[c];
     posted_message_[static_cast<size_t>(id)] = 1;
+    if (m_.stream_ordered()) {
+      touch(id, work);
+      settle_streams(work);
+      return;
+    }
     if (msg.send) {
       if (dst_waits_[c]) {
         dst_waits_[c] = false;
@@ -151,14 +209,52 @@ class Replay {
     for (int j = 0; j < a.count; ++j) {
       int32_t id = m_.message_of(a, j);
       if (complete(id)) continue;
-      const Message& msg = m_.messages[static_cast<size_t>(id)];
-      const Channel& ch = m_.channels[static_cast<size_t>(msg.channel)];
-      int q = msg.send ? ch.dst : ch.src;
-      std::string what = msg.send ? "rank " + std::to_string(q) + " to post the receive that matches " + describe_message(s_, m_, msg)
-                                  : "rank " + std::to_string(q) + " to post the send that matches " + describe_message(s_, m_, msg);
-      out.emplace_back(q, what);
+      if (m_.stream_ordered() && !active(id)) {
+        stream_waits(r, id, out);
+        continue;
+      }
+      out.push_back(partner_wait(id, ""));
     }
     return out;
+  }
+
+  // What message `id` (started) waits for: its partner's rank to post it or, under NCCL's
+  // stream order, to start it.
+  std::pair<int, std::string> partner_wait(int32_t id, const std::string& because) const {
+    const Message& msg = m_.messages[static_cast<size_t>(id)];
+    const Channel& ch = m_.channels[static_cast<size_t>(msg.channel)];
+    const int q = msg.send ? ch.dst : ch.src;
+    const std::string other = msg.send ? "receive" : "send";
+    std::string what = "rank " + std::to_string(q) + " to post the " + other + " that matches " + describe_message(s_, m_, msg);
+    if (msg.partner >= 0 && posted_message_[static_cast<size_t>(msg.partner)] && !active(msg.partner)) {
+      const Message& p = m_.messages[static_cast<size_t>(msg.partner)];
+      what = "rank " + std::to_string(q) + " to start the " + other + " that matches " + describe_message(s_, m_, msg) +
+             " (" + describe_message(s_, m_, p) + ", posted, but queued on rank " + std::to_string(q) +
+             "'s NCCL stream behind " + describe_message(s_, m_, held_by(q)) + ")";
+    }
+    return {q, what + because};
+  }
+
+  // The first message of rank r's current stream entry that has not completed: what holds the
+  // operations posted after it.
+  const Message& held_by(int r) const {
+    const Action& a = entry_action(static_cast<size_t>(r), head_[static_cast<size_t>(r)]);
+    for (int j = 0; j < a.count; ++j)
+      if (!complete(m_.message_of(a, j))) return m_.messages[static_cast<size_t>(m_.message_of(a, j))];
+    return m_.messages[static_cast<size_t>(m_.message_of(a, 0))];
+  }
+
+  // Message `id` of rank r is posted but not started: r's stream is held by its current entry,
+  // whose unfinished messages wait for their partners.
+  void stream_waits(int r, int32_t id, std::vector<std::pair<int, std::string>>& out) const {
+    const Action& a = entry_action(static_cast<size_t>(r), head_[static_cast<size_t>(r)]);
+    const std::string queued = ", which holds " + describe_message(s_, m_, m_.messages[static_cast<size_t>(id)]) +
+                               " queued behind it on rank " + std::to_string(r) + "'s NCCL stream";
+    for (int j = 0; j < a.count; ++j) {
+      const int32_t held = m_.message_of(a, j);
+      if (complete(held)) continue;
+      out.push_back(partner_wait(held, queued));
+    }
   }
 
   bool pc_of_call(int q, int32_t call_id) const {
@@ -252,6 +348,9 @@ class Replay {
       }
       text += ". Under blocking (rendezvous) P2P each rank in the cycle waits for the next one, which never posts "
               "what it needs.";
+      if (m_.stream_ordered())
+        text += " NCCL runs a rank's P2P operations in the order they were posted, on its communicator's stream: an "
+                "operation starts only after every earlier one completed (--p2p-backend nccl).";
       out.message = text;
       res.deadlocks.push_back(std::move(out));
     }
@@ -285,6 +384,10 @@ class Replay {
   std::vector<uint8_t> posted_message_;  // per message: its rank posted it
   std::vector<uint8_t> src_waits_, dst_waits_;
   std::vector<std::vector<int>> arrivals_;
+  // NCCL's stream order (CommModel::stream_ordered): per rank, the first stream entry not yet
+  // completed; the ranks whose streams may move.
+  std::vector<int32_t> head_;
+  std::vector<int> stream_todo_;
 };
 
 }  // namespace

@@ -44,6 +44,15 @@ void deadlock_pass(const PassInput& in, CheckReport& out) {
   if (!run.completed) {
     // The other semantics tells the author whether the schedule leans on send buffering.
     const bool eager_completes = mode == CommMode::Rendezvous && replay(in.schedule, in.lowering, CommMode::Eager).completed;
+    // ... and whether the hang comes from NCCL's stream order: the same lowering, each posted
+    // operation on its own (as on Gloo).
+    bool independent_completes = false;
+    if (in.lowering.stream_ordered()) {
+      CommModel independent = in.lowering;
+      independent.stream_actions.clear();
+      independent.stream_entry.clear();
+      independent_completes = replay(in.schedule, independent, mode).completed;
+    }
     for (auto& d : run.deadlocks) {
       // A stuck set without a cycle is the consequence of an unmatched message or collective
       // the static passes already located.
@@ -52,6 +61,11 @@ void deadlock_pass(const PassInput& in, CheckReport& out) {
       if (eager_completes)
         d.message += " With eager (buffered) sends the schedule would complete: it relies on buffering, which NCCL "
                      "gives only to small messages, so it hangs once payloads exceed the eager threshold.";
+      if (independent_completes)
+        d.message += " With each posted operation progressing on its own (Gloo, --p2p-backend gloo) it would complete: "
+                     "the cycle runs through operations queued behind others on one NCCL stream. Post each receive before "
+                     "the sends whose receives its peer queued behind it, or issue the two as one batch_isend_irecv "
+                     "group, which NCCL progresses together.";
       out.violations.push_back(std::move(d));
     }
   } else if (mode == CommMode::Eager) {
@@ -77,9 +91,24 @@ CheckReport verify(const Schedule& s, const CheckOptions& options) {
   return verify(s, options, build_comm_model(s, options));
 }
 
+std::string p2p_semantics(const CheckOptions& o, const CommModel& m) {
+  std::string out = o.comm == CommMode::Eager
+                        ? "eager sends (a send completes once posted)"
+                        : "rendezvous sends (a send completes when its receive runs, as NCCL's do above its eager "
+                          "threshold)";
+  if (!m.posts_without_waiting()) return out + "; every P2P operation waited where it is posted";
+  if (o.overlap_p2p)
+    out += "; receives posted at their step and waited by their consumer, sends drained at the end (PyTorch's runtime)";
+  if (o.mpipe_batched_recv) out += "; MPipe's first feature receive posts every outstanding one";
+  return out + (o.backend == P2PBackend::Nccl
+                    ? "; a rank's posted operations run in posting order on its NCCL stream (--p2p-backend nccl)"
+                    : "; each posted operation progresses on its own (--p2p-backend gloo)");
+}
+
 CheckReport verify(const Schedule& s, const CheckOptions& options, const CommModel& model) {
   const PassInput in{s, model, options};
   CheckReport report;
+  report.semantics = p2p_semantics(options, model);
   for (const Pass& p : verification_passes()) p.run(in, report);
   return report;
 }

@@ -25,6 +25,7 @@ class Builder {
     m_.messages.reserve(steps);
     for (int r = 0; r < s_.ranks; ++r) build_rank(r);
     pair_fifo_ends();
+    if (o_.backend == P2PBackend::Nccl) order_streams();
     m_.testing_replay_buffers_sends = o_.testing_replay_buffers_sends;
     return std::move(m_);
   }
@@ -61,6 +62,24 @@ class Builder {
       const int32_t send = send_at[first[c] + k];
       m.partner = send;
       m_.messages[static_cast<size_t>(send)].partner = static_cast<int32_t>(id);
+    }
+  }
+
+  // NCCL's stream order (CommModel::stream_actions): only where some action posts without
+  // waiting; a program of blocking phases leaves both vectors empty.
+  void order_streams() {
+    if (!m_.posts_without_waiting()) return;
+    m_.stream_actions.resize(static_cast<size_t>(m_.ranks));
+    m_.stream_entry.assign(m_.messages.size(), -1);
+    for (size_t r = 0; r < m_.actions.size(); ++r) {
+      const auto& acts = m_.actions[r];
+      for (size_t i = 0; i < acts.size(); ++i) {
+        const Action& a = acts[i];
+        if ((a.kind != ActionKind::Phase && a.kind != ActionKind::Post) || a.count == 0) continue;
+        const auto entry = static_cast<int32_t>(m_.stream_actions[r].size());
+        m_.stream_actions[r].push_back(static_cast<int32_t>(i));
+        for (int j = 0; j < a.count; ++j) m_.stream_entry[static_cast<size_t>(m_.message_of(a, j))] = entry;
+      }
     }
   }
 
@@ -464,6 +483,14 @@ StepRef step_ref(const Schedule& s, int rank, int index, int sub) {
     if (slot) ref.step = sub >= 0 && sub < static_cast<int>(slot->sub_steps().size()) ? slot->sub_steps()[static_cast<size_t>(sub)] : *slot;
   }
   return ref;
+}
+
+std::string_view to_string(P2PBackend b) {
+  switch (b) {
+    case P2PBackend::Nccl: return "nccl";
+    case P2PBackend::Gloo: return "gloo";
+  }
+  return "?";
 }
 
 std::string_view to_string(DeadlockCause c) {

@@ -120,6 +120,23 @@ struct CommModel {
   std::vector<CollectiveCall> collective_calls;
   std::vector<std::vector<int32_t>> calls_by_rank;  // per rank: collective call ids in order
   std::vector<Violation> problems;  // P2P steps without a usable peer, bad groups
+  // NCCL's stream order (CheckOptions::backend Nccl), kept only for a program that posts
+  // without waiting (an Action of kind Post): otherwise every operation starts after its rank's
+  // earlier ones completed and the order adds nothing (both vectors stay empty). A rank's
+  // operations reach its stream in the order its actions post them: the e-th posting action
+  // (Phase or Post) of rank r is stream_actions[r][e], and message m is on its rank's stream
+  // as part of entry stream_entry[m]. An entry starts once every message of the entry before
+  // it completed (a batch is one NCCL group: its messages start together).
+  std::vector<std::vector<int32_t>> stream_actions;  // per rank: its posting actions' indices
+  std::vector<int32_t> stream_entry;                 // per message: its entry on its rank's stream
+  bool stream_ordered() const { return !stream_entry.empty(); }
+  // Whether some action posts messages without waiting for them (an Action of kind Post).
+  bool posts_without_waiting() const {
+    for (const auto& acts : actions)
+      for (const Action& a : acts)
+        if (a.kind == ActionKind::Post) return true;
+    return false;
+  }
   bool testing_replay_buffers_sends = false;  // TEST-ONLY: CheckOptions::testing_replay_buffers_sends
 
   static uint64_t pair_key(int src, int dst) {

@@ -63,6 +63,9 @@ struct CheckReport {
   std::vector<Violation> violations;
   bool completes = true;  // the replay of the lowering reaches every rank's end (deadlock pass)
   std::vector<std::string> notes;  // facts that are not violations ("relies on buffering" under eager)
+  // What the deadlock verdict assumes of the runtime: how sends complete and what carries the
+  // operations a rank posts without waiting (checkers/verify.cpp p2p_semantics).
+  std::string semantics;
   CheckStats stats;
   bool ok() const { return violations.empty(); }
 };

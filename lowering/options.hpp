@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/step_types.hpp"
@@ -15,6 +16,24 @@ enum class CommMode : uint8_t {
   Rendezvous,  // NCCL/HCCL-like: a send or receive blocks until its partner is posted
   Eager,       // sends complete when posted (PyTorch's simulator assumes this)
 };
+
+// What carries the P2P operations a rank posts without waiting for them (overlap_p2p's
+// receives and deferred sends, MPipe's batched receive): the deadlock verdict of a program that
+// posts assumes one of these (README "Verification model"). A program that only posts and waits
+// at once (blocking phases) has the same verdict under both: each of its operations starts
+// after every earlier one of its rank has completed.
+enum class P2PBackend : uint8_t {
+  // NCCL runs a communicator's operations in the order they were issued, on its stream: an
+  // operation starts only when every earlier one on that stream has completed, so a receive
+  // posted after a send is not there for its peer until that send has completed (PyTorch's
+  // runtime issues every P2P op through batch_isend_irecv on the pipeline group's
+  // communicator, ppsched's NCCL transport through its world communicator: one stream a rank;
+  // pytorch/pytorch#172668).
+  Nccl,
+  // Each posted operation progresses on its own (Gloo's unbound buffers; ppsched-exec on CPUs).
+  Gloo,
+};
+std::string_view to_string(P2PBackend b);
 
 struct DataParallelOptions;
 
@@ -133,6 +152,9 @@ inline std::string data_parallel_problem(const DataParallelOptions& dp, int pipe
 
 struct CheckOptions {
   CommMode comm = CommMode::Rendezvous;
+  // What carries posted P2P operations (see P2PBackend): NCCL's stream order unless the run is
+  // on Gloo.
+  P2PBackend backend = P2PBackend::Nccl;
   // Receives posted at their step and waited by their consumer; sends drained at the end of
   // the run (hyper-parallel overlap_p2p, PyTorch's runtime).
   bool overlap_p2p = false;

@@ -911,6 +911,10 @@ class Engine {
               post(r, model_.message_of(a, j), action_slice_[ri]);
           }
           if (a.kind == ActionKind::Post) {
+            // A posted receive's buffer exists from its post on (PyTorch allocates it just
+            // before the irecv), as the checks' cache walk counts it; nothing later delivers it.
+            deliver(r, pending_produce_[ri], host_[ri]);
+            pending_produce_[ri] = Delta{};
             pass(a);
             posted_[ri] = false;
             break;

@@ -200,13 +200,34 @@ TEST_CASE("trainable MPipe without TRANSPOSE_BWD names every stranded cache and 
   CHECK_THAT(r.violations[1].message, Catch::Contains("_keep_grad"));
 }
 
-TEST_CASE("a receive posted early under overlap_p2p does not deadlock the hoisted gap", "[checkers]") {
+TEST_CASE("a receive posted early under overlap_p2p does not deadlock the hoisted gap on Gloo, but does on NCCL's stream", "[checkers]") {
+  // Rank 0 posts RECV_B0 then SEND_F1, rank 1 RECV_F1 then SEND_B0. Each posted operation on its
+  // own (Gloo), every one finds its partner. On one NCCL stream a rank, rank 0's SEND_F1 waits
+  // behind its RECV_B0, whose send rank 1 queued behind the RECV_F1 that needs SEND_F1.
   Schedule s = read_schedule_file(data("bad/recv_hoisted_before_send.json"));
   CheckOptions o;
   o.overlap_p2p = true;
-  CheckReport r = verify(s, o);
-  INFO(dump(r));
-  CHECK(r.ok());
+  o.backend = P2PBackend::Gloo;
+  CheckReport gloo = verify(s, o);
+  INFO(dump(gloo));
+  CHECK(gloo.ok());
+  CHECK_THAT(gloo.semantics, Catch::Contains("each posted operation progresses on its own"));
+  o.backend = P2PBackend::Nccl;
+  CheckReport nccl = verify(s, o);
+  INFO(dump(nccl));
+  REQUIRE(nccl.violations.size() == 1);
+  const Violation& v = nccl.violations[0];
+  CHECK(v.kind == ViolationKind::Deadlock);
+  CHECK(v.cause == DeadlockCause::WaitForCycle);
+  CHECK_THAT(v.message, Catch::Contains("queued on rank 1's NCCL stream behind") ||
+                            Catch::Contains("queued on rank 0's NCCL stream behind"));
+  CHECK_THAT(v.message, Catch::Contains("With each posted operation progressing on its own (Gloo"));
+  CHECK_THAT(nccl.semantics, Catch::Contains("posting order on its NCCL stream"));
+  // The same order waited where it is posted deadlocks under both, and the lowering keeps no
+  // stream order for it: each operation starts after its rank's earlier ones completed.
+  o.overlap_p2p = false;
+  CHECK(build_comm_model(s, o).stream_entry.empty());
+  CHECK_FALSE(verify(s, o).completes);
 }
 
 TEST_CASE("the end-of-run drain is attributed to the last step when a program ends with idle slots", "[checkers]") {
@@ -422,6 +443,43 @@ TEST_CASE("the replay, the happens-before graph and the exhaustive explorer agre
              RC_ASSERT(static_deadlock_free(model, mode) == r.completed);
              RC_ASSERT(r.completed == e.some_path_completes);
              RC_ASSERT(r.completed == !e.some_state_stuck);
+           });
+}
+
+TEST_CASE("NCCL's stream order: the replay and the happens-before graph agree, and blocking programs keep their verdict", "[checkers]") {
+  rc::prop("replay == happens-before graph under overlap_p2p on NCCL's stream order",
+           [](int family_pick, int P, int M, std::vector<std::array<int, 4>> muts, bool eager) {
+             const char* fams[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"};
+             const char* fam = fams[static_cast<size_t>(mod(family_pick, 5))];
+             GenerateOptions g;
+             g.pp = 2 + mod(P, 3);
+             g.micro = 1 + mod(M, 4);
+             g.vpp = std::string(fam) == "interleaved-1f1b" || std::string(fam) == "zbv" ? 2 : 1;
+             if (std::string(fam) == "interleaved-1f1b" && g.micro % g.pp) g.micro = g.pp;
+             Schedule s = generate(fam, g);
+             if (muts.size() > 3) muts.resize(3);
+             for (const auto& m : muts) s = mutate(s, mod(m[0], 1 << 30), mod(m[1], 1 << 30), mod(m[2], 1 << 30), mod(m[3], 1 << 30));
+             const CommMode mode = eager ? CommMode::Eager : CommMode::Rendezvous;
+             CheckOptions o;
+             o.comm = mode;
+             o.overlap_p2p = true;
+             const CommModel nccl = build_comm_model(s, o);
+             RC_ASSERT(nccl.stream_ordered());
+             const bool completes = replay(s, nccl, mode).completed;
+             RC_TAG(completes ? "completes" : "stuck");
+             RC_ASSERT(static_deadlock_free(nccl, mode) == completes);
+             // The stream order only adds waits: what completes on it completes on Gloo.
+             o.backend = P2PBackend::Gloo;
+             const CommModel gloo = build_comm_model(s, o);
+             RC_ASSERT(!gloo.stream_ordered());
+             if (completes) RC_ASSERT(replay(s, gloo, mode).completed);
+             // Blocking: the same lowering and verdict on both.
+             o.overlap_p2p = false;
+             const CommModel blocking_gloo = build_comm_model(s, o);
+             o.backend = P2PBackend::Nccl;
+             const CommModel blocking_nccl = build_comm_model(s, o);
+             RC_ASSERT(!blocking_nccl.stream_ordered());
+             RC_ASSERT(replay(s, blocking_nccl, mode).completed == replay(s, blocking_gloo, mode).completed);
            });
 }
 

@@ -358,6 +358,10 @@ int run(int argc, char** argv) {
     cfg.run.cpu_bind = cpu_bind == "none" ? CpuBindMode::None : cpu_bind == "blocks" ? CpuBindMode::Blocks : CpuBindMode::Auto;
     cfg.run.verify = !no_verify;
     cfg.run.mode.comm = comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
+    // The verdict for operations posted without waiting is the transport's: only Gloo's has
+    // non-blocking P2P (the NCCL transport refuses the posting modes, exec/transport.hpp), so
+    // a run that posts runs on Gloo, each posted operation progressing on its own.
+    cfg.run.mode.backend = cfg.run.transport == TransportKind::Nccl ? P2PBackend::Nccl : P2PBackend::Gloo;
     dpc.order = mesh_order == "pp,dp" ? MeshOrder::PpDp : MeshOrder::DpPp;
     // The verifier judges the job that runs: its data-parallel pass holds the FSDP steps to
     // PyTorch's rules under the same --dp / --fsdp (ppsched check --dp N [--fsdp]).

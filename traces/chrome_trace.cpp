@@ -556,7 +556,8 @@ std::string chrome_trace_json(const Schedule& s, const RunRecord& r, const Trace
     out.raw(",\"mode\":{\"comm\":").str(p.mode->comm == CommMode::Eager ? "eager" : "rendezvous")
         .raw(",\"overlap_p2p\":").boolean(p.mode->overlap_p2p)
         .raw(",\"mpipe_batched_recv\":").boolean(p.mode->mpipe_batched_recv)
-        .raw(",\"dyn_shape\":").boolean(p.mode->dyn_shape);
+        .raw(",\"dyn_shape\":").boolean(p.mode->dyn_shape)
+        .raw(",\"p2p_backend\":").str(to_string(p.mode->backend));
     if (!p.mode_note.empty()) out.raw(",\"note\":").str(p.mode_note);
     out.raw("}");
   }

@@ -95,6 +95,14 @@ RunProvenance read_provenance(const json& root, const std::string& file) {
     mode.overlap_p2p = flag("overlap_p2p");
     mode.mpipe_batched_recv = flag("mpipe_batched_recv");
     mode.dyn_shape = flag("dyn_shape");
+    // What carried the run's posted operations; a trace written before it was recorded: its
+    // transport's (a Gloo run's were Gloo's).
+    if (m.contains("p2p_backend")) {
+      if (m["p2p_backend"] == "gloo") mode.backend = P2PBackend::Gloo;
+      else if (m["p2p_backend"] != "nccl") fail(file, -1, "otherData.mode.p2p_backend: expected \"nccl\" or \"gloo\"");
+    } else if (p.transport == RunTransport::Gloo) {
+      mode.backend = P2PBackend::Gloo;
+    }
     p.mode = mode;
     if (m.contains("note") && m["note"].is_string()) p.mode_note = m["note"].get<std::string>();
   }

@@ -682,8 +682,10 @@ def _(ctx):
         p = cal["prediction"]
         print(f"{nslices} slices, {nflows} flows; measured {p['measured_ms']:.3f} ms, predicted {p['predicted_ms']:.3f} ms "
               f"(--overlap-p2p), {blocking['makespan_ms']:.3f} ms blocking")
-        if p.get("mode") != "--overlap-p2p":
-            raise Failure(f"calibrate predicted in mode '{p.get('mode')}', not the trace's --overlap-p2p")
+        if p.get("mode") != "--overlap-p2p --p2p-backend gloo":
+            raise Failure(f"calibrate predicted in mode '{p.get('mode')}', not the trace's --overlap-p2p on Gloo")
+        if mode.get("p2p_backend") != "gloo":
+            raise Failure(f"the trace does not say its posted operations ran on Gloo: otherData.mode = {mode}")
         if not sim["overlap_p2p"] or abs(sim["makespan_ms"] - p["predicted_ms"]) > 1e-6 * max(1.0, p["predicted_ms"]):
             raise Failure(f"simulate ({sim['makespan_ms']} ms, overlap_p2p={sim['overlap_p2p']}) and calibrate "
                           f"({p['predicted_ms']} ms) do not price the same mode")

@@ -43,6 +43,7 @@ std::string mode_flags(const CheckOptions& o) {
   if (o.overlap_p2p) add("--overlap-p2p");
   if (o.mpipe_batched_recv) add("--mpipe-batched-recv");
   if (o.dyn_shape) add("--dyn-shape");
+  if ((o.overlap_p2p || o.mpipe_batched_recv) && o.backend != P2PBackend::Nccl) add("--p2p-backend gloo");
   return f;
 }
 
@@ -57,8 +58,12 @@ SimOptions prediction_options(const Calibration& c, const std::optional<CsvKind>
     so.check.overlap_p2p = c.mode->overlap_p2p;
     so.check.mpipe_batched_recv = c.mode->mpipe_batched_recv;
     so.check.dyn_shape = c.mode->dyn_shape;
+    so.check.backend = c.mode->backend;
   } else {
     so.check.overlap_p2p = selects_overlap_p2p(kind);
+    // Only Gloo's transport posts without waiting (exec/transport.hpp): a measured run that did
+    // ran on it.
+    if (c.transport == RunTransport::Gloo) so.check.backend = P2PBackend::Gloo;
   }
   return so;
 }

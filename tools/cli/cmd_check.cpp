@@ -20,7 +20,7 @@ Action add_check(CLI::App& app) {
     CheckOptions options;
     DataParallelFlags dp;
     bool json = false, suggest = false, no_overlap_p2p = false;
-    std::string fix_out;
+    std::string fix_out, backend;
   };
   auto st = std::make_shared<State>();
   cmd->add_option("files", st->files, "schedule files (.json or .csv)");
@@ -36,6 +36,7 @@ Action add_check(CLI::App& app) {
   cmd->add_flag("--mpipe-batched-recv", st->options.mpipe_batched_recv,
                 "MPipe executor: the first MPIPE_FWD_RECV receives every outstanding micro; MPipe sends deferred");
   cmd->add_flag("--dyn-shape", st->options.dyn_shape, "body FWD P2P exchanges shape/dtype meta at every step");
+  add_p2p_backend_flag(*cmd, st->backend);
   add_data_parallel_flags(*cmd, st->dp);
   add_cost_flags(*cmd, st->cost);
   cmd->add_option("--memory-budget", st->budget,
@@ -72,6 +73,7 @@ Action add_check(CLI::App& app) {
     for (size_t k = 0; k < inputs.size(); ++k) {
       auto& [name, s] = inputs[k];
       o.overlap_p2p = overlap[k];
+      apply_p2p_backend(st->backend, name, o);
       if (by_csv[k])
         std::cerr << "note: " << name << " is a compute_comms CSV (PyTorch's lowered schedule): checked under "
                   << "--overlap-p2p, PyTorch's runtime semantics; --no-overlap-p2p checks it blocking\n";
@@ -92,6 +94,7 @@ Action add_check(CLI::App& app) {
                               {"fsdp", o.dp.fsdp},
                               {"world_ranks", static_cast<int64_t>(s.ranks) * o.dp.degree}};
         j["overlap_p2p"] = o.overlap_p2p;
+        j["p2p_backend"] = std::string(to_string(o.backend));
         if (st->suggest && !report.ok()) suggest_fix(name, s, o, st->fix_out, &j);
         files.push_back(std::move(j));
       } else {

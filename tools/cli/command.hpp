@@ -174,8 +174,14 @@ struct SimFlags {
   CheckOptions check;
   DataParallelFlags dp;
   bool no_overlap_p2p = false;
+  std::string backend;  // --p2p-backend; empty: NCCL's stream order
 };
 void add_sim_flags(CLI::App& cmd, SimFlags& f);
+// --p2p-backend (check, simulate, compare, show): what carries the P2P operations a rank posts
+// without waiting. apply_p2p_backend sets it on `o` for input `name`, refusing it (InputError)
+// where nothing is posted without waiting (neither --overlap-p2p nor --mpipe-batched-recv).
+void add_p2p_backend_flag(CLI::App& cmd, std::string& backend);
+void apply_p2p_backend(const std::string& backend, const std::string& name, CheckOptions& o);
 // The engine's options for schedule `s` priced by `c`. `comms_csv`: the schedule was read from a
 // compute_comms CSV, which selects --overlap-p2p unless --no-overlap-p2p
 // (model/formats/schedule_io.hpp, selects_overlap_p2p). Throws InputError (--dp, --memory-budget).

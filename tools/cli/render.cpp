@@ -51,6 +51,7 @@ nlohmann::json report_json(const Schedule& s, const CheckReport& r) {
     j["violations"].push_back(jv);
   }
   j["notes"] = r.notes;
+  j["semantics"] = r.semantics;
   j["stats"] = {{"ranks", s.ranks},
                 {"stages", s.stages},
                 {"micro_batches", s.micro_batches},
@@ -94,6 +95,7 @@ std::string report_text(const std::string& what, const Schedule& s, const CheckR
       }
     }
   }
+  if (!r.semantics.empty()) out += "  assumes " + r.semantics + "\n";
   for (const auto& n : r.notes) out += "note: " + n + "\n";
   return out;
 }

@@ -1,6 +1,7 @@
 // The flags of a simulated run (costs, memory budget, P2P semantics, data parallelism), shared
 // by `simulate`, `compare` and `show --timeline`, so that each prices and runs a schedule alike.
 #include "lowering/options.hpp"
+#include "model/errors.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "tools/cli/command.hpp"
@@ -20,7 +21,26 @@ void add_sim_flags(CLI::App& cmd, SimFlags& f) {
                "run a compute_comms CSV blocking instead of under PyTorch's runtime semantics")
       ->excludes("--overlap-p2p");
   cmd.add_flag("--mpipe-batched-recv", f.check.mpipe_batched_recv, "MPipe executor's batched feature receive");
+  add_p2p_backend_flag(cmd, f.backend);
   add_data_parallel_flags(cmd, f.dp);
+}
+
+void add_p2p_backend_flag(CLI::App& cmd, std::string& backend) {
+  cmd.add_option("--p2p-backend", backend,
+                 "what carries the P2P operations posted without waiting (--overlap-p2p, a compute_comms CSV, "
+                 "--mpipe-batched-recv): nccl (default: a rank's operations run in posting order on its stream, so "
+                 "a receive posted after a send waits for that send) or gloo (each progresses on its own)")
+      ->check(CLI::IsMember({"nccl", "gloo"}));
+}
+
+void apply_p2p_backend(const std::string& backend, const std::string& name, CheckOptions& o) {
+  if (backend.empty()) return;
+  if (!o.overlap_p2p && !o.mpipe_batched_recv)
+    throw InputError({},
+                     "--p2p-backend applies to P2P operations posted without waiting, and " + name +
+                         " waits for each where it is posted: give --overlap-p2p or --mpipe-batched-recv, or read a "
+                         "compute_comms CSV");
+  o.backend = backend == "gloo" ? P2PBackend::Gloo : P2PBackend::Nccl;
 }
 
 SimOptions sim_options(const SimFlags& f, const CostModel& c, const Schedule& s, const std::string& name, bool trace,
@@ -31,6 +51,7 @@ SimOptions sim_options(const SimFlags& f, const CostModel& c, const Schedule& s,
   o.check.dp = data_parallel_options(f.dp, s.ranks, name);
   o.check.overlap_p2p = f.check.overlap_p2p || (comms_csv && !f.no_overlap_p2p);
   o.check.comm = f.comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
+  apply_p2p_backend(f.backend, name, o.check);
   o.check.memory = c.memory_model(stages);
   if (c.capacity_bytes) o.check.memory_budget = static_cast<int64_t>(*c.capacity_bytes);
   if (!f.budget.empty()) o.check.memory_budget = parse_bytes(f.budget, "--memory-budget");

@@ -318,6 +318,7 @@ RankComm reference_comm(const Schedule& s, const CheckOptions& o) {
   RankComm c;
   for (int r = 0; r < s.ranks; ++r) c.ranks.push_back(RankRun(s, o, r, c).run());
   std::sort(c.problems.begin(), c.problems.end());
+  c.stream_ordered = o.backend == P2PBackend::Nccl;
   return c;
 }
 
@@ -453,9 +454,37 @@ bool completes(const Schedule& s, const RankComm& c, CommMode mode) {
     auto& n = t.send ? posted_sends[{r, t.peer}] : posted_recvs[{t.peer, r}];
     n = std::max(n, k_of(r, t) + 1);
   };
+  // Done once both ends are on the wire (counted in posted_*); an eager send once it is.
   auto done = [&](int r, const Transfer& t) {
-    if (t.send) return mode == CommMode::Eager || posted_recvs[{r, t.peer}] > k_of(r, t);
-    return posted_sends[{t.peer, r}] > k_of(r, t);
+    const int k = k_of(r, t);
+    if (t.send) return posted_sends[{r, t.peer}] > k && (mode == CommMode::Eager || posted_recvs[{r, t.peer}] > k);
+    return posted_recvs[{t.peer, r}] > k && posted_sends[{t.peer, r}] > k;
+  };
+  // Under stream order: per rank, its Block/Post ops (indices), how many reached the wire, and
+  // which ones the rank has issued.
+  std::vector<std::vector<size_t>> posting(static_cast<size_t>(R));
+  std::vector<size_t> on_wire(static_cast<size_t>(R), 0);
+  std::vector<std::vector<bool>> issued(static_cast<size_t>(R));
+  for (int r = 0; r < R; ++r) {
+    const auto& ops = c.ranks[static_cast<size_t>(r)];
+    issued[static_cast<size_t>(r)].assign(ops.size(), false);
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].kind == CommOpKind::Block || ops[i].kind == CommOpKind::Post) posting[static_cast<size_t>(r)].push_back(i);
+  }
+  auto admit = [&](int r) {
+    bool any = false;
+    const auto& ops = c.ranks[static_cast<size_t>(r)];
+    const auto& mine = posting[static_cast<size_t>(r)];
+    size_t& n = on_wire[static_cast<size_t>(r)];
+    while (n < mine.size() && issued[static_cast<size_t>(r)][mine[n]]) {
+      if (n > 0)
+        for (const Transfer& t : ops[mine[n - 1]].transfers)
+          if (!done(r, t)) return any;
+      for (const Transfer& t : ops[mine[n]].transfers) post(r, t);
+      ++n;
+      any = true;
+    }
+    return any;
   };
   std::map<std::pair<std::vector<int>, int>, std::set<int>> arrived;  // (group, position) -> ranks there
   std::vector<size_t> pc(static_cast<size_t>(R), 0);
@@ -466,12 +495,19 @@ bool completes(const Schedule& s, const RankComm& c, CommMode mode) {
     for (int r = 0; r < R; ++r) {
       const auto& ops = c.ranks[static_cast<size_t>(r)];
       size_t& i = pc[static_cast<size_t>(r)];
+      if (c.stream_ordered && admit(r)) moved = true;
       while (i < ops.size()) {
         const CommOp& op = ops[i];
         if (!started[static_cast<size_t>(r)]) {
           started[static_cast<size_t>(r)] = true;
-          if (op.kind == CommOpKind::Block || op.kind == CommOpKind::Post)
-            for (const Transfer& t : op.transfers) post(r, t);
+          if (op.kind == CommOpKind::Block || op.kind == CommOpKind::Post) {
+            if (c.stream_ordered) {
+              issued[static_cast<size_t>(r)][i] = true;
+              admit(r);
+            } else {
+              for (const Transfer& t : op.transfers) post(r, t);
+            }
+          }
           if (op.kind == CommOpKind::Collective) arrived[{op.members, coll_pos[static_cast<size_t>(r)][i]}].insert(r);
           moved = true;
         }

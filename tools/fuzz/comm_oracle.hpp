@@ -51,6 +51,11 @@ struct CommOp {
 struct RankComm {
   std::vector<std::vector<CommOp>> ranks;
   std::vector<std::string> problems;  // "rank r step i[.sub]": a P2P leaf without a usable peer, a bad group
+  // NCCL (CheckOptions::backend): a rank's Block and Post ops reach the wire in program order,
+  // each once every transfer of the one before it is done (one communicator stream a rank).
+  // The reference applies it to every program; the lowering keeps it only for programs that
+  // post without waiting, where it can matter.
+  bool stream_ordered = false;
 };
 
 // What the runtime does, per rank, for the schedule under these options.

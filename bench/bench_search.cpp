@@ -200,6 +200,7 @@ static void BM_DesSearchPins(benchmark::State& state) {
   state.counters["one_thread_over_definition"] = d;
   state.counters["two_threads_over_one"] = t;
   state.counters["timing_only_over_checked"] = tc;
+  state.counters["pin_checks"] = static_cast<double>(over_definition.size());  // rounds compared
   if (!same) state.SkipWithError("the hill climbs disagree");
   else if (d < 1.4) state.SkipWithError("one thread is under 1.4x the definition's moves per second");
   else if (two_cores && t < 1.2) state.SkipWithError("two threads are under 1.2x one thread's moves per second");
@@ -255,8 +256,10 @@ static void BM_SearchZbGrid(benchmark::State& state) {
   };
   static std::string why;
   why.clear();
+  int checked = 0;
   for (auto _ : state) {
     for (const Row& z : rows) {
+      ++checked;
       const Problem p = zb_problem(z.P, z.M, {1.0}, {1.0}, {1.0}, z.c, z.mem * z.P);
       const std::vector<Found> families = family_seeds(p);
       SearchSettings st;
@@ -286,6 +289,7 @@ static void BM_SearchZbGrid(benchmark::State& state) {
         why += k + " ";
     }
   }
+  state.counters["pin_checks"] = checked;
   if (!why.empty()) {
     why = "above ZB's heuristic: " + why;
     state.SkipWithError(why.c_str());
@@ -312,10 +316,11 @@ static void BM_SearchZbvGrid(benchmark::State& state) {
   };
   static std::string why;  // SkipWithError keeps the pointer
   why.clear();
-  int met = 0;
+  int met = 0, checked = 0;
   for (auto _ : state) {
     met = 0;
     for (const Row& z : rows) {
+      ++checked;
       const Problem p = zbv_problem(z.P, z.M, 0.5, 0.5, 0.5, z.c, 2 * z.P);
       SearchSettings st;
       st.iterations = 15000;
@@ -338,6 +343,7 @@ static void BM_SearchZbvGrid(benchmark::State& state) {
     }
   }
   state.counters["met_of_12"] = met;
+  state.counters["pin_checks"] = checked;
   if (!why.empty()) {
     why = "ZB-V targets missed: " + why;
     state.SkipWithError(why.c_str());
@@ -414,6 +420,7 @@ static void BM_PartitionVsPyTorch(benchmark::State& state) {
   }
   const nlohmann::json res = nlohmann::json::parse(text.str());
   const int pp = res["pp"], micro = res["micro"];
+  int checked = 0;
   for (auto _ : state) {
     for (const auto& w : res["workloads"]) {
       const std::string wname = w["name"];
@@ -430,10 +437,12 @@ static void BM_PartitionVsPyTorch(benchmark::State& state) {
         state.counters[k + "_ppsched_ms"] = best_ms(r);
         state.counters[k + "_family_on_ppsched_ms"] = ours;
         if (!(best_ms(r) <= pt * (1 + 1e-9))) why += k + " ";
+        ++checked;
       }
       state.counters[wname + "_any_ms"] = best_ms(search_partition(partition_request(net, pp, micro, {}, 1, 2)));
     }
   }
+  state.counters["pin_checks"] = checked;
   if (!why.empty()) {
     why = "slower than PyTorch's partition: " + why;
     state.SkipWithError(why.c_str());

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The command examples of README.md and docs/*.md are what the build prints.
 
-    doc_examples.py PPSCHED SOURCE_ROOT [--verbose]
+    doc_examples.py PPSCHED SOURCE_ROOT [--verbose] [--page FILE]...
 
 Each page runs in a scratch directory of its own (a fresh temporary directory, removed at the
 end), which holds `tests` (a link to SOURCE_ROOT/tests, so the examples' tests/data/... paths
@@ -14,11 +14,14 @@ writes lands there, never in the source tree. The page's fenced blocks are taken
   `[...]` inside a line for any text. A figure published this way fails this test the day it
   stops being true. Every ```console block must be such an example.
 - ```sh or ```bash in which every command line (after joining `\` continuations, leaving out
-  comments and blank lines) starts with `ppsched `: each line runs in order, through bash, and
-  must exit 0 or 1 (1: the command found problems, e.g. `check` of a broken schedule); exit 2
-  (bad input or usage), a signal or running past 300 s fails. Output is not compared.
+  comments and blank lines) starts with `ppsched `: each line runs in order, through bash;
+  a signal or running past 300 s fails. Output is not compared.
   A block with any other command (tools/..., torchrun, srun, meson, ...) is not run: those
   need a build, libtorch or several processes (tools/test and the exec tests run them).
+- Exit status: a run command must exit 0 unless its block says otherwise in its info string,
+  ```console exit=1 or ```sh exit=1 (every command of the block: 1 the command found problems,
+  e.g. `check` of a broken schedule, 2 bad input or usage; the CLI's codes). An example that
+  shows violations says so; one that stops working exits otherwise and fails.
 - ```LANG file=NAME (e.g. ```csv file=order.csv): the block's text is written to NAME in the
   scratch directory, for the examples after it (the walk-through's hand-written order).
 - Any other block (```text, ```json, ```python, ...) is an illustration and is not run.
@@ -29,7 +32,8 @@ of the repository, and its anchor a heading of that page (GitHub's slugs).
 Markdown tables that a page marks with `<!-- checked by tests/doc_examples.py: NAME -->` are
 recomputed by the function of that name below and compared cell by cell.
 
---verbose lists every example run and every block not run.
+--verbose lists every example run and every block not run. --page FILE (repeatable) checks those
+markdown files instead of README.md and docs/*.md (tests/doc_examples_self_test.py uses it).
 """
 import glob
 import json
@@ -43,6 +47,7 @@ import tempfile
 
 EXE, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 VERBOSE = "--verbose" in sys.argv[3:]
+PAGES = [os.path.abspath(sys.argv[i + 1]) for i in range(3, len(sys.argv) - 1) if sys.argv[i] == "--page"]
 failures = []
 checked = 0
 not_run = 0
@@ -68,6 +73,14 @@ def blocks(text):
         elif cur is not None:
             cur.append(line)
     return out
+
+
+def exit_failure(where, command, p, want_exit):
+    """The failure of a command that exited otherwise than its block says, with what it said:
+    the last line of stderr (an error), else the first of stdout (a verdict)."""
+    said = p.stderr.strip().split("\n")[-1] if p.stderr.strip() else p.stdout.strip().split("\n")[0]
+    return "%s: `%s` exits %d, the block says %d%s: %s" % (where, command, p.returncode, want_exit,
+                                                          "" if want_exit else " (no exit=N)", said)
 
 
 def excerpt_matches(want, got):
@@ -285,6 +298,11 @@ def run_page(page, rel, text, scratch):
         words = info.split()
         lang = words[0] if words else ""
         file_attr = next((w[len("file="):] for w in words[1:] if w.startswith("file=")), None)
+        exit_attr = next((w[len("exit="):] for w in words[1:] if w.startswith("exit=")), "0")
+        if exit_attr not in ("0", "1", "2"):
+            failures.append("%s:%d: exit=%s: the CLI's exit codes are 0, 1 and 2" % (rel, start, exit_attr))
+            continue
+        want_exit = int(exit_attr)
         if file_attr is not None:
             if "/" in file_attr or file_attr.startswith("."):
                 failures.append("%s:%d: file=%s: a plain file name is expected" % (rel, start, file_attr))
@@ -304,7 +322,9 @@ def run_page(page, rel, text, scratch):
                 want.pop()
             checked += 1
             if VERBOSE:
-                print("ran    %s:%d: ppsched %s" % (rel, start, " ".join(args)))
+                print("ran    %s:%d: ppsched %s (exit %d)" % (rel, start, " ".join(args), p.returncode))
+            if p.returncode != want_exit:
+                failures.append(exit_failure("%s:%d" % (rel, start), "ppsched " + " ".join(args), p, want_exit))
             if not excerpt_matches(want, got):
                 diff = next((i for i in range(max(len(got), len(want)))
                              if i >= len(got) or i >= len(want) or got[i] != want[i]), 0)
@@ -328,12 +348,13 @@ def run_page(page, rel, text, scratch):
                 except subprocess.TimeoutExpired:
                     failures.append("%s:%d: `%s` ran past 300 s" % (rel, start, c))
                     continue
-                if p.returncode not in (0, 1):
-                    err = (p.stderr.strip().split("\n") or [""])[-1]
-                    failures.append("%s:%d: `%s` exits %d: %s" % (rel, start, c, p.returncode, err))
+                if VERBOSE:
+                    print("       exit %d" % p.returncode)
+                if p.returncode != want_exit:
+                    failures.append(exit_failure("%s:%d" % (rel, start), c, p, want_exit))
 
 
-pages = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+pages = PAGES or [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
 for page in pages:
     text = open(page, encoding="utf-8").read()
     rel = os.path.relpath(page, ROOT)
@@ -362,7 +383,7 @@ for page in pages:
             if got != row:
                 failures.append("%s:%d: table %s:\n  page:     %s\n  ppsched:  %s" % (rel, line, name, row, got))
 
-if checked < 4:
+if checked < 4 and not PAGES:
     failures.append("only %d console examples and table rows found: the pages lost their checked examples" % checked)
 for f in failures:
     print("FAIL", f)

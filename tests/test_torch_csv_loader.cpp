@@ -684,10 +684,12 @@ TEST_CASE("PyTorch's lowering refuses what its compute-only format cannot hold, 
   CHECK_THROWS_WITH(lower_like_pytorch(s), Catch::Contains("Malformed compute schedule, can't schedule sends/recvs"));
 }
 
-TEST_CASE("tests/data/schedules/pytorch_comms holds the _comms CSV PyTorch writes for each class at P 2..4, M = 2P",
+TEST_CASE("tests/data/schedules/pytorch_comms holds ppsched's PyTorch-style lowering of each class at P 2..4, M = 2P",
           "[formats][csv][torch][lowering]") {
-  // Byte for byte what _dump_csv(format="compute_comms") writes: Python's csv.writer ends each
-  // row with "\r\n". The files are the exec cases' input (tests/exec/exec_cases.py).
+  // The files are ppsched's own earlier output (generate --torch-comms; their README.md), not
+  // PyTorch's dump: this pins the lowering against change, not against PyTorch. Written as
+  // _dump_csv(format="compute_comms") would: Python's csv.writer ends each row with "\r\n".
+  // The files are the exec cases' input (tests/exec/exec_cases.py).
   const char* dir = std::getenv("PPSCHED_TEST_DATA");
   REQUIRE(dir != nullptr);
   int files = 0;

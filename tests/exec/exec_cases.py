@@ -70,7 +70,7 @@ def parity_run(ctx, ranks, args, iterations):
         raise Failure(f"expected {iterations} losses, got {s['losses']}")
 
 
-# ---- PyTorch's lowered schedules as PyTorch writes them (issue 12) -------------------------
+# ---- PyTorch's lowered schedules as ppsched restates PyTorch's lowering (issue 12) --------
 # tests/data/schedules/pytorch_comms: the _comms CSV of each _PipelineScheduleRuntime class at
 # PP 2..4, M = 2P (what `ppsched generate FAMILY --torch-comms` writes, byte for byte with
 # PyTorch's "\r\n"; tests/test_torch_csv_loader.cpp pins them). They carry UNSHARD, RESHARD and

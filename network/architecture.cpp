@@ -256,8 +256,7 @@ std::vector<Layer> transformer_layers(const Architecture& m, const Training& tr,
     l.bwd_weight_flops += 2 * z.T * (2 * z.h * z.h + head) / z.t;
     l.activation_bytes += whole((3 * z.e * z.T * z.h + z.e * z.T * z.h + 4 * z.T * z.V) / z.t, "kept activation bytes", l.name, kMaxLayerBytes);
     l.weight_grad_bytes += whole((2 * z.e * z.T * z.h + z.e * z.T * z.h + z.e * z.T * z.V) / z.t, "weight-gradient bytes", l.name, kMaxLayerBytes);
-    l.shared_params = whole(head / z.t, "parameter count", l.name, kMaxLayerParams);
-    l.shares_with = m.tied_embeddings ? LayerKind::Embedding : LayerKind::Head;
+    (m.tied_embeddings ? l.uses_embedding_params : l.uses_head_params) = whole(head / z.t, "parameter count", l.name, kMaxLayerParams);
     out.push_back(std::move(l));
   }
   {
@@ -273,10 +272,7 @@ std::vector<Layer> transformer_layers(const Architecture& m, const Training& tr,
     x.kept = z.e * z.T * z.h;
     x.weight_grad = z.e * z.T * z.h + z.e * z.T * z.V;
     Layer head = finish("head", LayerKind::Head, x, z, Recompute::None, z.e * z.T * z.V);
-    if (m.tied_embeddings) {
-      head.shared_params = whole(z.V * z.h / z.t, "parameter count", "head", kMaxLayerParams);
-      head.shares_with = LayerKind::Embedding;
-    }
+    if (m.tied_embeddings) head.uses_embedding_params = whole(z.V * z.h / z.t, "parameter count", "head", kMaxLayerParams);
     out.push_back(std::move(head));
   }
   {

@@ -15,7 +15,7 @@ std::vector<Layer> Network::layers(int64_t seq_len) const {
   const double dt = static_cast<double>(t);
   for (Layer& l : out) {
     for (int64_t* b : {&l.params, &l.activation_bytes, &l.weight_grad_bytes, &l.workspace_bytes, &l.output_bytes,
-                       &l.shared_params})
+                       &l.uses_embedding_params, &l.uses_head_params})
       *b = (*b + t - 1) / t;
     l.fwd_flops /= dt;
     l.bwd_input_flops /= dt;

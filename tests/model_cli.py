@@ -305,6 +305,48 @@ with tempfile.TemporaryDirectory() as tmp:
     p = run("model", wrong, "--pp", "4", expect=2)
     check("device.rank_time_factors[0].BWD_INPUT" in p.stderr, "a bad rank factor is located: " + p.stderr[-200:])
 
+# ---- tied and shared weights: a rank holds each parameter once (issue 36) ----
+GPT2 = os.path.join(DATA, "models", "hf", "gpt2.json")
+
+
+def rank_params(*args):
+    """Each rank's parameters (its bf16 weights / 2) from simulate --json."""
+    sim = jrun("simulate", *args)
+    return [r["params_bytes"] // 2 for r in sim.get("memory", {}).get("per_rank", [])]
+
+
+# One rank with the embedding's and the tied head's stages: GPT-2's published 124,439,808.
+check(rank_params("--generate", "interleaved-1f1b", "--pp", "1", "--vpp", "2", "--micro", "4", "--model", GPT2,
+                  "--layout", "6,6", "--seq-len", "1024") == [124439808], "GPT-2 on one rank holds 124,439,808 parameters")
+# V placement, rank 0 with stages 0 and 3; by hand: the embedding V h + 1024 h = 39,383,808, six
+# layers of 12 h^2 + 13 h = 7,087,872, the final LayerNorm 2 h = 1,536; rank 1 six layers.
+for fam in ("zbv", "dualpipev"):
+    got = rank_params("--generate", fam, "--pp", "2", "--vpp", "2", "--micro", "8", "--model", GPT2, "--layout", "3,3,3,3")
+    check(got == [39383808 + 6 * 7087872 + 1536, 6 * 7087872], "%s: rank 0 holds the tied weight once: %s" % (fam, got))
+with tempfile.TemporaryDirectory() as tmp:
+    # model -o carries the shared weights: the cost file prices the ranks as --model does.
+    costs = os.path.join(tmp, "gpt2_v.json")
+    run("model", GPT2, "--pp", "2", "--vpp", "2", "--layout", "3,3,3,3", "-o", costs)
+    with open(costs) as f:
+        shared = json.load(f)["memory"].get("shared_weights")
+    check(shared == [{"stages": [0, 3], "weights_bytes": 2 * 38597376, "grads_bytes": 4 * 38597376,
+                      "optimizer_bytes": 12 * 38597376}], "model -o writes the tied table: %s" % shared)
+    check(rank_params("--generate", "zbv", "--pp", "2", "--vpp", "2", "--micro", "8", "--costs", costs) ==
+          [39383808 + 6 * 7087872 + 1536, 6 * 7087872], "the cost file's ranks hold the tied weight once")
+    bad = os.path.join(tmp, "bad_shared.json")
+    with open(bad, "w") as f:
+        json.dump({"format": "ppsched-costs", "version": 1, "compute": {"FWD": 1},
+                   "memory": {"weights_bytes": [4, 2], "shared_weights": [{"stages": [0, 1], "weights_bytes": 3}]}}, f)
+    p = run("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "2", "--costs", bad, expect=2)
+    check("memory.shared_weights[0]" in p.stderr and "more than stage 1 holds" in p.stderr,
+          "shared weights larger than a stage's are refused: " + p.stderr[-300:])
+    with open(bad, "w") as f:
+        json.dump({"format": "ppsched-costs", "version": 1, "compute": {"FWD": 1},
+                   "memory": {"shared_weights": [{"stages": [1, 0]}]}}, f)
+    p = run("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "2", "--costs", bad, expect=2)
+    check("memory.shared_weights[0].stages[1]" in p.stderr, "unordered shared stages are located: " + p.stderr[-300:])
+
+
 # ---- refusals ----
 p = run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--seq-len", "4096", expect=2)
 check("--model" in p.stderr, "--seq-len without --model is refused")

@@ -122,6 +122,51 @@ TEST_CASE("weight + optimizer bytes of the most loaded rank equal Megatron's 18 
   CHECK(static_cast<double>(mm.resident(0, dp).total()) == 18.0 / 8 * (megatron_params - h / P));
 }
 
+// ---- tied and shared weights on a rank ---------------------------------------------------------------
+
+namespace {
+// Each rank's weights, as bf16 parameters, when `family` runs the model laid out by `layout`.
+std::vector<int64_t> rank_params(const Network& net, const std::string& family, int pp, int vpp, const std::string& layout) {
+  GenerateOptions o;
+  o.pp = pp;
+  o.vpp = vpp;
+  o.micro = 2 * pp * vpp;
+  const Schedule s = generate(family, o);
+  const NetworkCosts nc = network_costs(net, s.stages, layout);
+  SimOptions so;
+  so.check.memory = nc.costs.memory_model(s.stages);
+  so.record_trace = false;
+  const RunRecord r = simulate(s, nc.costs, so);
+  std::vector<int64_t> out;
+  for (const auto& x : r.ranks) {
+    // 2 + 4 + 12 bytes per parameter (bf16 mixed precision, Adam): every part counts it once.
+    CHECK(x.memory.grads_bytes == 2 * x.memory.weights_bytes);
+    CHECK(x.memory.optimizer_bytes == 6 * x.memory.weights_bytes);
+    out.push_back(x.memory.weights_bytes / 2);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("a rank holding the embedding's and the tied head's stages holds the tied weight once", "[network][memory]") {
+  // GPT-2 (tied), hand-derived: h = 768, V = 50257, 1024 learned positions; a decoder layer
+  // 12 h^2 + 13 h = 7,087,872 (QKV 3h^2 + 3h, projection h^2 + h, MLP 8h^2 + 5h, two LayerNorms
+  // 4h); the embedding V h + 1024 h = 39,383,808; the final LayerNorm 2h; the head nothing of
+  // its own (it is the embedding's weight, V h = 38,597,376).
+  const Network gpt = hf("gpt2");
+  const int64_t h = 768, layer = 7087872, embedding = 39383808, norm = 2 * h, tied = 50257 * 768;
+  // One rank with both stages (interleaved 1F1B, P 1, V 2): the model's published 124,439,808.
+  CHECK(rank_params(gpt, "interleaved-1f1b", 1, 2, "6,6") == std::vector<int64_t>{124439808});
+  // V placement: rank 0 holds stage 0 (embedding) and stage 3 (norm, head), rank 1 the middle.
+  for (const char* family : {"zbv", "dualpipev"}) {
+    INFO(family);
+    CHECK(rank_params(gpt, family, 2, 2, "3,3,3,3") == std::vector<int64_t>{embedding + 6 * layer + norm, 6 * layer});
+  }
+  // On different ranks each holds a copy, as Megatron's last stage keeps its own copy of the
+  // tied weight (gradients all-reduced between the two).
+  CHECK(rank_params(gpt, "1f1b", 2, 1, "6,6") == std::vector<int64_t>{embedding + 6 * layer, 6 * layer + norm + tied});
+}
+
 // ---- activations ---------------------------------------------------------------------------------
 
 TEST_CASE("a standard GPT layer keeps s b h (34 + 5 a s / h) bytes, 34 s b h selective, 2 s b h full", "[network][activations]") {

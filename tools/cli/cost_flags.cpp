@@ -150,9 +150,9 @@ CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, const Sched
   } else {
     // Replicated stages: the model is split into the model stages; each copy costs the same.
     c = costs(s.model_stages());
-    if (c.stage_count() != s.stages) {
+    if (c.stage_count() != s.stages || !c.shared_weights.empty()) {
       c.check_fits(s.model_stages(), s.micro_batches);
-      c = c.per_copies(s.pipes);
+      c = c.per_copies(s.pipes, s.model_stages());
     }
   }
   c.check_fits(s.stages, s.micro_batches);

@@ -167,6 +167,45 @@ TEST_CASE("a rank holding the embedding's and the tied head's stages holds the t
   CHECK(rank_params(gpt, "1f1b", 2, 1, "6,6") == std::vector<int64_t>{embedding + 6 * layer, 6 * layer + norm + tied});
 }
 
+// ---- tensor parallelism ---------------------------------------------------------------------------
+
+TEST_CASE("tensor parallelism splits what Megatron splits and replicates the rest on every TP rank", "[network][params]") {
+  // Megatron-LM: QKV and MLP up/gate column-parallel (weights and biases split), attention output
+  // and MLP down row-parallel (weights split, biases replicated), norms replicated, the word
+  // embedding and an untied head split by the vocabulary, learned positions (a plain
+  // torch.nn.Embedding) and the MoE router replicated.
+  const auto stage_params = [](const std::string& config, int t) {
+    Network n = read_network(config, "config.json");
+    n.training.tp = t;
+    const NetworkCosts nc = network_costs(n, 1, "");
+    const MemoryModel mm = nc.costs.memory_model(1);
+    CHECK(mm.resident(0, DataParallelOptions{}).total() == 18 * nc.plan.stages[0].params);
+    return nc.plan.stages[0].params;
+  };
+  // GPT-2 shape, tied: per TP rank the embedding V h / t + P h, per layer (12 h^2 + 7 h) / t
+  // split (QKV 3h^2 + 3h, projection h^2, MLP 8h^2 + 4h) + 6 h replicated (two LayerNorms 4h,
+  // the two row-parallel biases 2h), the final LayerNorm 2h.
+  const std::string gpt = R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128, "vocab_size": 512})";
+  for (int t : {1, 2, 4, 8}) {
+    INFO("gpt2-shaped, TP " << t);
+    const int64_t h = 64, V = 512, P = 128, L = 2;
+    CHECK(stage_params(gpt, t) == V * h / t + P * h + L * ((12 * h * h + 7 * h) / t + 6 * h) + 2 * h);
+  }
+  // Qwen3-MoE shape, untied: per layer q, k, v, o (h a d + 2 h g d + a d h) / t, the experts
+  // 3 E h f / t, replicated the two RMSNorms 2h, q_norm and k_norm 2d and the router h E; the
+  // embedding and the head V h / t each, the final norm h.
+  const std::string moe = R"({"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "head_dim": 16, "moe_intermediate_size": 32, "num_experts": 8, "num_experts_per_tok": 2,
+      "vocab_size": 256, "tie_word_embeddings": false})";
+  for (int t : {1, 2, 4, 8}) {
+    INFO("qwen3_moe-shaped, TP " << t);
+    const int64_t h = 64, a = 4, g = 2, d = 16, f = 32, E = 8, V = 256, L = 2;
+    const int64_t split = (h * a * d + 2 * h * g * d + a * d * h) / t + 3 * E * h * f / t;
+    const int64_t replicated = 2 * h + 2 * d + h * E;
+    CHECK(stage_params(moe, t) == 2 * V * h / t + L * (split + replicated) + h);
+  }
+}
+
 // ---- activations ---------------------------------------------------------------------------------
 
 TEST_CASE("a standard GPT layer keeps s b h (34 + 5 a s / h) bytes, 34 s b h selective, 2 s b h full", "[network][activations]") {

@@ -261,8 +261,9 @@ std::vector<Layer> transformer_layers(const Architecture& m, const Training& tr,
   const double norm = m.layer_norm ? 2 * z.h : z.h;
   for (int64_t i = 0; i < m.mtp_layers; ++i) {
     // DeepSeek-V3's MTP module: two norms and a 2h x h projection in front of a decoder layer
-    // (MoE like the last main layer), its own final norm, and the output head shared with the
-    // main model (its FLOPs and logits counted here, its weights with the head).
+    // (MoE like the last main layer), its own final norm, and the embedding and the output head
+    // shared with the main model (the head's FLOPs and logits counted here, the weights with
+    // their owners: its stage holds a copy of what is not on it).
     const bool moe = m.experts > 0 && !m.moe_layers.empty() && m.moe_layers.back();
     Layer l = decoder_layer(m, z, moe, tr.flash_attention, tr.recompute_of(static_cast<size_t>(m.layers + i)), "mtp." + std::to_string(i),
                             LayerKind::Mtp);
@@ -274,7 +275,8 @@ std::vector<Layer> transformer_layers(const Architecture& m, const Training& tr,
     l.bwd_weight_flops += 2 * z.T * (2 * z.h * z.h + head) / z.t;
     l.activation_bytes += whole((3 * z.e * z.T * z.h + z.e * z.T * z.h + 4 * z.T * z.V) / z.t, "kept activation bytes", l.name, kMaxLayerBytes);
     l.weight_grad_bytes += whole((2 * z.e * z.T * z.h + z.e * z.T * z.h + z.e * z.T * z.V) / z.t, "weight-gradient bytes", l.name, kMaxLayerBytes);
-    (m.tied_embeddings ? l.uses_embedding_params : l.uses_head_params) = whole(head / z.t, "parameter count", l.name, kMaxLayerParams);
+    l.uses_embedding_params = whole(head / z.t, "parameter count", l.name, kMaxLayerParams);
+    if (!m.tied_embeddings) l.uses_head_params = l.uses_embedding_params;
     out.push_back(std::move(l));
   }
   {

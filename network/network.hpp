@@ -61,10 +61,11 @@ struct Layer {
   int64_t weight_grad_bytes = 0;     // kept from the input-gradient to the weight-gradient backward
   int64_t workspace_bytes = 0;       // held only while the backward runs (recomputed activations)
   int64_t output_bytes = 0;          // handed to the next layer (a P2P message at a stage boundary)
-  // Tables it uses that another layer owns and counts: the embedding's (a tied output head) and
-  // the output head's (an MTP module's logits; the embedding's when tied). A stage or rank that
-  // holds a user without the owner holds a copy of the table (Megatron's tied head's stage keeps
-  // its own copy of the embedding's weight); one holding both holds it once.
+  // Tables it uses that another layer owns and counts: the embedding's (a tied output head; an
+  // MTP module, which embeds its own input tokens) and the untied output head's (an MTP module's
+  // logits). A stage or rank that holds a user without the owner holds a copy of the table
+  // (Megatron builds the embedding on every stage with the MTP module, and a tied head's stage
+  // keeps its own copy of the embedding's weight); one holding both holds it once.
   int64_t uses_embedding_params = 0, uses_head_params = 0;
 };
 

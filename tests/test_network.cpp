@@ -167,6 +167,29 @@ TEST_CASE("a rank holding the embedding's and the tied head's stages holds the t
   CHECK(rank_params(gpt, "1f1b", 2, 1, "6,6") == std::vector<int64_t>{embedding + 6 * layer, 6 * layer + norm + tied});
 }
 
+TEST_CASE("DeepSeek-V3's MTP stage holds the embedding it embeds its tokens with", "[network][params]") {
+  // Megatron-LM's GPTModel builds the embedding on every stage that holds an MTP module
+  // (pre_process or mtp_process). The MTP module's own count, by hand (the MoE decoder layer as
+  // in Megatron's formula above, its router, the enorm, hnorm and final norm 3h, eh_proj 2h^2):
+  // 11,610,068,224; the embedding 129280 x 7168 = 926,679,040.
+  const double h = 7168, a = 128, ql = 1536, kvl = 512, nope = 128, rope = 64, v = 128;
+  const double mla = ql * (h + a * (nope + rope) + 1) + kvl * (h + a * (nope + v) + 1) + h * rope + a * v * h;
+  const double mtp = 2 * h * (2048.0 * 256 * 1.5 + 2048.0 * 1.5 + 1) + mla + (h * 256 + 256) + 3 * h + 2 * h * h;
+  REQUIRE(mtp == 11610068224.0);
+  const Network ds = hf("deepseek_v3");
+  const NetworkCosts nc = network_costs(ds, 2, "31,31");
+  const auto& last = nc.plan.stages[1];
+  int64_t own = 0;
+  for (int32_t i : last.layers) own += nc.layers[static_cast<size_t>(i)].params;
+  CHECK(last.params - own == 129280LL * 7168);  // the untied head is on the stage: only the embedding is added
+  // Both stages: the published 671,026,419,200 of the main model, the MTP module, and the
+  // second copy of the embedding.
+  CHECK(nc.plan.stages[0].params + last.params == 671026419200LL + static_cast<int64_t>(mtp) + 129280LL * 7168);
+  // The MTP module on a stage of its own holds the embedding and the head (Megatron's "m|L" split).
+  const NetworkCosts alone = network_costs(ds, 3, "Et*61|m|L");
+  CHECK(alone.plan.stages[1].params == static_cast<int64_t>(mtp) + 2 * 129280LL * 7168);
+}
+
 // ---- tensor parallelism ---------------------------------------------------------------------------
 
 TEST_CASE("tensor parallelism splits what Megatron splits and replicates the rest on every TP rank", "[network][params]") {

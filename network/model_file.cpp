@@ -1,5 +1,6 @@
 #include "network/model_file.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "model/formats/json_fields.hpp"
@@ -40,6 +41,7 @@ class ModelReader {
       net.name = root.contains("_name_or_path") && root["_name_or_path"].is_string()
                      ? clip(root["_name_or_path"].get<std::string>(), 80)
                      : net.arch->model_type;
+      fit_default_length(net);
       return net;
     }
     if (!root.is_object()) f_.fail("", "expected a JSON object (a ppsched-model file or a Hugging Face config.json), got " + JsonFields::type_of(root));
@@ -60,6 +62,7 @@ class ModelReader {
     else read_layers(root["layers"], net);
     net.device.mfu = hf ? 0.45 : 1.0;  // listed FLOPs are taken as achieved unless told
     if (root.contains("training")) read_training(root["training"], net);
+    if (!root.contains("training") || !root["training"].contains("seq_len")) fit_default_length(net);
     if (root.contains("device")) read_device(root["device"], net.device);
     for (const char* key : {"link", "collectives", "protocol", "overlap_efficiency"})
       if (root.contains(key)) net.cost_extras[key] = root[key];
@@ -68,6 +71,13 @@ class ModelReader {
   }
 
  private:
+  // The default sequence length (4096) is no longer than a model's learned positions (GPT-2's
+  // 1024): a model cannot run past them (check_positions).
+  static void fit_default_length(Network& net) {
+    if (net.arch && net.arch->learned_positions > 0)
+      for (int64_t& s : net.training.seq_lens) s = std::min(s, net.arch->learned_positions);
+  }
+
   Architecture hf_config(const nlohmann::json& j) {
     if (j.is_object()) return read_hf_config(j, f_.file(), "hf_config");
     const std::string& rel = f_.text(j, "hf_config", "a path to a config.json, or the config inline as an object");

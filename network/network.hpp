@@ -139,6 +139,15 @@ struct Architecture {
   bool qk_norm = false;              // RMSNorm over head_dim on queries and keys (Qwen3)
   bool tied_embeddings = false;
   int64_t learned_positions = 0;     // GPT-2's wpe rows (0: rotary, no parameters)
+  // Rotary positions: max_position_embeddings (0: not given), which rope_scaling may extend:
+  // its rope_type ("" without rope_scaling), factor and original_max_position_embeddings (0: not
+  // given). positions_key: the file and key of learned_positions or max_positions, for messages
+  // ("gpt2.json (n_positions)").
+  int64_t max_positions = 0;
+  std::string rope_scaling;
+  double rope_factor = 0;
+  int64_t rope_original_positions = 0;
+  std::string positions_key;
   double attention_dropout = 0, hidden_dropout = 0, embedding_dropout = 0;
   // Mixture of experts (experts == 0: dense).
   int64_t experts = 0, experts_per_token = 0, moe_ffn = 0, shared_ffn = 0;
@@ -170,6 +179,14 @@ struct Network {
   // The total parameters (the whole model, every TP shard together).
   int64_t total_params() const;
 };
+
+// The longest of the training's sequence lengths against the positions the model has. A learned
+// position table (GPT-2's wpe, n_positions rows) has no row past its end: a longer sequence
+// cannot run, and this throws InputError naming `given_by` (what set the length: "--seq-len",
+// "training.seq_len") and the config's key and value. Rotary positions (RoPE) run at any length:
+// past max_position_embeddings the notes returned say whether the config's rope_scaling covers
+// the length or that the model was not trained that long; the figures are priced all the same.
+std::vector<std::string> check_positions(const Network& net, const std::string& given_by);
 
 // Limits of a network description (README "Limits"): checked while reading, before anything
 // is sized by them.

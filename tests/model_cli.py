@@ -353,6 +353,43 @@ ds = jrun("model", DS, "--pp", "2", "--layout", "31,31")
 check(sum(s["params"] for s in ds.get("stages", [])) == 671026419200 + 11610068224 + 926679040,
       "DeepSeek-V3's MTP stage holds the embedding: %s" % [s["params"] for s in ds.get("stages", [])])
 
+# ---- sequence lengths against the model's positions (issue 36) ----
+p = run("model", GPT2, "--seq-len", "4096", expect=2)
+check("--seq-len 4096" in p.stderr and "n_positions) is 1024" in p.stderr, "GPT-2 refuses 4096 tokens: " + p.stderr[-300:])
+p = run("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "2", "--model", GPT2, "--seq-len", "1025", expect=2)
+check("n_positions) is 1024" in p.stderr, "simulate refuses 1025 tokens on GPT-2: " + p.stderr[-300:])
+check(jrun("model", GPT2, "--seq-len", "1024").get("training", {}).get("seq_len") == [1024], "GPT-2 takes 1024 tokens")
+check(jrun("model", GPT2).get("training", {}).get("seq_len") == [1024], "GPT-2's default length is its 1024 positions")
+check(jrun("model", LLAMA, "--seq-len", "8192").get("notes") == [], "Llama-3-8B at its 8192 positions: no note")
+long_llama = jrun("model", LLAMA, "--seq-len", "16384")
+check(any("max_position_embeddings) 8192" in n and "not trained" in n and "no rope_scaling" in n
+          for n in long_llama.get("notes", [])), "RoPE past max_position_embeddings is noted: %s" % long_llama.get("notes"))
+p = run("model", LLAMA, "--seq-len", "16384")
+check("note: sequence length 16384 is over" in p.stdout, "model's text says so: " + p.stdout[-400:])
+p = run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "4", "--model", LLAMA, "--seq-len", "16384",
+        "--memory-budget", "1000GiB")
+check("note: sequence length 16384 is over" in p.stderr, "simulate notes it on stderr: " + p.stderr[-300:])
+with tempfile.TemporaryDirectory() as tmp:
+    # Qwen2.5's documented YaRN setting: factor 4 over 32768 original positions.
+    yarn = os.path.join(tmp, "yarn.json")
+    with open(yarn, "w") as f:
+        json.dump({"format": "ppsched-model", "version": 1, "hf_config": dict(
+            json.load(open(os.path.join(DATA, "models", "hf", "qwen2.5_7b.json"))), max_position_embeddings=32768,
+            rope_scaling={"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"})}, f)
+    notes = jrun("model", yarn, "--seq-len", "65536").get("notes", [])
+    check(any("rope_scaling yarn, factor 4" in n and "131072 positions, which cover it" in n for n in notes),
+          "rope_scaling's reach is said: %s" % notes)
+    notes = jrun("model", yarn, "--seq-len", "262144").get("notes", [])
+    check(any("over the 131072 positions" in n for n in notes), "past rope_scaling's reach: %s" % notes)
+    # A model file's own training.seq_len past learned positions is refused, naming it.
+    long_gpt = os.path.join(tmp, "gpt2_long.json")
+    with open(long_gpt, "w") as f:
+        json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(GPT2),
+                   "training": {"seq_len": 2048}}, f)
+    p = run("model", long_gpt, expect=2)
+    check("training.seq_len 2048" in p.stderr and "n_positions" in p.stderr, "training.seq_len past n_positions: " + p.stderr[-300:])
+    run("model", long_gpt, "--seq-len", "512")  # the flag wins over the file
+
 # ---- refusals ----
 p = run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--seq-len", "4096", expect=2)
 check("--model" in p.stderr, "--seq-len without --model is refused")

@@ -143,6 +143,7 @@ struct CostFlags {
   long long seq_len = 0, micro_batch_size = 0;
   int tp = 0;
   CLI::Option* model_opt = nullptr;
+  bool notes_in_output = false;  // the command renders check_positions' notes itself (`model`)
 };
 // `positional_model`: `ppsched model MODEL` takes the model as its argument.
 void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file = true, bool positional_model = false);

@@ -114,6 +114,11 @@ Network load_network(const CostFlags& f, DataParallelFlags& dp) {
   t.dp = dp.degree;
   t.fsdp = dp.fsdp;
   t.distributed_optimizer = dp.distributed_optimizer;
+  // A sequence past learned positions is refused; past a RoPE model's trained length, noted
+  // (`model` shows the notes in its output).
+  const std::vector<std::string> notes = check_positions(net, f.seq_len > 0 ? "--seq-len" : "training.seq_len");
+  if (!f.notes_in_output)
+    for (const std::string& n : notes) std::cerr << "note: " << n << "\n";
   return net;
 }
 

@@ -23,8 +23,10 @@
 //
 // FLOPs (Narayanan et al. 2021): a forward costs 2 x the matmul parameters a token passes
 // through x T (an MoE token passes through k experts, the router and the shared experts), plus
-// the attention core 2 T s a (d_qk + d_v) (QK^T and the weighted sum; no causal halving, as the
-// paper counts). The input-gradient backward costs the matmuls once more and the attention core
+// the attention core 2 T s a (d_qk + d_v) (QK^T and the weighted sum over the whole s x s matrix,
+// as the paper counts) -- half of it under a causal FlashAttention kernel, which skips the blocks
+// above the diagonal (Training::core(); Megatron-LM's num_floating_point_operations halves it
+// too). The input-gradient backward costs the matmuls once more and the attention core
 // twice (it has no weights); the weight-gradient backward the matmuls once. Recomputation adds
 // to the input-gradient backward what it re-runs: the attention core (selective) or the whole
 // forward (full). Norms, activations and the softmax are not counted.
@@ -118,7 +120,7 @@ Layer finish(const std::string& name, LayerKind kind, const Figures& x, const Sh
 }
 
 // Self-attention of one decoder layer (standard, GQA or MLA).
-void attention(const Architecture& m, const Shape& z, bool flash, Figures& x) {
+void attention(const Architecture& m, const Shape& z, bool flash, AttentionCore core, Figures& x) {
   const double h = z.h, a = z.a, T = z.T, e = z.e, s = z.s;
   double dqk = z.d, dv = z.d;
   if (m.kv_lora_rank > 0) {
@@ -148,7 +150,7 @@ void attention(const Architecture& m, const Shape& z, bool flash, Figures& x) {
   }
   x.kept += e * T * h;         // the QKV (or q_a / kv_a) projections' input
   x.weight_grad += e * T * h;  // ... which their weight gradients read
-  x.core += 2 * T * s * a * (dqk + dv);
+  x.core += (core == AttentionCore::Causal ? 1 : 2) * T * s * a * (dqk + dv);
   if (flash) return;  // FlashAttention keeps no scores (its backward recomputes them blockwise)
   x.scores += e * a * T * s;  // the softmax output
   if (m.attention_dropout > 0) x.scores += a * T * s + e * a * T * s;  // its dropout mask and output
@@ -181,7 +183,7 @@ void mlp(const Architecture& m, const Shape& z, bool moe, Figures& x) {
   x.weight_grad += e * T * (sf + up * sf + h) + 4 * T * E; // shared experts; the router's output gradient
 }
 
-Layer decoder_layer(const Architecture& m, const Shape& z, bool moe, bool flash, Recompute r, const std::string& name,
+Layer decoder_layer(const Architecture& m, const Shape& z, bool moe, const Training& tr, Recompute r, const std::string& name,
                     LayerKind kind) {
   Figures x;
   const double norm = m.layer_norm ? 2 * z.h : z.h;
@@ -189,7 +191,7 @@ Layer decoder_layer(const Architecture& m, const Shape& z, bool moe, bool flash,
   x.replicated += 2 * norm;
   x.kept += 2 * z.e * z.T * z.h;  // the two norms' inputs
   if (m.hidden_dropout > 0) x.kept += 2 * z.T * z.h;
-  attention(m, z, flash, x);
+  attention(m, z, tr.flash_attention, tr.core(), x);
   mlp(m, z, moe, x);
   x.layer_input = z.e * z.T * z.h;
   Layer l = finish(name, kind, x, z, r, z.e * z.T * z.h);
@@ -213,6 +215,7 @@ const char* to_string(LayerKind k) {
 }
 const char* to_string(Precision p) { return p == Precision::Bf16 ? "bf16" : p == Precision::Fp16 ? "fp16" : "fp32"; }
 const char* to_string(Optimizer o) { return o == Optimizer::Adam ? "adam" : "sgd"; }
+const char* to_string(AttentionCore c) { return c == AttentionCore::Causal ? "causal" : "full"; }
 const char* to_string(Recompute r) { return r == Recompute::None ? "none" : r == Recompute::Selective ? "selective" : "full"; }
 
 BytesPerParam Training::bytes_per_param() const {
@@ -255,7 +258,7 @@ std::vector<Layer> transformer_layers(const Architecture& m, const Training& tr,
   }
   for (int64_t i = 0; i < m.layers; ++i) {
     const bool moe = m.experts > 0 && static_cast<size_t>(i) < m.moe_layers.size() && m.moe_layers[static_cast<size_t>(i)];
-    out.push_back(decoder_layer(m, z, moe, tr.flash_attention, tr.recompute_of(static_cast<size_t>(i)), "layers." + std::to_string(i),
+    out.push_back(decoder_layer(m, z, moe, tr, tr.recompute_of(static_cast<size_t>(i)), "layers." + std::to_string(i),
                                 LayerKind::Decoder));
   }
   const double norm = m.layer_norm ? 2 * z.h : z.h;
@@ -265,7 +268,7 @@ std::vector<Layer> transformer_layers(const Architecture& m, const Training& tr,
     // shared with the main model (the head's FLOPs and logits counted here, the weights with
     // their owners: its stage holds a copy of what is not on it).
     const bool moe = m.experts > 0 && !m.moe_layers.empty() && m.moe_layers.back();
-    Layer l = decoder_layer(m, z, moe, tr.flash_attention, tr.recompute_of(static_cast<size_t>(m.layers + i)), "mtp." + std::to_string(i),
+    Layer l = decoder_layer(m, z, moe, tr, tr.recompute_of(static_cast<size_t>(m.layers + i)), "mtp." + std::to_string(i),
                             LayerKind::Mtp);
     // The norms are replicated over TP, the projection column-parallel (Megatron's eh_proj).
     const double head = z.h * z.V;

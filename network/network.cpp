@@ -44,6 +44,13 @@ int64_t Network::total_params() const {
   return total;
 }
 
+std::string attention_core_problem(const Training& t) {
+  if (t.core() == AttentionCore::Causal && !t.flash_attention)
+    return "a causal attention core (half the s x s matrix) needs FlashAttention: eager attention computes the whole "
+           "score matrix and masks it (attention_core \"full\")";
+  return {};
+}
+
 std::vector<std::string> check_positions(const Network& net, const std::string& given_by) {
   if (!net.arch || net.training.seq_lens.empty()) return {};
   const Architecture& a = *net.arch;

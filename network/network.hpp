@@ -44,9 +44,15 @@ enum class Optimizer : uint8_t { Adam, Sgd };  // Adam = Adam/AdamW (two moments
 // attention core: its scores and softmax are recomputed in the backward); full (only the
 // layer's input is kept and the whole forward is re-run in the backward).
 enum class Recompute : uint8_t { None, Selective, Full };
+// What the attention core (QK^T and the weighted sum of the values, forward and backward)
+// computes under a causal mask: a causal FlashAttention kernel only the blocks on and below the
+// diagonal, half of the s x s matrix (Megatron-LM's num_floating_point_operations halves it);
+// eager attention the whole matrix, masked afterwards.
+enum class AttentionCore : uint8_t { Causal, Full };
 const char* to_string(Precision p);
 const char* to_string(Optimizer o);
 const char* to_string(Recompute r);
+const char* to_string(AttentionCore c);
 
 // One layer's figures for one micro-batch, on one tensor-parallel rank.
 struct Layer {
@@ -88,8 +94,13 @@ struct Training {
   // One mode for every decoder layer, or one per decoder (and MTP) layer, in order.
   std::vector<Recompute> recompute{Recompute::None};
   bool flash_attention = true;
+  // Unset: causal with FlashAttention, full without (eager attention computes the whole matrix).
+  std::optional<AttentionCore> attention_core;
 
   BytesPerParam bytes_per_param() const;
+  AttentionCore core() const {
+    return attention_core.value_or(flash_attention ? AttentionCore::Causal : AttentionCore::Full);
+  }
   int activation_element_bytes() const { return precision == Precision::Fp32 ? 4 : 2; }
   Recompute recompute_of(size_t decoder_index) const {
     return recompute.size() == 1 ? recompute[0] : recompute[std::min(decoder_index, recompute.size() - 1)];
@@ -179,6 +190,10 @@ struct Network {
   // The total parameters (the whole model, every TP shard together).
   int64_t total_params() const;
 };
+
+// Why `t`'s attention core cannot be ("" when it can): a causal core skipping the masked blocks
+// needs FlashAttention (eager attention computes the whole score matrix).
+std::string attention_core_problem(const Training& t);
 
 // The longest of the training's sequence lengths against the positions the model has. A learned
 // position table (GPT-2's wpe, n_positions rows) has no row past its end: a longer sequence

@@ -390,6 +390,39 @@ with tempfile.TemporaryDirectory() as tmp:
     check("training.seq_len 2048" in p.stderr and "n_positions" in p.stderr, "training.seq_len past n_positions: " + p.stderr[-300:])
     run("model", long_gpt, "--seq-len", "512")  # the flag wins over the file
 
+# ---- the attention core's FLOPs under the causal mask (issue 36 item 5) ----
+def fwd_flops(*extra):
+    d = jrun("model", LLAMA, *extra)
+    return d.get("training", {}).get("attention_core"), sum(l["fwd_flops"] for l in d.get("layers", []) if l["kind"] == "decoder")
+
+
+causal, eager, full = fwd_flops(), fwd_flops("--flash-attention", "off"), fwd_flops("--attention-core", "full")
+# Llama-3-8B at 4096 tokens: the core (QK^T and the weighted sum, 2 T s a d each) is
+# 4 x 4096^2 x 4096 per layer over the whole matrix, half of that causal; 32 layers.
+core = 4 * 4096 ** 2 * 4096 * 32
+check(causal[0] == "causal" and eager[0] == "full" and full[0] == "full", "attention_core in --json: %s" % [causal, eager, full])
+check(abs(eager[1] - causal[1] - core / 2) < 1e-3 * core and eager[1] == full[1], "the causal core is half the full one")
+p = run("model", LLAMA)
+check("FlashAttention on, attention core causal (half of s x s)" in p.stdout, "model's text names the core: " + p.stdout[:600])
+p = run("model", LLAMA, "--flash-attention", "off", "--attention-core", "causal", expect=2)
+check("needs FlashAttention" in p.stderr, "a causal core without FlashAttention is refused: " + p.stderr[-300:])
+p = run("model", os.path.join(DATA, "models", "listed_8_layers.json"), "--attention-core", "full", expect=2)
+check("--attention-core does not apply" in p.stderr, "--attention-core on listed layers is refused: " + p.stderr[-300:])
+with tempfile.TemporaryDirectory() as tmp:
+    eager_file = os.path.join(tmp, "eager_causal.json")
+    with open(eager_file, "w") as f:
+        json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(LLAMA),
+                   "training": {"flash_attention": False, "attention_core": "causal"}}, f)
+    p = run("model", eager_file, expect=2)
+    check("(training.attention_core)" in p.stderr and "needs FlashAttention" in p.stderr,
+          "a model file's causal core without FlashAttention is located: " + p.stderr[-300:])
+    with open(eager_file, "w") as f:
+        json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(LLAMA),
+                   "training": {"attention_core": "full"}}, f)
+    check(jrun("model", eager_file).get("training", {}).get("attention_core") == "full", "training.attention_core is read")
+p = run("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "2", "--attention-core", "full", expect=2)
+check("--model" in p.stderr, "--attention-core without --model is refused: " + p.stderr[-300:])
+
 # ---- refusals ----
 p = run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--seq-len", "4096", expect=2)
 check("--model" in p.stderr, "--seq-len without --model is refused")

@@ -5,7 +5,9 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "model/errors.hpp"
 #include "model/generators/generator.hpp"
@@ -303,6 +305,58 @@ TEST_CASE("1F1B rank 0 with M >= P holds P micro-batches' activations at its pea
       CHECK(r.ranks[0].memory.activations_peak_bytes == P * nc.plan.stages[0].activation_bytes[0]);
       CHECK(r.ranks[0].peak_memory_bytes >= r.ranks[0].memory.resident_bytes() + r.ranks[0].memory.activations_peak_bytes);
     }
+}
+
+// ---- FLOPs ---------------------------------------------------------------------------------------
+
+TEST_CASE("a causal FlashAttention GPT layer's forward is 24 b s h^2 + 2 b s^2 h, eager attention's 24 b s h^2 + 4 b s^2 h",
+          "[network][flops]") {
+  // Narayanan et al. 2021: QKV and projection 8 b s h^2, MLP 16 b s h^2, the attention core
+  // (QK^T and the weighted sum) 4 b s^2 h over the whole matrix; a causal kernel skips the blocks
+  // above the diagonal, half of it. The backward: the matmuls twice, the core twice (input gradient).
+  for (auto [s, b] : {std::pair<int64_t, int64_t>{1024, 1}, {1024, 4}, {512, 2}}) {
+    Network gpt = hf("gpt2");
+    gpt.training.seq_lens = {s};
+    gpt.training.micro_batch_size = b;
+    const double h = 768, S = static_cast<double>(s), B = static_cast<double>(b);
+    const auto decoder = [&] {
+      for (const Layer& l : gpt.layers())
+        if (l.kind == LayerKind::Decoder) return l;
+      return Layer{};
+    };
+    for (auto [flash, core, attention] : {std::tuple{true, std::optional<AttentionCore>{}, 2.0},
+                                          std::tuple{false, std::optional<AttentionCore>{}, 4.0},
+                                          std::tuple{true, std::optional<AttentionCore>{AttentionCore::Full}, 4.0}}) {
+      INFO("s=" << s << " b=" << b << " flash " << flash << " core " << (core ? to_string(*core) : "default"));
+      gpt.training.flash_attention = flash;
+      gpt.training.attention_core = core;
+      const Layer l = decoder();
+      const double matmuls = 24 * B * S * h * h, core_flops = attention * B * S * S * h;
+      CHECK(l.fwd_flops == Approx(matmuls + core_flops).epsilon(1e-12));
+      CHECK(l.bwd_input_flops == Approx(matmuls + 2 * core_flops).epsilon(1e-12));
+      CHECK(l.bwd_weight_flops == Approx(matmuls).epsilon(1e-12));
+    }
+  }
+}
+
+TEST_CASE("a step's FLOPs equal Megatron-LM's num_floating_point_operations, run on the same models", "[network][flops]") {
+  // tests/data/peers/megatron/flops.json: Megatron-LM's own function (training.py at the commit
+  // the file names), run by run_flops.py on these config.json files: forward, input-gradient and
+  // weight-gradient FLOPs of one global batch, the causal core halved. ppsched's: every layer's
+  // three steps for one micro-batch of the same sequences (FlashAttention, so a causal core).
+  std::ifstream in(data("peers/megatron/flops.json"));
+  REQUIRE(in);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  REQUIRE(doc["cases"].size() >= 4);
+  for (const auto& c : doc["cases"]) {
+    INFO(c.dump());
+    Network n = read_network_file(data("models/hf/" + c["model"].get<std::string>()));
+    n.training.seq_lens = {c["seq_length"].get<int64_t>()};
+    n.training.micro_batch_size = c["batch_size"].get<int64_t>();
+    double total = 0;
+    for (const Layer& l : n.layers()) total += l.fwd_flops + l.bwd_input_flops + l.bwd_weight_flops;
+    CHECK(total == Approx(c["flops"].get<double>()).epsilon(1e-12));
+  }
 }
 
 // ---- layouts -------------------------------------------------------------------------------------

@@ -85,7 +85,8 @@ nlohmann::json model_json(const NetworkCosts& nc, const DataParallelOptions& dp,
                    {"dp", dp.degree},
                    {"fsdp", dp.fsdp},
                    {"distributed_optimizer", dp.distributed_optimizer},
-                   {"flash_attention", t.flash_attention}};
+                   {"flash_attention", t.flash_attention},
+                   {"attention_core", to_string(t.core())}};
   nlohmann::json rc = nlohmann::json::array();
   for (Recompute r : t.recompute) rc.push_back(to_string(r));
   j["training"]["recompute"] = t.recompute.size() == 1 ? rc[0] : rc;
@@ -147,7 +148,9 @@ std::string model_text(const NetworkCosts& nc, const DataParallelOptions& dp, co
          (t.optimizer == Optimizer::Adam ? "Adam" : "SGD") + " (" + general(bpp.weights) + " + " + general(bpp.grads) +
          " + " + general(bpp.optimizer) + " B per parameter), recompute " +
          (t.recompute.size() == 1 ? std::string(to_string(t.recompute[0])) : std::string("per layer")) + ", FlashAttention " +
-         (t.flash_attention ? "on" : "off") + ", TP " + std::to_string(t.tp) + ", " + data_parallel_label(dp) + "\n";
+         (t.flash_attention ? "on" : "off") + ", attention core " +
+         (t.core() == AttentionCore::Causal ? "causal (half of s x s)" : "full (s x s)") + ", TP " + std::to_string(t.tp) +
+         ", " + data_parallel_label(dp) + "\n";
   out += "  device: " + general(net.device.flops_per_s / 1e12, 4) + " TFLOP/s x MFU " + general(net.device.mfu, 3) + " = " +
          general(net.device.effective_flops() / 1e12, 4) + " TFLOP/s" +
          (net.device.memory_bytes ? ", " + human_bytes(*net.device.memory_bytes) + " per rank" : "") + "\n";

@@ -139,7 +139,7 @@ std::string data_parallel_label(const DataParallelOptions& dp);
 // The costs of a command: --costs FILE, --model MODEL with its training flags (README "Model
 // and memory"), or the embedded default. With both, the cost file overrides what it sets.
 struct CostFlags {
-  std::string costs, model, layout, recompute, flash_attention, precision, optimizer;
+  std::string costs, model, layout, recompute, flash_attention, attention_core, precision, optimizer;
   long long seq_len = 0, micro_batch_size = 0;
   int tp = 0;
   CLI::Option* model_opt = nullptr;

@@ -76,12 +76,7 @@ class Walk {
     stats_.steps = 0;  // counted by the walks, which visit every slot anyway
     index_local_stages();
     // What each rank holds for the whole step: its stages' weights, gradients, optimizer state.
-    resident_.assign(static_cast<size_t>(s_.ranks), ResidentBytes{});
-    if (o_.memory.has_resident())
-      for (int st = 0; st < s_.stages; ++st) {
-        const int owner = s_.rank_of(st);
-        if (owner >= 0 && owner < s_.ranks) resident_[static_cast<size_t>(owner)] += o_.memory.resident(st, o_.dp);
-      }
+    resident_ = o_.memory.resident_by_rank(s_.ranks, s_.stages, [&](int st) { return s_.rank_of(st); }, o_.dp);
     stats_.resident_bytes.clear();
     for (const auto& r : resident_) stats_.resident_bytes.push_back(r.total());
     for (int r = 0; r < s_.ranks; ++r)

@@ -48,6 +48,21 @@ struct ResidentBytes {
     optimizer += o.optimizer;
     return *this;
   }
+  ResidentBytes& operator-=(const ResidentBytes& o) {
+    weights -= o.weights;
+    grads -= o.grads;
+    optimizer -= o.optimizer;
+    return *this;
+  }
+};
+
+// Weights that several stages' resident bytes each count whole: a tied embedding and output
+// head, an MTP module's copies of the embedding and the head (network/stage_plan.hpp,
+// SharedTable). A rank that holds several of these stages holds the tensor, its gradient and
+// its optimizer state once.
+struct SharedWeights {
+  std::vector<int> stages;  // ascending, distinct
+  ResidentBytes bytes;      // before data-parallel sharding
 };
 
 // Bytes each live cache entry holds, for the memory check (and the simulator's memory model),
@@ -65,6 +80,7 @@ struct MemoryModel {
   std::vector<int64_t> weight_grad_bytes, workspace_bytes;
   // Per stage (none: 0), before data-parallel sharding: weights, gradients, optimizer state.
   std::vector<int64_t> weight_bytes, grad_bytes, optimizer_bytes;
+  std::vector<SharedWeights> shared_weights;  // counted by several stages' bytes above
 
   int64_t activation(int stage) const { return pick(activation_bytes, stage); }
   int64_t boundary(int stage) const { return pick(boundary_bytes, stage); }
@@ -78,8 +94,14 @@ struct MemoryModel {
   // weights are live only while gathered), with the distributed optimizer 1/N of the optimizer
   // state (Megatron: 6 + 12/N bytes per parameter), else all of it. A shard rounds up.
   ResidentBytes resident(int stage, const DataParallelOptions& dp) const;
+  // What each of `ranks` ranks holds for the whole step: the resident bytes of the stages
+  // `rank_of(stage)` puts on it (stages 0 .. stages-1), a shared tensor once per rank.
+  template <class RankOf>
+  std::vector<ResidentBytes> resident_by_rank(int ranks, int stages, RankOf rank_of, const DataParallelOptions& dp) const;
 
  private:
+  // Bytes before sharding as one replica holds them under `dp` (a shard rounds up).
+  static ResidentBytes sharded(const ResidentBytes& b, const DataParallelOptions& dp);
   static int64_t pick(const std::vector<int64_t>& v, int stage) {
     if (v.empty()) return 0;
     if (v.size() == 1 || stage < 0) return v[0];
@@ -125,14 +147,40 @@ struct DataParallelOptions {
   }
 };
 
-inline ResidentBytes MemoryModel::resident(int stage, const DataParallelOptions& dp) const {
+inline ResidentBytes MemoryModel::sharded(const ResidentBytes& b, const DataParallelOptions& dp) {
   const int64_t n = dp.degree > 1 ? dp.degree : 1;
-  const auto shard = [n](int64_t b, bool sharded) { return sharded ? (b + n - 1) / n : b; };
-  ResidentBytes r;
-  r.weights = shard(pick(weight_bytes, stage), dp.fsdp);
-  r.grads = shard(pick(grad_bytes, stage), dp.fsdp);
-  r.optimizer = shard(pick(optimizer_bytes, stage), dp.fsdp || dp.distributed_optimizer);
-  return r;
+  const auto shard = [n](int64_t x, bool on) { return on ? (x + n - 1) / n : x; };
+  return {shard(b.weights, dp.fsdp), shard(b.grads, dp.fsdp), shard(b.optimizer, dp.fsdp || dp.distributed_optimizer)};
+}
+
+inline ResidentBytes MemoryModel::resident(int stage, const DataParallelOptions& dp) const {
+  return sharded({pick(weight_bytes, stage), pick(grad_bytes, stage), pick(optimizer_bytes, stage)}, dp);
+}
+
+template <class RankOf>
+std::vector<ResidentBytes> MemoryModel::resident_by_rank(int ranks, int stages, RankOf rank_of,
+                                                         const DataParallelOptions& dp) const {
+  std::vector<ResidentBytes> out(static_cast<size_t>(std::max(ranks, 0)));
+  if (!has_resident()) return out;
+  const auto on_rank = [&](int st) {
+    const int r = st >= 0 && st < stages ? rank_of(st) : -1;
+    return r >= 0 && r < ranks ? r : -1;
+  };
+  for (int st = 0; st < stages; ++st)
+    if (const int r = on_rank(st); r >= 0) out[static_cast<size_t>(r)] += resident(st, dp);
+  // A shared tensor counted by k of a rank's stages is held once: k - 1 copies less, each
+  // sharded as a stage's bytes are.
+  for (const SharedWeights& w : shared_weights) {
+    const ResidentBytes copy = sharded(w.bytes, dp);
+    std::vector<int> seen;
+    for (int st : w.stages) {
+      const int r = on_rank(st);
+      if (r < 0) continue;
+      if (std::find(seen.begin(), seen.end(), r) != seen.end()) out[static_cast<size_t>(r)] -= copy;
+      else seen.push_back(r);
+    }
+  }
+  return out;
 }
 
 // The largest world (pipeline ranks x DP degree) a job may have: the rank limit of the

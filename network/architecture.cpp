@@ -3,7 +3,17 @@
 // sequence length s, micro-batch size b (T = s b tokens), activations of e bytes (2 in mixed
 // precision), h hidden, a query heads, g key/value heads, d head_dim, f the MLP's width, V the
 // vocabulary; every figure is divided by the tensor-parallel degree t (Megatron's accounting,
-// with sequence parallelism).
+// with sequence parallelism), but for the parameters every tensor-parallel rank holds whole.
+//
+// Tensor parallelism splits a parameter as Megatron-LM's layers do: the QKV, MLP-up (and gate),
+// expert and MTP-projection weights and their biases by output columns, the attention output and
+// MLP-down weights by input rows, the word embedding and an output head by the vocabulary; each
+// TP rank holds 1/t of them. Replicated on every TP rank, whole: norm weights (and LayerNorm
+// biases; Qwen3's q_norm and k_norm, MLA's low-rank norms, the final and MTP norms), the biases
+// of row-parallel layers (attention output, MLP down: added after the reduction), learned
+// position embeddings (a plain torch.nn.Embedding in LanguageModelEmbedding), the MoE router
+// (TopKRouter.weight, DeepSeek-V3's expert bias), Qwen2-MoE's shared-expert gate, and MLA's down
+// projections (TELinear with parallel_mode "duplicated" in Megatron's Transformer Engine spec).
 //
 // Parameters: as the model holds them -- weights and biases of every projection, norm weights
 // (RMSNorm h, LayerNorm 2h), embeddings (and GPT-2's learned positions), an untied head, MoE
@@ -13,8 +23,10 @@
 //
 // FLOPs (Narayanan et al. 2021): a forward costs 2 x the matmul parameters a token passes
 // through x T (an MoE token passes through k experts, the router and the shared experts), plus
-// the attention core 2 T s a (d_qk + d_v) (QK^T and the weighted sum; no causal halving, as the
-// paper counts). The input-gradient backward costs the matmuls once more and the attention core
+// the attention core 2 T s a (d_qk + d_v) (QK^T and the weighted sum over the whole s x s matrix,
+// as the paper counts) -- half of it under a causal FlashAttention kernel, which skips the blocks
+// above the diagonal (Training::core(); Megatron-LM's num_floating_point_operations halves it
+// too). The input-gradient backward costs the matmuls once more and the attention core
 // twice (it has no weights); the weight-gradient backward the matmuls once. Recomputation adds
 // to the input-gradient backward what it re-runs: the attention core (selective) or the whole
 // forward (full). Norms, activations and the softmax are not counted.
@@ -72,6 +84,7 @@ int64_t whole(double v, const std::string& what, const std::string& layer, doubl
 // The figures accumulated in double and checked once, when a layer is done.
 struct Figures {
   double params = 0, matmul = 0, core = 0;  // core: attention core forward FLOPs
+  double replicated = 0;                    // of params: what every TP rank holds whole
   double kept = 0, scores = 0;              // kept activations (scores: the part selective drops)
   double layer_input = 0;                   // what full recomputation keeps
   double weight_grad = 0;                   // matmul inputs and output gradients
@@ -94,7 +107,7 @@ Layer finish(const std::string& name, LayerKind kind, const Figures& x, const Sh
     kept = x.layer_input;
     workspace = x.kept + x.scores;
   }
-  l.params = whole(x.params / z.t, "parameter count", name, kMaxLayerParams);
+  l.params = whole((x.params - x.replicated) / z.t + x.replicated, "parameter count", name, kMaxLayerParams);
   for (auto [value, field] : {std::pair{fwd / z.t, &l.fwd_flops}, {bwd_in / z.t, &l.bwd_input_flops}, {bwd_w / z.t, &l.bwd_weight_flops}}) {
     if (!std::isfinite(value) || value > kMaxLayerFlops) too_large("FLOPs", name, value, kMaxLayerFlops);
     *field = value;
@@ -107,7 +120,7 @@ Layer finish(const std::string& name, LayerKind kind, const Figures& x, const Sh
 }
 
 // Self-attention of one decoder layer (standard, GQA or MLA).
-void attention(const Architecture& m, const Shape& z, bool flash, Figures& x) {
+void attention(const Architecture& m, const Shape& z, bool flash, AttentionCore core, Figures& x) {
   const double h = z.h, a = z.a, T = z.T, e = z.e, s = z.s;
   double dqk = z.d, dv = z.d;
   if (m.kv_lora_rank > 0) {
@@ -120,6 +133,7 @@ void attention(const Architecture& m, const Shape& z, bool flash, Figures& x) {
     const double o_mat = a * dv * h;
     x.matmul += q_mat + kv_mat + o_mat;
     x.params += q_mat + kv_mat + o_mat + (ql > 0 ? ql : 0) + kvl;  // + the q_a and kv_a norms
+    x.replicated += (ql > 0 ? h * ql + ql : 0) + h * (kvl + rope) + kvl;  // the down projections and those norms
     // Kept: the low-rank projections' inputs and their norms' inputs, the core's q, k, v, the
     // output projection's input.
     x.kept += e * T * ((ql > 0 ? 2 * ql : 0) + 2 * kvl + a * (2 * dqk + dv)) + e * T * a * dv;
@@ -129,13 +143,14 @@ void attention(const Architecture& m, const Shape& z, bool flash, Figures& x) {
     const double qkv = h * (a + 2 * g) * d, o = a * d * h;
     x.matmul += qkv + o;
     x.params += qkv + o + (m.qkv_bias ? (a + 2 * g) * d : 0) + (m.attn_out_bias ? h : 0) + (m.qk_norm ? 2 * d : 0);
+    x.replicated += (m.attn_out_bias ? h : 0) + (m.qk_norm ? 2 * d : 0);  // the row-parallel bias; q_norm, k_norm
     x.kept += e * T * (a + 2 * g) * d + e * T * a * d;  // Q, K, V; the output projection's input
     // inputs: QKV (eTh, counted with the norm below), output projection; output gradients
     x.weight_grad += e * T * a * d + e * T * (a + 2 * g) * d + e * T * h;
   }
   x.kept += e * T * h;         // the QKV (or q_a / kv_a) projections' input
   x.weight_grad += e * T * h;  // ... which their weight gradients read
-  x.core += 2 * T * s * a * (dqk + dv);
+  x.core += (core == AttentionCore::Causal ? 1 : 2) * T * s * a * (dqk + dv);
   if (flash) return;  // FlashAttention keeps no scores (its backward recomputes them blockwise)
   x.scores += e * a * T * s;  // the softmax output
   if (m.attention_dropout > 0) x.scores += a * T * s + e * a * T * s;  // its dropout mask and output
@@ -151,6 +166,7 @@ void mlp(const Architecture& m, const Shape& z, bool moe, Figures& x) {
     const double f = z.f;
     x.matmul += mats * h * f;
     x.params += mats * h * f + (m.mlp_bias ? (up * f + h) : 0);
+    x.replicated += m.mlp_bias ? h : 0;  // the down projection's bias (row-parallel)
     x.kept += kept_per * e * T * f;
     x.weight_grad += e * T * f + e * T * (up * f + h);  // the down input; the output gradients
     return;
@@ -158,6 +174,7 @@ void mlp(const Architecture& m, const Shape& z, bool moe, Figures& x) {
   const double E = static_cast<double>(m.experts), k = static_cast<double>(m.experts_per_token);
   const double fm = static_cast<double>(m.moe_ffn), sf = static_cast<double>(m.shared_ffn);
   x.params += E * mats * h * fm + h * E + (m.router_bias ? E : 0) + mats * h * sf + (m.shared_expert_gate ? h : 0);
+  x.replicated += h * E + (m.router_bias ? E : 0) + (m.shared_expert_gate ? h : 0);  // the router, the shared expert's gate
   x.matmul += k * mats * h * fm + h * E + mats * h * sf + (m.shared_expert_gate ? h : 0);
   x.kept += 4 * T * E;                                     // router probabilities (fp32)
   x.kept += T * k * e * (2 * h + kept_per * fm);           // per routed copy: input, MLP, output
@@ -166,14 +183,15 @@ void mlp(const Architecture& m, const Shape& z, bool moe, Figures& x) {
   x.weight_grad += e * T * (sf + up * sf + h) + 4 * T * E; // shared experts; the router's output gradient
 }
 
-Layer decoder_layer(const Architecture& m, const Shape& z, bool moe, bool flash, Recompute r, const std::string& name,
+Layer decoder_layer(const Architecture& m, const Shape& z, bool moe, const Training& tr, Recompute r, const std::string& name,
                     LayerKind kind) {
   Figures x;
   const double norm = m.layer_norm ? 2 * z.h : z.h;
   x.params += 2 * norm;
+  x.replicated += 2 * norm;
   x.kept += 2 * z.e * z.T * z.h;  // the two norms' inputs
   if (m.hidden_dropout > 0) x.kept += 2 * z.T * z.h;
-  attention(m, z, flash, x);
+  attention(m, z, tr.flash_attention, tr.core(), x);
   mlp(m, z, moe, x);
   x.layer_input = z.e * z.T * z.h;
   Layer l = finish(name, kind, x, z, r, z.e * z.T * z.h);
@@ -197,6 +215,7 @@ const char* to_string(LayerKind k) {
 }
 const char* to_string(Precision p) { return p == Precision::Bf16 ? "bf16" : p == Precision::Fp16 ? "fp16" : "fp32"; }
 const char* to_string(Optimizer o) { return o == Optimizer::Adam ? "adam" : "sgd"; }
+const char* to_string(AttentionCore c) { return c == AttentionCore::Causal ? "causal" : "full"; }
 const char* to_string(Recompute r) { return r == Recompute::None ? "none" : r == Recompute::Selective ? "selective" : "full"; }
 
 BytesPerParam Training::bytes_per_param() const {
@@ -232,37 +251,40 @@ std::vector<Layer> transformer_layers(const Architecture& m, const Training& tr,
   {
     Figures x;
     x.params = z.V * z.h + static_cast<double>(m.learned_positions) * z.h;
+    x.replicated = static_cast<double>(m.learned_positions) * z.h;
     x.kept = 8 * z.T + (m.embedding_dropout > 0 ? z.T * z.h : 0);
     x.weight_grad = 8 * z.T + hidden_out;
     out.push_back(finish("embedding", LayerKind::Embedding, x, z, Recompute::None, hidden_out));
   }
   for (int64_t i = 0; i < m.layers; ++i) {
     const bool moe = m.experts > 0 && static_cast<size_t>(i) < m.moe_layers.size() && m.moe_layers[static_cast<size_t>(i)];
-    out.push_back(decoder_layer(m, z, moe, tr.flash_attention, tr.recompute_of(static_cast<size_t>(i)), "layers." + std::to_string(i),
+    out.push_back(decoder_layer(m, z, moe, tr, tr.recompute_of(static_cast<size_t>(i)), "layers." + std::to_string(i),
                                 LayerKind::Decoder));
   }
   const double norm = m.layer_norm ? 2 * z.h : z.h;
   for (int64_t i = 0; i < m.mtp_layers; ++i) {
     // DeepSeek-V3's MTP module: two norms and a 2h x h projection in front of a decoder layer
-    // (MoE like the last main layer), its own final norm, and the output head shared with the
-    // main model (its FLOPs and logits counted here, its weights with the head).
+    // (MoE like the last main layer), its own final norm, and the embedding and the output head
+    // shared with the main model (the head's FLOPs and logits counted here, the weights with
+    // their owners: its stage holds a copy of what is not on it).
     const bool moe = m.experts > 0 && !m.moe_layers.empty() && m.moe_layers.back();
-    Layer l = decoder_layer(m, z, moe, tr.flash_attention, tr.recompute_of(static_cast<size_t>(m.layers + i)), "mtp." + std::to_string(i),
+    Layer l = decoder_layer(m, z, moe, tr, tr.recompute_of(static_cast<size_t>(m.layers + i)), "mtp." + std::to_string(i),
                             LayerKind::Mtp);
-    const double extra_params = 3 * norm + 2 * z.h * z.h, head = z.h * z.V;
-    l.params += static_cast<int64_t>(std::llround(extra_params / z.t));
+    // The norms are replicated over TP, the projection column-parallel (Megatron's eh_proj).
+    const double head = z.h * z.V;
+    l.params += static_cast<int64_t>(std::llround(3 * norm + 2 * z.h * z.h / z.t));
     l.fwd_flops += 2 * z.T * (2 * z.h * z.h + head) / z.t;
     l.bwd_input_flops += 2 * z.T * (2 * z.h * z.h + head) / z.t;
     l.bwd_weight_flops += 2 * z.T * (2 * z.h * z.h + head) / z.t;
     l.activation_bytes += whole((3 * z.e * z.T * z.h + z.e * z.T * z.h + 4 * z.T * z.V) / z.t, "kept activation bytes", l.name, kMaxLayerBytes);
     l.weight_grad_bytes += whole((2 * z.e * z.T * z.h + z.e * z.T * z.h + z.e * z.T * z.V) / z.t, "weight-gradient bytes", l.name, kMaxLayerBytes);
-    l.shared_params = whole(head / z.t, "parameter count", l.name, kMaxLayerParams);
-    l.shares_with = m.tied_embeddings ? LayerKind::Embedding : LayerKind::Head;
+    l.uses_embedding_params = whole(head / z.t, "parameter count", l.name, kMaxLayerParams);
+    if (!m.tied_embeddings) l.uses_head_params = l.uses_embedding_params;
     out.push_back(std::move(l));
   }
   {
     Figures x;
-    x.params = norm;
+    x.params = x.replicated = norm;
     x.kept = z.e * z.T * z.h;
     out.push_back(finish("norm", LayerKind::FinalNorm, x, z, Recompute::None, hidden_out));
   }
@@ -273,10 +295,7 @@ std::vector<Layer> transformer_layers(const Architecture& m, const Training& tr,
     x.kept = z.e * z.T * z.h;
     x.weight_grad = z.e * z.T * z.h + z.e * z.T * z.V;
     Layer head = finish("head", LayerKind::Head, x, z, Recompute::None, z.e * z.T * z.V);
-    if (m.tied_embeddings) {
-      head.shared_params = whole(z.V * z.h / z.t, "parameter count", "head", kMaxLayerParams);
-      head.shares_with = LayerKind::Embedding;
-    }
+    if (m.tied_embeddings) head.uses_embedding_params = whole(z.V * z.h / z.t, "parameter count", "head", kMaxLayerParams);
     out.push_back(std::move(head));
   }
   {

@@ -21,12 +21,17 @@ constexpr Type kTypes[] = {{"llama", Family::Llama},         {"mistral", Family:
                            {"qwen3_moe", Family::Qwen3Moe},  {"gpt2", Family::Gpt2},
                            {"deepseek_v2", Family::DeepseekV2}, {"deepseek_v3", Family::DeepseekV3}};
 
+// Positions a config may state (beyond any sequence ppsched prices: kMaxSeqLen is 2^24).
+constexpr int64_t kMaxPositions = int64_t{1} << 40;
+
 class ConfigReader {
  public:
   ConfigReader(const nlohmann::json& c, const std::string& file, const std::string& prefix)
       : c_(c), f_(file), prefix_(prefix) {}
 
   std::string path(std::string_view key) const { return prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key); }
+  // "config.json (n_positions)": where a key is, for a message made later.
+  std::string located(std::string_view key) const { return f_.file() + " (" + path(key) + ")"; }
   bool has(std::string_view key) const { return c_.contains(std::string(key)) && !c_[std::string(key)].is_null(); }
 
   int64_t dim(std::string_view key, int64_t limit = kMaxDimension) const {
@@ -71,6 +76,7 @@ class ConfigReader {
     a.tied_embeddings = flag_or("tie_word_embeddings", false);
     a.attention_dropout = prob_or("attention_dropout", 0);
     a.gated_mlp = true;
+    rope_positions(a);
     if (a.head_dim == 0 && a.hidden % a.heads != 0)
       f_.fail(path("num_attention_heads"), "hidden_size " + std::to_string(a.hidden) + " is not a multiple of " +
                                                std::to_string(a.heads) + " heads: give head_dim");
@@ -156,6 +162,26 @@ class ConfigReader {
   }
 
  private:
+  // RoPE: max_position_embeddings and rope_scaling (null, or an object with rope_type or type,
+  // factor, original_max_position_embeddings; its other keys shape the frequencies, not the
+  // figures).
+  void rope_positions(Architecture& a) const {
+    a.max_positions = dim_or("max_position_embeddings", 0, 1, kMaxPositions);
+    a.positions_key = located("max_position_embeddings");
+    if (!has("rope_scaling")) return;
+    const nlohmann::json& r = c_["rope_scaling"];
+    const std::string where = path("rope_scaling");
+    if (!r.is_object()) f_.fail(where, "expected an object or null, got " + JsonFields::type_of(r));
+    a.rope_scaling = "unnamed";
+    for (const char* key : {"rope_type", "type"})
+      if (r.contains(key) && !r[key].is_null()) a.rope_scaling = clip(f_.text(r[key], where + "." + key, "a RoPE scaling type"), 40);
+    if (r.contains("factor") && !r["factor"].is_null())
+      a.rope_factor = f_.number(r["factor"], where + ".factor", 0, 1e6, "a scaling factor from 0 to 1e6");
+    if (r.contains("original_max_position_embeddings") && !r["original_max_position_embeddings"].is_null())
+      a.rope_original_positions = f_.whole(r["original_max_position_embeddings"], where + ".original_max_position_embeddings", 1,
+                                           kMaxPositions, "a whole number from 1 to " + std::to_string(kMaxPositions));
+  }
+
   void moe(Architecture& a, std::string_view experts_key, std::string_view ffn_key) const {
     a.experts = dim(experts_key, kMaxExperts);
     a.experts_per_token = dim("num_experts_per_tok", a.experts);
@@ -176,6 +202,7 @@ class ConfigReader {
     a.ffn = dim_or("n_inner", 4 * a.hidden);
     a.vocab = dim("vocab_size", kMaxVocab);
     a.learned_positions = dim("n_positions");
+    a.positions_key = located("n_positions");
     a.tied_embeddings = flag_or("tie_word_embeddings", true);
     a.gated_mlp = false;
     a.layer_norm = true;

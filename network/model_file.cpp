@@ -1,5 +1,6 @@
 #include "network/model_file.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "model/formats/json_fields.hpp"
@@ -15,7 +16,7 @@ const Keys kTopKeys = {"format", "version", "name", "hf_config", "layers", "trai
 const Keys kLayerKeys = {"name", "kind", "count", "params", "fwd_flops", "bwd_flops", "bwd_input_flops",
                          "bwd_weight_flops", "activation_bytes", "output_bytes", "weight_grad_bytes", "workspace_bytes"};
 const Keys kTrainingKeys = {"seq_len", "micro_batch_size", "precision", "optimizer", "distributed_optimizer",
-                            "fsdp", "dp", "tp", "recompute", "flash_attention"};
+                            "fsdp", "dp", "tp", "recompute", "flash_attention", "attention_core"};
 const Keys kDeviceKeys = {"flops_per_s", "mfu", "memory_bytes", "fitted", "split_backward", "rank_time_factors"};
 const Keys kSplitStages = {"first_stage", "other_stages"};
 const Keys kSplitKeys = {"input", "weight"};
@@ -40,6 +41,7 @@ class ModelReader {
       net.name = root.contains("_name_or_path") && root["_name_or_path"].is_string()
                      ? clip(root["_name_or_path"].get<std::string>(), 80)
                      : net.arch->model_type;
+      fit_default_length(net);
       return net;
     }
     if (!root.is_object()) f_.fail("", "expected a JSON object (a ppsched-model file or a Hugging Face config.json), got " + JsonFields::type_of(root));
@@ -60,6 +62,7 @@ class ModelReader {
     else read_layers(root["layers"], net);
     net.device.mfu = hf ? 0.45 : 1.0;  // listed FLOPs are taken as achieved unless told
     if (root.contains("training")) read_training(root["training"], net);
+    if (!root.contains("training") || !root["training"].contains("seq_len")) fit_default_length(net);
     if (root.contains("device")) read_device(root["device"], net.device);
     for (const char* key : {"link", "collectives", "protocol", "overlap_efficiency"})
       if (root.contains(key)) net.cost_extras[key] = root[key];
@@ -68,6 +71,13 @@ class ModelReader {
   }
 
  private:
+  // The default sequence length (4096) is no longer than a model's learned positions (GPT-2's
+  // 1024): a model cannot run past them (check_positions).
+  static void fit_default_length(Network& net) {
+    if (net.arch && net.arch->learned_positions > 0)
+      for (int64_t& s : net.training.seq_lens) s = std::min(s, net.arch->learned_positions);
+  }
+
   Architecture hf_config(const nlohmann::json& j) {
     if (j.is_object()) return read_hf_config(j, f_.file(), "hf_config");
     const std::string& rel = f_.text(j, "hf_config", "a path to a config.json, or the config inline as an object");
@@ -147,7 +157,7 @@ class ModelReader {
     f_.object(j, "training", kTrainingKeys);
     Training& t = net.training;
     const bool listed = !net.arch.has_value();
-    for (const char* key : {"seq_len", "micro_batch_size", "recompute", "flash_attention"})
+    for (const char* key : {"seq_len", "micro_batch_size", "recompute", "flash_attention", "attention_core"})
       if (listed && j.contains(key))
         f_.fail(std::string("training.") + key, std::string("the layers are listed with their figures: ") + key +
                                                     " does not change them (it applies to hf_config models)");
@@ -190,6 +200,9 @@ class ModelReader {
       }
     }
     if (j.contains("flash_attention")) t.flash_attention = f_.boolean(j["flash_attention"], "training.flash_attention");
+    if (j.contains("attention_core"))
+      t.attention_core = static_cast<AttentionCore>(f_.choice(j["attention_core"], "training.attention_core", {"causal", "full"}));
+    if (const std::string why = attention_core_problem(t); !why.empty()) f_.fail("training.attention_core", why);
     if (t.fsdp && t.distributed_optimizer)
       f_.fail("training.distributed_optimizer", "FSDP already shards the optimizer state: give fsdp or distributed_optimizer");
   }
@@ -292,6 +305,7 @@ std::string write_model_file(const std::string& path, const Network& net) {
     for (Recompute r : t.recompute) rc.push_back(to_string(r));
     tr["recompute"] = t.recompute.size() == 1 ? rc[0] : rc;
     tr["flash_attention"] = t.flash_attention;
+    if (t.attention_core) tr["attention_core"] = to_string(*t.attention_core);
   }
   tr["precision"] = to_string(t.precision);
   tr["optimizer"] = to_string(t.optimizer);

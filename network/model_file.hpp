@@ -12,7 +12,8 @@
 //                "precision": "bf16" | "fp16" | "fp32", "optimizer": "adam" | "adamw" | "sgd",
 //                "distributed_optimizer": false, "fsdp": false, "dp": 1, "tp": 1,
 //                "recompute": "none" | "selective" | "full" | [per decoder layer],
-//                "flash_attention": true},
+//                "flash_attention": true, "attention_core": "causal" | "full" (default: causal
+//                with FlashAttention, full without)},
 //   "device": {"flops_per_s": 989e12, "mfu": 0.45 (1 for listed layers), "memory_bytes": 80 GiB,
 //              what calibrate --model fits: "fitted": {"FWD": {"flops_per_s", "overhead_ms"}, ...},
 //              "split_backward": {"first_stage", "other_stages": {"input", "weight"}},

@@ -44,9 +44,15 @@ enum class Optimizer : uint8_t { Adam, Sgd };  // Adam = Adam/AdamW (two moments
 // attention core: its scores and softmax are recomputed in the backward); full (only the
 // layer's input is kept and the whole forward is re-run in the backward).
 enum class Recompute : uint8_t { None, Selective, Full };
+// What the attention core (QK^T and the weighted sum of the values, forward and backward)
+// computes under a causal mask: a causal FlashAttention kernel only the blocks on and below the
+// diagonal, half of the s x s matrix (Megatron-LM's num_floating_point_operations halves it);
+// eager attention the whole matrix, masked afterwards.
+enum class AttentionCore : uint8_t { Causal, Full };
 const char* to_string(Precision p);
 const char* to_string(Optimizer o);
 const char* to_string(Recompute r);
+const char* to_string(AttentionCore c);
 
 // One layer's figures for one micro-batch, on one tensor-parallel rank.
 struct Layer {
@@ -61,10 +67,12 @@ struct Layer {
   int64_t weight_grad_bytes = 0;     // kept from the input-gradient to the weight-gradient backward
   int64_t workspace_bytes = 0;       // held only while the backward runs (recomputed activations)
   int64_t output_bytes = 0;          // handed to the next layer (a P2P message at a stage boundary)
-  // Parameters it shares with an earlier layer (a tied output head: the embedding's; an MTP
-  // module: the head's), counted there, and held again by its stage when that layer is not on it.
-  int64_t shared_params = 0;
-  LayerKind shares_with = LayerKind::Generic;
+  // Tables it uses that another layer owns and counts: the embedding's (a tied output head; an
+  // MTP module, which embeds its own input tokens) and the untied output head's (an MTP module's
+  // logits). A stage or rank that holds a user without the owner holds a copy of the table
+  // (Megatron builds the embedding on every stage with the MTP module, and a tied head's stage
+  // keeps its own copy of the embedding's weight); one holding both holds it once.
+  int64_t uses_embedding_params = 0, uses_head_params = 0;
 };
 
 // Bytes per parameter of each resident part (Megatron's accounting: with bf16 mixed precision
@@ -86,8 +94,13 @@ struct Training {
   // One mode for every decoder layer, or one per decoder (and MTP) layer, in order.
   std::vector<Recompute> recompute{Recompute::None};
   bool flash_attention = true;
+  // Unset: causal with FlashAttention, full without (eager attention computes the whole matrix).
+  std::optional<AttentionCore> attention_core;
 
   BytesPerParam bytes_per_param() const;
+  AttentionCore core() const {
+    return attention_core.value_or(flash_attention ? AttentionCore::Causal : AttentionCore::Full);
+  }
   int activation_element_bytes() const { return precision == Precision::Fp32 ? 4 : 2; }
   Recompute recompute_of(size_t decoder_index) const {
     return recompute.size() == 1 ? recompute[0] : recompute[std::min(decoder_index, recompute.size() - 1)];
@@ -137,6 +150,15 @@ struct Architecture {
   bool qk_norm = false;              // RMSNorm over head_dim on queries and keys (Qwen3)
   bool tied_embeddings = false;
   int64_t learned_positions = 0;     // GPT-2's wpe rows (0: rotary, no parameters)
+  // Rotary positions: max_position_embeddings (0: not given), which rope_scaling may extend:
+  // its rope_type ("" without rope_scaling), factor and original_max_position_embeddings (0: not
+  // given). positions_key: the file and key of learned_positions or max_positions, for messages
+  // ("gpt2.json (n_positions)").
+  int64_t max_positions = 0;
+  std::string rope_scaling;
+  double rope_factor = 0;
+  int64_t rope_original_positions = 0;
+  std::string positions_key;
   double attention_dropout = 0, hidden_dropout = 0, embedding_dropout = 0;
   // Mixture of experts (experts == 0: dense).
   int64_t experts = 0, experts_per_token = 0, moe_ffn = 0, shared_ffn = 0;
@@ -168,6 +190,18 @@ struct Network {
   // The total parameters (the whole model, every TP shard together).
   int64_t total_params() const;
 };
+
+// Why `t`'s attention core cannot be ("" when it can): a causal core skipping the masked blocks
+// needs FlashAttention (eager attention computes the whole score matrix).
+std::string attention_core_problem(const Training& t);
+
+// The longest of the training's sequence lengths against the positions the model has. A learned
+// position table (GPT-2's wpe, n_positions rows) has no row past its end: a longer sequence
+// cannot run, and this throws InputError naming `given_by` (what set the length: "--seq-len",
+// "training.seq_len") and the config's key and value. Rotary positions (RoPE) run at any length:
+// past max_position_embeddings the notes returned say whether the config's rope_scaling covers
+// the length or that the model was not trained that long; the figures are priced all the same.
+std::vector<std::string> check_positions(const Network& net, const std::string& given_by);
 
 // Limits of a network description (README "Limits"): checked while reading, before anything
 // is sized by them.

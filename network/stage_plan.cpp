@@ -45,24 +45,36 @@ Variants variants(const Network& net, size_t stages) {
   return v;
 }
 
+// Where a stage stands with a table another layer owns (Layer::uses_embedding_params,
+// uses_head_params): whether its owner is on the stage, and the copy a user there needs
+// (0: none; several users share one copy).
+struct TableOnStage {
+  bool owner = false;
+  double used = 0;
+  bool held() const { return owner || used > 0; }
+};
+constexpr std::pair<LayerKind, int64_t Layer::*> kTables[] = {{LayerKind::Embedding, &Layer::uses_embedding_params},
+                                                             {LayerKind::Head, &Layer::uses_head_params}};
+TableOnStage table_on_stage(const std::vector<Layer>& layers, const std::vector<std::pair<int32_t, double>>& parts,
+                            LayerKind owner, int64_t Layer::*uses) {
+  TableOnStage t;
+  for (auto [i, w] : parts) {
+    const Layer& l = layers[static_cast<size_t>(i)];
+    t.owner = t.owner || (l.kind == owner && l.params > 0);
+    t.used = std::max(t.used, w * static_cast<double>(l.*uses));
+  }
+  return t;
+}
+
 // Fills one stage from `weight` x each listed layer (a fraction for plan_fraction).
 void add_layers(StageFigures& st, const Network& net, const std::vector<const std::vector<Layer>*>& per_micro,
                 const std::vector<std::pair<int32_t, double>>& parts, bool last_stage, size_t index) {
   const BytesPerParam bpp = net.training.bytes_per_param();
   const std::vector<Layer>& first = *per_micro.front();
-  // Parameters a layer shares with another (a tied head, an MTP module's head) are held again
-  // when that layer is not on this stage.
   double params = 0;
-  for (auto [i, w] : parts) {
-    const Layer& l = first[static_cast<size_t>(i)];
-    params += w * static_cast<double>(l.params);
-    if (l.shared_params > 0) {
-      bool owner_here = false;
-      for (auto [j, wj] : parts)
-        owner_here = owner_here || (first[static_cast<size_t>(j)].kind == l.shares_with && first[static_cast<size_t>(j)].params > 0);
-      if (!owner_here) params += w * static_cast<double>(l.shared_params);
-    }
-  }
+  for (auto [i, w] : parts) params += w * static_cast<double>(first[static_cast<size_t>(i)].params);
+  for (auto [owner, uses] : kTables)
+    if (const TableOnStage t = table_on_stage(first, parts, owner, uses); !t.owner) params += t.used;
   st.params = checked(params, "parameter count", index);
   st.weight_bytes = checked(params * bpp.weights, "weight bytes", index);
   st.grad_bytes = checked(params * bpp.grads, "gradient bytes", index);
@@ -128,6 +140,19 @@ StagePlan plan_stages(const Network& net, const Layout& layout) {
     // An empty stage passes its input on unchanged.
     if (st.layers.empty() && s > 0 && s + 1 < n) st.boundary_bytes = plan.stages.back().boundary_bytes;
     plan.stages.push_back(std::move(st));
+  }
+  // The tables held by more than one stage, for the ranks that hold several of those stages.
+  const std::vector<Layer>& first = *per_micro.front();
+  for (auto [owner, uses] : kTables) {
+    SharedTable table;
+    for (size_t s = 0; s < n; ++s) {
+      std::vector<std::pair<int32_t, double>> parts;
+      for (int32_t i : layout.stages[s]) parts.emplace_back(i, 1.0);
+      const TableOnStage t = table_on_stage(first, parts, owner, uses);
+      if (t.held()) table.stages.push_back(static_cast<int>(s));
+      table.params = std::max(table.params, static_cast<int64_t>(t.used));
+    }
+    if (table.stages.size() > 1 && table.params > 0) plan.shared.push_back(std::move(table));
   }
   return plan;
 }

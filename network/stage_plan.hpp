@@ -27,9 +27,18 @@ struct StageFigures {
   std::vector<int64_t> boundary_bytes;     // what it sends to the next stage (0 on the last)
 };
 
+// A table of weights several stages hold, each counting it whole in its params: the embedding's
+// (on its own stage and with a tied output head or an MTP module elsewhere) or the untied head's
+// (with an MTP module elsewhere). A rank that holds several of these stages holds it once.
+struct SharedTable {
+  std::vector<int> stages;
+  int64_t params = 0;  // one TP shard
+};
+
 struct StagePlan {
   std::vector<StageFigures> stages;
   int micro_variants = 1;  // entries of the per-micro vectors
+  std::vector<SharedTable> shared;  // tables on more than one stage
 };
 
 // Per-stage figures of `net` under `layout`. Throws InputError when a sum leaves the limits.

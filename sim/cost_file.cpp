@@ -62,7 +62,11 @@
 //     backward runs: a recomputing backward's recomputed layer), "weights_bytes", "grads_bytes",
 //     "optimizer_bytes": per stage only (what the stage holds for the whole step, before
 //     data-parallel sharding; missing: 0), "tower_graph_bytes" (owner_backward: the kept tower
-//     graph per micro), "tower_copy_bytes" (the tower parameters every rank keeps, MPipe)
+//     graph per micro), "tower_copy_bytes" (the tower parameters every rank keeps, MPipe),
+//     "shared_weights": [{"stages": [0, 7], "weights_bytes", "grads_bytes", "optimizer_bytes"}]
+//     (weights each listed stage's bytes above count whole: a tied embedding and output head,
+//     an MTP module's copies; a rank holding several of the stages holds them once; missing:
+//     none)
 //   }
 // }
 // Keys named "comment" or starting with "x-" are ignored anywhere; any other unknown key is an
@@ -103,7 +107,10 @@ const Keys kProtocolKeys = {"eager_threshold_bytes", "compute_blocks_host", "bac
                             "send_handoff_ms", "deferred_start_ms"};
 const Keys kMemoryKeys = {"capacity_bytes",   "activation_bytes", "weight_grad_bytes", "workspace_bytes",
                           "weights_bytes",    "grads_bytes",      "optimizer_bytes",   "tower_graph_bytes",
-                          "tower_copy_bytes"};
+                          "tower_copy_bytes", "shared_weights"};
+const Keys kSharedWeightKeys = {"stages", "weights_bytes", "grads_bytes", "optimizer_bytes"};
+constexpr size_t kMaxSharedWeights = 1024;
+constexpr int64_t kMaxSharedWeightStages = int64_t{1} << 20;  // the stage limit (README "Limits")
 
 Keys compute_key_names() {
   Keys k;
@@ -416,6 +423,36 @@ class Reader {
       c.tower_graph_bytes = number(j["tower_graph_bytes"], "memory.tower_graph_bytes", Quantity::Bytes);
     if (j.contains("tower_copy_bytes"))
       c.tower_copy_bytes = number(j["tower_copy_bytes"], "memory.tower_copy_bytes", Quantity::Bytes);
+    if (j.contains("shared_weights")) read_shared_weights(j["shared_weights"], c);
+  }
+
+  // Shared weights name at least two stages, ascending; whether those are the schedule's is
+  // checked with its stage count (CostModel::check_fits).
+  void read_shared_weights(const json& j, CostModel& c) {
+    const std::string base = "memory.shared_weights";
+    if (!j.is_array()) fail(base, "expected an array of {\"stages\", \"weights_bytes\", ...} objects, got " + type_of(j));
+    if (j.size() > kMaxSharedWeights) fail(base, std::to_string(j.size()) + " entries is over the limit of 1024");
+    for (size_t k = 0; k < j.size(); ++k) {
+      const std::string path = base + "[" + std::to_string(k) + "]";
+      const json& e = object(j[k], path, kSharedWeightKeys);
+      SharedWeights w;
+      if (!e.contains("stages")) fail(path + ".stages", "missing key 'stages': expected the stages that hold the weights");
+      const json& st = e["stages"];
+      if (!st.is_array() || st.size() < 2 || st.size() > static_cast<size_t>(kMaxSharedWeightStages))
+        fail(path + ".stages", "expected an array of 2 or more stage indices, got " + (st.is_array() ? st.dump() : type_of(st)));
+      for (size_t i = 0; i < st.size(); ++i) {
+        const json& x = st[i];
+        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= kMaxSharedWeightStages ||
+            (!w.stages.empty() && x.get<int64_t>() <= w.stages.back()))
+          fail(path + ".stages[" + std::to_string(i) + "]",
+               "expected stage indices from 0, ascending and distinct, got " + (x.is_number() ? x.dump() : type_of(x)));
+        w.stages.push_back(x.get<int>());
+      }
+      for (auto [key, field] : {std::pair{"weights_bytes", &ResidentBytes::weights}, std::pair{"grads_bytes", &ResidentBytes::grads},
+                                std::pair{"optimizer_bytes", &ResidentBytes::optimizer}})
+        if (e.contains(key)) w.bytes.*field = static_cast<int64_t>(number(e[key], path + "." + key, Quantity::Bytes));
+      c.shared_weights.push_back(std::move(w));
+    }
   }
 
   const std::string& file_;
@@ -602,6 +639,15 @@ ordered_json model_json(const CostModel& c, const Comments* k) {
     if (!(c.*field).rows.empty()) memory[key] = stage_json(c.*field);
   memory["tower_graph_bytes"] = quantity(c.tower_graph_bytes);
   memory["tower_copy_bytes"] = quantity(c.tower_copy_bytes);
+  if (!c.shared_weights.empty()) {
+    ordered_json shared = ordered_json::array();
+    for (const SharedWeights& w : c.shared_weights)
+      shared.push_back({{"stages", w.stages},
+                        {"weights_bytes", w.bytes.weights},
+                        {"grads_bytes", w.bytes.grads},
+                        {"optimizer_bytes", w.bytes.optimizer}});
+    memory["shared_weights"] = std::move(shared);
+  }
   root["memory"] = std::move(memory);
   return root;
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "model/errors.hpp"
 #include "sim/cost_fields.hpp"
@@ -113,6 +114,7 @@ MemoryModel CostModel::memory_model(int stages) const {
   m.weight_bytes = given(weights_bytes);
   m.grad_bytes = given(grads_bytes);
   m.optimizer_bytes = given(optimizer_bytes);
+  m.shared_weights = shared_weights;
   return m;
 }
 
@@ -129,7 +131,7 @@ bool CostModel::varies_by_micro() const {
   return false;
 }
 
-CostModel CostModel::per_copies(int pipes) const {
+CostModel CostModel::per_copies(int pipes, int model_stages) const {
   CostModel out = *this;
   if (pipes <= 1) return out;
   for (const auto& f : stage_fields()) {
@@ -138,6 +140,15 @@ CostModel CostModel::per_copies(int pipes) const {
     const auto one = v.rows;
     for (int p = 1; p < pipes; ++p) v.rows.insert(v.rows.end(), one.begin(), one.end());
   }
+  // Each copy holds its own shared weights (copy p's stage k is stage p S + k; the copies are
+  // replicas, a tensor of one is not the other's).
+  if (model_stages <= 0) model_stages = stage_count();
+  out.shared_weights.clear();
+  for (int p = 0; p < pipes; ++p)
+    for (SharedWeights w : shared_weights) {
+      for (int& st : w.stages) st += p * model_stages;
+      out.shared_weights.push_back(std::move(w));
+    }
   return out;
 }
 
@@ -163,6 +174,25 @@ void CostModel::check_fits(int stages, int micro_batches) const {
                                     std::to_string(micro_batches) +
                                     " micro-batches: give one per micro-batch, or one number for all");
       }
+    }
+  }
+  // Shared weights are on the schedule's stages, and each of those counts them whole.
+  for (size_t k = 0; k < shared_weights.size(); ++k) {
+    const SharedWeights& w = shared_weights[k];
+    Location where = in_file(source == "default" || source.rfind("default ", 0) == 0 ? "" : source);
+    where.field = "memory.shared_weights[" + std::to_string(k) + "]";
+    for (int st : w.stages) {
+      if (st >= stages)
+        throw InputError(where, "names stage " + std::to_string(st) + ", but the schedule has " + std::to_string(stages) +
+                                    " stages");
+      for (auto [key, held, shared] : {std::tuple{"weights_bytes", &weights_bytes, w.bytes.weights},
+                                       std::tuple{"grads_bytes", &grads_bytes, w.bytes.grads},
+                                       std::tuple{"optimizer_bytes", &optimizer_bytes, w.bytes.optimizer}})
+        if (static_cast<double>(shared) > (*held).at(st, 0))
+          throw InputError(where, std::string(key) + " " + std::to_string(shared) + " is more than stage " +
+                                      std::to_string(st) + " holds (memory." + key + ": " +
+                                      std::to_string(static_cast<int64_t>((*held).at(st, 0))) +
+                                      "): a stage's bytes count its shared weights whole");
     }
   }
 }

@@ -95,6 +95,9 @@ struct CostModel {
   StageValue workspace_bytes;             // held while a backward runs (recomputation) per stage (per micro)
   // Held for the whole step per stage (per stage only), before data-parallel sharding.
   StageValue weights_bytes, grads_bytes, optimizer_bytes;
+  // Weights several of those stages count whole (a tied embedding and head, MTP's copies): a
+  // rank holding several of the stages holds them once.
+  std::vector<SharedWeights> shared_weights;
   double tower_graph_bytes = 0;           // owner_backward: the kept tower graph per micro
   double tower_copy_bytes = 0;            // every rank keeps a full tower copy (MPipe)
 
@@ -121,8 +124,9 @@ struct CostModel {
   void check_fits(int stages, int micro_batches) const;
   // The model of a schedule with `pipes` copies of its stages (Schedule::pipes): stage k costs
   // what model stage k mod S costs, so each per-stage array is repeated once per copy (scalars
-  // stay scalars). Per-micro rows are kept as they are.
-  CostModel per_copies(int pipes) const;
+  // stay scalars). Per-micro rows are kept as they are; the shared weights' stages are offset
+  // per copy by `model_stages` (0: stage_count()).
+  CostModel per_copies(int pipes, int model_stages = 0) const;
 };
 
 // The per-stage values of a cost model with the cost-file path each is written at (compute.FWD,

@@ -264,12 +264,7 @@ class Engine {
     gathered_now_.assign(R, 0);
     workspace_now_.assign(R, 0);
     act_peaks_.resize(R);
-    resident_.assign(R, ResidentBytes{});
-    if (memory_.has_resident())
-      for (int st = 0; st < s.stages; ++st) {
-        const int owner = s.rank_of(st);
-        if (owner >= 0 && owner < s.ranks) resident_[static_cast<size_t>(owner)] += memory_.resident(st, o.check.dp);
-      }
+    resident_ = memory_.resident_by_rank(s.ranks, s.stages, [&](int st) { return s.rank_of(st); }, o.check.dp);
     pending_produce_.assign(R, Delta{});
     released_step_.assign(R, -1);
     peaks_.resize(R);

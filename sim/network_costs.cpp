@@ -110,7 +110,8 @@ CostModel costs_from_plan(const Network& net, const StagePlan& plan, const std::
   // Tied parameters (the ALL_REDUCE of a tied embedding and head): the embedding's weights.
   c.tied_param_bytes = 0;
   for (const Layer& l : layers)
-    if (l.kind == LayerKind::Head && l.shared_params > 0) c.tied_param_bytes = static_cast<double>(l.shared_params) * bpp.weights;
+    if (l.kind == LayerKind::Head && l.uses_embedding_params > 0)
+      c.tied_param_bytes = static_cast<double>(l.uses_embedding_params) * bpp.weights;
   c.param_bytes = stage_bytes(plan, &StageFigures::weight_bytes);
   c.intra_node = Link{0.005, 450.0};
   c.inter_node = Link{0.010, 50.0};
@@ -125,6 +126,10 @@ CostModel costs_from_plan(const Network& net, const StagePlan& plan, const std::
   c.weights_bytes = stage_bytes(plan, &StageFigures::weight_bytes);
   c.grads_bytes = stage_bytes(plan, &StageFigures::grad_bytes);
   c.optimizer_bytes = stage_bytes(plan, &StageFigures::optimizer_bytes);
+  for (const SharedTable& t : plan.shared) {
+    const double p = static_cast<double>(t.params);
+    c.shared_weights.push_back({t.stages, {std::llround(p * bpp.weights), std::llround(p * bpp.grads), std::llround(p * bpp.optimizer)}});
+  }
   c.tower_graph_bytes = tower_kept;
   c.tower_copy_bytes = c.tower_param_bytes;
   apply_cost_extras(net, c);

@@ -305,6 +305,124 @@ with tempfile.TemporaryDirectory() as tmp:
     p = run("model", wrong, "--pp", "4", expect=2)
     check("device.rank_time_factors[0].BWD_INPUT" in p.stderr, "a bad rank factor is located: " + p.stderr[-200:])
 
+# ---- tied and shared weights: a rank holds each parameter once (issue 36) ----
+GPT2 = os.path.join(DATA, "models", "hf", "gpt2.json")
+
+
+def rank_params(*args):
+    """Each rank's parameters (its bf16 weights / 2) from simulate --json."""
+    sim = jrun("simulate", *args)
+    return [r["params_bytes"] // 2 for r in sim.get("memory", {}).get("per_rank", [])]
+
+
+# One rank with the embedding's and the tied head's stages: GPT-2's published 124,439,808.
+check(rank_params("--generate", "interleaved-1f1b", "--pp", "1", "--vpp", "2", "--micro", "4", "--model", GPT2,
+                  "--layout", "6,6", "--seq-len", "1024") == [124439808], "GPT-2 on one rank holds 124,439,808 parameters")
+# V placement, rank 0 with stages 0 and 3; by hand: the embedding V h + 1024 h = 39,383,808, six
+# layers of 12 h^2 + 13 h = 7,087,872, the final LayerNorm 2 h = 1,536; rank 1 six layers.
+for fam in ("zbv", "dualpipev"):
+    got = rank_params("--generate", fam, "--pp", "2", "--vpp", "2", "--micro", "8", "--model", GPT2, "--layout", "3,3,3,3")
+    check(got == [39383808 + 6 * 7087872 + 1536, 6 * 7087872], "%s: rank 0 holds the tied weight once: %s" % (fam, got))
+with tempfile.TemporaryDirectory() as tmp:
+    # model -o carries the shared weights: the cost file prices the ranks as --model does.
+    costs = os.path.join(tmp, "gpt2_v.json")
+    run("model", GPT2, "--pp", "2", "--vpp", "2", "--layout", "3,3,3,3", "-o", costs)
+    with open(costs) as f:
+        shared = json.load(f)["memory"].get("shared_weights")
+    check(shared == [{"stages": [0, 3], "weights_bytes": 2 * 38597376, "grads_bytes": 4 * 38597376,
+                      "optimizer_bytes": 12 * 38597376}], "model -o writes the tied table: %s" % shared)
+    check(rank_params("--generate", "zbv", "--pp", "2", "--vpp", "2", "--micro", "8", "--costs", costs) ==
+          [39383808 + 6 * 7087872 + 1536, 6 * 7087872], "the cost file's ranks hold the tied weight once")
+    bad = os.path.join(tmp, "bad_shared.json")
+    with open(bad, "w") as f:
+        json.dump({"format": "ppsched-costs", "version": 1, "compute": {"FWD": 1},
+                   "memory": {"weights_bytes": [4, 2], "shared_weights": [{"stages": [0, 1], "weights_bytes": 3}]}}, f)
+    p = run("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "2", "--costs", bad, expect=2)
+    check("memory.shared_weights[0]" in p.stderr and "more than stage 1 holds" in p.stderr,
+          "shared weights larger than a stage's are refused: " + p.stderr[-300:])
+    with open(bad, "w") as f:
+        json.dump({"format": "ppsched-costs", "version": 1, "compute": {"FWD": 1},
+                   "memory": {"shared_weights": [{"stages": [1, 0]}]}}, f)
+    p = run("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "2", "--costs", bad, expect=2)
+    check("memory.shared_weights[0].stages[1]" in p.stderr, "unordered shared stages are located: " + p.stderr[-300:])
+# DeepSeek-V3: the MTP module's stage holds the embedding too (Megatron builds it there): both
+# stages hold the published 671,026,419,200, the MTP module (11,610,068,224 by hand, test_network)
+# and a second embedding, 129280 x 7168 = 926,679,040.
+DS = os.path.join(DATA, "models", "hf", "deepseek_v3.json")
+ds = jrun("model", DS, "--pp", "2", "--layout", "31,31")
+check(sum(s["params"] for s in ds.get("stages", [])) == 671026419200 + 11610068224 + 926679040,
+      "DeepSeek-V3's MTP stage holds the embedding: %s" % [s["params"] for s in ds.get("stages", [])])
+
+# ---- sequence lengths against the model's positions (issue 36) ----
+p = run("model", GPT2, "--seq-len", "4096", expect=2)
+check("--seq-len 4096" in p.stderr and "n_positions) is 1024" in p.stderr, "GPT-2 refuses 4096 tokens: " + p.stderr[-300:])
+p = run("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "2", "--model", GPT2, "--seq-len", "1025", expect=2)
+check("n_positions) is 1024" in p.stderr, "simulate refuses 1025 tokens on GPT-2: " + p.stderr[-300:])
+check(jrun("model", GPT2, "--seq-len", "1024").get("training", {}).get("seq_len") == [1024], "GPT-2 takes 1024 tokens")
+check(jrun("model", GPT2).get("training", {}).get("seq_len") == [1024], "GPT-2's default length is its 1024 positions")
+check(jrun("model", LLAMA, "--seq-len", "8192").get("notes") == [], "Llama-3-8B at its 8192 positions: no note")
+long_llama = jrun("model", LLAMA, "--seq-len", "16384")
+check(any("max_position_embeddings) 8192" in n and "not trained" in n and "no rope_scaling" in n
+          for n in long_llama.get("notes", [])), "RoPE past max_position_embeddings is noted: %s" % long_llama.get("notes"))
+p = run("model", LLAMA, "--seq-len", "16384")
+check("note: sequence length 16384 is over" in p.stdout, "model's text says so: " + p.stdout[-400:])
+p = run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "4", "--model", LLAMA, "--seq-len", "16384",
+        "--memory-budget", "1000GiB")
+check("note: sequence length 16384 is over" in p.stderr, "simulate notes it on stderr: " + p.stderr[-300:])
+with tempfile.TemporaryDirectory() as tmp:
+    # Qwen2.5's documented YaRN setting: factor 4 over 32768 original positions.
+    yarn = os.path.join(tmp, "yarn.json")
+    with open(yarn, "w") as f:
+        json.dump({"format": "ppsched-model", "version": 1, "hf_config": dict(
+            json.load(open(os.path.join(DATA, "models", "hf", "qwen2.5_7b.json"))), max_position_embeddings=32768,
+            rope_scaling={"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"})}, f)
+    notes = jrun("model", yarn, "--seq-len", "65536").get("notes", [])
+    check(any("rope_scaling yarn, factor 4" in n and "131072 positions, which cover it" in n for n in notes),
+          "rope_scaling's reach is said: %s" % notes)
+    notes = jrun("model", yarn, "--seq-len", "262144").get("notes", [])
+    check(any("over the 131072 positions" in n for n in notes), "past rope_scaling's reach: %s" % notes)
+    # A model file's own training.seq_len past learned positions is refused, naming it.
+    long_gpt = os.path.join(tmp, "gpt2_long.json")
+    with open(long_gpt, "w") as f:
+        json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(GPT2),
+                   "training": {"seq_len": 2048}}, f)
+    p = run("model", long_gpt, expect=2)
+    check("training.seq_len 2048" in p.stderr and "n_positions" in p.stderr, "training.seq_len past n_positions: " + p.stderr[-300:])
+    run("model", long_gpt, "--seq-len", "512")  # the flag wins over the file
+
+# ---- the attention core's FLOPs under the causal mask (issue 36 item 5) ----
+def fwd_flops(*extra):
+    d = jrun("model", LLAMA, *extra)
+    return d.get("training", {}).get("attention_core"), sum(l["fwd_flops"] for l in d.get("layers", []) if l["kind"] == "decoder")
+
+
+causal, eager, full = fwd_flops(), fwd_flops("--flash-attention", "off"), fwd_flops("--attention-core", "full")
+# Llama-3-8B at 4096 tokens: the core (QK^T and the weighted sum, 2 T s a d each) is
+# 4 x 4096^2 x 4096 per layer over the whole matrix, half of that causal; 32 layers.
+core = 4 * 4096 ** 2 * 4096 * 32
+check(causal[0] == "causal" and eager[0] == "full" and full[0] == "full", "attention_core in --json: %s" % [causal, eager, full])
+check(abs(eager[1] - causal[1] - core / 2) < 1e-3 * core and eager[1] == full[1], "the causal core is half the full one")
+p = run("model", LLAMA)
+check("FlashAttention on, attention core causal (half of s x s)" in p.stdout, "model's text names the core: " + p.stdout[:600])
+p = run("model", LLAMA, "--flash-attention", "off", "--attention-core", "causal", expect=2)
+check("needs FlashAttention" in p.stderr, "a causal core without FlashAttention is refused: " + p.stderr[-300:])
+p = run("model", os.path.join(DATA, "models", "listed_8_layers.json"), "--attention-core", "full", expect=2)
+check("--attention-core does not apply" in p.stderr, "--attention-core on listed layers is refused: " + p.stderr[-300:])
+with tempfile.TemporaryDirectory() as tmp:
+    eager_file = os.path.join(tmp, "eager_causal.json")
+    with open(eager_file, "w") as f:
+        json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(LLAMA),
+                   "training": {"flash_attention": False, "attention_core": "causal"}}, f)
+    p = run("model", eager_file, expect=2)
+    check("(training.attention_core)" in p.stderr and "needs FlashAttention" in p.stderr,
+          "a model file's causal core without FlashAttention is located: " + p.stderr[-300:])
+    with open(eager_file, "w") as f:
+        json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(LLAMA),
+                   "training": {"attention_core": "full"}}, f)
+    check(jrun("model", eager_file).get("training", {}).get("attention_core") == "full", "training.attention_core is read")
+p = run("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "2", "--attention-core", "full", expect=2)
+check("--model" in p.stderr, "--attention-core without --model is refused: " + p.stderr[-300:])
+
 # ---- refusals ----
 p = run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--seq-len", "4096", expect=2)
 check("--model" in p.stderr, "--seq-len without --model is refused")

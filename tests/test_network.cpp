@@ -5,7 +5,9 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "model/errors.hpp"
 #include "model/generators/generator.hpp"
@@ -122,6 +124,113 @@ TEST_CASE("weight + optimizer bytes of the most loaded rank equal Megatron's 18 
   CHECK(static_cast<double>(mm.resident(0, dp).total()) == 18.0 / 8 * (megatron_params - h / P));
 }
 
+// ---- tied and shared weights on a rank ---------------------------------------------------------------
+
+namespace {
+// Each rank's weights, as bf16 parameters, when `family` runs the model laid out by `layout`.
+std::vector<int64_t> rank_params(const Network& net, const std::string& family, int pp, int vpp, const std::string& layout) {
+  GenerateOptions o;
+  o.pp = pp;
+  o.vpp = vpp;
+  o.micro = 2 * pp * vpp;
+  const Schedule s = generate(family, o);
+  const NetworkCosts nc = network_costs(net, s.stages, layout);
+  SimOptions so;
+  so.check.memory = nc.costs.memory_model(s.stages);
+  so.record_trace = false;
+  const RunRecord r = simulate(s, nc.costs, so);
+  std::vector<int64_t> out;
+  for (const auto& x : r.ranks) {
+    // 2 + 4 + 12 bytes per parameter (bf16 mixed precision, Adam): every part counts it once.
+    CHECK(x.memory.grads_bytes == 2 * x.memory.weights_bytes);
+    CHECK(x.memory.optimizer_bytes == 6 * x.memory.weights_bytes);
+    out.push_back(x.memory.weights_bytes / 2);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("a rank holding the embedding's and the tied head's stages holds the tied weight once", "[network][memory]") {
+  // GPT-2 (tied), hand-derived: h = 768, V = 50257, 1024 learned positions; a decoder layer
+  // 12 h^2 + 13 h = 7,087,872 (QKV 3h^2 + 3h, projection h^2 + h, MLP 8h^2 + 5h, two LayerNorms
+  // 4h); the embedding V h + 1024 h = 39,383,808; the final LayerNorm 2h; the head nothing of
+  // its own (it is the embedding's weight, V h = 38,597,376).
+  const Network gpt = hf("gpt2");
+  const int64_t h = 768, layer = 7087872, embedding = 39383808, norm = 2 * h, tied = 50257 * 768;
+  // One rank with both stages (interleaved 1F1B, P 1, V 2): the model's published 124,439,808.
+  CHECK(rank_params(gpt, "interleaved-1f1b", 1, 2, "6,6") == std::vector<int64_t>{124439808});
+  // V placement: rank 0 holds stage 0 (embedding) and stage 3 (norm, head), rank 1 the middle.
+  for (const char* family : {"zbv", "dualpipev"}) {
+    INFO(family);
+    CHECK(rank_params(gpt, family, 2, 2, "3,3,3,3") == std::vector<int64_t>{embedding + 6 * layer + norm, 6 * layer});
+  }
+  // On different ranks each holds a copy, as Megatron's last stage keeps its own copy of the
+  // tied weight (gradients all-reduced between the two).
+  CHECK(rank_params(gpt, "1f1b", 2, 1, "6,6") == std::vector<int64_t>{embedding + 6 * layer, 6 * layer + norm + tied});
+}
+
+TEST_CASE("DeepSeek-V3's MTP stage holds the embedding it embeds its tokens with", "[network][params]") {
+  // Megatron-LM's GPTModel builds the embedding on every stage that holds an MTP module
+  // (pre_process or mtp_process). The MTP module's own count, by hand (the MoE decoder layer as
+  // in Megatron's formula above, its router, the enorm, hnorm and final norm 3h, eh_proj 2h^2):
+  // 11,610,068,224; the embedding 129280 x 7168 = 926,679,040.
+  const double h = 7168, a = 128, ql = 1536, kvl = 512, nope = 128, rope = 64, v = 128;
+  const double mla = ql * (h + a * (nope + rope) + 1) + kvl * (h + a * (nope + v) + 1) + h * rope + a * v * h;
+  const double mtp = 2 * h * (2048.0 * 256 * 1.5 + 2048.0 * 1.5 + 1) + mla + (h * 256 + 256) + 3 * h + 2 * h * h;
+  REQUIRE(mtp == 11610068224.0);
+  const Network ds = hf("deepseek_v3");
+  const NetworkCosts nc = network_costs(ds, 2, "31,31");
+  const auto& last = nc.plan.stages[1];
+  int64_t own = 0;
+  for (int32_t i : last.layers) own += nc.layers[static_cast<size_t>(i)].params;
+  CHECK(last.params - own == 129280LL * 7168);  // the untied head is on the stage: only the embedding is added
+  // Both stages: the published 671,026,419,200 of the main model, the MTP module, and the
+  // second copy of the embedding.
+  CHECK(nc.plan.stages[0].params + last.params == 671026419200LL + static_cast<int64_t>(mtp) + 129280LL * 7168);
+  // The MTP module on a stage of its own holds the embedding and the head (Megatron's "m|L" split).
+  const NetworkCosts alone = network_costs(ds, 3, "Et*61|m|L");
+  CHECK(alone.plan.stages[1].params == static_cast<int64_t>(mtp) + 2 * 129280LL * 7168);
+}
+
+// ---- tensor parallelism ---------------------------------------------------------------------------
+
+TEST_CASE("tensor parallelism splits what Megatron splits and replicates the rest on every TP rank", "[network][params]") {
+  // Megatron-LM: QKV and MLP up/gate column-parallel (weights and biases split), attention output
+  // and MLP down row-parallel (weights split, biases replicated), norms replicated, the word
+  // embedding and an untied head split by the vocabulary, learned positions (a plain
+  // torch.nn.Embedding) and the MoE router replicated.
+  const auto stage_params = [](const std::string& config, int t) {
+    Network n = read_network(config, "config.json");
+    n.training.tp = t;
+    const NetworkCosts nc = network_costs(n, 1, "");
+    const MemoryModel mm = nc.costs.memory_model(1);
+    CHECK(mm.resident(0, DataParallelOptions{}).total() == 18 * nc.plan.stages[0].params);
+    return nc.plan.stages[0].params;
+  };
+  // GPT-2 shape, tied: per TP rank the embedding V h / t + P h, per layer (12 h^2 + 7 h) / t
+  // split (QKV 3h^2 + 3h, projection h^2, MLP 8h^2 + 4h) + 6 h replicated (two LayerNorms 4h,
+  // the two row-parallel biases 2h), the final LayerNorm 2h.
+  const std::string gpt = R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128, "vocab_size": 512})";
+  for (int t : {1, 2, 4, 8}) {
+    INFO("gpt2-shaped, TP " << t);
+    const int64_t h = 64, V = 512, P = 128, L = 2;
+    CHECK(stage_params(gpt, t) == V * h / t + P * h + L * ((12 * h * h + 7 * h) / t + 6 * h) + 2 * h);
+  }
+  // Qwen3-MoE shape, untied: per layer q, k, v, o (h a d + 2 h g d + a d h) / t, the experts
+  // 3 E h f / t, replicated the two RMSNorms 2h, q_norm and k_norm 2d and the router h E; the
+  // embedding and the head V h / t each, the final norm h.
+  const std::string moe = R"({"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "head_dim": 16, "moe_intermediate_size": 32, "num_experts": 8, "num_experts_per_tok": 2,
+      "vocab_size": 256, "tie_word_embeddings": false})";
+  for (int t : {1, 2, 4, 8}) {
+    INFO("qwen3_moe-shaped, TP " << t);
+    const int64_t h = 64, a = 4, g = 2, d = 16, f = 32, E = 8, V = 256, L = 2;
+    const int64_t split = (h * a * d + 2 * h * g * d + a * d * h) / t + 3 * E * h * f / t;
+    const int64_t replicated = 2 * h + 2 * d + h * E;
+    CHECK(stage_params(moe, t) == 2 * V * h / t + L * (split + replicated) + h);
+  }
+}
+
 // ---- activations ---------------------------------------------------------------------------------
 
 TEST_CASE("a standard GPT layer keeps s b h (34 + 5 a s / h) bytes, 34 s b h selective, 2 s b h full", "[network][activations]") {
@@ -196,6 +305,58 @@ TEST_CASE("1F1B rank 0 with M >= P holds P micro-batches' activations at its pea
       CHECK(r.ranks[0].memory.activations_peak_bytes == P * nc.plan.stages[0].activation_bytes[0]);
       CHECK(r.ranks[0].peak_memory_bytes >= r.ranks[0].memory.resident_bytes() + r.ranks[0].memory.activations_peak_bytes);
     }
+}
+
+// ---- FLOPs ---------------------------------------------------------------------------------------
+
+TEST_CASE("a causal FlashAttention GPT layer's forward is 24 b s h^2 + 2 b s^2 h, eager attention's 24 b s h^2 + 4 b s^2 h",
+          "[network][flops]") {
+  // Narayanan et al. 2021: QKV and projection 8 b s h^2, MLP 16 b s h^2, the attention core
+  // (QK^T and the weighted sum) 4 b s^2 h over the whole matrix; a causal kernel skips the blocks
+  // above the diagonal, half of it. The backward: the matmuls twice, the core twice (input gradient).
+  for (auto [s, b] : {std::pair<int64_t, int64_t>{1024, 1}, {1024, 4}, {512, 2}}) {
+    Network gpt = hf("gpt2");
+    gpt.training.seq_lens = {s};
+    gpt.training.micro_batch_size = b;
+    const double h = 768, S = static_cast<double>(s), B = static_cast<double>(b);
+    const auto decoder = [&] {
+      for (const Layer& l : gpt.layers())
+        if (l.kind == LayerKind::Decoder) return l;
+      return Layer{};
+    };
+    for (auto [flash, core, attention] : {std::tuple{true, std::optional<AttentionCore>{}, 2.0},
+                                          std::tuple{false, std::optional<AttentionCore>{}, 4.0},
+                                          std::tuple{true, std::optional<AttentionCore>{AttentionCore::Full}, 4.0}}) {
+      INFO("s=" << s << " b=" << b << " flash " << flash << " core " << (core ? to_string(*core) : "default"));
+      gpt.training.flash_attention = flash;
+      gpt.training.attention_core = core;
+      const Layer l = decoder();
+      const double matmuls = 24 * B * S * h * h, core_flops = attention * B * S * S * h;
+      CHECK(l.fwd_flops == Approx(matmuls + core_flops).epsilon(1e-12));
+      CHECK(l.bwd_input_flops == Approx(matmuls + 2 * core_flops).epsilon(1e-12));
+      CHECK(l.bwd_weight_flops == Approx(matmuls).epsilon(1e-12));
+    }
+  }
+}
+
+TEST_CASE("a step's FLOPs equal Megatron-LM's num_floating_point_operations, run on the same models", "[network][flops]") {
+  // tests/data/peers/megatron/flops.json: Megatron-LM's own function (training.py at the commit
+  // the file names), run by run_flops.py on these config.json files: forward, input-gradient and
+  // weight-gradient FLOPs of one global batch, the causal core halved. ppsched's: every layer's
+  // three steps for one micro-batch of the same sequences (FlashAttention, so a causal core).
+  std::ifstream in(data("peers/megatron/flops.json"));
+  REQUIRE(in);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  REQUIRE(doc["cases"].size() >= 4);
+  for (const auto& c : doc["cases"]) {
+    INFO(c.dump());
+    Network n = read_network_file(data("models/hf/" + c["model"].get<std::string>()));
+    n.training.seq_lens = {c["seq_length"].get<int64_t>()};
+    n.training.micro_batch_size = c["batch_size"].get<int64_t>();
+    double total = 0;
+    for (const Layer& l : n.layers()) total += l.fwd_flops + l.bwd_input_flops + l.bwd_weight_flops;
+    CHECK(total == Approx(c["flops"].get<double>()).epsilon(1e-12));
+  }
 }
 
 // ---- layouts -------------------------------------------------------------------------------------

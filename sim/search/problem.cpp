@@ -106,8 +106,10 @@ Problem problem_from_costs(const CostModel& costs, int ranks, int vpp, int micro
   std::optional<double> cap = budget ? budget : costs.capacity_bytes;
   p.cap.assign(static_cast<size_t>(ranks), cap ? *cap : kNoCap);
   // The activations get what the rank's resident bytes leave (a negative room: nothing fits).
-  if (cap && mm.has_resident())
-    for (int s = 0; s < p.stages; ++s) p.cap[static_cast<size_t>(p.rank_of(s))] -= static_cast<double>(mm.resident(s, dp).total());
+  if (cap && mm.has_resident()) {
+    const auto held = mm.resident_by_rank(ranks, p.stages, [&](int s) { return p.rank_of(s); }, dp);
+    for (size_t r = 0; r < held.size(); ++r) p.cap[r] -= static_cast<double>(held[r].total());
+  }
   return p;
 }
 

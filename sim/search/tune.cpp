@@ -725,10 +725,9 @@ TuneResult tune(const TuneRequest& rq) {
     const MemoryModel mm = model_for(s.stages).memory_model(s.stages);
     e.rule_peak = memory_peaks(s, mm, rq.memory_rule);
     // What each rank holds for the whole step comes on top of the rule's activations.
-    if (mm.has_resident())
-      for (int st = 0; st < s.stages; ++st)
-        if (const int r = s.rank_of(st); r >= 0 && static_cast<size_t>(r) < e.rule_peak.size())
-          e.rule_peak[static_cast<size_t>(r)] += static_cast<double>(mm.resident(st, rq.sim.check.dp).total());
+    const auto held = mm.resident_by_rank(static_cast<int>(e.rule_peak.size()), s.stages, [&](int st) { return s.rank_of(st); },
+                                          rq.sim.check.dp);
+    for (size_t r = 0; r < held.size(); ++r) e.rule_peak[r] += static_cast<double>(held[r].total());
     const auto cap = cap_for(s.stages);
     if (!cap || !e.verified) return;
     for (size_t r = 0; r < e.rule_peak.size(); ++r)

@@ -67,12 +67,13 @@ std::string describe(const Network& net) {
   return out;
 }
 
-nlohmann::json model_json(const NetworkCosts& nc, const DataParallelOptions& dp) {
+nlohmann::json model_json(const NetworkCosts& nc, const DataParallelOptions& dp, const std::vector<std::string>& notes) {
   const Network& net = nc.network;
   const Training& t = net.training;
   nlohmann::json j;
   j["model"] = net.name;
   j["source"] = net.source;
+  j["notes"] = notes;
   j["parameters"] = {{"total", net.total_params()}};
   const BytesPerParam bpp = t.bytes_per_param();
   j["training"] = {{"seq_len", t.seq_lens},
@@ -84,7 +85,8 @@ nlohmann::json model_json(const NetworkCosts& nc, const DataParallelOptions& dp)
                    {"dp", dp.degree},
                    {"fsdp", dp.fsdp},
                    {"distributed_optimizer", dp.distributed_optimizer},
-                   {"flash_attention", t.flash_attention}};
+                   {"flash_attention", t.flash_attention},
+                   {"attention_core", to_string(t.core())}};
   nlohmann::json rc = nlohmann::json::array();
   for (Recompute r : t.recompute) rc.push_back(to_string(r));
   j["training"]["recompute"] = t.recompute.size() == 1 ? rc[0] : rc;
@@ -131,7 +133,7 @@ nlohmann::json model_json(const NetworkCosts& nc, const DataParallelOptions& dp)
   return j;
 }
 
-std::string model_text(const NetworkCosts& nc, const DataParallelOptions& dp) {
+std::string model_text(const NetworkCosts& nc, const DataParallelOptions& dp, const std::vector<std::string>& notes) {
   const Network& net = nc.network;
   const Training& t = net.training;
   const int64_t total = net.total_params();
@@ -146,7 +148,9 @@ std::string model_text(const NetworkCosts& nc, const DataParallelOptions& dp) {
          (t.optimizer == Optimizer::Adam ? "Adam" : "SGD") + " (" + general(bpp.weights) + " + " + general(bpp.grads) +
          " + " + general(bpp.optimizer) + " B per parameter), recompute " +
          (t.recompute.size() == 1 ? std::string(to_string(t.recompute[0])) : std::string("per layer")) + ", FlashAttention " +
-         (t.flash_attention ? "on" : "off") + ", TP " + std::to_string(t.tp) + ", " + data_parallel_label(dp) + "\n";
+         (t.flash_attention ? "on" : "off") + ", attention core " +
+         (t.core() == AttentionCore::Causal ? "causal (half of s x s)" : "full (s x s)") + ", TP " + std::to_string(t.tp) +
+         ", " + data_parallel_label(dp) + "\n";
   out += "  device: " + general(net.device.flops_per_s / 1e12, 4) + " TFLOP/s x MFU " + general(net.device.mfu, 3) + " = " +
          general(net.device.effective_flops() / 1e12, 4) + " TFLOP/s" +
          (net.device.memory_bytes ? ", " + human_bytes(*net.device.memory_bytes) + " per rank" : "") + "\n";
@@ -171,6 +175,7 @@ std::string model_text(const NetworkCosts& nc, const DataParallelOptions& dp) {
   out += "  (act/micro: kept from forward to backward per micro-batch; W state: kept from BWD_INPUT to BWD_WEIGHT; "
          "resident: held for the whole step, after data-parallel sharding; the peak over a schedule: ppsched simulate "
          "--model)\n";
+  for (const std::string& n : notes) out += "  note: " + n + "\n";
   return out;
 }
 
@@ -186,6 +191,7 @@ Action add_model(CLI::App& app) {
     bool json = false, layers = false;
   };
   auto st = std::make_shared<State>();
+  st->cost.notes_in_output = true;
   add_cost_flags(*cmd, st->cost, false, true);
   cmd->add_option("--pp", st->pp, "pipeline ranks P (default 1)")->check(whole_in(1, kMaxCount));
   cmd->add_option("--vpp", st->vpp, "stages per rank V (default 1): the layout has P x V stages")->check(whole_in(1, kMaxCount));
@@ -200,6 +206,7 @@ Action add_model(CLI::App& app) {
     load_cost_model(st->cost, st->dp, static_cast<int>(stages), &nc);
     note_rank_times_unused(nc.network, st->cost, "model");
     const DataParallelOptions dp = data_parallel_options(st->dp, st->pp, st->cost.model);
+    const std::vector<std::string> notes = check_positions(nc.network, st->cost.seq_len > 0 ? "--seq-len" : "training.seq_len");
     if (!st->out.empty()) {
       refuse_overwriting_input(st->out, {st->cost.model}, "-o");
       const std::string text = write_cost_model(nc.costs);
@@ -213,9 +220,9 @@ Action add_model(CLI::App& app) {
       write_output(st->out, text);
     }
     if (st->json) {
-      std::cout << model_json(nc, dp).dump(2) << "\n";
+      std::cout << model_json(nc, dp, notes).dump(2) << "\n";
     } else {
-      std::cout << model_text(nc, dp);
+      std::cout << model_text(nc, dp, notes);
       if (st->layers) {
         std::cout << "  layer                kind        params   fwd TFLOP  bwd-in TFLOP  bwd-w TFLOP   activation    W state  workspace     output\n";
         for (const Layer& l : nc.layers) {

@@ -139,10 +139,11 @@ std::string data_parallel_label(const DataParallelOptions& dp);
 // The costs of a command: --costs FILE, --model MODEL with its training flags (README "Model
 // and memory"), or the embedded default. With both, the cost file overrides what it sets.
 struct CostFlags {
-  std::string costs, model, layout, recompute, flash_attention, precision, optimizer;
+  std::string costs, model, layout, recompute, flash_attention, attention_core, precision, optimizer;
   long long seq_len = 0, micro_batch_size = 0;
   int tp = 0;
   CLI::Option* model_opt = nullptr;
+  bool notes_in_output = false;  // the command renders check_positions' notes itself (`model`)
 };
 // `positional_model`: `ppsched model MODEL` takes the model as its argument.
 void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file = true, bool positional_model = false);

@@ -74,6 +74,11 @@ void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file, bool posi
                   ->check(one_of({"none", "selective", "full"})));
   needs_model(cmd.add_option("--flash-attention", f.flash_attention, "FlashAttention (no attention scores kept): on (default) or off")
                   ->check(one_of({"on", "off"})));
+  needs_model(cmd.add_option("--attention-core", f.attention_core,
+                             "FLOPs of the attention core under the causal mask: causal (the kernel skips the blocks above "
+                             "the diagonal, half the s x s matrix; default with FlashAttention) or full (the whole matrix; "
+                             "eager attention, the default without)")
+                  ->check(one_of({"causal", "full"})));
   needs_model(cmd.add_option("--tp", f.tp, "tensor-parallel degree: every figure divided by it (Megatron's accounting)")
                   ->check(whole_in(1, 65536)));
   needs_model(cmd.add_option("--precision", f.precision, "bf16 (default), fp16 (mixed precision) or fp32")
@@ -96,11 +101,17 @@ Network load_network(const CostFlags& f, DataParallelFlags& dp) {
   refuse_listed(f.micro_batch_size > 0, "--micro-batch-size");
   refuse_listed(!f.recompute.empty(), "--recompute");
   refuse_listed(!f.flash_attention.empty(), "--flash-attention");
+  refuse_listed(!f.attention_core.empty(), "--attention-core");
   if (f.seq_len > 0) t.seq_lens = {f.seq_len};
   if (f.micro_batch_size > 0) t.micro_batch_size = f.micro_batch_size;
   if (!f.recompute.empty())
     t.recompute = {f.recompute == "full" ? Recompute::Full : f.recompute == "selective" ? Recompute::Selective : Recompute::None};
   if (!f.flash_attention.empty()) t.flash_attention = f.flash_attention == "on";
+  if (!f.attention_core.empty()) t.attention_core = f.attention_core == "causal" ? AttentionCore::Causal : AttentionCore::Full;
+  if (const std::string why = attention_core_problem(t); !why.empty())
+    throw InputError(in_file(f.attention_core.empty() ? f.model : ""),
+                     (f.attention_core.empty() ? "the model file's training.attention_core is causal: " : "--attention-core causal: ") +
+                         why + (f.flash_attention == "off" ? " (--flash-attention off)" : ""));
   if (f.tp > 0) t.tp = f.tp;
   if (!f.precision.empty()) t.precision = f.precision == "fp32" ? Precision::Fp32 : f.precision == "fp16" ? Precision::Fp16 : Precision::Bf16;
   if (!f.optimizer.empty()) t.optimizer = f.optimizer == "sgd" ? Optimizer::Sgd : Optimizer::Adam;
@@ -114,6 +125,11 @@ Network load_network(const CostFlags& f, DataParallelFlags& dp) {
   t.dp = dp.degree;
   t.fsdp = dp.fsdp;
   t.distributed_optimizer = dp.distributed_optimizer;
+  // A sequence past learned positions is refused; past a RoPE model's trained length, noted
+  // (`model` shows the notes in its output).
+  const std::vector<std::string> notes = check_positions(net, f.seq_len > 0 ? "--seq-len" : "training.seq_len");
+  if (!f.notes_in_output)
+    for (const std::string& n : notes) std::cerr << "note: " << n << "\n";
   return net;
 }
 
@@ -150,9 +166,9 @@ CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, const Sched
   } else {
     // Replicated stages: the model is split into the model stages; each copy costs the same.
     c = costs(s.model_stages());
-    if (c.stage_count() != s.stages) {
+    if (c.stage_count() != s.stages || !c.shared_weights.empty()) {
       c.check_fits(s.model_stages(), s.micro_batches);
-      c = c.per_copies(s.pipes);
+      c = c.per_copies(s.pipes, s.model_stages());
     }
   }
   c.check_fits(s.stages, s.micro_batches);

@@ -12,26 +12,19 @@ that no padding differs from ppsched's). The output is Megatron's FLOPs for one 
 forward, weight-gradient and input-gradient GEMMs together (3x forward), causal attention
 halved.
 """
-import ast
 import json
-import subprocess
 import sys
 import types
 
+from megatron_source import megatron_function
+
 repo = sys.argv[1]
 PATH = "megatron/training/training.py"
-git = lambda *a: subprocess.run(["git", "-C", repo] + list(a), capture_output=True, text=True, check=True).stdout
-commit = git("rev-parse", "HEAD").strip()
-source = git("show", commit + ":" + PATH)
-tree = ast.parse(source)
-fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "num_floating_point_operations")
-namespace = {
+flops, commit = megatron_function(repo, PATH, "num_floating_point_operations", {
     "is_hybrid_model": lambda args: False,
     "is_linear_attention_variant": lambda variant: False,
     "is_gated_delta_net_variant": lambda variant: False,
-}
-exec(compile(ast.Module(body=[fn], type_ignores=[]), PATH, "exec"), namespace)
-flops = namespace["num_floating_point_operations"]
+})
 
 
 def args_for(config, seq_length):

@@ -14,22 +14,20 @@ an even split, with the embedding; at PP = 1 also an untied output layer): 18 by
 parameter (bf16 weight, fp32 main gradient, fp32 master copy and two Adam moments), or 6 + 12 /
 DP with the distributed optimizer. Dense models only: the MoE cases need expert parallelism.
 """
-import ast
 import json
-import subprocess
+import math
 import sys
 import types
 
+from megatron_source import megatron_function
+
 repo = sys.argv[1]
 PATH = "megatron/training/theoretical_memory_usage.py"
-git = lambda *a: subprocess.run(["git", "-C", repo] + list(a), capture_output=True, text=True, check=True).stdout
-commit = git("rev-parse", "HEAD").strip()
-source = git("show", commit + ":" + PATH)
-tree = ast.parse(source)
-fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "compute_weight_and_optimizer_memory")
-namespace = {"is_hybrid_model": lambda args: False, "print_rank_0": lambda *a, **k: None, "math": __import__("math")}
-exec(compile(ast.Module(body=[fn], type_ignores=[]), PATH, "exec"), namespace)
-estimate = namespace["compute_weight_and_optimizer_memory"]
+estimate, commit = megatron_function(repo, PATH, "compute_weight_and_optimizer_memory", {
+    "is_hybrid_model": lambda args: False,
+    "print_rank_0": lambda *a, **k: None,
+    "math": math,
+})
 
 
 def args_for(config, pp, tp, dp, distributed_optimizer):

@@ -68,7 +68,7 @@ class Builder {
   // NCCL's stream order (CommModel::stream_actions): only where some action posts without
   // waiting; a program of blocking phases leaves both vectors empty.
   void order_streams() {
-    if (!m_.posts_without_waiting()) return;
+    if (!posts_) return;
     m_.stream_actions.resize(static_cast<size_t>(m_.ranks));
     m_.stream_entry.assign(m_.messages.size(), -1);
     for (size_t r = 0; r < m_.actions.size(); ++r) {
@@ -137,6 +137,7 @@ class Builder {
                        "the step posts or waits for " + std::to_string(count) + " messages at once; the lowering holds at most " +
                            std::to_string(Action::kMaxActionMessages) + " (a batch's payloads: its sub-steps' tensors)");
     a.count = static_cast<uint16_t>(count);
+    posts_ = posts_ || kind == ActionKind::Post;
     for (size_t j = 0; j < count; ++j) {
       if (count > 1) m_.action_messages.push_back(msgs[j]);
       Message& m = m_.messages[static_cast<size_t>(msgs[j])];
@@ -443,6 +444,7 @@ class Builder {
   std::vector<uint64_t> meta_done_ = std::vector<uint64_t>(static_cast<size_t>(std::max(s_.stages, 0)), 0);
   std::vector<int32_t> meta_touched_;
   std::vector<int32_t> scratch_;
+  bool posts_ = false;  // some action posts without waiting (CommModel::posts_without_waiting)
   std::map<std::vector<int32_t>, int32_t> group_ids_;
   std::map<std::pair<int, int32_t>, int32_t> position_;
 };

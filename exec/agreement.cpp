@@ -170,7 +170,7 @@ Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& m,
   // Without --layers: one block per virtual stage (at least 4), resolved here so that the
   // ranks, the layout and the parity reference all build the same model.
   // With --layout and no --layers, the layout's blocks are the model's.
-  if (m.layers == 0 && m.kind != ModelKind::StageModules && m.stage_blocks.empty())
+  if (m.layers == 0 && m.kind != ModelKind::StageModules && m.layout.empty())
     m.layers = default_layers(m.kind, model_stages, std::max(0, m.tower_layers));
   try {
     a.layout = make_layout(m, model_stages, std::max(0, m.tower_layers));

@@ -11,28 +11,30 @@ using json = nlohmann::json;
 
 // Matrix products count 2 FLOPs per multiply-add; a backward costs twice its forward, split
 // evenly between the input and the weight gradients (the reader's default without bwd_*).
-json layer(const std::string& name, const char* kind, double params, double fwd_flops, double activation_bytes,
-           double output_bytes) {
-  return {{"name", name},
-          {"kind", kind},
-          {"params", static_cast<int64_t>(params)},
-          {"fwd_flops", fwd_flops},
-          {"activation_bytes", static_cast<int64_t>(activation_bytes)},
-          {"output_bytes", static_cast<int64_t>(output_bytes)}};
+Layer layer(const std::string& name, LayerKind kind, double params, double fwd_flops, double activation_bytes,
+            double output_bytes) {
+  Layer l;
+  l.name = name;
+  l.kind = kind;
+  l.params = static_cast<int64_t>(params);
+  l.fwd_flops = fwd_flops;
+  l.bwd_input_flops = l.bwd_weight_flops = fwd_flops;
+  l.activation_bytes = static_cast<int64_t>(activation_bytes);
+  l.output_bytes = static_cast<int64_t>(output_bytes);
+  return l;
 }
 
 }  // namespace
 
-std::string describe_model(const ModelConfig& m, int layers) {
+std::vector<Layer> builtin_layers(const ModelConfig& m, int layers) {
   if (m.kind == ModelKind::StageModules)
-    throw InputError({}, "--model-out describes a built-in model (--model gpt|mlp); stage modules have no closed form");
+    throw InputError({}, "stage modules (--stage-module) have no closed form: only the built-in models (--model gpt|mlp) do");
   const double b = m.micro_batch_size, h = m.hidden, f32 = 4;
-  json out = json::array();
-  std::string name;
+  std::vector<Layer> out;
   if (m.kind == ModelKind::Gpt) {
     const double t = m.seq, T = b * t, v = m.vocab, heads = m.heads;
     // Token + position embedding: a lookup and an add.
-    out.push_back(layer("embedding", "embedding", v * h + t * h, T * h, 0, T * h * f32));
+    out.push_back(layer("embedding", LayerKind::Embedding, v * h + t * h, T * h, 0, T * h * f32));
     for (int k = 0; k < layers; ++k) {
       // qkv (3h^2), proj (h^2), fc1 and fc2 (4h^2 each) as matrix products, and the attention's
       // two (b, heads, t, t) products, computed whole before the causal mask.
@@ -41,17 +43,30 @@ std::string describe_model(const ModelConfig& m, int layers) {
       // Kept for the backward (fp32): x, ln1, qkv, y, mid, ln2 (8 T h), fc1 and gelu (8 T h), and
       // the scores before and after the softmax.
       const double act = (16 * T * h + 2 * b * heads * t * t) * f32;
-      out.push_back(layer("block" + std::to_string(k), "decoder", params, fwd, act, T * h * f32));
+      out.push_back(layer("block" + std::to_string(k), LayerKind::Decoder, params, fwd, act, T * h * f32));
     }
     // Final norm + LM head (+ cross-entropy): the head's product dominates.
     const double head_params = m.tie_embeddings ? 2 * h : 2 * h + v * h;
-    out.push_back(layer("head", "head", head_params, 2 * T * h * v, (2 * T * h + T * v) * f32, 0));
-    name = "ppsched-exec gpt";
+    out.push_back(layer("head", LayerKind::Head, head_params, 2 * T * h * v, (2 * T * h + T * v) * f32, 0));
   } else {
     for (int k = 0; k < layers; ++k)
-      out.push_back(layer("block" + std::to_string(k), "layer", h * h + h, 2 * b * h * h, 2 * b * h * f32, b * h * f32));
-    name = "ppsched-exec mlp";
+      out.push_back(layer("block" + std::to_string(k), LayerKind::Generic, h * h + h, 2 * b * h * h, 2 * b * h * f32, b * h * f32));
   }
+  return out;
+}
+
+std::string describe_model(const ModelConfig& m, int layers) {
+  if (m.kind == ModelKind::StageModules)
+    throw InputError({}, "--model-out describes a built-in model (--model gpt|mlp); stage modules have no closed form");
+  json out = json::array();
+  for (const Layer& l : builtin_layers(m, layers))
+    out.push_back({{"name", l.name},
+                   {"kind", to_string(l.kind)},
+                   {"params", l.params},
+                   {"fwd_flops", l.fwd_flops},
+                   {"activation_bytes", l.activation_bytes},
+                   {"output_bytes", l.output_bytes}});
+  const std::string name = m.kind == ModelKind::Gpt ? "ppsched-exec gpt" : "ppsched-exec mlp";
   json doc = {{"format", "ppsched-model"},
               {"version", 1},
               {"name", name + " (" + std::to_string(layers) + " blocks, hidden " + std::to_string(m.hidden) + ")"},

@@ -7,10 +7,17 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "exec/config.hpp"
+#include "network/network.hpp"
 
 namespace ppsched::exec {
+
+// The built-in model's layers, unit by unit (gpt: the embedding, `layers` decoder blocks, the
+// head; mlp: `layers` blocks), as the network layer the planner reads: names, kinds (which say
+// where a layout may put each), parameters, forward FLOPs per micro-batch, fp32 bytes.
+std::vector<Layer> builtin_layers(const ModelConfig& m, int layers);
 
 // The file's text. Stage modules (--stage-module) have no closed form: InputError.
 std::string describe_model(const ModelConfig& m, int layers);

@@ -6,9 +6,12 @@
 //        unit L+1 = final norm + LM head (+ cross-entropy);
 //   mlp: units 0..L-1 = Linear + GELU blocks (the last stage adds an MSE loss);
 //   stage modules (--stage-module): unit s = the TorchScript module of stage s, named "stage<s>".
-// The blocks are split over the stages as evenly as possible (the first stages take the
-// remainder), or as --layout says (blocks per stage); the embedding goes to stage 0 and the head to the last stage. The MPipe tower is
-// the first T units of stage 0, which then keeps the rest (at least one unit).
+// The units are split over the stages by the planner's rules (network/layout.hpp), so that a
+// run holds what `ppsched simulate` and `calibrate` price: torchtitan's even split (the
+// embedding and the head count as one layer each, the first stages take the remainder), or
+// --layout (blocks per stage, or Megatron's layout string); the embedding goes to stage 0 and
+// the head to the last stage; every stage holds at least one unit. The MPipe tower is the
+// first T units of stage 0, which then keeps the rest (at least one unit).
 #pragma once
 
 #include <string>
@@ -27,8 +30,9 @@ struct ModelLayout {
   int head_unit = -1;                          // gpt: L + 1
 };
 
-// The blocks a built-in model gets without --layers: 4, or one per virtual stage when the
-// schedule has more, plus what an MPipe tower of T units needs so that stage 0 keeps one.
+// The blocks a built-in model gets without --layers or --layout: 4, or one per virtual stage
+// when the schedule has more, plus what an MPipe tower of T units needs so that stage 0 keeps
+// one under the even split.
 int default_layers(ModelKind kind, int stages, int tower_layers);
 
 // m.layers = 0 takes default_layers(). Throws InputError when the model cannot be cut this way (fewer blocks than stages, a tower

@@ -52,8 +52,7 @@ std::string digest_of(const ExecConfig& cfg, const Schedule& s) {
     << cfg.run.mode.mpipe_batched_recv << cfg.run.mode.dyn_shape << '|' << cfg.run.data_parallel.dp << ' '
     << static_cast<int>(cfg.run.data_parallel.order) << ' ' << cfg.run.data_parallel.fsdp;
   if (m.stage_modules) o << '|' << m.stage_modules->dir << ' ' << m.stage_modules->stages;
-  o << "|layout";
-  for (int b : m.stage_blocks) o << ' ' << b;
+  o << "|layout " << m.layout;
   return std::to_string(std::hash<std::string>{}(o.str()));
 }
 

@@ -143,7 +143,8 @@ Layout parse_megatron(const std::string& text, const std::vector<Layer>& layers,
   return out;
 }
 
-Layout parse_counts(const std::string& text, const std::vector<Layer>& layers, int stages, const std::string& where) {
+// "4,2,1,1": one whole number a stage, at most kMaxLayers entries.
+std::vector<int64_t> read_counts(const std::string& text, const std::string& where) {
   std::vector<int64_t> counts;
   size_t i = 0;
   while (i <= text.size()) {
@@ -159,6 +160,17 @@ Layout parse_counts(const std::string& text, const std::vector<Layer>& layers, i
     if (counts.size() > static_cast<size_t>(kMaxLayers)) refuse(where, "more entries than the limit of " + std::to_string(kMaxLayers));
     i = j + 1;
   }
+  return counts;
+}
+
+// Counts start with a number; Megatron's layout never does (its first layer is E).
+bool is_megatron(const std::string& text) {
+  const size_t first = text.find_first_not_of(" \t");
+  return first != std::string::npos && !std::isdigit(static_cast<unsigned char>(text[first])) && text[first] != '-';
+}
+
+Layout parse_counts(const std::string& text, const std::vector<Layer>& layers, int stages, const std::string& where) {
+  const std::vector<int64_t> counts = read_counts(text, where);
   const Kinds k = kinds_of(layers);
   if (counts.size() != static_cast<size_t>(stages))
     refuse(where, "the layout has " + plural(static_cast<int64_t>(counts.size()), "stage", "stages") + " but the schedule has " +
@@ -188,10 +200,20 @@ Layout parse_counts(const std::string& text, const std::vector<Layer>& layers, i
 
 Layout parse_layout(const std::string& text, const std::vector<Layer>& layers, int stages, const std::string& where) {
   if (text.empty()) refuse(where, "an empty layout: give one count per stage (\"4,2,1,1\") or Megatron's layout");
-  // Counts start with a number; Megatron's layout never does (its first layer is E).
-  const size_t first = text.find_first_not_of(" \t");
-  const bool megatron = first != std::string::npos && !std::isdigit(static_cast<unsigned char>(text[first])) && text[first] != '-';
-  return megatron ? parse_megatron(text, layers, stages, where) : parse_counts(text, layers, stages, where);
+  return is_megatron(text) ? parse_megatron(text, layers, stages, where) : parse_counts(text, layers, stages, where);
+}
+
+int64_t layout_body_layers(const std::string& text, int64_t limit, const std::string& where) {
+  if (text.empty()) refuse(where, "an empty layout: give one count per stage (\"4,2,1,1\") or Megatron's layout");
+  int64_t n = 0;
+  if (is_megatron(text)) {
+    const std::string flat = unroll(text, where);
+    n = static_cast<int64_t>(std::count(flat.begin(), flat.end(), 't') + std::count(flat.begin(), flat.end(), 'm'));
+  } else {
+    for (int64_t c : read_counts(text, where)) n = std::min(n + c, limit + 1);
+  }
+  if (n > limit) refuse(where, "the layout places more than " + std::to_string(limit) + " layers");
+  return n;
 }
 
 // torchtitan's generate_llm_fqn_per_model_part(num_stages, num_layers, input_weight=1,

@@ -32,6 +32,10 @@ struct Layout {
 // `where`: how a message names the source ("--layout", "model.json (layout)").
 Layout parse_layout(const std::string& text, const std::vector<Layer>& layers, int stages, const std::string& where);
 Layout even_layout(const std::vector<Layer>& layers, int stages);
+// The body layers a layout text places (counts: their sum; Megatron's: its t and m), for a
+// model whose size the layout gives (ppsched-exec --layout without --layers). Refuses text
+// that parse_layout would refuse for its spelling, and a sum above `limit`.
+int64_t layout_body_layers(const std::string& text, int64_t limit, const std::string& where);
 // The layout a run had, from the layer names each stage held (a measured trace's
 // otherData.layers, in stage order): every layer of `layers` once, in model order. Throws
 // InputError (`where`) naming the first layer that differs.

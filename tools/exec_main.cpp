@@ -197,24 +197,6 @@ int report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o) {
   return cli::kFound;
 }
 
-// --layout: counts separated by commas, each a decimal number of blocks (at most 2^20).
-std::vector<int> parse_stage_blocks(const std::string& text) {
-  std::vector<int> out;
-  size_t at = 0;
-  for (;;) {
-    const size_t end = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, end - at);
-    if (item.empty() || item.size() > 7 || item.find_first_not_of("0123456789") != std::string::npos ||
-        std::stol(item) > (1L << 20))
-      throw InputError({}, "--layout '" + text + "': expected blocks per virtual stage as numbers separated by commas "
-                           "(e.g. 3,5), each at most 1048576; '" + item + "' is not one");
-    out.push_back(static_cast<int>(std::stol(item)));
-    if (out.size() > (size_t{1} << 20)) throw InputError({}, "--layout: more than 2^20 stages");
-    if (end == text.size()) return out;
-    at = end + 1;
-  }
-}
-
 int run(int argc, char** argv) {
   CLI::App app{"ppsched-exec: run a pipeline-parallel schedule with libtorch, one process per rank "
                "(RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT from torchrun, Slurm or tools/launch-local)"};
@@ -228,10 +210,12 @@ int run(int argc, char** argv) {
   cli::add_generator_flags(app, gen, /*family_required=*/false);
   auto* tower_opt = app.get_option("--tower");
   app.add_option("--model", model_kind, "built-in model: gpt|mlp")->check(CLI::IsMember({"gpt", "mlp"}));
-  app.add_option("--layers", cfg.model.layers, "blocks, split over the virtual stages (default: 4, or one per stage when there are more)")->check(CLI::PositiveNumber);
+  app.add_option("--layers", cfg.model.layers, "blocks, split over the virtual stages (default: 4, or one per stage when there are more, or --layout's)")->check(CLI::PositiveNumber);
   std::string layout_text;
   app.add_option("--layout", layout_text,
-                 "blocks per virtual stage, stage order, e.g. 3,5 (default: even, the first stages taking the remainder)");
+                 "blocks per virtual stage, stage order (\"3,5\"), or Megatron's layout (\"Et*3|t*5L\"), as `ppsched simulate "
+                 "--layout` reads them (default: torchtitan's even split, the embedding and the head counting one block each, "
+                 "as the simulator and calibrate split)");
   app.add_option("--hidden", cfg.model.hidden, "hidden size")->check(CLI::PositiveNumber);
   app.add_option("--heads", cfg.model.heads, "gpt: attention heads")->check(CLI::PositiveNumber);
   app.add_option("--seq", cfg.model.seq, "gpt: tokens per sample")->check(CLI::PositiveNumber);
@@ -338,7 +322,7 @@ int run(int argc, char** argv) {
     // PyTorch's lowered schedule runs under PyTorch's runtime semantics (schedule_io.hpp).
     if (selects_overlap_p2p(csv_kind) && !no_overlap_p2p) cfg.run.mode.overlap_p2p = true;
     cfg.model.kind = model_kind == "mlp" ? ModelKind::Mlp : ModelKind::Gpt;
-    if (!layout_text.empty()) cfg.model.stage_blocks = parse_stage_blocks(layout_text);
+    cfg.model.layout = layout_text;
     if (stage_module_opt->count() > 0) {
       // The modules define the model: the built-in model's options would be silently ignored.
       for (const char* flag : {"--model", "--layers", "--layout", "--hidden", "--heads", "--seq", "--vocab",

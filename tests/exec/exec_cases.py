@@ -846,7 +846,9 @@ def _(ctx):
             raise Failure(f"otherData.layers lists {other['layers']}, not the model's layers over 4 stages")
         cal = json.loads(run_ppsched(ctx, ["calibrate", trace, "--model", model_file, "--schedule", sched, "--json"]))
         notes = " ".join(cal["notes"])
-        if "the traced layout 2,2,2,2 is the trace's (otherData.layers)" not in notes:
+        # 8 blocks on 4 stages by torchtitan's rule (10 effective layers: 3,3,2,2, the embedding
+        # and the head one each): 2,3,2,1.
+        if "the traced layout 2,3,2,1 is the trace's (otherData.layers)" not in notes:
             raise Failure("calibrate --model did not take the traced layout from the trace: " + json.dumps(cal["notes"]))
         p = cal["prediction"]
         if p["measured_ms"] is None or not p["completed"]:
@@ -903,8 +905,33 @@ def _(ctx):
         print(f"--layout 3,5: parameters per rank {s['parameter_elements']}, traced layers {[len(h) for h in held]}, "
               f"split-backward probes {probes}")
     expect_refusal(ctx, one + GPT + ["--layout", "3,4"], "--layout puts 7 blocks on the stages, but --layers is 8")
-    expect_refusal(ctx, one + GPT + ["--layout", "8"], "gives the blocks of 1 stages, but the schedule has 2")
-    expect_refusal(ctx, one + GPT + ["--layout", "3;5"], "expected blocks per virtual stage as numbers separated by commas")
+    expect_refusal(ctx, one + GPT + ["--layout", "8"], "the layout has 1 stage but the schedule has 2 stages")
+    expect_refusal(ctx, one + GPT + ["--layout", "3;5"], "entry 0 of \"3;5\" is not a whole number of layers")
+    expect_refusal(ctx, one + GPT + ["--layout", "Et*4|t*4"], "the last layer must be the loss, L")
+
+
+@case("default_split_is_the_planners_pp2_vpp2")
+def _(ctx):
+    # Without --layout the executor splits the blocks as the planner does (issue 36 item 8: it
+    # ran 2,2,1,1 where simulate and calibrate priced 1,2,2,1). 6 blocks on 4 virtual stages, by
+    # torchtitan's rule (generate_llm_fqn_per_model_part(4, 6), input and output weight 1: 8
+    # effective layers, 2 a stage, the embedding and the head one each): 1,2,2,1, which must
+    # also be what `ppsched model` gives the model file the run writes.
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "run.trace.json")
+        model_file = os.path.join(tmp, "gpt.json")
+        launch(ctx, 2, ["--generate", "interleaved-1f1b", "--pp", "2", "--vpp", "2", "--micro", "4", "--model", "gpt",
+                        "--layers", "6", "--trace", trace, "--model-out", model_file])
+        with open(trace) as f:
+            other = json.load(f)["otherData"]
+        held = [st["layers"] for st in sorted(other["layers"], key=lambda e: e["stage"])]
+        blocks = [sum(1 for n in h if n.startswith("block")) for h in held]
+        if blocks != [1, 2, 2, 1] or held[0][0] != "embedding" or held[-1][-1] != "head":
+            raise Failure(f"the run held {held}; torchtitan's even split of 6 blocks on 4 stages is 1,2,2,1")
+        planned = json.loads(run_ppsched(ctx, ["model", model_file, "--pp", "2", "--vpp", "2", "--json"]))
+        if planned["layout"]["counts"] != blocks:
+            raise Failure(f"ppsched model splits the run's model {planned['layout']['counts']}, the run held {blocks}")
+        print(f"6 blocks on 4 virtual stages: the run held {blocks}, ppsched model plans {planned['layout']['counts']}")
 
 
 # ---- --cpu-bind: where each rank runs (exec/cpu_binding.hpp) --------------------------------

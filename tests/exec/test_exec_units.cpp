@@ -15,10 +15,12 @@
 #include "lowering/comm_model.hpp"
 #include "exec/launch_env.hpp"
 #include "exec/measured_trace.hpp"
+#include "exec/model_description.hpp"
 #include "exec/model_layout.hpp"
 #include "exec/stage_manifest.hpp"
 #include "model/errors.hpp"
 #include "model/generators/generator.hpp"
+#include "network/layout.hpp"
 #include "tests/support/trace_validator.hpp"
 #include "traces/chrome_trace.hpp"
 
@@ -50,21 +52,49 @@ bool every_handler(Op) { return true; }
 
 }  // namespace
 
-TEST_CASE("gpt blocks are split evenly over the stages and the tower is the first T units of stage 0", "[exec]") {
+TEST_CASE("gpt blocks are split by torchtitan's rule, as the planner splits them, and the tower is the first T units of stage 0",
+          "[exec]") {
   ModelConfig m;
   m.kind = ModelKind::Gpt;
   m.layers = 6;
   ModelLayout l = make_layout(m, 4, 0);
-  // units: 0 embedding, 1..6 blocks, 7 head; the first two stages take the remainder.
-  CHECK(l.stage_units[0] == std::vector<int>{0, 1, 2});
-  CHECK(l.stage_units[1] == std::vector<int>{3, 4});
-  CHECK(l.stage_units[2] == std::vector<int>{5});
+  // units: 0 embedding, 1..6 blocks, 7 head. torchtitan's generate_llm_fqn_per_model_part(4, 6)
+  // with its input and output weights 1: 8 effective layers, 2 per stage, the embedding and the
+  // head taking one each of the first and the last stage's: blocks 1,2,2,1 (was 2,2,1,1 here,
+  // against 1,2,2,1 in the simulator and calibrate).
+  CHECK(l.stage_units[0] == std::vector<int>{0, 1});
+  CHECK(l.stage_units[1] == std::vector<int>{2, 3});
+  CHECK(l.stage_units[2] == std::vector<int>{4, 5});
   CHECK(l.stage_units[3] == std::vector<int>{6, 7});
-  ModelLayout t = make_layout(m, 4, 2);
-  CHECK(t.tower_units == std::vector<int>{0, 1});
-  CHECK(t.stage_units[0] == std::vector<int>{2});
-  CHECK_THROWS_WITH(make_layout(m, 4, 3), Catch::Contains("stage 0 must keep at least one"));
+  ModelLayout t = make_layout(m, 4, 1);
+  CHECK(t.tower_units == std::vector<int>{0});
+  CHECK(t.stage_units[0] == std::vector<int>{1});
+  CHECK_THROWS_WITH(make_layout(m, 4, 2), Catch::Contains("stage 0 must keep at least one"));
   CHECK_THROWS_WITH(make_layout(m, 7, 0), Catch::Contains("cannot be split over 7"));
+  // 7 blocks on 4 stages: 9 effective, 3,2,2,2: blocks 2,2,2,1.
+  m.layers = 7;
+  l = make_layout(m, 4, 0);
+  CHECK(l.stage_units[0] == std::vector<int>{0, 1, 2});
+  CHECK(l.stage_units[3] == std::vector<int>{7, 8});
+}
+
+TEST_CASE("the executor's split is the planner's: every built-in model and stage count gets network's even layout",
+          "[exec]") {
+  for (ModelKind kind : {ModelKind::Gpt, ModelKind::Mlp})
+    for (int stages = 1; stages <= 9; ++stages)
+      for (int blocks = stages; blocks <= stages + 11; ++blocks) {
+        ModelConfig m;
+        m.kind = kind;
+        m.layers = blocks;
+        const Layout want = even_layout(builtin_layers(m, blocks), stages);
+        bool runnable = true;
+        for (const auto& st : want.stages) runnable = runnable && !st.empty();
+        if (!runnable) continue;
+        const ModelLayout got = make_layout(m, stages, 0);
+        REQUIRE(got.stage_units.size() == want.stages.size());
+        for (size_t s = 0; s < want.stages.size(); ++s)
+          CHECK(got.stage_units[s] == std::vector<int>(want.stages[s].begin(), want.stages[s].end()));
+      }
 }
 
 TEST_CASE("--layout puts the given blocks on each stage, and is refused when it does not fit the model or the schedule",
@@ -72,25 +102,35 @@ TEST_CASE("--layout puts the given blocks on each stage, and is refused when it 
   ModelConfig m;
   m.kind = ModelKind::Gpt;
   m.layers = 8;
-  m.stage_blocks = {3, 5};
+  m.layout = "3,5";
   ModelLayout l = make_layout(m, 2, 0);
   CHECK(l.stage_units[0] == std::vector<int>{0, 1, 2, 3});        // embedding + blocks 0..2
   CHECK(l.stage_units[1] == std::vector<int>{4, 5, 6, 7, 8, 9});  // blocks 3..7 + head
+  // Megatron's spelling, as ppsched simulate --layout reads it: the same split.
+  m.layout = "Et*3|t*5L";
+  CHECK(make_layout(m, 2, 0).stage_units == l.stage_units);
   m.layers = 0;  // the layout's blocks are the model's
+  CHECK(make_layout(m, 2, 0).units == 10);
+  m.layout = "3,5";
   CHECK(make_layout(m, 2, 0).units == 10);
   m.layers = 9;
   CHECK_THROWS_WITH(make_layout(m, 2, 0), Catch::Contains("puts 8 blocks on the stages, but --layers is 9"));
   m.layers = 8;
-  CHECK_THROWS_WITH(make_layout(m, 4, 0), Catch::Contains("gives the blocks of 2 stages, but the schedule has 4"));
-  m.stage_blocks = {8, 0};
-  CHECK_THROWS_WITH(make_layout(m, 2, 0), Catch::Contains("stage 1 gets 0 blocks"));
-  // The MLP's stages hold its blocks only; the tower still comes out of stage 0.
+  CHECK_THROWS_WITH(make_layout(m, 4, 0), Catch::Contains("the layout has 2 stages but the schedule has 4"));
+  m.layout = "3,x";
+  CHECK_THROWS_WITH(make_layout(m, 2, 0), Catch::Contains("entry 1 of \"3,x\" is not a whole number"));
+  // A stage may hold the embedding alone; one holding nothing cannot run.
+  m.layout = "0,8";
+  CHECK(make_layout(m, 2, 0).stage_units[0] == std::vector<int>{0});
   ModelConfig mlp;
   mlp.kind = ModelKind::Mlp;
-  mlp.stage_blocks = {1, 2, 1};
+  mlp.layout = "4,0";
+  CHECK_THROWS_WITH(make_layout(mlp, 2, 0), Catch::Contains("stage 1 holds no layer"));
+  // The MLP's stages hold its blocks only; the tower still comes out of stage 0.
+  mlp.layout = "1,2,1";
   ModelLayout t = make_layout(mlp, 3, 0);
   CHECK(t.stage_units[1] == std::vector<int>{1, 2});
-  mlp.stage_blocks = {2, 1, 1};
+  mlp.layout = "2,1,1";
   CHECK(make_layout(mlp, 3, 1).tower_units == std::vector<int>{0});
 }
 
@@ -99,7 +139,9 @@ TEST_CASE("without --layers a built-in model gets one block per stage (at least 
   CHECK(default_layers(ModelKind::Gpt, 4, 1) == 4);  // the tower is the embedding
   CHECK(default_layers(ModelKind::Mlp, 8, 0) == 8);
   CHECK(default_layers(ModelKind::Gpt, 16, 0) == 16);
-  CHECK(default_layers(ModelKind::Gpt, 8, 2) == 9);   // stage 0: embedding + 2 blocks
+  // Stage 0 gets ceil((L + 2) / 8) units under the even split; the tower takes 2 and leaves
+  // one: L + 2 >= 17.
+  CHECK(default_layers(ModelKind::Gpt, 8, 2) == 15);
   CHECK(default_layers(ModelKind::Mlp, 6, 1) == 7);   // stage 0: 2 blocks
   for (ModelKind kind : {ModelKind::Mlp, ModelKind::Gpt})
     for (int stages : {1, 3, 4, 5, 8, 12, 32})

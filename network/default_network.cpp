@@ -39,7 +39,8 @@ Network default_network() {
   net.training.seq_lens = {static_cast<int64_t>(s)};
   net.device.flops_per_s = 989e12;
   net.device.mfu = 0.45;
-  net.device.memory_bytes = int64_t{80} << 30;
+  net.device.memory_bytes = kH100MemoryBytes;
+  net.device.memory_reserve_bytes = kDefaultMemoryReserveBytes;
   return net;
 }
 

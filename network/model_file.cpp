@@ -17,7 +17,8 @@ const Keys kLayerKeys = {"name", "kind", "count", "params", "fwd_flops", "bwd_fl
                          "bwd_weight_flops", "activation_bytes", "output_bytes", "weight_grad_bytes", "workspace_bytes"};
 const Keys kTrainingKeys = {"seq_len", "micro_batch_size", "precision", "optimizer", "distributed_optimizer",
                             "fsdp", "dp", "tp", "recompute", "flash_attention", "attention_core"};
-const Keys kDeviceKeys = {"flops_per_s", "mfu", "memory_bytes", "fitted", "split_backward", "rank_time_factors"};
+const Keys kDeviceKeys = {"flops_per_s", "mfu", "memory_bytes", "memory_reserve_bytes", "fitted", "split_backward",
+                          "rank_time_factors"};
 const Keys kSplitStages = {"first_stage", "other_stages"};
 const Keys kSplitKeys = {"input", "weight"};
 const Keys kFittedKinds = {"FWD", "BWD_INPUT", "BWD_WEIGHT"};
@@ -219,6 +220,13 @@ class ModelReader {
       if (j["memory_bytes"].is_null()) d.memory_bytes.reset();
       else d.memory_bytes = f_.whole(j["memory_bytes"], "device.memory_bytes", 1, int64_t{1} << 50, "bytes from 1 to 2^50, or null");
     }
+    if (j.contains("memory_reserve_bytes"))
+      d.memory_reserve_bytes = f_.whole(j["memory_reserve_bytes"], "device.memory_reserve_bytes", 0, int64_t{1} << 50,
+                                        "bytes from 0 to 2^50");
+    if (d.memory_bytes && d.memory_reserve_bytes >= *d.memory_bytes)
+      f_.fail("device.memory_reserve_bytes", "the reserve (" + std::to_string(d.memory_reserve_bytes) +
+                                                 " bytes) leaves nothing of device.memory_bytes (" +
+                                                 std::to_string(*d.memory_bytes) + ")");
     // What `ppsched calibrate --model` fitted: per compute kind an achieved rate and a fixed
     // time per step.
     if (j.contains("fitted")) {
@@ -316,6 +324,7 @@ std::string write_model_file(const std::string& path, const Network& net) {
   out["training"] = tr;
   nlohmann::json dev = {{"flops_per_s", net.device.flops_per_s}, {"mfu", net.device.mfu}};
   dev["memory_bytes"] = net.device.memory_bytes ? nlohmann::json(*net.device.memory_bytes) : nlohmann::json(nullptr);
+  dev["memory_reserve_bytes"] = net.device.memory_reserve_bytes;
   nlohmann::json fitted = nlohmann::json::object();
   for (size_t k = 0; k < 3; ++k)
     if (net.device.fitted[k])

@@ -14,6 +14,7 @@
 // theoretical_memory_usage.py. network/architecture.cpp states each term.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -111,10 +112,33 @@ struct Training {
 enum class RateKind : uint8_t { Fwd, BwdInput, BwdWeight };
 inline constexpr const char* kRateKindKeys[] = {"FWD", "BWD_INPUT", "BWD_WEIGHT"};
 
+// An H100 SXM 80 GB's memory as its driver reports it (NVML, nvidia-smi: 81,559 MiB = 79.65
+// GiB; the "80 GB" is decimal marketing of a larger die less what the driver keeps).
+inline constexpr int64_t kH100MemoryBytes = int64_t{81559} << 20;
+// What a training process cannot use of a device's memory, by default: the CUDA context and
+// the libraries' handles and workspaces (cuBLAS, cuDNN; ~0.5-1 GiB on an H100 with CUDA 12),
+// NCCL's communicator buffers (channels x peers x NCCL_BUFFSIZE, 4 MiB each; ~0.5-1 GiB for the
+// few communicators of a pipeline x data-parallel job) and the caching allocator's
+// fragmentation (blocks it holds but cannot hand out; a few % of the device). An estimate, not
+// a measurement: `--memory-reserve` / device.memory_reserve_bytes set it from a real run
+// (torch.cuda.mem_get_info before the first step, less max_memory_reserved's excess over
+// max_memory_allocated).
+inline constexpr int64_t kDefaultMemoryReserveBytes = int64_t{4} << 30;
+// A plan whose peak is within this fraction of the usable capacity is marked tight: the figures
+// are estimates, and a few % is what fragmentation and untracked buffers move.
+inline constexpr double kDefaultMemoryMargin = 0.05;
+
 struct Device {
   double flops_per_s = 989e12;  // H100 SXM dense bf16 peak
   double mfu = 0.45;            // achieved fraction of the peak
-  std::optional<int64_t> memory_bytes = int64_t{80} << 30;
+  // The device's memory as its driver reports it (unset: no limit), and the reserve taken off
+  // it: a plan is held to usable_memory_bytes().
+  std::optional<int64_t> memory_bytes = kH100MemoryBytes;
+  int64_t memory_reserve_bytes = kDefaultMemoryReserveBytes;
+  std::optional<int64_t> usable_memory_bytes() const {
+    if (!memory_bytes) return std::nullopt;
+    return std::max<int64_t>(0, *memory_bytes - memory_reserve_bytes);
+  }
   // What `ppsched calibrate --model` measured, per compute kind: an achieved rate and a fixed
   // time per step (a stage's step takes overhead_ms + its FLOPs / flops_per_s). Unset: the
   // peak x mfu, no overhead.

@@ -54,9 +54,11 @@
 //                "deferred_start_ms": 0},             background_progress false: a transfer that
 //                                                      waited for its receiver to wait starts
 //                                                      this much later still
-//   "overlap_efficiency": 0.5,    OVERLAP_F_B / OVERLAP_B_F: 1 = shorter sub-step fully hidden
+//   "overlap_efficiency": 0,      OVERLAP_F_B / OVERLAP_B_F: 1 = shorter sub-step fully hidden;
+//                                 0 (default): two computes on one device take turns
 //   "memory": {
-//     "capacity_bytes": number or null (per rank), "activation_bytes": StageValue (kept from
+//     "capacity_bytes": number or null (usable per rank), "capacity_basis": how it was derived
+//     (text), "margin": 0.05 (a peak within it below the capacity is tight), "activation_bytes": StageValue (kept from
 //     FWD to BWD per micro-batch), "weight_grad_bytes": StageValue (kept from BWD_INPUT to
 //     BWD_WEIGHT; missing: half of activation_bytes), "workspace_bytes": StageValue (held while a
 //     backward runs: a recomputing backward's recomputed layer), "weights_bytes", "grads_bytes",
@@ -105,7 +107,7 @@ const Keys kPairKeys = {"src", "dst", "latency_ms", "bandwidth_GBps"};
 const Keys kCollectiveKeys = {"algorithm"};
 const Keys kProtocolKeys = {"eager_threshold_bytes", "compute_blocks_host", "background_progress",
                             "send_handoff_ms", "deferred_start_ms"};
-const Keys kMemoryKeys = {"capacity_bytes",   "activation_bytes", "weight_grad_bytes", "workspace_bytes",
+const Keys kMemoryKeys = {"capacity_bytes",   "capacity_basis",   "margin",           "activation_bytes", "weight_grad_bytes", "workspace_bytes",
                           "weights_bytes",    "grads_bytes",      "optimizer_bytes",   "tower_graph_bytes",
                           "tower_copy_bytes", "shared_weights"};
 const Keys kSharedWeightKeys = {"stages", "weights_bytes", "grads_bytes", "optimizer_bytes"};
@@ -406,6 +408,11 @@ class Reader {
       if (cap.is_null()) c.capacity_bytes.reset();
       else c.capacity_bytes = number(cap, "memory.capacity_bytes", Quantity::Bytes, ", or null for no limit");
     }
+    if (j.contains("capacity_basis")) {
+      if (!j["capacity_basis"].is_string()) fail("memory.capacity_basis", "expected a string (how the capacity was derived)");
+      c.capacity_basis = clip(j["capacity_basis"].get<std::string>(), 200);
+    }
+    if (j.contains("margin")) c.memory_margin = number(j["margin"], "memory.margin", Quantity::Fraction);
     if (j.contains("activation_bytes"))
       c.kept_activation_bytes = stage_value(j["activation_bytes"], "memory.activation_bytes", Quantity::Bytes);
     for (auto [key, field] : {std::pair{"weight_grad_bytes", &CostModel::weight_grad_bytes},
@@ -525,7 +532,8 @@ Comments template_comments(const CostModel& c, int stages) {
            f("These numbers are ppsched's embedded default for %g stages: a 7B-class transformer (hidden 4096, 32 layers,",
              stages),
            f("seq 4096, micro-batch 1, bf16), %g layers per stage, on H100-class GPUs, 8 per node.", kLayers / stages),
-           "overlap_efficiency: how much of the shorter sub-step of OVERLAP_F_B / OVERLAP_B_F is hidden (0..1)."};
+           "overlap_efficiency: how much of the shorter sub-step of OVERLAP_F_B / OVERLAP_B_F is hidden (0..1); default 0:",
+           "two computes on one device take turns unless a measurement says otherwise."};
   k.compute = {"Milliseconds per micro-batch. FWD: forward of one stage; BWD: full backward; BWD_INPUT / BWD_WEIGHT:",
                "the halves of a split backward (missing: BWD/2 each; missing BWD: their sum).",
                f("Default: forward FLOPs per layer = 24 s h^2 + 4 s^2 h = %.3f TFLOP (2 x params x tokens plus attention),",
@@ -561,7 +569,9 @@ Comments template_comments(const CostModel& c, int stages) {
                 "transfer's start to its send's return (the transport took the payload; the receive ends later).",
                 "deferred_start_ms: with background_progress false, the extra start delay of a transfer that waited for",
                 "its receiver to wait (its sender computes: the transport thread needs a core)."};
-  k.memory = {"capacity_bytes: per rank (null = no limit; default 80 GiB). activation_bytes: kept from FWD to BWD per micro-",
+  k.memory = {"capacity_bytes: usable per rank (null = no limit; default: an H100 80 GB's 79.65 GiB less a 4 GiB reserve for the",
+              "CUDA context, NCCL's buffers and fragmentation); capacity_basis says how. margin: a peak within this fraction",
+              "below the capacity is reported tight. activation_bytes: kept from FWD to BWD per micro-",
               f("batch and stage: 34 s h bytes per layer (Korthikanti et al. 2022, FlashAttention) = %.2f GiB x %g layers.",
                 kLayerKeptBytes / kGiB, kLayers / stages),
               "weight_grad_bytes: kept from BWD_INPUT to BWD_WEIGHT (every matmul's input and output gradient, 32 s h",
@@ -628,6 +638,8 @@ ordered_json model_json(const CostModel& c, const Comments* k) {
   ordered_json memory;
   note(memory, k ? k->memory : Comment{});
   memory["capacity_bytes"] = c.capacity_bytes ? quantity(*c.capacity_bytes) : ordered_json(nullptr);
+  if (!c.capacity_basis.empty()) memory["capacity_basis"] = c.capacity_basis;
+  memory["margin"] = c.memory_margin;
   memory["activation_bytes"] = stage_json(c.kept_activation_bytes);
   // Written only when set: a model without them reads back equal (weight_grad_bytes missing
   // means half the activation).

@@ -87,9 +87,20 @@ struct CostModel {
   // completes once the transport took the payload, this long after the transfer started (at
   // most at the arrival); the receiver still gets it a transfer time after the start.
   std::optional<double> send_handoff_ms;
-  double overlap_efficiency = 0.5;  // OVERLAP_*: 1 = the shorter sub-step is fully hidden
+  // OVERLAP_*: how much of the shorter sub-step runs hidden behind the longer one (1 = fully).
+  // Two computes on one device take turns unless measured otherwise (calibrate; a kernel pair
+  // that leaves SMs idle may overlap a little), so the default is 0, serial.
+  double overlap_efficiency = 0;
   // memory
-  std::optional<double> capacity_bytes;   // per rank; reported against the peak
+  std::optional<double> capacity_bytes;   // per rank, usable (a device's memory less its reserve); reported against the peak
+  std::string capacity_basis;             // how capacity_bytes was derived, for reports ("" : given as is)
+  // A peak within this fraction below the capacity is reported as tight (its figures are
+  // estimates; fragmentation and untracked buffers move a few %).
+  double memory_margin = 0.05;
+  // Whether `peak` is within the margin of the capacity (and not over it).
+  bool tight(double peak) const {
+    return capacity_bytes && peak <= *capacity_bytes && peak > *capacity_bytes * (1 - memory_margin);
+  }
   StageValue kept_activation_bytes;       // FWD -> BWD per stage (per micro)
   StageValue weight_grad_bytes;           // BWD_INPUT -> BWD_WEIGHT per stage (per micro); none: half the above
   StageValue workspace_bytes;             // held while a backward runs (recomputation) per stage (per micro)

@@ -118,8 +118,13 @@ CostModel costs_from_plan(const Network& net, const StagePlan& plan, const std::
   c.ranks_per_node = 8;
   c.collective_algorithm = CollectiveAlgorithm::Ring;
   c.eager_threshold_bytes = 4.0 * 1024 * 1024;
-  c.overlap_efficiency = 0.5;
-  if (net.device.memory_bytes) c.capacity_bytes = static_cast<double>(*net.device.memory_bytes);
+  c.overlap_efficiency = 0;
+  if (const auto usable = net.device.usable_memory_bytes()) {
+    c.capacity_bytes = static_cast<double>(*usable);
+    c.capacity_basis = human_bytes(*net.device.memory_bytes) + " device less a " +
+                       human_bytes(net.device.memory_reserve_bytes) + " reserve";
+  }
+  c.memory_margin = kDefaultMemoryMargin;
   c.kept_activation_bytes = stage_value(plan, &StageFigures::activation_bytes);
   c.weight_grad_bytes = stage_value(plan, &StageFigures::weight_grad_bytes);
   if (any_positive(plan, &StageFigures::workspace_bytes)) c.workspace_bytes = stage_value(plan, &StageFigures::workspace_bytes);
@@ -195,7 +200,7 @@ NetworkCosts network_costs(const Network& net, int stages, const std::string& la
 // ALL_REDUCE, though the layers leave the embedding out; NVLink 4 inside a node of 8 GPUs
 // (~450 GB/s per direction effective, ~5 us), 400 Gb/s InfiniBand NDR between nodes (~50 GB/s,
 // ~10 us); ring collectives; eager threshold 4 MiB (NCCL's per-peer buffer); overlap
-// efficiency 0.5; DATA_LOAD 0.05 ms (a prefetched 32 KiB batch: one pinned host-to-device copy
+// efficiency 0 (two computes on one device take turns); DATA_LOAD 0.05 ms (a prefetched 32 KiB batch: one pinned host-to-device copy
 // and launch overhead); FSDP and SWAP 0 (compute.FSDP is a fixed overhead each FSDP_* step adds
 // to its data-parallel collective).
 

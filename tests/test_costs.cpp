@@ -58,7 +58,7 @@ TEST_CASE("the smallest valid cost file is accepted as is and means what it says
   CHECK(m.payload_bytes(Op::FWD_SEND, 0, 0) == 0.0);
   CHECK(m.meta_bytes == 64);
   CHECK(m.stage_count() == 1);
-  CHECK(m.overlap_efficiency == 0.5);
+  CHECK(m.overlap_efficiency == 0);  // two computes on one device take turns unless measured
   CHECK(m.eager_threshold_bytes == 4.0 * kMiB);
   CHECK_FALSE(m.compute_blocks_host);  // GPUs: the host launches compute and goes on
   CHECK(m.background_progress);        // GPUs: a posted transfer moves on its own
@@ -430,4 +430,17 @@ TEST_CASE("the default's stage parameters are its layers' 12 h^2 bf16 weights", 
   CHECK(default_cost_model(1).param_bytes.at(0, 0) == 12 * kGiB);
   CHECK(default_cost_model(8).payload_bytes(Op::FSDP_UNSHARD, 7, -1) == 1.5 * kGiB);
   CHECK(default_cost_model(4).compute_ms(Op::FSDP_REDUCE_GRAD, 0, -1) == 0);
+}
+
+TEST_CASE("the embedded default holds plans to an H100's usable memory and runs two computes one after the other") {
+  // An H100 SXM 80 GB reports 81,559 MiB (NVML); less the 4 GiB reserve: 77,463 MiB.
+  const CostModel m = default_cost_model(4);
+  REQUIRE(m.capacity_bytes.has_value());
+  CHECK(*m.capacity_bytes == 77463.0 * kMiB);
+  CHECK_THAT(m.capacity_basis, Catch::Contains("79.65 GiB device less a 4.00 GiB reserve"));
+  CHECK(m.overlap_efficiency == 0);
+  CHECK(m.memory_margin == 0.05);
+  CHECK(m.tight(0.96 * 77463.0 * kMiB));
+  CHECK_FALSE(m.tight(0.94 * 77463.0 * kMiB));
+  CHECK_FALSE(m.tight(1.01 * 77463.0 * kMiB));  // over it: not tight, over
 }

@@ -28,7 +28,8 @@ Network listed_model(const std::vector<double>& fwd, double head, int64_t capaci
   layers += R"(, {"name": "head", "kind": "head", "params": 1000, "fwd_flops": )" + std::to_string(head * 1e12) +
             R"(, "activation_bytes": 1048576, "output_bytes": 0})";
   return read_network(R"({"format": "ppsched-model", "version": 1, "layers": [)" + layers +
-                          R"(], "device": {"flops_per_s": 1e15, "mfu": 1, "memory_bytes": )" + std::to_string(capacity) + "}}",
+                          R"(], "device": {"flops_per_s": 1e15, "mfu": 1, "memory_reserve_bytes": 0, "memory_bytes": )" +
+                          std::to_string(capacity) + "}}",
                       "listed.json");
 }
 

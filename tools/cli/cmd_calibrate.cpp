@@ -122,6 +122,8 @@ Action add_calibrate(CLI::App& app) {
                   "run's trace, whose sends wait for the receiver; else 4 MiB)");
   cmd->add_flag("--json", st->json, "print the fit (and the prediction) as JSON");
   add_cost_flags(*cmd, st->cost, false);
+  // calibrate measures what these assume: refused (as unknown) rather than ignored.
+  for (const char* flag : {"--overlap-efficiency", "--memory-margin", "--memory-reserve"}) cmd->remove_option(cmd->get_option(flag));
   cmd->get_option("--model")->description(
       "per-layer calibration: explain the trace's per-stage step times by the FLOPs this model (a ppsched-model "
       "file or a Hugging Face config.json) puts on each stage, one achieved rate and per-step overhead per compute "

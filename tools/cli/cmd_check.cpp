@@ -39,6 +39,8 @@ Action add_check(CLI::App& app) {
   add_p2p_backend_flag(*cmd, st->backend);
   add_data_parallel_flags(*cmd, st->dp);
   add_cost_flags(*cmd, st->cost);
+  // check times nothing and marks nothing tight: refused (as unknown) rather than ignored.
+  for (const char* flag : {"--overlap-efficiency", "--memory-margin"}) cmd->remove_option(cmd->get_option(flag));
   cmd->add_option("--memory-budget", st->budget,
                   "per-rank budget for everything a rank holds (e.g. 80GiB); default: the capacity of --costs or "
                   "--model, none with the embedded model");

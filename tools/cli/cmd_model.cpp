@@ -92,7 +92,10 @@ nlohmann::json model_json(const NetworkCosts& nc, const DataParallelOptions& dp,
   j["training"]["recompute"] = t.recompute.size() == 1 ? rc[0] : rc;
   j["device"] = {{"flops_per_s", net.device.flops_per_s},
                  {"mfu", net.device.mfu},
-                 {"memory_bytes", net.device.memory_bytes ? nlohmann::json(*net.device.memory_bytes) : nlohmann::json(nullptr)}};
+                 {"memory_bytes", net.device.memory_bytes ? nlohmann::json(*net.device.memory_bytes) : nlohmann::json(nullptr)},
+                 {"memory_reserve_bytes", net.device.memory_reserve_bytes},
+                 {"usable_memory_bytes", net.device.usable_memory_bytes() ? nlohmann::json(*net.device.usable_memory_bytes())
+                                                                           : nlohmann::json(nullptr)}};
   j["layers"] = nlohmann::json::array();
   for (const Layer& l : nc.layers)
     j["layers"].push_back({{"name", l.name},
@@ -153,7 +156,11 @@ std::string model_text(const NetworkCosts& nc, const DataParallelOptions& dp, co
          ", " + data_parallel_label(dp) + "\n";
   out += "  device: " + general(net.device.flops_per_s / 1e12, 4) + " TFLOP/s x MFU " + general(net.device.mfu, 3) + " = " +
          general(net.device.effective_flops() / 1e12, 4) + " TFLOP/s" +
-         (net.device.memory_bytes ? ", " + human_bytes(*net.device.memory_bytes) + " per rank" : "") + "\n";
+         (net.device.memory_bytes ? ", " + human_bytes(*net.device.usable_memory_bytes()) + " usable per rank (" +
+                                        human_bytes(*net.device.memory_bytes) + " less a " +
+                                        human_bytes(net.device.memory_reserve_bytes) + " reserve; --memory-reserve)"
+                                  : std::string(", memory unlimited")) +
+         "\n";
   out += "  layout (" + std::to_string(nc.plan.stages.size()) + " stages, " + nc.layout.how + "): " +
          counts_text(nc.layout, nc.layers) + " = Megatron \"" + megatron_text(nc.layout, nc.layers) + "\"\n";
   out += "  stage  layers                      params  fwd TFLOP     F ms     B ms     I ms     W ms   act/micro    W state   boundary"

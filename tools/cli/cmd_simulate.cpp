@@ -87,8 +87,31 @@ nlohmann::json memory_json(const Schedule& s, const RunRecord& r) {
   return {{"per_rank", std::move(per_rank)}};
 }
 
+// The ranks whose peak is within the margin below the budget (tight), and the budget's basis:
+// --memory-budget as given, or the cost model's usable capacity and how it was derived.
+std::vector<int> tight_ranks(const RunRecord& r, std::optional<int64_t> budget, double margin) {
+  std::vector<int> out;
+  if (!budget) return out;
+  for (const auto& x : r.ranks)
+    if (x.peak_memory_bytes <= *budget && static_cast<double>(x.peak_memory_bytes) > static_cast<double>(*budget) * (1 - margin))
+      out.push_back(x.rank);
+  return out;
+}
+std::string budget_basis(const SimFlags& f, const CostModel& c) {
+  if (!f.budget.empty()) return "--memory-budget";
+  return c.capacity_basis.empty() ? "the cost model's capacity_bytes" : "usable: " + c.capacity_basis;
+}
+
+// Whether the schedule runs two computes as one step (OVERLAP_*), which overlap_efficiency prices.
+bool has_overlap(const Schedule& s) {
+  for (const auto& prog : s.programs)
+    for (const auto& slot : prog)
+      if (slot && is_composite(slot->op)) return true;
+  return false;
+}
+
 // The breakdown table, when a rank holds more than live activations and buffers.
-std::string memory_text(const RunRecord& r, std::optional<int64_t> budget) {
+std::string memory_text(const RunRecord& r, std::optional<int64_t> budget, const std::string& basis, double margin) {
   bool detailed = false;
   for (const auto& x : r.ranks)
     detailed = detailed || x.memory.resident_bytes() > 0 || x.memory.at_peak_workspace_bytes > 0 || x.memory.at_peak_gathered_bytes > 0;
@@ -109,19 +132,32 @@ std::string memory_text(const RunRecord& r, std::optional<int64_t> budget) {
   if (budget) {
     int over = 0;
     for (const auto& x : r.ranks) over += x.peak_memory_bytes > *budget;
-    out += "  budget " + human_bytes(*budget) + " per rank: " +
+    out += "  budget " + human_bytes(*budget) + " per rank (" + basis + "): " +
            (over ? std::to_string(over) + " of " + std::to_string(r.ranks.size()) + " ranks over it"
-                 : std::string("every rank fits")) +
-           "\n";
+                 : std::string("every rank fits"));
+    const std::vector<int> tight = tight_ranks(r, budget, margin);
+    if (!tight.empty()) {
+      std::string names;
+      for (int q : tight) names += (names.empty() ? "r" : ", r") + std::to_string(q);
+      out += "; tight (within " + fixed(100 * margin, 0) + " % of it, where the estimate's error lies): " + names;
+    }
+    out += "\n";
   }
   return out;
 }
 
-nlohmann::json result_json(const Schedule& s, const RunRecord& r, const CostModel& c, const DataParallelOptions& dp) {
+nlohmann::json result_json(const Schedule& s, const RunRecord& r, const CostModel& c, const DataParallelOptions& dp,
+                           std::optional<int64_t> budget, const std::string& basis) {
   nlohmann::json j;
   j["completed"] = r.completed;
   j["makespan_ms"] = r.makespan_ms;
   j["costs"] = c.source;
+  // The figures the prices assume, each settable (--overlap-efficiency, --memory-reserve,
+  // --memory-margin, --memory-budget).
+  j["assumptions"] = {{"overlap_efficiency", c.overlap_efficiency},
+                      {"memory_budget_bytes", budget ? nlohmann::json(*budget) : nlohmann::json(nullptr)},
+                      {"memory_budget_basis", budget ? nlohmann::json(basis) : nlohmann::json(nullptr)},
+                      {"memory_margin", c.memory_margin}};
   j["data_parallel"] = {{"degree", r.dp_degree},
                         {"mesh_order", dp.mesh_order == MeshOrder::PpDp ? "pp,dp" : "dp,pp"},
                         {"fsdp", dp.fsdp},
@@ -140,6 +176,7 @@ nlohmann::json result_json(const Schedule& s, const RunRecord& r, const CostMode
                           {"dp_collective_ms", x.dp_collective_ms},
                           {"dp_ring", x.dp_ring_inter_node ? "inter_node" : "intra_node"}});
   j["memory"] = memory_json(s, r);
+  j["memory"]["tight_ranks"] = tight_ranks(r, budget, c.memory_margin);
   j["critical_path"] = nlohmann::json::array();
   for (const auto& cp : r.critical_path) {
     const auto& slot = s.programs[static_cast<size_t>(cp.rank)][static_cast<size_t>(cp.step_index)];
@@ -163,9 +200,13 @@ nlohmann::json result_json(const Schedule& s, const RunRecord& r, const CostMode
 }
 
 std::string result_text(const std::string& what, const Schedule& s, const RunRecord& r, const CostModel& c,
-                        const DataParallelOptions& dp, std::optional<int64_t> budget) {
+                        const DataParallelOptions& dp, std::optional<int64_t> budget, const std::string& basis) {
   std::string out = what + ": makespan " + fixed(r.makespan_ms, 3) + " ms" + (r.completed ? "" : " (STOPPED: deadlock)") +
                     ", mean bubble " + fixed(100 * mean_bubble(r), 1) + "% (costs: " + c.source + ")\n";
+  if (has_overlap(s))
+    out += "  OVERLAP steps priced with overlap_efficiency " + fixed(c.overlap_efficiency, 2) +
+           (c.overlap_efficiency == 0 ? " (serial: two computes on one device take turns)" : "") +
+           "; --overlap-efficiency sets it\n";
   if (dp.degree > 1) {
     int inter = 0, fsdp_steps = 0;
     for (const auto& x : r.ranks) inter += x.dp_ring_inter_node;
@@ -187,7 +228,7 @@ std::string result_text(const std::string& what, const Schedule& s, const RunRec
     out += line;
   }
   out += "  " + std::string(kBubbleLegend) + "\n";
-  out += memory_text(r, budget);
+  out += memory_text(r, budget, basis, c.memory_margin);
   if (!r.critical_path.empty()) {
     std::set<int> ranks;
     for (const auto& cp : r.critical_path) ranks.insert(cp.rank);
@@ -282,12 +323,12 @@ Action add_simulate(CLI::App& app) {
       RunRecord r = simulate(s, c, so);
       ok = ok && r.check.ok() && r.completed;
       if (st->json) {
-        auto j = result_json(s, r, c, so.check.dp);
+        auto j = result_json(s, r, c, so.check.dp, so.check.memory_budget, budget_basis(st->sim, c));
         j["file"] = name;
         j["overlap_p2p"] = so.check.overlap_p2p;
         all.push_back(std::move(j));
       } else {
-        std::cout << result_text(name, s, r, c, so.check.dp, so.check.memory_budget) << std::flush;
+        std::cout << result_text(name, s, r, c, so.check.dp, so.check.memory_budget, budget_basis(st->sim, c)) << std::flush;
       }
       // Labelled, so a simulated and a measured trace (ppsched-exec --trace) tell themselves apart.
       if (!st->trace.empty()) {
@@ -364,7 +405,9 @@ Action add_compare(CLI::App& app) {
       c.check_fits(s.stages, s.micro_batches);
       const bool tower_on_stage0 = tower != Tower::None && !s.mpipe;
       if (tower_on_stage0) c = with_tower_on_stage0(c, s.stages, tower);
-      RunRecord r = simulate(s, c, sim_options(st->sim, c, s, f, false, comms_csv[k]));
+      const SimOptions so = sim_options(st->sim, c, s, f, false, comms_csv[k]);
+      RunRecord r = simulate(s, c, so);
+      const bool tight = !tight_ranks(r, so.check.memory_budget, c.memory_margin).empty();
       int messages = 0;
       for (const auto& l : r.links) messages += l.messages;
       bool good = r.check.ok() && r.completed;
@@ -372,7 +415,7 @@ Action add_compare(CLI::App& app) {
       std::string name = f.substr(f.find_last_of('/') + 1) + (tower_on_stage0 ? " *" : "");
       std::string line = format_text("%-42s %11.3f  %6.1f%%  %12s  %9d  %6zu  %s\n", name.substr(0, 42).c_str(), r.makespan_ms,
                     100 * mean_bubble(r), human_bytes(max_peak(r)).c_str(), messages, r.steps,
-                    good ? "ok" : (std::to_string(r.check.violations.size()) + " violations").c_str());
+                    good ? (tight ? "ok, memory tight" : "ok") : (std::to_string(r.check.violations.size()) + " violations").c_str());
       table += line;
       rows.push_back({{"file", f},
                       {"name", s.name},
@@ -385,6 +428,8 @@ Action add_compare(CLI::App& app) {
                       {"dp_degree", r.dp_degree},
                       {"dp_collective_ms", r.dp_collective_ms},
                       {"costs", c.source},
+                      {"overlap_efficiency", c.overlap_efficiency},
+                      {"memory_tight", tight},
                       {"ok", good}});
     }
     if (st->json) std::cout << rows.dump(2) << "\n";

@@ -37,6 +37,17 @@ std::string peaks_text(const search::Entry& e) {
   return peaks_text(p);
 }
 
+// Whether an entry's highest peak (the one the budget judged) is within `margin` below the budget.
+bool tight(const search::Entry& e, std::optional<double> budget, double margin) {
+  if (!budget) return false;
+  double peak = 0;
+  if (e.rule_peak.empty())
+    for (int64_t b : e.peak_bytes) peak = std::max(peak, static_cast<double>(b));
+  else
+    for (double b : e.rule_peak) peak = std::max(peak, b);
+  return peak <= *budget && peak > *budget * (1 - margin);
+}
+
 std::string placement_name(PlacementKind k) { return std::string(to_string(k)); }
 
 // At most `max` bytes of `text`, cut at a word boundary with " ..." (never inside a word).
@@ -289,6 +300,11 @@ Action add_tune(CLI::App& app) {
     rq.costs = [st](int stages) { return load_cost_model(st->cost, st->dp, stages); };
     rq.sim.check.dp = data_parallel_options(st->dp, rq.pp, st->cost.model);
     if (!st->budget.empty()) rq.budget = static_cast<double>(parse_bytes(st->budget, "--memory-budget"));
+    // The budget the table judges by, and where it came from (for the header and --json).
+    const std::optional<double> budget = rq.budget ? rq.budget : shown.capacity_bytes;
+    const std::string basis = rq.budget ? "--memory-budget"
+                              : shown.capacity_basis.empty() ? "the cost model's capacity_bytes"
+                                                             : "usable: " + shown.capacity_basis;
     rq.sim.check.comm = st->comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
     rq.sim.check.overlap_p2p = st->overlap_p2p;
     rq.families = !st->no_families;
@@ -407,6 +423,10 @@ Action add_tune(CLI::App& app) {
                           {"gain_over_even", part->even_makespan > 0 ? part->even_makespan / best.makespan_ms - 1 : 0.0},
                           {"stopped_by_time", part->stopped_by_time}};
       }
+      j["assumptions"] = {{"overlap_efficiency", shown.overlap_efficiency},
+                          {"memory_budget_bytes", budget ? nlohmann::json(*budget) : nlohmann::json(nullptr)},
+                          {"memory_budget_basis", budget ? nlohmann::json(basis) : nlohmann::json(nullptr)},
+                          {"memory_margin", shown.memory_margin}};
       j["leaderboard"] = nlohmann::json::array();
       for (const auto& e : r.leaderboard)
         j["leaderboard"].push_back({{"name", e.name},
@@ -418,6 +438,7 @@ Action add_tune(CLI::App& app) {
                                     {"bubble", e.bubble},
                                     {"peak_memory_bytes", e.peak_bytes},
                                     {"rule_peak_bytes", e.rule_peak},
+                                    {"memory_tight", tight(e, budget, shown.memory_margin)},
                                     {"messages", e.messages},
                                     {"vpp", e.vpp},
                                     {"placement", placement_name(e.placement)}});
@@ -428,9 +449,9 @@ Action add_tune(CLI::App& app) {
     }
     std::cout << "tune P=" << rq.pp << " M=" << rq.micro << " V=" << rq.vpp_min
               << (rq.vpp_max > rq.vpp_min ? ".." + std::to_string(rq.vpp_max) : "") << " (costs: " << shown.source
-              << ", budget " << (rq.budget ? human_bytes(static_cast<int64_t>(*rq.budget))
-                                          : shown.capacity_bytes ? human_bytes(static_cast<int64_t>(*shown.capacity_bytes)) : "none")
-              << (st->memory_rule == "ppsched" ? "" : ", memory rule " + st->memory_rule) << ")\n";
+              << ", budget " << (budget ? human_bytes(static_cast<int64_t>(*budget)) + " (" + basis + ")" : std::string("none"))
+              << (st->memory_rule == "ppsched" ? "" : ", memory rule " + st->memory_rule)
+              << ", overlap_efficiency " << fixed(shown.overlap_efficiency, 2) << ")\n";
     std::vector<std::vector<std::string>> rows;
     rows.push_back({"#", "schedule", "from", "makespan ms", "span ms", "bubble", "messages"});
     if (with_model) rows.back().push_back("layout");
@@ -444,7 +465,7 @@ Action add_tune(CLI::App& app) {
       if (with_model) row.push_back(clip_words(e.layout, 400));
       row.push_back(peaks_text(e));
       // Whole words only; tune --json has every verdict whole.
-      row.push_back(e.verified ? "ok" : clip_words(e.verdict, 100));
+      row.push_back(e.verified ? (tight(e, budget, shown.memory_margin) ? "ok, memory tight" : "ok") : clip_words(e.verdict, 100));
       rows.push_back(std::move(row));
     }
     std::vector<bool> right = {true, false, false, true, true, true, true};

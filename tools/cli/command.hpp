@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 #include <iosfwd>
+#include <optional>
 #include <string>
 
 #include "model/generators/generator.hpp"
@@ -142,6 +143,10 @@ struct CostFlags {
   std::string costs, model, layout, recompute, flash_attention, attention_core, precision, optimizer;
   long long seq_len = 0, micro_batch_size = 0;
   int tp = 0;
+  // Pricing assumptions every cost model states (unset: the model's): OVERLAP_* sub-steps, the
+  // device's reserve (with --model) and the margin that marks a peak tight.
+  std::optional<double> overlap_efficiency, memory_margin;
+  std::string memory_reserve;
   CLI::Option* model_opt = nullptr;
   bool notes_in_output = false;  // the command renders check_positions' notes itself (`model`)
 };
@@ -150,6 +155,8 @@ void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file = true, bo
 // The network --model names with the training flags applied (a flag wins over the file); the
 // data-parallel flags not given on the command line take the model file's training values.
 Network load_network(const CostFlags& f, DataParallelFlags& dp);
+// --overlap-efficiency and --memory-margin laid over a cost model (whatever its source).
+void apply_cost_assumptions(const CostFlags& f, CostModel& c);
 // The cost model for a schedule of `stages` stages; `net` (when --model) also gets the layout
 // and per-stage figures; `dp` takes the model's data-parallel settings where no flag gave them.
 // Throws InputError.

@@ -6,9 +6,11 @@
 #include "model/errors.hpp"
 #include "model/formats/json_support.hpp"
 #include "model/formats/schedule_io.hpp"
+#include "model/text_format.hpp"
 #include "network/model_file.hpp"
 #include "sim/network_costs.hpp"
 #include "tools/cli/command.hpp"
+#include "tools/cli/render.hpp"
 
 namespace ppsched::cli {
 namespace {
@@ -85,6 +87,22 @@ void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file, bool posi
                   ->check(one_of({"bf16", "fp16", "fp32"})));
   needs_model(cmd.add_option("--optimizer", f.optimizer, "adam (default; adamw alike) or sgd (momentum)")
                   ->check(one_of({"adam", "adamw", "sgd"})));
+  needs_model(cmd.add_option("--memory-reserve", f.memory_reserve,
+                             "device memory a training process cannot use (CUDA context, NCCL's buffers, allocator "
+                             "fragmentation), with its unit: the usable capacity is the device's memory less it "
+                             "(default: the model file's device.memory_reserve_bytes, else 4GiB)"));
+  cmd.add_option("--memory-margin", f.memory_margin,
+                 "a rank whose peak is within this fraction below the usable capacity is reported tight (default 0.05)")
+      ->check(CLI::Range(0.0, 0.5));
+  cmd.add_option("--overlap-efficiency", f.overlap_efficiency,
+                 "how much of the shorter sub-step of an OVERLAP_F_B / OVERLAP_B_F runs hidden behind the longer one, "
+                 "0 to 1 (default 0: two computes on one device take turns; the cost file's overlap_efficiency)")
+      ->check(CLI::Range(0.0, 1.0));
+}
+
+void apply_cost_assumptions(const CostFlags& f, CostModel& c) {
+  if (f.overlap_efficiency) c.overlap_efficiency = *f.overlap_efficiency;
+  if (f.memory_margin) c.memory_margin = *f.memory_margin;
 }
 
 Network load_network(const CostFlags& f, DataParallelFlags& dp) {
@@ -125,6 +143,12 @@ Network load_network(const CostFlags& f, DataParallelFlags& dp) {
   t.dp = dp.degree;
   t.fsdp = dp.fsdp;
   t.distributed_optimizer = dp.distributed_optimizer;
+  if (!f.memory_reserve.empty()) {
+    net.device.memory_reserve_bytes = parse_bytes(f.memory_reserve, "--memory-reserve");
+    if (net.device.memory_bytes && net.device.memory_reserve_bytes >= *net.device.memory_bytes)
+      throw InputError({}, "--memory-reserve " + f.memory_reserve + " leaves nothing of the device's " +
+                               human_bytes(*net.device.memory_bytes) + " (" + f.model + ": device.memory_bytes)");
+  }
   // A sequence past learned positions is refused; past a RoPE model's trained length, noted
   // (`model` shows the notes in its output).
   const std::vector<std::string> notes = check_positions(net, f.seq_len > 0 ? "--seq-len" : "training.seq_len");
@@ -134,7 +158,11 @@ Network load_network(const CostFlags& f, DataParallelFlags& dp) {
 }
 
 CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, int stages, NetworkCosts* out) {
-  if (f.model.empty()) return f.costs.empty() ? default_cost_model(stages) : read_cost_file(f.costs);
+  if (f.model.empty()) {
+    CostModel c = f.costs.empty() ? default_cost_model(stages) : read_cost_file(f.costs);
+    apply_cost_assumptions(f, c);
+    return c;
+  }
   return model_cost_model(load_network(f, dp), f, stages, f.layout, out);
 }
 
@@ -149,6 +177,7 @@ CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, c
     merged.source = nc.costs.source + " + " + f.costs;
     nc.costs = std::move(merged);
   }
+  apply_cost_assumptions(f, nc.costs);
   CostModel c = nc.costs;
   if (out) *out = std::move(nc);
   return c;

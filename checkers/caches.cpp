@@ -424,14 +424,14 @@ class Walk {
 
   // ---- gathered parameters (--fsdp over N > 1 replicas) ------------------------------------
   // An FSDP_UNSHARD makes the stage's gathered parameters live (the (N-1)/N of them the rank
-  // does not hold), its FSDP_RESHARD frees them; a gather of a gathered stage or a release of
+  // does not hold; MemoryModel::gathered), its FSDP_RESHARD frees them; a gather of a gathered stage or a release of
   // a sharded one changes nothing (the data-parallel pass reports those). Returns the change.
   bool is_gather_step(const Step& st) const {
     return gathers_ && info(st.op).collective == CollectiveScope::DataParallel && st.stage >= 0;
   }
   int64_t gather_delta(const Step& st) {
     const CollectiveKind k = info(st.op).collective_kind;
-    const int64_t bytes = o_.dp.gathered_bytes(o_.memory.params(st.stage));
+    const int64_t bytes = o_.memory.gathered(st.stage, o_.dp);
     if (k == CollectiveKind::AllGather && gathered_.insert(st.stage).second) return bytes;
     if (k == CollectiveKind::Release && gathered_.erase(st.stage)) return -bytes;
     return 0;

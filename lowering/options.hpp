@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lowering/fsdp2_gather.hpp"
 #include "model/step_types.hpp"
 
 namespace ppsched {
@@ -81,11 +82,19 @@ struct MemoryModel {
   // Per stage (none: 0), before data-parallel sharding: weights, gradients, optimizer state.
   std::vector<int64_t> weight_bytes, grad_bytes, optimizer_bytes;
   std::vector<SharedWeights> shared_weights;  // counted by several stages' bytes above
+  // A schedule of one stage (no pipeline) priced from a network: the units FSDP2 wraps, in
+  // forward order. Empty: an FSDP_UNSHARD gathers the stage's whole parameters, as PyTorch's
+  // pipelining runtime does (each stage gathered across its micro-batches).
+  std::vector<FsdpUnit> fsdp_units;
 
   int64_t activation(int stage) const { return pick(activation_bytes, stage); }
   int64_t boundary(int stage) const { return pick(boundary_bytes, stage); }
   int64_t params(int stage) const { return pick(param_bytes, stage); }
   int64_t workspace(int stage) const { return pick(workspace_bytes, stage); }
+  // The bytes an FSDP_UNSHARD of `stage` makes live under `dp` (0 without --fsdp or with one
+  // replica): FSDP2's peak of one unit and the prefetched next (fsdp2_gather_peak) where
+  // fsdp_units lists them, else the stage's whole parameters.
+  int64_t gathered(int stage, const DataParallelOptions& dp) const;
   // Bytes one entry of cache `c` holds (stage may be -1 for rank caches).
   int64_t bytes_of(Cache c, int stage) const;
   bool has_resident() const { return !weight_bytes.empty() || !grad_bytes.empty() || !optimizer_bytes.empty(); }
@@ -146,6 +155,11 @@ struct DataParallelOptions {
     }
   }
 };
+
+inline int64_t MemoryModel::gathered(int stage, const DataParallelOptions& dp) const {
+  if (fsdp_units.empty()) return dp.gathered_bytes(params(stage));
+  return fsdp2_gather_peak(fsdp_units, [&dp](int64_t b) { return dp.gathered_bytes(b); }).bytes;
+}
 
 inline ResidentBytes MemoryModel::sharded(const ResidentBytes& b, const DataParallelOptions& dp) {
   const int64_t n = dp.degree > 1 ? dp.degree : 1;

@@ -66,6 +66,60 @@ TableOnStage table_on_stage(const std::vector<Layer>& layers, const std::vector<
   return t;
 }
 
+// The units FSDP2 wraps on a stage of `weight` x each listed layer, as torchtitan's
+// apply_fsdp_to_decoder wraps them (torchtitan/distributed/fsdp.py): fully_shard on the
+// embedding, on [norm, lm_head] (reshard_after_forward only under the "always" policy: kept
+// gathered by default), on each transformer block; a tied embedding and head are one unit
+// [tok_embeddings, norm, lm_head], kept gathered too. A table a layer uses whose owner is not on
+// the stage is a copy in that layer's unit.
+std::vector<WrappedUnit> wrapped_units(const std::vector<Layer>& layers, const std::vector<std::pair<int32_t, double>>& parts) {
+  std::vector<WrappedUnit> units;
+  std::vector<double> params;
+  int embedding = -1, tail = -1;  // the embedding's unit, the norm + head unit
+  bool tied = false;              // a head on the stage uses the embedding's table
+  std::vector<int> unit_of_part;
+  for (auto [i, w] : parts) {
+    const Layer& l = layers[static_cast<size_t>(i)];
+    int unit = -1;
+    if (l.kind == LayerKind::Embedding) unit = embedding;
+    else if (pinned_last(l.kind)) unit = tail;
+    if (unit < 0) {
+      unit = static_cast<int>(units.size());
+      units.push_back({{}, 0, pinned_last(l.kind)});
+      params.push_back(0);
+      if (l.kind == LayerKind::Embedding) embedding = unit;
+      else if (pinned_last(l.kind)) tail = unit;
+    }
+    units[static_cast<size_t>(unit)].layers.push_back(i);
+    unit_of_part.push_back(unit);
+    params[static_cast<size_t>(unit)] += w * static_cast<double>(l.params);
+    tied = tied || (l.kind == LayerKind::Head && l.uses_embedding_params > 0);
+  }
+  // The copies of tables whose owner is elsewhere, in the unit of the layer that needs the most.
+  for (auto [owner, uses] : kTables) {
+    if (table_on_stage(layers, parts, owner, uses).owner) continue;
+    double most = 0;
+    int unit = -1;
+    for (size_t k = 0; k < parts.size(); ++k)
+      if (const double used = parts[k].second * static_cast<double>(layers[static_cast<size_t>(parts[k].first)].*uses);
+          used > most)
+        most = used, unit = unit_of_part[k];
+    if (unit >= 0) params[static_cast<size_t>(unit)] += most;
+  }
+  // A tied head with its embedding on the stage: one unit, at the embedding's place, kept.
+  if (tied && embedding >= 0 && tail >= 0) {
+    WrappedUnit& e = units[static_cast<size_t>(embedding)];
+    const WrappedUnit& t = units[static_cast<size_t>(tail)];
+    e.layers.insert(e.layers.end(), t.layers.begin(), t.layers.end());
+    e.kept_gathered = true;
+    params[static_cast<size_t>(embedding)] += params[static_cast<size_t>(tail)];
+    units.erase(units.begin() + tail);
+    params.erase(params.begin() + tail);
+  }
+  for (size_t u = 0; u < units.size(); ++u) units[u].params = std::llround(params[u]);
+  return units;
+}
+
 // Fills one stage from `weight` x each listed layer (a fraction for plan_fraction).
 void add_layers(StageFigures& st, const Network& net, const std::vector<const std::vector<Layer>*>& per_micro,
                 const std::vector<std::pair<int32_t, double>>& parts, bool last_stage, size_t index) {
@@ -79,6 +133,7 @@ void add_layers(StageFigures& st, const Network& net, const std::vector<const st
   st.weight_bytes = checked(params * bpp.weights, "weight bytes", index);
   st.grad_bytes = checked(params * bpp.grads, "gradient bytes", index);
   st.optimizer_bytes = checked(params * bpp.optimizer, "optimizer bytes", index);
+  st.fsdp_units = wrapped_units(first, parts);
   for (const std::vector<Layer>* layers : per_micro) {
     double f = 0, bi = 0, bw = 0, act = 0, wg = 0, ws = 0, out = 0;
     for (auto [i, w] : parts) {

@@ -11,6 +11,18 @@
 
 namespace ppsched {
 
+// One unit FSDP2 (fully_shard) wraps on a stage, as torchtitan's apply_fsdp_to_decoder wraps a
+// decoder model: the embedding, each decoder (MTP, listed) layer, and the final norm with the
+// output head (and the loss); a head tied to the embedding on the same stage joins the
+// embedding's unit (docs/model.md "FSDP without a pipeline").
+struct WrappedUnit {
+  std::vector<int32_t> layers;  // indices into the network's layers, in forward order
+  int64_t params = 0;           // one TP shard; a copy of a table another stage owns included
+  // reshard_after_forward=False (torchtitan's default for the norm + head unit and for the tied
+  // one): gathered from its forward to the end of its backward.
+  bool kept_gathered = false;
+};
+
 struct StageFigures {
   std::vector<int32_t> layers;  // indices into the network's layers
   int64_t params = 0;           // held by the stage's ranks (a tied head's copy included), one TP shard
@@ -25,6 +37,7 @@ struct StageFigures {
   std::vector<int64_t> weight_grad_bytes;  // kept from BWD_INPUT to BWD_WEIGHT
   std::vector<int64_t> workspace_bytes;    // held while a backward runs (its largest layer's)
   std::vector<int64_t> boundary_bytes;     // what it sends to the next stage (0 on the last)
+  std::vector<WrappedUnit> fsdp_units;     // its layers as FSDP2 wraps them, in forward order
 };
 
 // A table of weights several stages hold, each counting it whole in its params: the embedding's

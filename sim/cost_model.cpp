@@ -115,6 +115,9 @@ MemoryModel CostModel::memory_model(int stages) const {
   m.grad_bytes = given(grads_bytes);
   m.optimizer_bytes = given(optimizer_bytes);
   m.shared_weights = shared_weights;
+  // FSDP2's per-unit gathers price a schedule without a pipeline only; with several stages
+  // PyTorch's pipelining runtime keeps each stage's whole parameters gathered.
+  if (stages == 1) m.fsdp_units = fsdp_units;
   return m;
 }
 

@@ -109,6 +109,10 @@ struct CostModel {
   // Weights several of those stages count whole (a tied embedding and head, MTP's copies): a
   // rank holding several of the stages holds them once.
   std::vector<SharedWeights> shared_weights;
+  // A one-stage plan from a network (no pipeline): the units FSDP2 wraps, in forward order,
+  // which a one-stage schedule's FSDP_UNSHARD gathers two at a time (MemoryModel::fsdp_units).
+  // A cost file does not carry them.
+  std::vector<FsdpUnit> fsdp_units;
   double tower_graph_bytes = 0;           // owner_backward: the kept tower graph per micro
   double tower_copy_bytes = 0;            // every rank keeps a full tower copy (MPipe)
 

@@ -544,13 +544,14 @@ class Engine {
   }
 
   // --fsdp over N > 1 replicas: an FSDP_UNSHARD's gathered parameters (the (N-1)/N of the
-  // stage's bytes.params the rank does not hold) are live from its end to the start of the
-  // stage's FSDP_RESHARD, as the checks count them (checkers/caches.cpp).
+  // stage's bytes.params the rank does not hold; of a one-stage schedule from a network, the
+  // FSDP2 peak of two wrapped units, MemoryModel::gathered) are live from its end to the start
+  // of the stage's FSDP_RESHARD, as the checks count them (checkers/caches.cpp).
   void gather(int r, const Leaf& st, Delta& mem) {
     const StepTypeInfo& i = info(st.op);
     if (i.collective != CollectiveScope::DataParallel || st.stage < 0) return;
     auto& held = gathered_[static_cast<size_t>(r)];
-    const int64_t bytes = o_.check.dp.gathered_bytes(memory_.params(st.stage));
+    const int64_t bytes = memory_.gathered(st.stage, o_.check.dp);
     if (i.collective_kind == CollectiveKind::AllGather && held.insert(st.stage).second) {
       mem.produced += bytes;
       gathered_now_[static_cast<size_t>(r)] += bytes;

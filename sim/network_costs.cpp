@@ -135,6 +135,10 @@ CostModel costs_from_plan(const Network& net, const StagePlan& plan, const std::
     const double p = static_cast<double>(t.params);
     c.shared_weights.push_back({t.stages, {std::llround(p * bpp.weights), std::llround(p * bpp.grads), std::llround(p * bpp.optimizer)}});
   }
+  // Without a pipeline FSDP2 gathers the model unit by unit (MemoryModel::fsdp_units).
+  if (plan.stages.size() == 1)
+    for (const WrappedUnit& u : plan.stages.front().fsdp_units)
+      c.fsdp_units.push_back({std::llround(static_cast<double>(u.params) * bpp.weights), u.kept_gathered});
   c.tower_graph_bytes = tower_kept;
   c.tower_copy_bytes = c.tower_param_bytes;
   apply_cost_extras(net, c);

@@ -423,6 +423,34 @@ with tempfile.TemporaryDirectory() as tmp:
 p = run("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "2", "--attention-core", "full", expect=2)
 check("--model" in p.stderr, "--attention-core without --model is refused: " + p.stderr[-300:])
 
+# ---- FSDP without a pipeline: FSDP2 gathers two wrapped blocks at a time ----
+# Hand derivation (docs/model.md "FSDP without a pipeline"): the file's units are 100, 40, 200,
+# 60 and 151 M parameters (embedding, three decoder layers, norm + head); neighbours together
+# 140, 240, 260, 211 M. The peak is layers.1 + layers.2: 260 M x 2 B (bf16) x 3/4 (over 4
+# replicas a rank gathers what it does not hold) = 390,000,000 B. The whole model, what a
+# pipeline stage holding all of it gathers: 551 M x 2 x 3/4 = 826,500,000 B.
+units = os.path.join(DATA, "models", "listed_fsdp_units.json")
+m = jrun("model", units, "--dp", "4", "--fsdp")
+g = (m or {}).get("fsdp_gather") or {}
+check(g.get("per_block") is True and g.get("peak_bytes") == 390000000 and g.get("peak_units") == ["layers.1", "layers.2"],
+      "model --dp 4 --fsdp without a pipeline gathers layers.1 + layers.2 (390,000,000 B): %s" % g)
+check(m and m["stages"][0]["gathered_bytes"] == 390000000, "the stage's gathered_bytes is FSDP2's peak")
+p = run("model", units, "--dp", "4", "--fsdp")
+check("FSDP2 per-block gather (2 blocks of 5)" in p.stdout, "model names the rule: " + p.stdout[-600:])
+sim = jrun("simulate", "--generate", "1f1b", "--pp", "1", "--micro", "4", "--fsdp-steps", "--model", units, "--dp", "4", "--fsdp")
+check(sim and sim["memory"]["per_rank"][0]["at_peak"]["gathered_params_bytes"] == 390000000,
+      "simulate --pp 1 --fsdp gathers FSDP2's peak at the rank's peak")
+check(sim and sim["data_parallel"]["gather_rule"] == "FSDP2 per-block gather (2 blocks of 5)", "simulate --json names the rule")
+# With a pipeline the stage is gathered whole, as before: stage 0 = embedding + layers.0-1, 340 M.
+m2 = jrun("model", units, "--pp", "2", "--layout", "2,1", "--dp", "4", "--fsdp")
+check(m2 and (m2.get("fsdp_gather") or {}).get("per_block") is False and
+      [st["gathered_bytes"] for st in m2["stages"]] == [510000000, 316500000],
+      "with a pipeline each stage gathers its whole parameters (340 M and 211 M x 2 x 3/4)")
+sim2 = jrun("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "4", "--fsdp-steps", "--model", units, "--layout", "2,1",
+            "--dp", "4", "--fsdp")
+check(sim2 and sim2["memory"]["per_rank"][0]["at_peak"]["gathered_params_bytes"] == 510000000,
+      "simulate --pp 2 --fsdp: rank 0 gathers its whole stage")
+
 # ---- refusals ----
 p = run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--seq-len", "4096", expect=2)
 check("--model" in p.stderr, "--seq-len without --model is refused")

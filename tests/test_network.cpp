@@ -490,3 +490,77 @@ TEST_CASE("the embedded default is the default network's costs, as it always pri
   // 18 bytes per parameter: 27 GiB held by every rank of a 4-stage pipeline.
   CHECK(c.weights_bytes.at(0, 0) + c.grads_bytes.at(0, 0) + c.optimizer_bytes.at(0, 0) == 27.0 * (1 << 30));
 }
+
+// ---- FSDP without a pipeline ---------------------------------------------------------------------
+
+namespace {
+// The gathered parameters at rank 0's simulated peak when `family` runs `net` on `pp` ranks
+// (one stage each) with PyTorch's FSDP steps, sharded over `dp`.
+int64_t gathered_at_peak(const Network& net, int pp, const std::string& layout, const DataParallelOptions& dp) {
+  GenerateOptions o;
+  o.pp = pp;
+  o.micro = 2 * pp;
+  const Schedule s = add_fsdp_steps(generate("1f1b", o));
+  const NetworkCosts nc = network_costs(net, s.stages, layout);
+  SimOptions so;
+  so.check.memory = nc.costs.memory_model(s.stages);
+  so.check.dp = dp;
+  so.record_trace = false;
+  const RunRecord r = simulate(s, nc.costs, so);
+  return r.ranks.front().memory.at_peak_gathered_bytes;
+}
+}  // namespace
+
+TEST_CASE("without a pipeline FSDP2 gathers one wrapped block and the prefetched next, not the whole model",
+          "[network][memory][fsdp]") {
+  // Hand derivation (docs/model.md "FSDP without a pipeline"). torchtitan's apply_fsdp_to_decoder
+  // wraps the embedding, each decoder layer, and the norm with the head as units; FSDP2 gathers a
+  // unit before its forward and frees it after, the next unit's all-gather running meanwhile,
+  // and in the backward the same in reverse. The model file's units, in millions of parameters:
+  // embedding 100, layers 40, 200, 60, norm + head 1 + 150 = 151. Neighbours together: 140,
+  // 240, 260, 211: layers.1 + layers.2 = 260 M at most. bf16 weights, 2 B per parameter; over 4
+  // replicas a rank gathers the 3/4 of each unit it does not hold.
+  const Network net = read_network_file(data("models/listed_fsdp_units.json"));
+  DataParallelOptions dp;
+  dp.degree = 4;
+  dp.fsdp = true;
+  const int64_t per_block = (200000000 + 60000000) * 2 / 4 * 3;  // 390,000,000 B
+  const int64_t whole_model = int64_t{551000000} * 2 / 4 * 3;     // 826,500,000 B, the rule before
+  CHECK(network_costs(net, 1).costs.memory_model(1).gathered(0, dp) == per_block);
+  CHECK(gathered_at_peak(net, 1, "", dp) == per_block);
+  CHECK(per_block < whole_model);
+
+  // With a pipeline PyTorch's runtime keeps each stage's whole parameters gathered across its
+  // micro-batches (torchtitan turns reshard_after_forward off under PP): unchanged. Layout 2,1:
+  // embedding + layers.0-1 = 340 M on stage 0, layers.2 + norm + head = 211 M on stage 1.
+  const MemoryModel two = network_costs(net, 2, "2,1").costs.memory_model(2);
+  CHECK(two.fsdp_units.empty());
+  CHECK(two.gathered(0, dp) == int64_t{340000000} * 2 / 4 * 3);
+  CHECK(two.gathered(1, dp) == int64_t{211000000} * 2 / 4 * 3);
+  CHECK(gathered_at_peak(net, 2, "2,1", dp) == int64_t{340000000} * 2 / 4 * 3);
+
+  // Without --fsdp, or with one replica, nothing is gathered.
+  DataParallelOptions ddp;
+  ddp.degree = 4;
+  CHECK(network_costs(net, 1).costs.memory_model(1).gathered(0, ddp) == 0);
+}
+
+TEST_CASE("a tied embedding and head are one FSDP2 unit that stays gathered through the step", "[network][memory][fsdp]") {
+  // GPT-2 (tied; the figures of the test above): torchtitan wraps [tok_embeddings, norm, lm_head]
+  // as one unit with reshard_after_forward off by default, so it is gathered from the embedding's
+  // forward to the end of the backward, under two neighbouring decoder layers at a time.
+  // Unit: embedding 39,383,808 + final LayerNorm 1,536 = 39,385,344 parameters (78,770,688 B,
+  // 3/4 of it gathered over 4 replicas: 59,078,016); a layer 7,087,872 (14,175,744 B: 10,631,808).
+  const Network gpt = hf("gpt2");
+  DataParallelOptions dp;
+  dp.degree = 4;
+  dp.fsdp = true;
+  const NetworkCosts nc = network_costs(gpt, 1);
+  const std::vector<WrappedUnit>& units = nc.plan.stages.front().fsdp_units;
+  REQUIRE(units.size() == 13);
+  CHECK(units.front().params == 39385344);
+  CHECK(units.front().kept_gathered);
+  CHECK(units[1].params == 7087872);
+  CHECK_FALSE(units[1].kept_gathered);
+  CHECK(nc.costs.memory_model(1).gathered(0, dp) == 59078016 + 2 * 10631808);
+}

@@ -67,6 +67,29 @@ std::string describe(const Network& net) {
   return out;
 }
 
+// What --fsdp over N > 1 replicas gathers on top of the resident bytes: the rule, the most
+// any stage gathers (and which stage), and without a pipeline the FSDP2 units at that peak.
+struct GatherFigures {
+  std::string rule;                 // gather_rule_label; "" without sharding
+  int64_t bytes = 0;
+  int stage = 0;
+  std::vector<std::string> peak_units;  // the units gathered together at the peak (one stage)
+};
+
+GatherFigures gather_figures(const NetworkCosts& nc, const MemoryModel& mm, const DataParallelOptions& dp) {
+  GatherFigures g;
+  g.rule = gather_rule_label(mm, dp);
+  if (g.rule.empty()) return g;
+  for (size_t s = 0; s < nc.plan.stages.size(); ++s)
+    if (const int64_t b = mm.gathered(static_cast<int>(s), dp); b > g.bytes) g.bytes = b, g.stage = static_cast<int>(s);
+  if (!mm.fsdp_units.empty()) {
+    const std::vector<WrappedUnit>& units = nc.plan.stages.front().fsdp_units;
+    const FsdpGatherPeak peak = fsdp2_gather_peak(mm.fsdp_units, [&dp](int64_t b) { return dp.gathered_bytes(b); });
+    for (int u : peak.units) g.peak_units.push_back(layer_span(units[static_cast<size_t>(u)].layers, nc.layers));
+  }
+  return g;
+}
+
 nlohmann::json model_json(const NetworkCosts& nc, const DataParallelOptions& dp, const std::vector<std::string>& notes) {
   const Network& net = nc.network;
   const Training& t = net.training;
@@ -131,7 +154,21 @@ nlohmann::json model_json(const NetworkCosts& nc, const DataParallelOptions& dp,
                            {"weights_bytes", held.weights},
                            {"grads_bytes", held.grads},
                            {"optimizer_bytes", held.optimizer},
-                           {"resident_bytes", held.total()}});
+                           {"resident_bytes", held.total()},
+                           {"gathered_bytes", mm.gathered(static_cast<int>(s), dp)}});
+  }
+  const GatherFigures g = gather_figures(nc, mm, dp);
+  if (g.rule.empty()) {
+    j["fsdp_gather"] = nullptr;
+  } else {
+    j["fsdp_gather"] = {{"rule", g.rule}, {"per_block", !mm.fsdp_units.empty()}, {"peak_bytes", g.bytes}, {"stage", g.stage}};
+    if (!mm.fsdp_units.empty()) {
+      nlohmann::json units = nlohmann::json::array();
+      for (const WrappedUnit& u : nc.plan.stages.front().fsdp_units)
+        units.push_back({{"layers", layer_span(u.layers, nc.layers)}, {"params", u.params}, {"kept_gathered", u.kept_gathered}});
+      j["fsdp_gather"]["units"] = std::move(units);
+      j["fsdp_gather"]["peak_units"] = g.peak_units;
+    }
   }
   return j;
 }
@@ -182,6 +219,18 @@ std::string model_text(const NetworkCosts& nc, const DataParallelOptions& dp, co
   out += "  (act/micro: kept from forward to backward per micro-batch; W state: kept from BWD_INPUT to BWD_WEIGHT; "
          "resident: held for the whole step, after data-parallel sharding; the peak over a schedule: ppsched simulate "
          "--model)\n";
+  if (const GatherFigures g = gather_figures(nc, mm, dp); !g.rule.empty()) {
+    out += "  gathered (--fsdp): " + g.rule + ": ";
+    if (g.peak_units.empty()) {
+      out += "up to " + human_bytes(g.bytes) + " (stage " + std::to_string(g.stage) +
+             ") while its FSDP_UNSHARD holds it, as PyTorch's pipelining runtime keeps a stage gathered";
+    } else {
+      std::string names;
+      for (const std::string& n : g.peak_units) names += (names.empty() ? "" : " + ") + n;
+      out += names + ", " + human_bytes(g.bytes) + " at most, one wrapped block running and the next prefetched";
+    }
+    out += ", on top of the resident\n";
+  }
   for (const std::string& n : notes) out += "  note: " + n + "\n";
   return out;
 }

@@ -161,6 +161,7 @@ nlohmann::json result_json(const Schedule& s, const RunRecord& r, const CostMode
   j["data_parallel"] = {{"degree", r.dp_degree},
                         {"mesh_order", dp.mesh_order == MeshOrder::PpDp ? "pp,dp" : "dp,pp"},
                         {"fsdp", dp.fsdp},
+                        {"gather_rule", gather_rule_label(c.memory_model(s.stages), dp)},
                         {"world_ranks", static_cast<int64_t>(s.ranks) * r.dp_degree},
                         {"collective_ms", r.dp_collective_ms},
                         {"max_rank_collective_ms", max_dp_ms(r)}};
@@ -217,6 +218,8 @@ std::string result_text(const std::string& what, const Schedule& s, const RunRec
            " ms on the busiest; ring " +
            (inter == 0 ? "intra-node" : inter == static_cast<int>(r.ranks.size()) ? "inter-node" : "inter-node on " + std::to_string(inter) + " ranks") +
            "\n";
+    if (const std::string rule = gather_rule_label(c.memory_model(s.stages), dp); !rule.empty() && fsdp_steps > 0)
+      out += "  gathered parameters: " + rule + "\n";
     // (A schedule without FSDP steps gets the checks' note.)
     if (fsdp_steps > 0 && !c.param_bytes.given)
       out += "  note: the cost model gives no bytes.params: the DP collectives move 0 bytes (latency only)\n";

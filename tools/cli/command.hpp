@@ -136,6 +136,10 @@ DataParallelOptions data_parallel_options(const DataParallelFlags& flags, int pi
                                           const std::string& input = "");
 // "DP 8 (mesh dp,pp, FSDP)": how a report names the layout.
 std::string data_parallel_label(const DataParallelOptions& dp);
+// How an FSDP_UNSHARD is priced under `dp` with memory model `mm` ("" without --fsdp over N > 1):
+// "FSDP2 per-block gather (2 blocks of 34)" for a schedule without a pipeline priced from a
+// network, else "whole stage gathered per FSDP_UNSHARD".
+std::string gather_rule_label(const MemoryModel& mm, const DataParallelOptions& dp);
 
 // The costs of a command: --costs FILE, --model MODEL with its training flags (README "Model
 // and memory"), or the embedded default. With both, the cost file overrides what it sets.

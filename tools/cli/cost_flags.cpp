@@ -175,6 +175,11 @@ CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, c
     overlay(base, top);
     CostModel merged = read_cost_model(base.dump(), f.costs);
     merged.source = nc.costs.source + " + " + f.costs;
+    // The model's FSDP2 units stay unless the file sets the parameters they split.
+    const auto sets = [&](const char* group, const char* key) {
+      return top.contains(group) && top[group].is_object() && top[group].contains(key);
+    };
+    if (!sets("bytes", "params") && !sets("memory", "weights_bytes")) merged.fsdp_units = nc.costs.fsdp_units;
     nc.costs = std::move(merged);
   }
   apply_cost_assumptions(f, nc.costs);

@@ -12,7 +12,10 @@ namespace {
 
 using Keys = JsonFields::Keys;
 const Keys kTopKeys = {"format", "version", "name", "hf_config", "layers", "training", "device",
-                       "link", "collectives", "protocol", "overlap_efficiency", "layout"};
+                       "link", "collectives", "protocol", "overlap_efficiency", "bytes", "layout"};
+// A model file's messages come from its layers; of a cost file's "bytes" it takes only the
+// shape/dtype meta message, which no layer describes.
+const Keys kBytesKeys = {"meta"};
 const Keys kLayerKeys = {"name", "kind", "count", "params", "fwd_flops", "bwd_flops", "bwd_input_flops",
                          "bwd_weight_flops", "activation_bytes", "output_bytes", "weight_grad_bytes", "workspace_bytes"};
 const Keys kTrainingKeys = {"seq_len", "micro_batch_size", "precision", "optimizer", "distributed_optimizer",
@@ -67,6 +70,7 @@ class ModelReader {
     if (root.contains("device")) read_device(root["device"], net.device);
     for (const char* key : {"link", "collectives", "protocol", "overlap_efficiency"})
       if (root.contains(key)) net.cost_extras[key] = root[key];
+    if (root.contains("bytes")) net.cost_extras["bytes"] = f_.object(root["bytes"], "bytes", kBytesKeys);
     if (root.contains("layout")) net.default_layout = f_.text(root["layout"], "layout", "a layout string (\"8,8,8,8\" or Megatron's)");
     return net;
   }

@@ -42,7 +42,7 @@ bool any_positive(const StagePlan& plan, std::vector<int64_t> StageFigures::*fie
   return false;
 }
 
-// The link, collectives, protocol and overlap a model file gives, read and checked as a cost
+// The link, collectives, protocol, overlap and meta message size a model file gives, read and checked as a cost
 // file's (its messages name the model file and the key).
 void apply_cost_extras(const Network& net, CostModel& c) {
   if (net.cost_extras.empty()) return;
@@ -66,6 +66,7 @@ void apply_cost_extras(const Network& net, CostModel& c) {
     c.send_handoff_ms = x.send_handoff_ms;
   }
   if (net.cost_extras.contains("overlap_efficiency")) c.overlap_efficiency = x.overlap_efficiency;
+  if (net.cost_extras.contains("bytes")) c.meta_bytes = x.meta_bytes;
 }
 
 }  // namespace

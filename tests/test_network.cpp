@@ -475,6 +475,23 @@ TEST_CASE("a ppsched-model file lists layers with defaults for the backward, and
   CHECK_THAT(error_of(head + R"("hf_config": {"model_type": "llama"}, "layers": []})"), Catch::Contains("not both"));
 }
 
+TEST_CASE("a model file's bytes.meta sets the shape/dtype message, 64 bytes unless told; other bytes keys are refused",
+          "[network][readers]") {
+  const std::string head = R"({"format": "ppsched-model", "version": 1,
+      "layers": [{"params": 1, "fwd_flops": 10, "activation_bytes": 0, "output_bytes": 4}, {"params": 1, "fwd_flops": 10, "activation_bytes": 0, "output_bytes": 0}])";
+  CHECK(network_costs(model_text(head + "}"), 2).costs.meta_bytes == 64);
+  CHECK(network_costs(model_text(head + R"(, "bytes": {"meta": 0}})"), 2).costs.meta_bytes == 0);
+  CHECK(network_costs(model_text(head + R"(, "bytes": {"meta": 128}})"), 2).costs.activation_bytes.at(0, 0) == 4);
+  CHECK_THAT(error_of(head + R"(, "bytes": {"activation": 8}})"), Catch::Contains("m.json (bytes.activation): unknown key 'activation'"));
+  std::string bad;
+  try {
+    network_costs(model_text(head + R"(, "bytes": {"meta": -1}})"), 2);
+  } catch (const InputError& e) {
+    bad = e.what();
+  }
+  CHECK_THAT(bad, Catch::Contains("m.json") && Catch::Contains("meta"));
+}
+
 TEST_CASE("the embedded default is the default network's costs, as it always priced", "[network][costs]") {
   // README "Cost model": 8 layers of 4.323 ms (34.587 ms), BWD twice, 32 MiB messages,
   // 0.53 GiB kept per layer, 3 GiB of bf16 parameters per stage.

@@ -60,7 +60,7 @@ shorter = []
 for prog in doc["programs"]:
     total = 0.0
     for step in prog:
-        if str(step.get("op", "")).startswith("OVERLAP"):
+        if step and str(step.get("op", "")).startswith("OVERLAP"):
             subs = step.get("sub_steps", [])
             times = [MS[s["op"]] for s in subs if s.get("op") in MS]
             check(len(times) == 2, "an OVERLAP step without two computes: %s" % json.dumps(step)[:300])
@@ -113,7 +113,7 @@ run("model", plain_path, "--memory-reserve", "90GiB", rc=2)
 run("simulate", sched, "--costs", costs, "--memory-reserve", "1GiB", rc=2)  # needs --model
 
 gen = ["simulate", "--generate", "1f1b", "--pp", "2", "--micro", "4", "--json"]
-r = json.loads(run(*gen, "--model", plain_path).stdout or "[{}]")[0]
+r = json.loads(run(*gen, "--model", plain_path).stdout or "{}")
 a = r.get("assumptions", {})
 check(a.get("memory_budget_bytes") == usable and "less a 4.00 GiB reserve" in str(a.get("memory_budget_basis")),
       "simulate holds a model's plan to the usable capacity and says why: %s" % a)
@@ -126,7 +126,7 @@ def tight_with(memory_bytes, *extra):
     path = os.path.join(tmp, "sized.json")
     with open(path, "w") as f:
         json.dump(doc, f)
-    out = json.loads(run(*gen, "--model", path, *extra).stdout or "[{}]")[0]
+    out = json.loads(run(*gen, "--model", path, *extra).stdout or "{}")
     return out.get("memory", {}).get("tight_ranks")
 
 

@@ -11,8 +11,8 @@ and family, under ppsched's DES and the same model:
 
 - the family on PyTorch's partition (`simulate --generate FAMILY --layout <PyTorch's counts>`);
 - `tune --partition search --family FAMILY --placement loop` (deterministic: --seconds 0, bounded
-  iterations): its best, and the family's own order on the layout it found, are each at most the
-  family on PyTorch's partition.
+  iterations): its best (what it minimises: the family's variants and the F/I/W orders it found,
+  each on its layout) is at most the family on PyTorch's partition.
 
 Where a V has at most --partition-layouts (400) layouts, the search times every one, PyTorch's
 among them, so that comparison cannot fail there (every V = 1 row, and V = 2 on 8 layers). There
@@ -153,9 +153,12 @@ for w in res["workloads"]:
                   "%s: the family's best variant on ppsched's layout %s takes %.9g ms, above the optimum over all %d "
                   "layouts, %.9g ms at %s" % (name, t["layout"], on_ours, len(space), best, argmin))
             print("%-40s the best of all %d layouts: %.9g ms at %s" % (name, len(space), best, argmin))
-        check(ours <= theirs * (1 + REL),
-              "%s: the family's order on ppsched's layout %s takes %.9g ms, above PyTorch's partition %s: %.9g ms" % (
-                  name, t["layout"], ours, fam["best_counts"], theirs))
+        # What tune minimises is its best schedule over everything it timed (the family's variants
+        # and the F/I/W orders it found), so that is what is judged against PyTorch's partition;
+        # the family's own order on tune's layout is printed, not judged (on heuristic_interleaved's
+        # interleaved-1f1b it takes 1718.15 ms there against 1717.77 on PyTorch's partition, while
+        # tune's best on that layout, an F/I/W order, takes 1585.56). Where the space is timed
+        # whole, the family's best variant on tune's layout is judged against the optimum above.
         check(t["makespan_ms"] <= theirs * (1 + REL),
               "%s: tune's best %.9g ms (layout %s) above the family on PyTorch's partition %s: %.9g ms" % (
                   name, t["makespan_ms"], t["layout"], fam["best_counts"], theirs))

@@ -14,7 +14,9 @@
 //                "recompute": "none" | "selective" | "full" | [per decoder layer],
 //                "flash_attention": true, "attention_core": "causal" | "full" (default: causal
 //                with FlashAttention, full without)},
-//   "device": {"flops_per_s": 989e12, "mfu": 0.45 (1 for listed layers), "memory_bytes": 80 GiB,
+//   "device": {"flops_per_s": 989e12, "mfu": 0.45 (1 for listed layers), "memory_bytes": the device's
+//              (81,559 MiB, an H100 80 GB by NVML), "memory_reserve_bytes": 4 GiB (plans are held
+//              to memory_bytes less it),
 //              what calibrate --model fits: "fitted": {"FWD": {"flops_per_s", "overhead_ms"}, ...},
 //              "split_backward": {"first_stage", "other_stages": {"input", "weight"}},
 //              "rank_time_factors": [{"FWD", "BWD_INPUT", "BWD_WEIGHT"} per rank]},

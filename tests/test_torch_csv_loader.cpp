@@ -686,8 +686,9 @@ TEST_CASE("PyTorch's lowering refuses what its compute-only format cannot hold, 
 
 TEST_CASE("tests/data/schedules/pytorch_comms holds ppsched's PyTorch-style lowering of each class at P 2..4, M = 2P",
           "[formats][csv][torch][lowering]") {
-  // The files are ppsched's own earlier output (generate --torch-comms; their README.md), not
-  // PyTorch's dump: this pins the lowering against change, not against PyTorch. Written as
+  // The files are ppsched's own earlier output (generate --torch-comms; their README.md); this pins
+  // the lowering against change. tests/pytorch_own_comms_cli.py holds them to PyTorch's own dump
+  // (tests/data/peers/pytorch_comms): the same bytes. Written as
   // _dump_csv(format="compute_comms") would: Python's csv.writer ends each row with "\r\n".
   // The files are the exec cases' input (tests/exec/exec_cases.py).
   const char* dir = std::getenv("PPSCHED_TEST_DATA");

@@ -97,10 +97,6 @@ struct CostModel {
   // A peak within this fraction below the capacity is reported as tight (its figures are
   // estimates; fragmentation and untracked buffers move a few %).
   double memory_margin = 0.05;
-  // Whether `peak` is within the margin of the capacity (and not over it).
-  bool tight(double peak) const {
-    return capacity_bytes && peak <= *capacity_bytes && peak > *capacity_bytes * (1 - memory_margin);
-  }
   StageValue kept_activation_bytes;       // FWD -> BWD per stage (per micro)
   StageValue weight_grad_bytes;           // BWD_INPUT -> BWD_WEIGHT per stage (per micro); none: half the above
   StageValue workspace_bytes;             // held while a backward runs (recomputation) per stage (per micro)
@@ -143,6 +139,12 @@ struct CostModel {
   // per copy by `model_stages` (0: stage_count()).
   CostModel per_copies(int pipes, int model_stages = 0) const;
 };
+
+// Whether a peak is tight: within `margin` (a fraction) below `budget`, not over it. Every report
+// that marks plans near their budget (simulate, compare, tune) asks this.
+inline bool within_margin(double peak, double budget, double margin) {
+  return peak <= budget && peak > budget * (1 - margin);
+}
 
 // The per-stage values of a cost model with the cost-file path each is written at (compute.FWD,
 // bytes.activation, memory.weights_bytes, ...): what the shape checks and the writers visit.

@@ -440,7 +440,7 @@ TEST_CASE("the embedded default holds plans to an H100's usable memory and runs 
   CHECK_THAT(m.capacity_basis, Catch::Contains("79.65 GiB device less a 4.00 GiB reserve"));
   CHECK(m.overlap_efficiency == 0);
   CHECK(m.memory_margin == 0.05);
-  CHECK(m.tight(0.96 * 77463.0 * kMiB));
-  CHECK_FALSE(m.tight(0.94 * 77463.0 * kMiB));
-  CHECK_FALSE(m.tight(1.01 * 77463.0 * kMiB));  // over it: not tight, over
+  CHECK(within_margin(0.96 * 77463.0 * kMiB, *m.capacity_bytes, m.memory_margin));
+  CHECK_FALSE(within_margin(0.94 * 77463.0 * kMiB, *m.capacity_bytes, m.memory_margin));
+  CHECK_FALSE(within_margin(1.01 * 77463.0 * kMiB, *m.capacity_bytes, m.memory_margin));  // over it: not tight, over
 }

@@ -93,8 +93,7 @@ std::vector<int> tight_ranks(const RunRecord& r, std::optional<int64_t> budget, 
   std::vector<int> out;
   if (!budget) return out;
   for (const auto& x : r.ranks)
-    if (x.peak_memory_bytes <= *budget && static_cast<double>(x.peak_memory_bytes) > static_cast<double>(*budget) * (1 - margin))
-      out.push_back(x.rank);
+    if (within_margin(static_cast<double>(x.peak_memory_bytes), static_cast<double>(*budget), margin)) out.push_back(x.rank);
   return out;
 }
 std::string budget_basis(const SimFlags& f, const CostModel& c) {

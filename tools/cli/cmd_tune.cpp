@@ -45,7 +45,7 @@ bool tight(const search::Entry& e, std::optional<double> budget, double margin) 
     for (int64_t b : e.peak_bytes) peak = std::max(peak, static_cast<double>(b));
   else
     for (double b : e.rule_peak) peak = std::max(peak, b);
-  return peak <= *budget && peak > *budget * (1 - margin);
+  return within_margin(peak, *budget, margin);
 }
 
 std::string placement_name(PlacementKind k) { return std::string(to_string(k)); }

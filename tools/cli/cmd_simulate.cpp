@@ -409,7 +409,9 @@ Action add_compare(CLI::App& app) {
       if (tower_on_stage0) c = with_tower_on_stage0(c, s.stages, tower);
       const SimOptions so = sim_options(st->sim, c, s, f, false, comms_csv[k]);
       RunRecord r = simulate(s, c, so);
-      const bool tight = !tight_ranks(r, so.check.memory_budget, c.memory_margin).empty();
+      // Tight: fits, near the budget. A row the checks refused (its memory bound over the budget
+      // while the DES peak is under it, say) is a violation, not tight.
+      const bool tight = r.check.ok() && r.completed && !tight_ranks(r, so.check.memory_budget, c.memory_margin).empty();
       int messages = 0;
       for (const auto& l : r.links) messages += l.messages;
       bool good = r.check.ok() && r.completed;

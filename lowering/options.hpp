@@ -95,6 +95,8 @@ struct MemoryModel {
   // replica): FSDP2's peak of one unit and the prefetched next (fsdp2_gather_peak) where
   // fsdp_units lists them, else the stage's whole parameters.
   int64_t gathered(int stage, const DataParallelOptions& dp) const;
+  // FSDP2's gather peak over fsdp_units under `dp` (fsdp2_gather_peak with dp's gathered bytes).
+  FsdpGatherPeak fsdp_gather_peak(const DataParallelOptions& dp) const;
   // Bytes one entry of cache `c` holds (stage may be -1 for rank caches).
   int64_t bytes_of(Cache c, int stage) const;
   bool has_resident() const { return !weight_bytes.empty() || !grad_bytes.empty() || !optimizer_bytes.empty(); }
@@ -156,9 +158,12 @@ struct DataParallelOptions {
   }
 };
 
+inline FsdpGatherPeak MemoryModel::fsdp_gather_peak(const DataParallelOptions& dp) const {
+  return fsdp2_gather_peak(fsdp_units, [&dp](int64_t b) { return dp.gathered_bytes(b); });
+}
+
 inline int64_t MemoryModel::gathered(int stage, const DataParallelOptions& dp) const {
-  if (fsdp_units.empty()) return dp.gathered_bytes(params(stage));
-  return fsdp2_gather_peak(fsdp_units, [&dp](int64_t b) { return dp.gathered_bytes(b); }).bytes;
+  return fsdp_units.empty() ? dp.gathered_bytes(params(stage)) : fsdp_gather_peak(dp).bytes;
 }
 
 inline ResidentBytes MemoryModel::sharded(const ResidentBytes& b, const DataParallelOptions& dp) {

@@ -84,7 +84,7 @@ GatherFigures gather_figures(const NetworkCosts& nc, const MemoryModel& mm, cons
     if (const int64_t b = mm.gathered(static_cast<int>(s), dp); b > g.bytes) g.bytes = b, g.stage = static_cast<int>(s);
   if (!mm.fsdp_units.empty()) {
     const std::vector<WrappedUnit>& units = nc.plan.stages.front().fsdp_units;
-    const FsdpGatherPeak peak = fsdp2_gather_peak(mm.fsdp_units, [&dp](int64_t b) { return dp.gathered_bytes(b); });
+    const FsdpGatherPeak peak = mm.fsdp_gather_peak(dp);
     for (int u : peak.units) g.peak_units.push_back(layer_span(units[static_cast<size_t>(u)].layers, nc.layers));
   }
   return g;

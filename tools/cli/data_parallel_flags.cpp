@@ -50,7 +50,7 @@ std::string data_parallel_label(const DataParallelOptions& dp) {
 std::string gather_rule_label(const MemoryModel& mm, const DataParallelOptions& dp) {
   if (!dp.fsdp || dp.degree <= 1) return "";
   if (mm.fsdp_units.empty()) return "whole stage gathered per FSDP_UNSHARD";
-  const FsdpGatherPeak peak = fsdp2_gather_peak(mm.fsdp_units, [&dp](int64_t b) { return dp.gathered_bytes(b); });
+  const FsdpGatherPeak peak = mm.fsdp_gather_peak(dp);
   return "FSDP2 per-block gather (" + std::to_string(peak.units.size()) + " block" + (peak.units.size() == 1 ? "" : "s") +
          " of " + std::to_string(mm.fsdp_units.size()) + ")";
 }

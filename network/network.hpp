@@ -124,9 +124,6 @@ inline constexpr int64_t kH100MemoryBytes = int64_t{81559} << 20;
 // (torch.cuda.mem_get_info before the first step, less max_memory_reserved's excess over
 // max_memory_allocated).
 inline constexpr int64_t kDefaultMemoryReserveBytes = int64_t{4} << 30;
-// A plan whose peak is within this fraction of the usable capacity is marked tight: the figures
-// are estimates, and a few % is what fragmentation and untracked buffers move.
-inline constexpr double kDefaultMemoryMargin = 0.05;
 
 struct Device {
   double flops_per_s = 989e12;  // H100 SXM dense bf16 peak

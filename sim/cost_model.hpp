@@ -95,7 +95,7 @@ struct CostModel {
   std::optional<double> capacity_bytes;   // per rank, usable (a device's memory less its reserve); reported against the peak
   std::string capacity_basis;             // how capacity_bytes was derived, for reports ("" : given as is)
   // A peak within this fraction below the capacity is reported as tight (its figures are
-  // estimates; fragmentation and untracked buffers move a few %).
+  // estimates; fragmentation and untracked buffers move a few %). Every cost model's default.
   double memory_margin = 0.05;
   StageValue kept_activation_bytes;       // FWD -> BWD per stage (per micro)
   StageValue weight_grad_bytes;           // BWD_INPUT -> BWD_WEIGHT per stage (per micro); none: half the above

@@ -125,7 +125,6 @@ CostModel costs_from_plan(const Network& net, const StagePlan& plan, const std::
     c.capacity_basis = human_bytes(*net.device.memory_bytes) + " device less a " +
                        human_bytes(net.device.memory_reserve_bytes) + " reserve";
   }
-  c.memory_margin = kDefaultMemoryMargin;
   c.kept_activation_bytes = stage_value(plan, &StageFigures::activation_bytes);
   c.weight_grad_bytes = stage_value(plan, &StageFigures::weight_grad_bytes);
   if (any_positive(plan, &StageFigures::workspace_bytes)) c.workspace_bytes = stage_value(plan, &StageFigures::workspace_bytes);

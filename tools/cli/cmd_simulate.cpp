@@ -87,18 +87,13 @@ nlohmann::json memory_json(const Schedule& s, const RunRecord& r) {
   return {{"per_rank", std::move(per_rank)}};
 }
 
-// The ranks whose peak is within the margin below the budget (tight), and the budget's basis:
-// --memory-budget as given, or the cost model's usable capacity and how it was derived.
+// The ranks whose peak is within the margin below the budget (tight).
 std::vector<int> tight_ranks(const RunRecord& r, std::optional<int64_t> budget, double margin) {
   std::vector<int> out;
   if (!budget) return out;
   for (const auto& x : r.ranks)
     if (within_margin(static_cast<double>(x.peak_memory_bytes), static_cast<double>(*budget), margin)) out.push_back(x.rank);
   return out;
-}
-std::string budget_basis(const SimFlags& f, const CostModel& c) {
-  if (!f.budget.empty()) return "--memory-budget";
-  return c.capacity_basis.empty() ? "the cost model's capacity_bytes" : "usable: " + c.capacity_basis;
 }
 
 // Whether the schedule runs two computes as one step (OVERLAP_*), which overlap_efficiency prices.
@@ -146,17 +141,15 @@ std::string memory_text(const RunRecord& r, std::optional<int64_t> budget, const
 }
 
 nlohmann::json result_json(const Schedule& s, const RunRecord& r, const CostModel& c, const DataParallelOptions& dp,
-                           std::optional<int64_t> budget, const std::string& basis) {
+                           std::optional<int64_t> budget, bool budget_flag_given) {
   nlohmann::json j;
   j["completed"] = r.completed;
   j["makespan_ms"] = r.makespan_ms;
   j["costs"] = c.source;
   // The figures the prices assume, each settable (--overlap-efficiency, --memory-reserve,
   // --memory-margin, --memory-budget).
-  j["assumptions"] = {{"overlap_efficiency", c.overlap_efficiency},
-                      {"memory_budget_bytes", budget ? nlohmann::json(*budget) : nlohmann::json(nullptr)},
-                      {"memory_budget_basis", budget ? nlohmann::json(basis) : nlohmann::json(nullptr)},
-                      {"memory_margin", c.memory_margin}};
+  j["assumptions"] = assumptions_json(c, budget ? std::optional<double>(static_cast<double>(*budget)) : std::nullopt,
+                                      budget_flag_given);
   j["data_parallel"] = {{"degree", r.dp_degree},
                         {"mesh_order", dp.mesh_order == MeshOrder::PpDp ? "pp,dp" : "dp,pp"},
                         {"fsdp", dp.fsdp},
@@ -325,12 +318,12 @@ Action add_simulate(CLI::App& app) {
       RunRecord r = simulate(s, c, so);
       ok = ok && r.check.ok() && r.completed;
       if (st->json) {
-        auto j = result_json(s, r, c, so.check.dp, so.check.memory_budget, budget_basis(st->sim, c));
+        auto j = result_json(s, r, c, so.check.dp, so.check.memory_budget, !st->sim.budget.empty());
         j["file"] = name;
         j["overlap_p2p"] = so.check.overlap_p2p;
         all.push_back(std::move(j));
       } else {
-        std::cout << result_text(name, s, r, c, so.check.dp, so.check.memory_budget, budget_basis(st->sim, c)) << std::flush;
+        std::cout << result_text(name, s, r, c, so.check.dp, so.check.memory_budget, budget_basis(!st->sim.budget.empty(), c)) << std::flush;
       }
       // Labelled, so a simulated and a measured trace (ppsched-exec --trace) tell themselves apart.
       if (!st->trace.empty()) {

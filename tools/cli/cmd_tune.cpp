@@ -302,9 +302,7 @@ Action add_tune(CLI::App& app) {
     if (!st->budget.empty()) rq.budget = static_cast<double>(parse_bytes(st->budget, "--memory-budget"));
     // The budget the table judges by, and where it came from (for the header and --json).
     const std::optional<double> budget = rq.budget ? rq.budget : shown.capacity_bytes;
-    const std::string basis = rq.budget ? "--memory-budget"
-                              : shown.capacity_basis.empty() ? "the cost model's capacity_bytes"
-                                                             : "usable: " + shown.capacity_basis;
+    const std::string basis = budget_basis(rq.budget.has_value(), shown);
     rq.sim.check.comm = st->comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
     rq.sim.check.overlap_p2p = st->overlap_p2p;
     rq.families = !st->no_families;
@@ -423,10 +421,7 @@ Action add_tune(CLI::App& app) {
                           {"gain_over_even", part->even_makespan > 0 ? part->even_makespan / best.makespan_ms - 1 : 0.0},
                           {"stopped_by_time", part->stopped_by_time}};
       }
-      j["assumptions"] = {{"overlap_efficiency", shown.overlap_efficiency},
-                          {"memory_budget_bytes", budget ? nlohmann::json(*budget) : nlohmann::json(nullptr)},
-                          {"memory_budget_basis", budget ? nlohmann::json(basis) : nlohmann::json(nullptr)},
-                          {"memory_margin", shown.memory_margin}};
+      j["assumptions"] = assumptions_json(shown, budget, rq.budget.has_value());
       j["leaderboard"] = nlohmann::json::array();
       for (const auto& e : r.leaderboard)
         j["leaderboard"].push_back({{"name", e.name},

@@ -161,6 +161,12 @@ void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file = true, bo
 Network load_network(const CostFlags& f, DataParallelFlags& dp);
 // --overlap-efficiency and --memory-margin laid over a cost model (whatever its source).
 void apply_cost_assumptions(const CostFlags& f, CostModel& c);
+// Where a run's memory budget came from: --memory-budget (`flag_given`), else the cost model's
+// capacity and how it was derived.
+std::string budget_basis(bool flag_given, const CostModel& c);
+// The figures a priced result assumed, as --json gives them (simulate's and tune's
+// "assumptions"): the overlap, the budget and its basis (null without one), the margin.
+nlohmann::json assumptions_json(const CostModel& c, std::optional<double> budget, bool budget_flag_given);
 // The cost model for a schedule of `stages` stages; `net` (when --model) also gets the layout
 // and per-stage figures; `dp` takes the model's data-parallel settings where no flag gave them.
 // Throws InputError.

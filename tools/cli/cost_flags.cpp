@@ -105,6 +105,18 @@ void apply_cost_assumptions(const CostFlags& f, CostModel& c) {
   if (f.memory_margin) c.memory_margin = *f.memory_margin;
 }
 
+std::string budget_basis(bool flag_given, const CostModel& c) {
+  if (flag_given) return "--memory-budget";
+  return c.capacity_basis.empty() ? "the cost model's capacity_bytes" : "usable: " + c.capacity_basis;
+}
+
+nlohmann::json assumptions_json(const CostModel& c, std::optional<double> budget, bool budget_flag_given) {
+  return {{"overlap_efficiency", c.overlap_efficiency},
+          {"memory_budget_bytes", budget ? nlohmann::json(static_cast<int64_t>(*budget)) : nlohmann::json(nullptr)},
+          {"memory_budget_basis", budget ? nlohmann::json(budget_basis(budget_flag_given, c)) : nlohmann::json(nullptr)},
+          {"memory_margin", c.memory_margin}};
+}
+
 Network load_network(const CostFlags& f, DataParallelFlags& dp) {
   Network net = read_network_file(f.model);
   Training& t = net.training;

@@ -20,29 +20,15 @@
 """
 import json
 import os
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_support import Cli  # noqa: E402
 
 EXE, DATA = sys.argv[1], sys.argv[2]
 MIB, GIB = 1 << 20, 1 << 30
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-
-
-def run(*args, rc=0):
-    p = subprocess.run([EXE] + list(args), capture_output=True, text=True, timeout=300)
-    if p.returncode != rc:
-        failures.append("%s: exit %d, expected %d\n%s%s" % (" ".join(args), p.returncode, rc, p.stdout[-1500:],
-                                                            p.stderr[-1500:]))
-    return p
-
-
-tmp = tempfile.mkdtemp(prefix="device_assumptions_cli.")
+cli = Cli(EXE, tmp_prefix="device_assumptions_cli.")
+run, check, failures, tmp = cli.run, cli.check, cli.failures, cli.tmp
 costs = os.path.join(tmp, "costs.json")
 with open(costs, "w") as f:
     json.dump({"format": "ppsched-costs", "version": 1,
@@ -89,7 +75,7 @@ for e in (0.5, 1.0):
 text = run("simulate", sched, "--costs", costs).stdout
 check("OVERLAP steps priced with overlap_efficiency 0.00 (serial" in text,
       "simulate's text says how OVERLAP steps are priced:\n" + text[:600])
-run("simulate", sched, "--costs", costs, "--overlap-efficiency", "1.5", rc=2)
+run("simulate", sched, "--costs", costs, "--overlap-efficiency", "1.5", expect=2)
 
 # 2. Usable capacity: 81,559 MiB less 4 GiB.
 usable = 81559 * MIB - 4 * GIB
@@ -109,8 +95,8 @@ t = run("model", plain_path).stdout
 check("75.65 GiB usable per rank (79.65 GiB less a 4.00 GiB reserve" in t, "model states the capacity:\n" + t[:800])
 m = json.loads(run("model", plain_path, "--memory-reserve", "1GiB", "--json").stdout or "{}")
 check(m.get("device", {}).get("usable_memory_bytes") == 81559 * MIB - GIB, "--memory-reserve 1GiB: %s" % m.get("device"))
-run("model", plain_path, "--memory-reserve", "90GiB", rc=2)
-run("simulate", sched, "--costs", costs, "--memory-reserve", "1GiB", rc=2)  # needs --model
+run("model", plain_path, "--memory-reserve", "90GiB", expect=2)
+run("simulate", sched, "--costs", costs, "--memory-reserve", "1GiB", expect=2)  # needs --model
 
 gen = ["simulate", "--generate", "1f1b", "--pp", "2", "--micro", "4", "--json"]
 r = json.loads(run(*gen, "--model", plain_path).stdout or "{}")
@@ -141,8 +127,8 @@ check(tight_with(near, "--memory-margin", "0.02") == [], "--memory-margin 0.02 m
 # 3. Refused where it does not apply.
 trace = os.path.join(tmp, "t.json")
 run("simulate", sched, "--costs", costs, "--trace", trace)
-run("calibrate", trace, "--overlap-efficiency", "0.5", rc=2)
-run("check", sched, "--overlap-efficiency", "0.5", rc=2)
+run("calibrate", trace, "--overlap-efficiency", "0.5", expect=2)
+run("check", sched, "--overlap-efficiency", "0.5", expect=2)
 
 if failures:
     print("\n".join("FAIL: " + f for f in failures))

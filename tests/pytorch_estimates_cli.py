@@ -24,9 +24,10 @@ equals ideal, and ppsched's blocking default equals the test's blocking replay.
 import json
 import os
 import re
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_support import Cli  # noqa: E402
 
 EXE, DATA = sys.argv[1], sys.argv[2]
 DIR = os.path.join(DATA, "peers", "pytorch_partition")
@@ -36,21 +37,14 @@ REL = 1e-9
 # k waits on its rank's communication chain for a receive its lockstep lowering put first.
 CHAIN_WAIT = {("rebalance", "1F1B"): 18.0, ("rebalance", "Interleaved1F1B"): 15.0,
               ("rebalance", "InterleavedZeroBubble"): 22.0}
-TMP = tempfile.mkdtemp(prefix="pytorch_estimates_cli.")
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
+cli = Cli(EXE, tmp_prefix="pytorch_estimates_cli.")
+check, failures, TMP = cli.check, cli.failures, cli.tmp
 
 
 def run(*args):
-    p = subprocess.run([EXE] + list(args), capture_output=True, text=True)
-    if p.returncode != 0:
-        failures.append("%s: exit %d\n%s" % (" ".join(args), p.returncode, p.stderr[-2000:]))
-        return None
-    return p.stdout
+    """ppsched ARGS' output, or None (a failure recorded) when it does not exit 0."""
+    p = cli.run(*args)
+    return p.stdout if p.returncode == 0 else None
 
 
 def stage_costs(w, counts):

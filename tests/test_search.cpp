@@ -589,22 +589,32 @@ TEST_CASE("DualPipeV's order (full and split backwards) seeds the F/I/W search: 
   CHECK(again.peak_bytes == family.peak_bytes);
 }
 
-TEST_CASE("tune on the default 7B model with a measured overlap of 0.5, P=4 M=16, V placement: seeded with DualPipeV's "
-          "order (the best family), the DES hill climb finds a verified schedule strictly faster than DualPipeV") {
+namespace {
+
+// tune on the default 7B model, P=4 M=16, V=2 with V placement, 200 search moves on two
+// threads, with the cost model's OVERLAP_* priced at `overlap` (the default: serial).
+TuneRequest default_7b_v_request(double overlap, long des_iterations) {
   TuneRequest rq;
   rq.pp = 4;
   rq.micro = 16;
   rq.vpp_min = rq.vpp_max = 2;
   rq.placements = {PlacementKind::V};
-  rq.costs = [](int stages) {
+  rq.costs = [overlap](int stages) {
     CostModel c = default_cost_model(stages);
-    c.overlap_efficiency = 0.5;
+    c.overlap_efficiency = overlap;
     return c;
   };
   rq.settings.iterations = 200;
   rq.settings.threads = 2;
-  rq.settings.des_iterations = 100;
-  const TuneResult r = tune(rq);
+  rq.settings.des_iterations = des_iterations;
+  return rq;
+}
+
+}  // namespace
+
+TEST_CASE("tune on the default 7B model with a measured overlap of 0.5, P=4 M=16, V placement: seeded with DualPipeV's "
+          "order (the best family), the DES hill climb finds a verified schedule strictly faster than DualPipeV") {
+  const TuneResult r = tune(default_7b_v_request(0.5, 100));
   REQUIRE(r.best == 0);
   double dualpipev = 0, best_other_family = 0;
   for (const Entry& e : r.leaderboard) {
@@ -623,16 +633,8 @@ TEST_CASE("tune on the default 7B model with a measured overlap of 0.5, P=4 M=16
 
 TEST_CASE("on the default 7B model, whose two computes on one device take turns, no schedule beats the one-compute-at-"
           "a-time lower bound, DualPipeV included (issue 36: it ranked first, 11 % below it, under a 0.5 overlap)") {
-  TuneRequest rq;
-  rq.pp = 4;
-  rq.micro = 16;
-  rq.vpp_min = rq.vpp_max = 2;
-  rq.placements = {PlacementKind::V};
-  rq.costs = [](int stages) { return default_cost_model(stages); };
-  rq.settings.iterations = 200;
-  rq.settings.threads = 2;
-  rq.settings.des_iterations = 50;
-  const TuneResult r = tune(rq);
+  REQUIRE(default_cost_model(8).overlap_efficiency == 0);
+  const TuneResult r = tune(default_7b_v_request(default_cost_model(8).overlap_efficiency, 50));
   REQUIRE_FALSE(r.leaderboard.empty());
   CHECK(r.gap >= -1e-9);
   bool saw_dualpipev = false;

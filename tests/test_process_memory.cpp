@@ -13,8 +13,9 @@
 
 namespace {
 
-// The VmFlags of the mapping that holds `p`, from /proc/self/smaps ("" if none).
-std::string vm_flags_of(const void* p) {
+// The VmFlags of the mapping that holds `p`, from /proc/self/smaps ("" if none). Unused where
+// the test below is compiled out (a sanitized build has its own allocator).
+[[maybe_unused]] std::string vm_flags_of(const void* p) {
   const auto addr = reinterpret_cast<uintptr_t>(p);
   std::ifstream smaps("/proc/self/smaps");
   std::string line;

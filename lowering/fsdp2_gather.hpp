@@ -22,6 +22,7 @@ namespace ppsched {
 struct FsdpUnit {
   int64_t bytes = 0;          // its parameters as gathered (one tensor-parallel shard)
   bool kept_gathered = false; // not resharded after its forward: gathered until its backward ends
+  int64_t grad_bytes = 0;     // its gradients as reduce-scattered (the gradient bytes per parameter)
 };
 
 // The most the units hold gathered at one moment, and which units that is (indices, ascending).

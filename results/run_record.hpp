@@ -74,9 +74,12 @@ struct RankSummary {
   int peak_memory_step = -1;
   RankMemory memory;
   double end_ms = 0;      // when this rank's host finished
-  // Data parallelism (SimOptions::check.dp): time this rank's FSDP_* steps spent in their
-  // DP-group collectives (part of busy_ms), and whether its DP ring crosses nodes.
+  // Data parallelism (SimOptions::check.dp): time this rank's DP-group collectives ran (its
+  // FSDP_* steps'; without a pipeline under FSDP2, also those its forwards and backwards run
+  // beside their compute), what of it its steps waited for (part of busy_ms), and whether its
+  // DP ring crosses nodes.
   double dp_collective_ms = 0;
+  double dp_exposed_ms = 0;
   bool dp_ring_inter_node = false;
 };
 
@@ -173,6 +176,7 @@ struct RunRecord {
   size_t steps = 0, events = 0;
   int dp_degree = 1;             // the data-parallel replicas the run was priced for
   double dp_collective_ms = 0;   // sum over ranks of RankSummary::dp_collective_ms
+  double dp_exposed_ms = 0;      // sum over ranks of RankSummary::dp_exposed_ms
   // trace
   std::vector<TimedSlice> slices;
   std::vector<MessageFlow> flows;

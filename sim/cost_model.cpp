@@ -201,4 +201,12 @@ void CostModel::check_fits(int stages, int micro_batches) const {
 }
 
 
+bool fsdp2_per_unit(const Schedule& s, const CostModel& c, const DataParallelOptions& dp) {
+  if (!dp.fsdp || dp.degree <= 1 || s.stages != 1 || c.fsdp_units.empty() || c.fsdp_layers.empty()) return false;
+  for (const auto& program : s.programs)
+    for (const auto& slot : program)
+      if (slot && info(slot->op).collective == CollectiveScope::DataParallel) return true;
+  return false;
+}
+
 }  // namespace ppsched

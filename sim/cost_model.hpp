@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "lowering/options.hpp"
+#include "model/schedule.hpp"
 #include "model/step_types.hpp"
+#include "sim/fsdp2_timing.hpp"
 
 namespace ppsched {
 
@@ -109,6 +111,9 @@ struct CostModel {
   // which a one-stage schedule's FSDP_UNSHARD gathers two at a time (MemoryModel::fsdp_units).
   // A cost file does not carry them.
   std::vector<FsdpUnit> fsdp_units;
+  // Its layers in forward order with their units and compute: the engine prices the all-gathers
+  // and reduce-scatters FSDP2 runs in every forward and backward from them (sim/fsdp2_timing.hpp).
+  std::vector<FsdpLayerTime> fsdp_layers;
   double tower_graph_bytes = 0;           // owner_backward: the kept tower graph per micro
   double tower_copy_bytes = 0;            // every rank keeps a full tower copy (MPipe)
 
@@ -182,5 +187,10 @@ CostModel read_cost_file(const std::string& path);
 // the default's numbers for kDefaultCostStages stages, or for `stages` stages.
 std::string cost_template();
 std::string cost_template(int stages);
+
+// Whether schedule `s` under `dp` runs FSDP2's collectives unit by unit in its forwards and
+// backwards, priced by sim/fsdp2_timing.hpp, instead of one collective per FSDP_* step: one
+// stage, FSDP_* steps in it, the cost model's FSDP2 units (from a model), --fsdp over N > 1.
+bool fsdp2_per_unit(const Schedule& s, const CostModel& c, const DataParallelOptions& dp);
 
 }  // namespace ppsched

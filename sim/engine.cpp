@@ -284,6 +284,7 @@ class Engine {
     for (size_t k = 0; k < model_.channels.size(); ++k)
       channel_link_[k] = &c_.link(global(model_.channels[k].src), global(model_.channels[k].dst));
     dp_ms_.assign(R, 0.0);
+    dp_exposed_.assign(R, 0.0);
     if (gathers_) gathered_.resize(R);
     if (!c.background_progress) {
       waits_.resize(R);
@@ -521,27 +522,57 @@ class Engine {
   }
 
   // The DP-group collective of an FSDP_* step (0 for any other step, and for one replica):
-  // B = the stage's bytes.params, n = the DP degree, over the ring's link:
+  // B = the stage's bytes.params, n = the DP degree, over the ring's link (ring_ms). Without
+  // a pipeline, from a model's FSDP2 units, the forwards and backwards move the parameters
+  // unit by unit instead (fsdp2_pass) and the FSDP_* steps move nothing.
+  double dp_collective_ms(const Leaf& st) const {
+    const StepTypeInfo& i = info(st.op);
+    if (i.collective != CollectiveScope::DataParallel || st.stage < 0 || st.stage >= s_.stages || fsdp2_units_) return 0.0;
+    return ring_ms(o_.check.dp.effective(i.collective_kind), c_.payload_bytes(st.op, st.stage, st.micro), s_.rank_of(st.stage));
+  }
+
+  // A collective of `kind` moving B bytes over the DP group of rank r (n = the DP degree), over
+  // the ring's link:
   //   all-reduce (REDUCE_GRAD without --fsdp)  2(n-1)/n B/bw + 2(n-1) lat (tree: 2 ceil(log2 n)
   //                                            rounds of B/bw + lat, as NCCL's tree all-reduce)
   //   reduce-scatter (REDUCE_GRAD, --fsdp) and all-gather (UNSHARD, --fsdp)
   //                                            (n-1)/n B/bw + (n-1) lat (NCCL runs both as rings)
   //   UNSHARD and RESHARD without --fsdp, RESHARD with it: nothing to move.
-  double dp_collective_ms(const Leaf& st) const {
-    const StepTypeInfo& i = info(st.op);
-    if (i.collective != CollectiveScope::DataParallel || st.stage < 0 || st.stage >= s_.stages) return 0.0;
-    const CollectiveKind kind = o_.check.dp.effective(i.collective_kind);
+  double ring_ms(CollectiveKind kind, double B, int r) const {
     if (kind == CollectiveKind::None || kind == CollectiveKind::Release) return 0.0;
-    const Link& l = dp_ring_inter_node(s_.rank_of(st.stage)) ? c_.inter_node : c_.intra_node;
+    const Link& l = dp_ring_inter_node(r) ? c_.inter_node : c_.intra_node;
     const double inv_bw = l.bandwidth_GBps && *l.bandwidth_GBps > 0 ? 1e3 / (*l.bandwidth_GBps * 1e9) : 0.0;
     const double n = static_cast<double>(o_.check.dp.degree);
-    const double B = c_.payload_bytes(st.op, st.stage, st.micro);
     if (kind == CollectiveKind::AllReduce) {
       if (c_.collective_algorithm == CollectiveAlgorithm::Tree) return 2.0 * std::ceil(std::log2(n)) * (B * inv_bw + l.latency_ms);
       return 2.0 * (n - 1) / n * B * inv_bw + 2.0 * (n - 1) * l.latency_ms;
     }
     return (n - 1) / n * B * inv_bw + (n - 1) * l.latency_ms;
   }
+
+  // FSDP2 without a pipeline (fsdp2_units_): what a forward, a backward or a half of a split
+  // one runs on the communication lane beside its compute (sim/fsdp2_timing.hpp); for any
+  // other step, nothing.
+  Fsdp2Pass fsdp2_pass(const Leaf& st) const {
+    if (!fsdp2_units_ || st.stage != 0) return {};
+    const int r = s_.rank_of(0);
+    const auto gather = [&](int64_t b) { return ring_ms(CollectiveKind::AllGather, static_cast<double>(b), r); };
+    const auto reduce = [&](int64_t b) { return ring_ms(CollectiveKind::ReduceScatter, static_cast<double>(b), r); };
+    const double ms = c_.compute_ms(st.op, st.stage, st.micro);
+    switch (info(st.op).compute) {
+      case ComputeKind::Forward: return fsdp2_forward(c_.fsdp_units, c_.fsdp_layers, ms, gather);
+      case ComputeKind::Backward: return fsdp2_backward(c_.fsdp_units, c_.fsdp_layers, ms, Fsdp2BackwardPart::Whole, gather, reduce);
+      case ComputeKind::BackwardInput: return fsdp2_backward(c_.fsdp_units, c_.fsdp_layers, ms, Fsdp2BackwardPart::Input, gather, reduce);
+      case ComputeKind::BackwardWeight: return fsdp2_backward(c_.fsdp_units, c_.fsdp_layers, ms, Fsdp2BackwardPart::Weight, gather, reduce);
+      default: return {};
+    }
+  }
+
+  // A step's time in DP-group collectives, and what they add to its duration: an FSDP_* step
+  // waits for its whole collective; a forward or backward under FSDP2 without a pipeline for
+  // the part its compute does not hide.
+  double dp_busy_ms(const Leaf& st) const { return dp_collective_ms(st) + fsdp2_pass(st).collective_ms; }
+  double dp_exposed_ms(const Leaf& st) const { return dp_collective_ms(st) + fsdp2_pass(st).exposed_ms(); }
 
   // --fsdp over N > 1 replicas: an FSDP_UNSHARD's gathered parameters (the (N-1)/N of the
   // stage's bytes.params the rank does not hold; of a one-stage schedule from a network, the
@@ -572,13 +603,15 @@ class Engine {
     }
     return duration(leaf_of(st));
   }
-  // A DP collective step costs compute.FSDP (a fixed overhead) plus its collective.
+  // A DP collective step costs compute.FSDP (a fixed overhead) plus its collective; a forward
+  // or backward under FSDP2 without a pipeline its compute plus the collectives' time it does
+  // not hide.
   double duration(const Leaf& st) {
     if (double* slot = price_slot(compute_table_, st)) {
-      if (*slot < 0) *slot = c_.compute_ms(st.op, st.stage, st.micro) + dp_collective_ms(st);
+      if (*slot < 0) *slot = c_.compute_ms(st.op, st.stage, st.micro) + dp_exposed_ms(st);
       return *slot;
     }
-    return c_.compute_ms(st.op, st.stage, st.micro) + dp_collective_ms(st);
+    return c_.compute_ms(st.op, st.stage, st.micro) + dp_exposed_ms(st);
   }
 
   // A leaf step's compute time or payload bytes depends on (op, stage) only, unless the cost
@@ -619,7 +652,10 @@ class Engine {
       host_cause_[ri] = sl;
     }
     busy_[ri] += d;
-    if (o_.check.dp.degree > 1 && !a.composite()) dp_ms_[ri] += dp_collective_ms(leaf_of(r, a));
+    if (o_.check.dp.degree > 1 && !a.composite()) {
+      dp_ms_[ri] += dp_busy_ms(leaf_of(r, a));
+      dp_exposed_[ri] += dp_exposed_ms(leaf_of(r, a));
+    }
   }
 
   // ---- communication -------------------------------------------------------------------------
@@ -1078,6 +1114,7 @@ class Engine {
       rs.memory.at_peak_buffers_bytes = pk.bytes - pk.activations - pk.gathered;
       rs.end_ms = std::max(host_[ri], compute_free_[ri]);
       rs.dp_collective_ms = dp_ms_[ri];
+      rs.dp_exposed_ms = dp_exposed_[ri];
       rs.dp_ring_inter_node = dp_ring_inter_node(r);
       rec_.rank(rs);
     }
@@ -1200,7 +1237,11 @@ class Engine {
   std::vector<double> link_bytes_;
   std::vector<int> link_msgs_;
   std::vector<double> dp_ms_;                // per rank: time in DP-group collectives
+  std::vector<double> dp_exposed_;           // per rank: what of it its steps waited for
   const bool gathers_ = o_.check.dp.fsdp && o_.check.dp.degree > 1;
+  // FSDP2 without a pipeline, from a model's units: its forwards and backwards gather and
+  // reduce-scatter unit by unit (fsdp2_pass).
+  const bool fsdp2_units_ = fsdp2_per_unit(s_, c_, o_.check.dp);
   const bool timing_only_ = o_.timing_only;
   std::vector<std::set<int>> gathered_;      // per rank, --fsdp: the stages gathered now
   std::vector<const Link*> channel_link_;    // per channel

@@ -136,9 +136,25 @@ CostModel costs_from_plan(const Network& net, const StagePlan& plan, const std::
     c.shared_weights.push_back({t.stages, {std::llround(p * bpp.weights), std::llround(p * bpp.grads), std::llround(p * bpp.optimizer)}});
   }
   // Without a pipeline FSDP2 gathers the model unit by unit (MemoryModel::fsdp_units).
-  if (plan.stages.size() == 1)
-    for (const WrappedUnit& u : plan.stages.front().fsdp_units)
-      c.fsdp_units.push_back({std::llround(static_cast<double>(u.params) * bpp.weights), u.kept_gathered});
+  // Its layers' compute, in forward order, times how long FSDP2's collectives add to a forward
+  // and a backward (sim/fsdp2_timing.hpp).
+  if (plan.stages.size() == 1) {
+    const std::vector<WrappedUnit>& units = plan.stages.front().fsdp_units;
+    for (const WrappedUnit& u : units) {
+      const double p = static_cast<double>(u.params);
+      c.fsdp_units.push_back({std::llround(p * bpp.weights), u.kept_gathered, std::llround(p * bpp.grads)});
+    }
+    std::vector<std::pair<int32_t, int32_t>> layer_unit;  // (layer index, unit)
+    for (size_t k = 0; k < units.size(); ++k)
+      for (int32_t i : units[k].layers) layer_unit.emplace_back(i, static_cast<int32_t>(k));
+    std::sort(layer_unit.begin(), layer_unit.end());
+    for (auto [i, unit] : layer_unit) {
+      const Layer& l = layers[static_cast<size_t>(i)];
+      c.fsdp_layers.push_back({unit, compute_ms(net.device, l.fwd_flops, RateKind::Fwd),
+                               compute_ms(net.device, l.bwd_input_flops, RateKind::BwdInput),
+                               compute_ms(net.device, l.bwd_weight_flops, RateKind::BwdWeight)});
+    }
+  }
   c.tower_graph_bytes = tower_kept;
   c.tower_copy_bytes = c.tower_param_bytes;
   apply_cost_extras(net, c);

@@ -442,6 +442,86 @@ sim = jrun("simulate", "--generate", "1f1b", "--pp", "1", "--micro", "4", "--fsd
 check(sim and sim["memory"]["per_rank"][0]["at_peak"]["gathered_params_bytes"] == 390000000,
       "simulate --pp 1 --fsdp gathers FSDP2's peak at the rank's peak")
 check(sim and sim["data_parallel"]["gather_rule"] == "FSDP2 per-block gather (2 blocks of 5)", "simulate --json names the rule")
+
+# ---- FSDP without a pipeline: the time of its per-unit collectives ----
+# Hand derivation, event by event (docs/model.md "FSDP without a pipeline"). Listed layers cost
+# fwd_flops / (989e12 x 0.5) s forward and twice that backward (bwd_flops defaults to 2 x fwd).
+# Over 4 replicas on the intra-node link (450 GB/s, 5 us) a unit of P parameters all-gathers
+# 3/4 x 2P B (bf16) and reduce-scatters 3/4 x 4P B (fp32 gradients), each in ring time
+# 3/4 x B / bw + 3 x latency. One communicator: one collective at a time, in issue order.
+# Each layer is priced to the microsecond (layers.0: 0.6067 -> 0.607 ms); the stage's forward is
+# their sum, 6.576 ms, as `ppsched model` prints it.
+flops = {"emb": 1.0e9, "l0": 3.0e11, "l1": 1.5e12, "l2": 4.5e11, "norm": 1.0e9, "head": 1.0e12}
+fw = {k: round(v / (989e12 * 0.5) * 1e3, 3) for k, v in flops.items()}
+check(abs(sum(fw.values()) - 6.576) < 1e-9, "the stage's forward is 6.576 ms")
+bw_ = {k: 2 * v for k, v in fw.items()}
+def ag(p): return 0.75 * 2 * p / 450e9 * 1e3 + 3 * 0.005
+def rs(p): return 0.75 * 4 * p / 450e9 * 1e3 + 3 * 0.005
+# Forward: the embedding's all-gather first; each unit's start lets the next one's run.
+e_start = ag(100e6)                                  # compute waits for the embedding
+lane = e_start + ag(40e6)                            # layers.0 gathered while the embedding runs
+l0_start = max(e_start + fw["emb"], lane)
+lane = max(lane, l0_start) + ag(200e6)               # layers.1 while layers.0 runs
+l1_start = max(l0_start + fw["l0"], lane)
+lane = max(lane, l1_start) + ag(60e6)                # layers.2 while layers.1 runs
+l2_start = max(l1_start + fw["l1"], lane)
+lane = max(lane, l2_start) + ag(151e6)               # norm + head while layers.2 runs
+tail_start = max(l2_start + fw["l2"], lane)
+f_span = tail_start + fw["norm"] + fw["head"]
+f_exposed = f_span - sum(fw.values())
+# Backward, in reverse: norm + head is still gathered (kept since its forward); each unit's
+# start lets the previous one's all-gather run; each unit's end issues its reduce-scatter.
+ready_l2 = lane = ag(60e6)                           # layers.2 while the head runs
+tail_end = bw_["head"] + bw_["norm"]
+lane = max(lane, tail_end) + rs(151e6)               # norm + head reduce-scattered
+l2_start = max(tail_end, ready_l2)
+ready_l1 = lane = max(lane, l2_start) + ag(200e6)    # layers.1, queued behind that
+l2_end = l2_start + bw_["l2"]
+lane = max(lane, l2_end) + rs(60e6)
+l1_start = max(l2_end, ready_l1)
+ready_l0 = lane = max(lane, l1_start) + ag(40e6)
+l1_end = l1_start + bw_["l1"]
+lane = max(lane, l1_end) + rs(200e6)
+l0_start = max(l1_end, ready_l0)
+ready_e = lane = max(lane, l0_start) + ag(100e6)     # the embedding, behind rs(layers.1)
+l0_end = l0_start + bw_["l0"]
+lane = max(lane, l0_end) + rs(40e6)
+e_start = max(l0_end, ready_e)
+e_end = e_start + bw_["emb"]
+b_span = max(e_end, max(lane, e_end) + rs(100e6))   # the last reduce-scatter ends the backward
+b_exposed = b_span - sum(bw_.values())
+collectives = (ag(100e6) + ag(40e6) + ag(200e6) + ag(60e6) + ag(151e6)        # forward
+               + ag(60e6) + ag(200e6) + ag(40e6) + ag(100e6)                  # backward gathers
+               + rs(151e6) + rs(60e6) + rs(200e6) + rs(40e6) + rs(100e6))     # reduce-scatters
+dpj = (sim or {}).get("data_parallel", {})
+check(sim and dpj.get("collective_timing") == "fsdp2_per_unit", "a one-stage --fsdp schedule from a model times FSDP2's units: %s" % dpj)
+check(sim and abs(dpj["collective_ms"] - 4 * collectives) < 1e-6,
+      "4 micro-batches x every unit's collectives: %.6f ms, hand %.6f" % (dpj.get("collective_ms", -1), 4 * collectives))
+check(sim and abs(dpj["exposed_ms"] - 4 * (f_exposed + b_exposed)) < 1e-6,
+      "not hidden: 4 x (forward %.6f + backward %.6f) ms, got %.6f" % (f_exposed, b_exposed, dpj.get("exposed_ms", -1)))
+check(sim and abs(sim["makespan_ms"] - 4 * (f_span + b_span)) < 1e-6,
+      "makespan = 4 x (forward span + backward span) = %.6f ms, got %.6f" % (4 * (f_span + b_span), sim and sim["makespan_ms"]))
+p = run("simulate", "--generate", "1f1b", "--pp", "1", "--micro", "4", "--fsdp-steps", "--model", units, "--dp", "4", "--fsdp")
+check("FSDP2 collectives: every forward all-gathers the 5 units one by one, every backward gathers the 4 not kept" in p.stdout,
+      "simulate says how FSDP2 was timed: " + p.stdout[:800])
+# A cost file's bytes.params drops the units: one all-gather and one reduce-scatter of the
+# whole stage's 551 M x 2 B per step, each 3/4 x 1.102e9 / 450e9 s + 15 us.
+with tempfile.TemporaryDirectory() as tmp:
+    params_file = os.path.join(tmp, "params.json")
+    with open(params_file, "w") as f:
+        json.dump({"format": "ppsched-costs", "version": 1, "bytes": {"params": 1102000000}}, f)
+    whole = jrun("simulate", "--generate", "1f1b", "--pp", "1", "--micro", "4", "--fsdp-steps", "--model", units, "--costs",
+                 params_file, "--dp", "4", "--fsdp")
+check(whole and whole["data_parallel"]["collective_timing"] == "per_fsdp_step" and
+      abs(whole["makespan_ms"] - (4 * (sum(fw.values()) + sum(bw_.values())) + 2 * ag(551e6))) < 1e-6,
+      "bytes.params: the whole stage once per step, 82.615 ms: %s" % (whole and whole["makespan_ms"]))
+# Without FSDP_* steps in the schedule nothing is gathered, and nothing is timed.
+# (The checks also say that the forward then computes on sharded parameters: exit 1.)
+plain = json.loads(run("simulate", "--generate", "1f1b", "--pp", "1", "--micro", "4", "--model", units, "--dp", "4", "--fsdp",
+                       "--json", expect=1).stdout or "null")
+check(plain and plain["data_parallel"]["collective_ms"] == 0 and abs(plain["makespan_ms"] - 4 * (sum(fw.values()) + sum(bw_.values()))) < 1e-6,
+      "no FSDP_* steps: no collectives priced")
+
 # With a pipeline the stage is gathered whole, as before: stage 0 = embedding + layers.0-1, 340 M.
 m2 = jrun("model", units, "--pp", "2", "--layout", "2,1", "--dp", "4", "--fsdp")
 check(m2 and (m2.get("fsdp_gather") or {}).get("per_block") is False and

@@ -444,3 +444,40 @@ TEST_CASE("the embedded default holds plans to an H100's usable memory and runs 
   CHECK_FALSE(within_margin(0.94 * 77463.0 * kMiB, *m.capacity_bytes, m.memory_margin));
   CHECK_FALSE(within_margin(1.01 * 77463.0 * kMiB, *m.capacity_bytes, m.memory_margin));  // over it: not tight, over
 }
+
+// sim/fsdp2_timing.hpp on two units small enough to follow by hand. Unit A (3 B gathered, 5 B
+// of gradients) is resharded after its forward; unit B (1 B, 2 B) is kept gathered, as
+// torchtitan's norm + head. A collective of b bytes takes b ms. Layers: A's (forward 1, input 1,
+// weight 1), then B's (2, 2, 2).
+TEST_CASE("FSDP2's per-unit collectives beside the compute, derived by hand", "[fsdp]") {
+  const std::vector<FsdpUnit> units = {{3, false, 5}, {1, true, 2}};
+  const std::vector<FsdpLayerTime> layers = {{0, 1, 1, 1}, {1, 2, 2, 2}};
+  const auto ms = [](int64_t b) { return static_cast<double>(b); };
+  // Forward, 3 ms of compute: gather(A) 0-3; A runs 3-4 while gather(B) runs 3-4; B 4-6.
+  const Fsdp2Pass f = fsdp2_forward(units, layers, 3, ms);
+  CHECK(f.span_ms == 6);
+  CHECK(f.exposed_ms() == 3);
+  CHECK(f.collectives == 2);
+  CHECK(f.collective_ms == 4);
+  // Whole backward, 6 ms (A 2, B 4): B is still gathered and runs 0-4 while gather(A) runs 0-3;
+  // reduce-scatter(B) 4-6; A runs 4-6; reduce-scatter(A) 6-11.
+  const Fsdp2Pass b = fsdp2_backward(units, layers, 6, Fsdp2BackwardPart::Whole, ms, ms);
+  CHECK(b.span_ms == 11);
+  CHECK(b.exposed_ms() == 5);
+  CHECK(b.collectives == 3);
+  CHECK(b.collective_ms == 10);
+  // Its input half, 3 ms (A 1, B 2), gathers only: B 0-2, gather(A) 0-3, A 3-4.
+  const Fsdp2Pass in = fsdp2_backward(units, layers, 3, Fsdp2BackwardPart::Input, ms, ms);
+  CHECK(in.span_ms == 4);
+  CHECK(in.collectives == 1);
+  // Its weight half, 3 ms, reduce-scatters only: B 0-2, reduce-scatter(B) 2-4, A 2-3,
+  // reduce-scatter(A) 4-9.
+  const Fsdp2Pass w = fsdp2_backward(units, layers, 3, Fsdp2BackwardPart::Weight, ms, ms);
+  CHECK(w.span_ms == 9);
+  CHECK(w.exposed_ms() == 6);
+  CHECK(w.collectives == 2);
+  // Free collectives hide nothing and add nothing.
+  const auto none = [](int64_t) { return 0.0; };
+  CHECK(fsdp2_forward(units, layers, 3, none).exposed_ms() == 0);
+  CHECK(fsdp2_backward(units, layers, 6, Fsdp2BackwardPart::Whole, none, none).exposed_ms() == 0);
+}

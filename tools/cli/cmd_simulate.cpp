@@ -155,7 +155,9 @@ nlohmann::json result_json(const Schedule& s, const RunRecord& r, const CostMode
                         {"fsdp", dp.fsdp},
                         {"gather_rule", gather_rule_label(c.memory_model(s.stages), dp)},
                         {"world_ranks", static_cast<int64_t>(s.ranks) * r.dp_degree},
+                        {"collective_timing", fsdp2_per_unit(s, c, dp) ? "fsdp2_per_unit" : "per_fsdp_step"},
                         {"collective_ms", r.dp_collective_ms},
+                        {"exposed_ms", r.dp_exposed_ms},
                         {"max_rank_collective_ms", max_dp_ms(r)}};
   j["ranks"] = nlohmann::json::array();
   for (const auto& x : r.ranks)
@@ -167,6 +169,7 @@ nlohmann::json result_json(const Schedule& s, const RunRecord& r, const CostMode
                           {"peak_memory_time_ms", x.peak_memory_time_ms},
                           {"peak_memory_step", x.peak_memory_step},
                           {"dp_collective_ms", x.dp_collective_ms},
+                          {"dp_exposed_ms", x.dp_exposed_ms},
                           {"dp_ring", x.dp_ring_inter_node ? "inter_node" : "intra_node"}});
   j["memory"] = memory_json(s, r);
   j["memory"]["tight_ranks"] = tight_ranks(r, budget, c.memory_margin);
@@ -212,6 +215,14 @@ std::string result_text(const std::string& what, const Schedule& s, const RunRec
            "\n";
     if (const std::string rule = gather_rule_label(c.memory_model(s.stages), dp); !rule.empty() && fsdp_steps > 0)
       out += "  gathered parameters: " + rule + "\n";
+    if (fsdp2_per_unit(s, c, dp)) {
+      int kept = 0;
+      for (const FsdpUnit& u : c.fsdp_units) kept += u.kept_gathered;
+      out += "  FSDP2 collectives: every forward all-gathers the " + std::to_string(c.fsdp_units.size()) +
+             " units one by one, every backward gathers the " + std::to_string(c.fsdp_units.size() - static_cast<size_t>(kept)) +
+             " not kept and reduce-scatters each, one at a time beside the compute; " + fixed(r.dp_exposed_ms, 3) +
+             " ms of the " + fixed(r.dp_collective_ms, 3) + " ms not hidden by it\n";
+    }
     // (A schedule without FSDP steps gets the checks' note.)
     if (fsdp_steps > 0 && !c.param_bytes.given)
       out += "  note: the cost model gives no bytes.params: the DP collectives move 0 bytes (latency only)\n";

@@ -191,7 +191,10 @@ CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, c
     const auto sets = [&](const char* group, const char* key) {
       return top.contains(group) && top[group].is_object() && top[group].contains(key);
     };
-    if (!sets("bytes", "params") && !sets("memory", "weights_bytes")) merged.fsdp_units = nc.costs.fsdp_units;
+    if (!sets("bytes", "params") && !sets("memory", "weights_bytes")) {
+      merged.fsdp_units = nc.costs.fsdp_units;
+      merged.fsdp_layers = nc.costs.fsdp_layers;
+    }
     nc.costs = std::move(merged);
   }
   apply_cost_assumptions(f, nc.costs);

@@ -222,7 +222,7 @@ static void BM_TuneP16M64(benchmark::State& state) {
   }
   double best_family = 0;
   for (const auto& e : r.leaderboard)
-    if (e.origin == "family" && e.verified && (best_family == 0 || e.makespan_ms < best_family)) best_family = e.makespan_ms;
+    if (e.origin.is_family() && e.verified && (best_family == 0 || e.makespan_ms < best_family)) best_family = e.makespan_ms;
   const double best = r.best >= 0 ? r.leaderboard[static_cast<size_t>(r.best)].makespan_ms : 0;
   state.counters["tune_s"] = r.seconds;
   state.counters["best_ms"] = best;

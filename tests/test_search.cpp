@@ -499,7 +499,7 @@ TEST_CASE("tune: the best is verified, never slower than any family that fits th
   CHECK(best.verified);
   bool saw_family = false, saw_found = false;
   for (const Entry& e : r.leaderboard) {
-    if (e.origin == "family") saw_family = true;
+    if (e.origin.is_family()) saw_family = true;
     else saw_found = true;
     if (e.verified) CHECK(best.makespan_ms <= e.makespan_ms + 1e-9);
     if (!e.verified) CHECK_FALSE(e.verdict.empty());
@@ -618,15 +618,16 @@ TEST_CASE("tune on the default 7B model with a measured overlap of 0.5, P=4 M=16
   REQUIRE(r.best == 0);
   double dualpipev = 0, best_other_family = 0;
   for (const Entry& e : r.leaderboard) {
-    if (e.origin != "family" || !e.verified) continue;
+    if (!e.origin.is_family() || !e.verified) continue;
     if (e.name.rfind("dualpipev", 0) == 0) dualpipev = e.makespan_ms;
     else if (best_other_family == 0 || e.makespan_ms < best_other_family) best_other_family = e.makespan_ms;
   }
   REQUIRE(dualpipev > 0);
   CHECK(dualpipev < best_other_family);  // DualPipeV is the family to beat here
   const Entry& best = r.leaderboard[0];
-  CHECK(best.origin != "family");
-  CHECK(best.origin.find("dualpipev") != std::string::npos);
+  CHECK_FALSE(best.origin.is_family());
+  CHECK(best.origin.seed == Origin::Seed::FamilyOrder);
+  CHECK(best.origin.detail.find("dualpipev") != std::string::npos);
   CHECK(best.verified);
   CHECK(best.makespan_ms < dualpipev - 1e-6);
 }
@@ -644,4 +645,30 @@ TEST_CASE("on the default 7B model, whose two computes on one device take turns,
     CHECK(e.makespan_ms >= r.bound.makespan - 1e-6);
   }
   CHECK(saw_dualpipev);
+}
+
+TEST_CASE("an origin is worded as its seed and improvements nest, several rounds of one search as one") {
+  using Seed = Origin::Seed;
+  CHECK(Origin::of(Seed::Family).text() == "family");
+  CHECK(Origin::of(Seed::Family).is_family());
+  const Origin list = Origin::of(Seed::ListScheduler, "critical-path, eager");
+  CHECK(list.text() == "list: critical-path, eager");
+  CHECK_FALSE(list.is_family());
+  const Origin searched = list.improved(Improvement::Search).improved(Improvement::Search);
+  CHECK(searched.text() == "search from list: critical-path, eager");
+  CHECK(searched.outer() == Origin::Outer::Search);
+  const Origin both = searched.improved(Improvement::DesSearch);
+  CHECK(both.text() == "search and DES search from list: critical-path, eager");
+  CHECK(both.outer() == Origin::Outer::SearchAndDes);
+  CHECK(both.improved(Improvement::Search).text() == both.text());
+  CHECK(both.improved(Improvement::DesSearch).text() == both.text());
+  const Origin des = Origin::of(Seed::FamilyOrder, "dualpipev").improved(Improvement::DesSearch);
+  CHECK(des.text() == "DES search from family dualpipev");
+  CHECK(des.outer() == Origin::Outer::DesSearch);
+  const Origin block = Origin::of(Seed::BuildingBlock, "3").improved(Improvement::GapsFilled);
+  CHECK(block.text() == "gaps filled in building block (peak 3)");
+  CHECK(block.improved(Improvement::Search).text() == "search from gaps filled in building block (peak 3)");
+  CHECK(block.outer() == Origin::Outer::GapsFilled);
+  CHECK(searched != list);
+  CHECK(Origin::of(Seed::FamilyOrder, "1f1b") == Origin::of(Seed::FamilyOrder, "1f1b"));
 }

@@ -607,7 +607,7 @@ std::vector<Found> building_block_seeds(const Problem& p, size_t keep) {
   Evaluation e;
   for (BlockSchedule& s : controllable_memory_schedules(P, M)) {
     if (!evaluate(p, s.order, ws, e)) continue;
-    out.push_back(Found{std::move(s.order), e, "building block (peak " + std::to_string(s.peak) + ")"});
+    out.push_back(Found{std::move(s.order), e, Origin::of(Origin::Seed::BuildingBlock, std::to_string(s.peak))});
   }
   std::stable_sort(out.begin(), out.end(), [](const Found& a, const Found& b) {
     return a.eval.makespan < b.eval.makespan - 1e-9 ||
@@ -675,7 +675,7 @@ Found fill_gaps(const Problem& p, const Found& start) {
     }
     if (!moved) break;
   }
-  if (moved_any) best.origin = "gaps filled in " + start.origin;
+  if (moved_any) best.origin = start.origin.improved(Improvement::GapsFilled);
   return best;
 }
 

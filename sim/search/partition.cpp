@@ -110,7 +110,7 @@ class Searcher {
         sc.value = r.leaderboard[static_cast<size_t>(r.best)].makespan_ms;
         sc.critical_ms = critical_per_stage(r, static_cast<int>(counts.size()));
         for (const Entry& e : r.leaderboard)
-          if (e.verified && e.origin == "family") {
+          if (e.verified && e.origin.is_family()) {
             const std::string f = family_of(e.name);
             if (std::find(sc.families.begin(), sc.families.end(), f) == sc.families.end()) sc.families.push_back(f);
           }

@@ -22,6 +22,61 @@
 
 namespace ppsched::search {
 
+namespace {
+
+// Origin's wording and outermost improvement, its steps folded in order.
+struct OriginWords {
+  std::string text, inner;  // inner: the text under an outer "search from"
+  Origin::Outer outer = Origin::Outer::None;
+};
+
+OriginWords fold(const Origin& o) {
+  OriginWords w;
+  switch (o.seed) {
+    case Origin::Seed::Family: w.text = "family"; break;
+    case Origin::Seed::FamilyOrder: w.text = "family " + o.detail; break;
+    case Origin::Seed::ListScheduler: w.text = "list: " + o.detail; break;
+    case Origin::Seed::BuildingBlock: w.text = "building block (peak " + o.detail + ")"; break;
+  }
+  using Outer = Origin::Outer;
+  for (Improvement i : o.steps) {
+    switch (i) {
+      case Improvement::Search:
+        if (w.outer == Outer::Search || w.outer == Outer::SearchAndDes) break;
+        w.inner = w.text;
+        w.text = "search from " + w.text;
+        w.outer = Outer::Search;
+        break;
+      case Improvement::DesSearch:
+        if (w.outer == Outer::Search) {
+          w.text = "search and DES search from " + w.inner;
+          w.outer = Outer::SearchAndDes;
+        } else if (w.outer != Outer::DesSearch && w.outer != Outer::SearchAndDes) {
+          w.text = "DES search from " + w.text;
+          w.outer = Outer::DesSearch;
+        }
+        break;
+      case Improvement::GapsFilled:
+        w.text = "gaps filled in " + w.text;
+        w.outer = Outer::GapsFilled;
+        break;
+    }
+  }
+  return w;
+}
+
+}  // namespace
+
+Origin Origin::improved(Improvement i) const {
+  Origin o = *this;
+  o.steps.push_back(i);
+  return o;
+}
+
+Origin::Outer Origin::outer() const { return fold(*this).outer; }
+
+std::string Origin::text() const { return fold(*this).text; }
+
 Score score_of(const Evaluation& e, Objective obj, bool steer) {
   double sum = 0;
   if (steer)
@@ -249,9 +304,8 @@ Found improve(const Problem& p, const Found& start, Objective obj, long iteratio
     if (cs < h) h = cs;
   }
   if (evaluations) *evaluations += evals;
-  // One "search from" however many rounds started from an earlier search's result.
-  if (best.origin.rfind("search", 0) != 0 && bs < score_of(start.eval, obj, steer))
-    best.origin = start.origin.rfind("search from ", 0) == 0 ? start.origin : "search from " + start.origin;
+  // (Several rounds read as one "search from": Origin's wording merges them.)
+  if (bs < score_of(start.eval, obj, steer)) best.origin = start.origin.improved(Improvement::Search);
   return best;
 }
 
@@ -281,7 +335,7 @@ SearchOutcome search(const Problem& p, const std::vector<Found>& seeds, const Se
     if (!order) return;
     Evaluation e = evaluate(p, *order);
     if (!e.ok) return;
-    listed[k] = Found{std::move(*order), std::move(e), "list: " + space[k].describe(),
+    listed[k] = Found{std::move(*order), std::move(e), Origin::of(Origin::Seed::ListScheduler, space[k].describe()),
                       std::chrono::duration<double>(Clock::now() - t0).count()};
   });
   std::vector<Found> pool;
@@ -502,13 +556,6 @@ double checked_makespan(const Problem& p, const Order& order, const CostModel& c
   return r.completed && r.check.ok() ? r.makespan_ms : -1.0;
 }
 
-std::string des_origin(const std::string& origin) {
-  return origin.rfind("search from ", 0) == 0 ? "search and DES search from " + origin.substr(12)
-         : origin.rfind("DES search from ", 0) == 0 || origin.rfind("search and DES search from ", 0) == 0
-             ? origin
-             : "DES search from " + origin;
-}
-
 }  // namespace
 
 Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostModel& costs, const SimOptions& sim,
@@ -628,7 +675,7 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
   c.moves += drawn - static_cast<long>(pending.size());
   best.order = cur;
   best.eval = evaluate(p, cur);
-  if (moved) best.origin = des_origin(best.origin);
+  if (moved) best.origin = best.origin.improved(Improvement::DesSearch);
   return best;
 }
 
@@ -663,7 +710,7 @@ Found des_refine_by_definition(const Problem& p, const Found& start, const CostM
   Found best = start;
   best.order = cur;
   best.eval = evaluate(p, cur);
-  if (moved) best.origin = des_origin(best.origin);
+  if (moved) best.origin = best.origin.improved(Improvement::DesSearch);
   return best;
 }
 
@@ -673,7 +720,7 @@ std::vector<Found> family_seeds(const Problem& p) {
   for (const auto& fv : family_variants(p.ranks, vpp, p.micros, {})) {
     try {
       auto o = order_of(generate(fv.family, fv.options), p);
-      if (o) out.push_back(Found{std::move(*o), {}, "family " + fv.label});
+      if (o) out.push_back(Found{std::move(*o), {}, Origin::of(Origin::Seed::FamilyOrder, fv.label)});
     } catch (const std::exception&) {
       // does not fit this shape
     }
@@ -762,7 +809,7 @@ TuneResult tune(const TuneRequest& rq) {
   std::vector<std::unique_ptr<Schedule>> found_schedules;
   for (const auto& [s, label] : family_schedules) {
     Entry e = measure(s, model_for(s.stages), sim_for(s.stages));
-    e.origin = "family";
+    e.origin = Origin::of(Origin::Seed::Family);
     judge_memory(e, s);
     entries.push_back(std::move(e));
     entry_schedules.push_back(&s);
@@ -784,7 +831,7 @@ TuneResult tune(const TuneRequest& rq) {
       std::vector<Found> seeds;
       for (const auto& [s, label] : family_schedules) {
         auto o = order_of(s, p);
-        if (o) seeds.push_back(Found{std::move(*o), {}, "family " + label});
+        if (o) seeds.push_back(Found{std::move(*o), {}, Origin::of(Origin::Seed::FamilyOrder, label)});
       }
       SearchSettings st = rq.settings;
       st.seconds = deadline_share * 2 / 3;  // the last third for the DES hill climb
@@ -844,7 +891,7 @@ TuneResult tune(const TuneRequest& rq) {
     const Entry &x = entries[a], &y = entries[b];
     if (x.verified != y.verified) return x.verified;
     if (std::abs(x.makespan_ms - y.makespan_ms) > 1e-9 * std::max(1.0, x.makespan_ms)) return x.makespan_ms < y.makespan_ms;
-    return (x.origin == "family") > (y.origin == "family");
+    return x.origin.is_family() > y.origin.is_family();
   });
   // Keep one row per distinct name (the best of each), families and found alike.
   std::vector<std::string> seen;

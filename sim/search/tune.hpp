@@ -58,10 +58,47 @@ struct SearchSettings {
   std::function<void(double best, double elapsed)> progress;
 };
 
+// What improved an order after its seed.
+enum class Improvement : uint8_t {
+  Search,     // the local search on orders (search())
+  GapsFilled, // building blocks' gap filling (fill_gaps())
+  DesSearch,  // the hill climb timed by the DES (des_refine())
+};
+
+// How an order or a leaderboard entry was made: its seed and what improved it since. Callers
+// decide by the fields; text() is how reports word it.
+struct Origin {
+  enum class Seed : uint8_t {
+    Family,        // a family's schedule as generated (a leaderboard entry of its own)
+    FamilyOrder,   // a family's order, a search seed (detail: the family's label)
+    ListScheduler, // the list scheduler (detail: its parameters)
+    BuildingBlock, // the controllable-memory paper's building blocks (detail: the block's peak)
+  };
+  // The outermost improvement as the wording nests them: several rounds of one search read as
+  // one "search from", a DES climb after a search as "search and DES search from".
+  enum class Outer : uint8_t { None, Search, DesSearch, SearchAndDes, GapsFilled };
+
+  Seed seed = Seed::Family;
+  std::string detail;
+  std::vector<Improvement> steps;  // in the order they were made
+
+  static Origin of(Seed s, std::string detail = {}) { return Origin{s, std::move(detail), {}}; }
+  // A family's schedule as generated: no seed of a search, nothing improved.
+  bool is_family() const { return seed == Seed::Family && steps.empty(); }
+  // This origin with `i` applied after its steps.
+  Origin improved(Improvement i) const;
+  Outer outer() const;
+  // "family", "family 1f1b", "list: <params>", "building block (peak 3)", "search from ...",
+  // "DES search from ...", "search and DES search from ...", "gaps filled in ...".
+  std::string text() const;
+  bool operator==(const Origin& o) const { return seed == o.seed && detail == o.detail && steps == o.steps; }
+  bool operator!=(const Origin& o) const { return !(*this == o); }
+};
+
 struct Found {
   Order order;
   Evaluation eval;
-  std::string origin;  // "list: <params>", "search from <seed origin>", "family <name>"
+  Origin origin;
   double found_at = 0; // seconds into search() when this order was reached
 };
 
@@ -139,7 +176,7 @@ struct TuneRequest {
 
 struct Entry {
   std::string name;     // "found" / family name with options
-  std::string origin;   // how it was made
+  Origin origin;        // how it was made
   bool verified = false;
   std::string verdict;  // "ok", or the first violation / why it was left out
   double makespan_ms = 0;

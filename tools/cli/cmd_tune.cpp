@@ -68,15 +68,20 @@ std::string clip_words(const std::string& text, size_t max) {
 }
 
 // Where a leaderboard entry comes from, in a word or two: a family as generated, or an order the
-// search found and from what (the "best:" line and --json give the whole origin).
-std::string origin_kind(const std::string& origin) {
-  if (origin == "family") return "family";
-  for (const auto& [prefix, kind] : {std::pair<const char*, const char*>{"search and DES search from ", "search + DES"},
-                                     {"DES search from ", "DES search"},
-                                     {"search from ", "search"}})
-    if (origin.rfind(prefix, 0) == 0) return kind;
-  const size_t cut = std::min(origin.find(':'), origin.find(" ("));
-  return cut == std::string::npos ? clip_words(origin, 24) : origin.substr(0, cut);
+// search found and from what (the "best:" line and --json give the whole origin): its outermost
+// improvement, else its wording up to its details (a list scheduler's parameters, a block's peak).
+std::string origin_kind(const search::Origin& origin) {
+  using Outer = search::Origin::Outer;
+  switch (origin.outer()) {
+    case Outer::Search: return "search";
+    case Outer::DesSearch: return "DES search";
+    case Outer::SearchAndDes: return "search + DES";
+    case Outer::None:
+    case Outer::GapsFilled: break;
+  }
+  const std::string text = origin.text();
+  const size_t cut = std::min(text.find(':'), text.find(" ("));
+  return cut == std::string::npos ? clip_words(text, 24) : text.substr(0, cut);
 }
 
 // Rows of cells as columns as wide as their widest cell (numbers right-aligned), whatever
@@ -129,7 +134,7 @@ int print_pareto(const search::TuneRequest& rq, const CostModel& shown, const st
                              {"makespan_ms", p.entry.makespan_ms},
                              {"span_ms", p.entry.span_ms},
                              {"name", p.entry.name},
-                             {"origin", p.entry.origin},
+                             {"origin", p.entry.origin.text()},
                              {"peak_memory_bytes", p.entry.peak_bytes},
                              {"rule_peak_bytes", p.entry.rule_peak},
                              {"vpp", p.entry.vpp},
@@ -152,7 +157,7 @@ int print_pareto(const search::TuneRequest& rq, const CostModel& shown, const st
   std::cout << "  memory        activations  makespan ms    span ms  schedule\n";
   for (const auto& p : r.frontier) {
     std::string line = format_text("  %-12s %12.2f %12.3f %10.3f  %s (%s)\n", human_bytes(static_cast<int64_t>(p.memory)).c_str(),
-                  activations(p), p.entry.makespan_ms, p.entry.span_ms, p.entry.name.c_str(), p.entry.origin.c_str());
+                  activations(p), p.entry.makespan_ms, p.entry.span_ms, p.entry.name.c_str(), p.entry.origin.text().c_str());
     std::cout << line;
   }
   std::cout << "frontier: " << r.frontier.size() << " points from " << r.searches << " searches, " << r.evaluations
@@ -386,7 +391,7 @@ Action add_tune(CLI::App& app) {
     if (!st->svg.empty()) write_output(st->svg, svg_timeline(r.best_schedule, r.best_sim));
     const search::Entry* best_family = nullptr;
     for (const auto& e : r.leaderboard)
-      if (e.origin == "family" && e.verified) {
+      if (e.origin.is_family() && e.verified) {
         best_family = &e;
         break;
       }
@@ -425,7 +430,7 @@ Action add_tune(CLI::App& app) {
       j["leaderboard"] = nlohmann::json::array();
       for (const auto& e : r.leaderboard)
         j["leaderboard"].push_back({{"name", e.name},
-                                    {"origin", e.origin},
+                                    {"origin", e.origin.text()},
                                     {"verified", e.verified},
                                     {"verdict", e.verdict},
                                     {"makespan_ms", e.makespan_ms},
@@ -466,7 +471,7 @@ Action add_tune(CLI::App& app) {
     std::vector<bool> right = {true, false, false, true, true, true, true};
     std::cout << aligned(rows, right);
     std::cout << "  " << kBubbleLegend << "\n";
-    std::cout << "best: " << best.name << " (" << best.origin << "), makespan " << fixed(best.makespan_ms, 3) << " ms";
+    std::cout << "best: " << best.name << " (" << best.origin.text() << "), makespan " << fixed(best.makespan_ms, 3) << " ms";
     if (best_family)
       std::cout << "; best family " << best_family->name << " " << fixed(best_family->makespan_ms, 3) << " ms (gain "
                 << fixed(100 * (best_family->makespan_ms / best.makespan_ms - 1), 2) << "%)";

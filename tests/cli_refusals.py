@@ -98,6 +98,16 @@ lines = [l for l in p.stdout.splitlines() if l.startswith("  ")]
 check([l.split()[0] for l in lines] == commands, "bare ppsched prints one line per command: %r" % p.stdout)
 check(all(len(l) <= 100 for l in lines), "each command on one short line: %r" % p.stdout)
 
+# ---- output folders are made as named (no shell between: a quote in the name is a name) ----
+quoted = os.path.join(tmp, "it's here", "min")
+p = run("fuzz", "--testing-planted-bug", "--cases", "300", "--out", quoted, expect=1)
+check(os.path.isfile(os.path.join(quoted, "minimal.json")) and os.path.isfile(os.path.join(quoted, "reproduce.sh")),
+      "fuzz --out makes a folder whose name has a quote: %r" % p.stderr[-300:])
+blocker = os.path.join(tmp, "a file")
+open(blocker, "w").close()
+p = run("fuzz", "--testing-planted-bug", "--cases", "300", "--out", os.path.join(blocker, "sub"), expect=2)
+check("cannot create the output folder" in p.stderr, "fuzz --out under a file is refused: %r" % p.stderr[-300:])
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)

@@ -167,8 +167,8 @@ Action add_fuzz(CLI::App& app) {
         std::vector<std::string> applied;
         Schedule s = fuzz::build(small, &applied);
         std::string dir = st->out;
-        std::string mk = "mkdir -p '" + dir + "'";
-        if (std::system(mk.c_str()) != 0) throw InputError(in_file(dir), "cannot create the output folder");
+        if (const std::string why = make_folder(dir); !why.empty())
+          throw InputError(in_file(dir), "cannot create the output folder: " + why);
         write_output(dir + "/minimal.json", write_schedule_json(s));
         std::string repro = "ppsched fuzz --property " + std::string(fuzz::to_string(props[k])) + " --case '" + fuzz::encode(small) + "'" +
                             (st->planted ? " --testing-planted-bug" : "") +

@@ -123,6 +123,13 @@ void write_output(const std::string& path, const std::string& text) {
   if (!ok) throw InputError(in_file(path), std::string("write failed: ") + std::strerror(errno));
 }
 
+std::string make_folder(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (std::filesystem::is_directory(dir)) return "";
+  return ec ? ec.message() : "a file of that name exists";
+}
+
 void refuse_overwriting_input(const std::string& output, const std::vector<std::string>& inputs,
                               const std::string& flag) {
   if (output.empty() || output == "-") return;

@@ -1,7 +1,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <set>
 
@@ -341,12 +340,8 @@ Action add_simulate(CLI::App& app) {
         try_write(st->trace, chrome_trace_json(s, r));
       }
       if (!st->trace_dir.empty()) {
-        // The folder (and its parents) is made when missing, like `mkdir -p`.
-        std::error_code ec;
-        std::filesystem::create_directories(st->trace_dir, ec);
-        if (ec || !std::filesystem::is_directory(st->trace_dir))
-          write_errors.push_back("--trace-per-rank: cannot create the folder '" + clip(st->trace_dir) + "'" +
-                                 (ec ? ": " + ec.message() : ": a file of that name exists"));
+        if (const std::string why = make_folder(st->trace_dir); !why.empty())
+          write_errors.push_back("--trace-per-rank: cannot create the folder '" + clip(st->trace_dir) + "': " + why);
         else
           for (int rank = 0; rank < s.ranks; ++rank) {
             TraceOptions to;

@@ -224,6 +224,10 @@ std::string misplaced_file_kind(const std::string& path);
 // the file cannot be written.
 void write_output(const std::string& path, const std::string& text);
 
+// Makes folder `dir` and its parents when missing, like `mkdir -p`; "" when it is a folder now,
+// else why not ("a file of that name exists", the system's reason).
+std::string make_folder(const std::string& dir);
+
 // Refuses (InputError) an output path that names one of the inputs: writing it would destroy
 // the input (`simulate X.json --trace X.json`). "" and "-" (stdout) are never inputs.
 void refuse_overwriting_input(const std::string& output, const std::vector<std::string>& inputs,

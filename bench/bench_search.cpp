@@ -383,7 +383,7 @@ PartitionRequest partition_request(const Network& net, int pp, int micro, const 
   pr.tune.settings.threads = 1;
   pr.tune.settings.seconds = 0;
   describe_network(pr, net);
-  pr.costs = [net](const std::vector<int>& c) { return network_costs(net, static_cast<int>(c.size()), counts_string(c)).costs; };
+  pr.costs = [net](const std::vector<int>& c) { return network_costs(net, c, "layout").costs; };
   return pr;
 }
 
@@ -394,7 +394,7 @@ double family_ms(const Network& net, const std::string& family, int pp, int vpp,
   o.vpp = vpp;
   o.micro = micro;
   const Schedule s = generate(family, o);
-  const CostModel c = network_costs(net, s.stages, counts_string(counts)).costs;
+  const CostModel c = network_costs(net, counts, "layout").costs;
   SimOptions so;
   so.check.memory = c.memory_model(s.stages);
   const RunRecord r = simulate(s, c, so);

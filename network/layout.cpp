@@ -169,8 +169,9 @@ bool is_megatron(const std::string& text) {
   return first != std::string::npos && !std::isdigit(static_cast<unsigned char>(text[first])) && text[first] != '-';
 }
 
-Layout parse_counts(const std::string& text, const std::vector<Layer>& layers, int stages, const std::string& where) {
-  const std::vector<int64_t> counts = read_counts(text, where);
+}  // namespace
+
+Layout counts_layout(const std::vector<int64_t>& counts, const std::vector<Layer>& layers, int stages, const std::string& where) {
   const Kinds k = kinds_of(layers);
   if (counts.size() != static_cast<size_t>(stages))
     refuse(where, "the layout has " + plural(static_cast<int64_t>(counts.size()), "stage", "stages") + " but the schedule has " +
@@ -184,7 +185,7 @@ Layout parse_counts(const std::string& text, const std::vector<Layer>& layers, i
                       (sum < body ? std::to_string(body - sum) + " would be lost" : std::to_string(sum - body) + " would be built twice") +
                       "; the embedding goes on the first stage and the norm, head and loss on the last)");
   Layout out;
-  out.how = "--layout " + clip(text, 80);
+  out.how = "layer counts " + counts_text(counts);
   size_t next = 0;
   for (int s = 0; s < stages; ++s) {
     std::vector<int32_t> stage;
@@ -193,6 +194,14 @@ Layout parse_counts(const std::string& text, const std::vector<Layer>& layers, i
     if (s == stages - 1) stage.insert(stage.end(), k.last.begin(), k.last.end());
     out.stages.push_back(std::move(stage));
   }
+  return out;
+}
+
+namespace {
+
+Layout parse_counts(const std::string& text, const std::vector<Layer>& layers, int stages, const std::string& where) {
+  Layout out = counts_layout(read_counts(text, where), layers, stages, where);
+  out.how = "--layout " + clip(text, 80);
   return out;
 }
 
@@ -270,11 +279,13 @@ std::vector<int64_t> body_counts(const Layout& layout, const std::vector<Layer>&
   return out;
 }
 
-std::string counts_text(const Layout& layout, const std::vector<Layer>& layers) {
+std::string counts_text(const std::vector<int64_t>& counts) {
   std::string out;
-  for (int64_t n : body_counts(layout, layers)) out += (out.empty() ? "" : ",") + std::to_string(n);
+  for (int64_t n : counts) out += (out.empty() ? "" : ",") + std::to_string(n);
   return out;
 }
+
+std::string counts_text(const Layout& layout, const std::vector<Layer>& layers) { return counts_text(body_counts(layout, layers)); }
 
 std::string megatron_text(const Layout& layout, const std::vector<Layer>& layers) {
   // Megatron requires E and L: a model without an embedding (or a head) gets them on the first

@@ -32,6 +32,10 @@ struct Layout {
 // `where`: how a message names the source ("--layout", "model.json (layout)").
 Layout parse_layout(const std::string& text, const std::vector<Layer>& layers, int stages, const std::string& where);
 Layout even_layout(const std::vector<Layer>& layers, int stages);
+// Body-layer counts per stage, in stage order (what "8,9,8,7" says): the embedding on the first
+// stage, the norm, head and loss on the last. Refused (InputError, `where`) when the counts do
+// not give each of the `stages` stages its count or do not add up to the body layers.
+Layout counts_layout(const std::vector<int64_t>& counts, const std::vector<Layer>& layers, int stages, const std::string& where);
 // The body layers a layout text places (counts: their sum; Megatron's: its t and m), for a
 // model whose size the layout gives (ppsched-exec --layout without --layers). Refuses text
 // that parse_layout would refuse for its spelling, and a sum above `limit`.
@@ -45,6 +49,7 @@ Layout named_layout(const std::vector<std::vector<std::string>>& stage_layers, c
 // ("Et*8|t*9|t*8|t*7L"), each accepted back by parse_layout.
 std::vector<int64_t> body_counts(const Layout& layout, const std::vector<Layer>& layers);
 std::string counts_text(const Layout& layout, const std::vector<Layer>& layers);
+std::string counts_text(const std::vector<int64_t>& counts);
 std::string megatron_text(const Layout& layout, const std::vector<Layer>& layers);
 
 // The longest string a Megatron layout may unroll to (README "Limits").

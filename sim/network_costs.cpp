@@ -192,26 +192,52 @@ bool apply_rank_time(CostModel& c, const Device& d, const Schedule& s) {
   return true;
 }
 
-NetworkCosts network_costs(const Network& net, int stages, const std::string& layout_text, const std::string& layout_where) {
-  NetworkCosts out;
-  out.network = net;
-  // Per-stage per-micro tables: stages x sequence-length variants, bounded like the schedules.
+namespace {
+
+// Per-stage per-micro tables: stages x sequence-length variants, bounded like the schedules.
+void check_micro_tables(const Network& net, int stages) {
   if (net.training.seq_lens.size() > 1 &&
       static_cast<int64_t>(stages) * static_cast<int64_t>(net.training.seq_lens.size()) > (int64_t{1} << 22))
     throw InputError(in_file(net.source), "per-micro sequence lengths over " + std::to_string(stages) +
                                               " stages make more than 2^22 per-stage values (README \"Limits\")");
-  out.layers = net.layers();
-  if (static_cast<int64_t>(stages) > static_cast<int64_t>(out.layers.size()) * 4 + 64 && layout_text.empty() &&
-      net.default_layout.empty())
-    throw InputError(in_file(net.source), std::to_string(stages) + " stages for a model of " +
-                                              std::to_string(out.layers.size()) + " layers: give --layout");
-  if (!layout_text.empty()) out.layout = parse_layout(layout_text, out.layers, stages, layout_where);
-  else if (!net.default_layout.empty())
-    out.layout = parse_layout(net.default_layout, out.layers, stages, net.source + " (layout)");
-  else out.layout = even_layout(out.layers, stages);
+}
+
+NetworkCosts laid_out(const Network& net, std::vector<Layer> layers, Layout layout) {
+  NetworkCosts out;
+  out.network = net;
+  out.layers = std::move(layers);
+  out.layout = std::move(layout);
   out.plan = plan_stages(net, out.layout);
   out.costs = costs_from_plan(net, out.plan, out.layers, net.source.empty() ? net.name : net.source);
   return out;
+}
+
+}  // namespace
+
+NetworkCosts network_costs(const Network& net, int stages, const std::string& layout_text, const std::string& layout_where) {
+  check_micro_tables(net, stages);
+  std::vector<Layer> layers = net.layers();
+  if (static_cast<int64_t>(stages) > static_cast<int64_t>(layers.size()) * 4 + 64 && layout_text.empty() &&
+      net.default_layout.empty())
+    throw InputError(in_file(net.source), std::to_string(stages) + " stages for a model of " +
+                                              std::to_string(layers.size()) + " layers: give --layout");
+  Layout layout = !layout_text.empty()               ? parse_layout(layout_text, layers, stages, layout_where)
+                  : !net.default_layout.empty() ? parse_layout(net.default_layout, layers, stages, net.source + " (layout)")
+                                                : even_layout(layers, stages);
+  return laid_out(net, std::move(layers), std::move(layout));
+}
+
+NetworkCosts network_costs(const Network& net, Layout layout) {
+  check_micro_tables(net, static_cast<int>(layout.stages.size()));
+  return laid_out(net, net.layers(), std::move(layout));
+}
+
+NetworkCosts network_costs(const Network& net, const std::vector<int>& body_counts, const std::string& where) {
+  const int stages = static_cast<int>(body_counts.size());
+  check_micro_tables(net, stages);
+  std::vector<Layer> layers = net.layers();
+  Layout layout = counts_layout(std::vector<int64_t>(body_counts.begin(), body_counts.end()), layers, stages, where);
+  return laid_out(net, std::move(layers), std::move(layout));
 }
 
 // ---- the embedded default ---------------------------------------------------------------------

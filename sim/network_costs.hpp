@@ -28,6 +28,10 @@ struct NetworkCosts {
 // figures that leave the limits.
 NetworkCosts network_costs(const Network& net, int stages, const std::string& layout_text = "",
                            const std::string& layout_where = "--layout");
+// The same for a layout already made (of `net`'s layers), or given as body-layer counts per
+// stage (tune --partition search's candidates; refused like --layout's counts, `where`).
+NetworkCosts network_costs(const Network& net, Layout layout);
+NetworkCosts network_costs(const Network& net, const std::vector<int>& body_counts, const std::string& where);
 
 // The cost model of a stage plan: compute times, boundary messages, kept activations, what each
 // stage holds; the model file's link, collectives, protocol and overlap (cost-file keys) or the

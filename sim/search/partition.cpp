@@ -388,7 +388,7 @@ PartitionResult search_partition(const PartitionRequest& rq) {
     };
     TuneResult r = tune(q);
     for (Entry& e : r.leaderboard)
-      if (const auto it = layouts.find(e.vpp); it != layouts.end()) e.layout = counts_string(it->second);
+      if (const auto it = layouts.find(e.vpp); it != layouts.end()) e.layout.assign(it->second.begin(), it->second.end());
     return r;
   };
   const double share = total > 0 ? std::max(0.0, total - std::chrono::duration<double>(Clock::now() - t0).count()) : 0;

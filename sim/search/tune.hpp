@@ -187,7 +187,7 @@ struct Entry {
   size_t messages = 0;
   int vpp = 1;
   PlacementKind placement = PlacementKind::Loop;
-  std::string layout;   // the layer counts per stage it was priced with (tune --partition), else ""
+  std::vector<int64_t> layout;  // the body-layer counts per stage it was priced with (with a model), else none
 };
 
 struct TuneResult {

@@ -151,24 +151,25 @@ Action add_calibrate(CLI::App& app) {
     const bool per_layer = !st->cost.model.empty();
     std::optional<Network> fitted_net;
     std::vector<KindFit> fits;
-    std::string traced_layout;
+    Layout traced_layout;            // the traced run's (per_layer)
+    std::string traced_layout_text;  // its body-layer counts, for reports
     if (per_layer) {
       DataParallelFlags dp;
       Network net = load_network(st->cost, dp);
       // The traced layout: --trace-layout, else the layers each stage held as the trace says
       // (otherData.layers, ppsched-exec), else the even split.
-      std::string trace_layout = st->trace_layout, trace_layout_from = "--trace-layout";
-      if (trace_layout.empty() && !c.layers.empty()) {
+      std::optional<NetworkCosts> from_trace;
+      if (st->trace_layout.empty() && !c.layers.empty()) {
         std::vector<std::vector<std::string>> names(static_cast<size_t>(c.stages));
         for (const StageLayers& sl : c.layers)
           if (sl.stage >= 0 && sl.stage < c.stages) names[static_cast<size_t>(sl.stage)] = sl.layers;
-        const std::vector<Layer> layers = net.layers();
-        trace_layout = counts_text(named_layout(names, layers, st->trace + " (otherData.layers)"), layers);
-        trace_layout_from = st->trace + " (otherData.layers)";
-        c.notes.push_back("the traced layout " + trace_layout + " is the trace's (otherData.layers)");
+        from_trace = network_costs(net, named_layout(names, net.layers(), st->trace + " (otherData.layers)"));
+        c.notes.push_back("the traced layout " + counts_text(from_trace->layout, from_trace->layers) +
+                          " is the trace's (otherData.layers)");
       }
-      const NetworkCosts traced = network_costs(net, c.stages, trace_layout, trace_layout_from);
-      traced_layout = counts_text(traced.layout, traced.layers);
+      const NetworkCosts traced = from_trace ? std::move(*from_trace) : network_costs(net, c.stages, st->trace_layout, "--trace-layout");
+      traced_layout = traced.layout;
+      traced_layout_text = counts_text(traced.layout, traced.layers);
       fits = fit_kind_rates(c, traced.plan);
       net.device = with_fits(net.device, fits);
       // Each traced rank's time over the fitted rates' (a slower core, a throttled GPU): a
@@ -209,8 +210,8 @@ Action add_calibrate(CLI::App& app) {
       Schedule s = read_schedule_input(st->schedule, {}, {}, &kind);
       // Without --layout a schedule of the traced stage count runs on the traced layout.
       const bool traced_split = st->cost.layout.empty() && s.stages == c.stages;
-      NetworkCosts nc = network_costs(*fitted_net, s.stages, traced_split ? traced_layout : st->cost.layout,
-                                      traced_split ? "the traced layout" : "--layout");
+      NetworkCosts nc = traced_split ? network_costs(*fitted_net, traced_layout)
+                                     : network_costs(*fitted_net, s.stages, st->cost.layout, "--layout");
       if (!apply_rank_time(nc.costs, fitted_net->device, s))
         c.notes.push_back("the predicted schedule has " + std::to_string(s.ranks) + " ranks, the trace " +
                           std::to_string(fitted_net->device.rank_time.size()) + ": its stages are priced at the fitted rates alone, "
@@ -224,7 +225,7 @@ Action add_calibrate(CLI::App& app) {
       // Only the run that was traced has a measurement to compare with.
       const bool same_run = s.ranks == c.ranks && s.stages == c.stages && s.micro_batches == c.micro_batches &&
                             (c.schedule.empty() || s.name == c.schedule) &&
-                            counts_text(nc.layout, nc.layers) == traced_layout;
+                            nc.layout.stages == traced_layout.stages;
       p.error = same_run && c.measured_makespan_ms > 0 ? (r.makespan_ms - c.measured_makespan_ms) / c.measured_makespan_ms : 0;
       p.same_run = same_run;
       p.layout = counts_text(nc.layout, nc.layers);
@@ -302,7 +303,7 @@ Action add_calibrate(CLI::App& app) {
       j["notes"] = c.notes;
       if (wrote) j["output"] = st->out;
       if (per_layer) {
-        j["per_layer"] = {{"model", st->cost.model}, {"traced_layout", traced_layout}, {"kinds", nlohmann::json::array()}};
+        j["per_layer"] = {{"model", st->cost.model}, {"traced_layout", traced_layout_text}, {"kinds", nlohmann::json::array()}};
         for (const KindFit& f : fits)
           j["per_layer"]["kinds"].push_back({{"key", f.key}, {"from", f.from}, {"points", f.points},
                                              {"flops_per_s", f.flops_per_s}, {"overhead_ms", f.overhead_ms},
@@ -331,7 +332,7 @@ Action add_calibrate(CLI::App& app) {
       os << summary_text(c, st->trace, o.statistic);
       if (wrote && st->out != "-") os << "  wrote " << st->out << "\n";
       if (per_layer) {
-        os << "  per layer (" << st->cost.model << ", traced layout " << traced_layout
+        os << "  per layer (" << st->cost.model << ", traced layout " << traced_layout_text
            << "): step ms = rank factor x (overhead + stage FLOPs / rate), least squares over the stages\n";
         for (const KindFit& f : fits) {
           std::string line = format_text("    %-10s from %-10s %3d stages  %10.2f TFLOP/s  overhead %8.4f ms%s  residual rms %.4f ms\n",

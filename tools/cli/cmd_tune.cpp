@@ -347,8 +347,9 @@ Action add_tune(CLI::App& app) {
       pr.tune = rq;
       pr.max_layouts = st->partition_layouts;
       search::describe_network(pr, *net);
-      pr.costs = [st, &net](const std::vector<int>& counts) {
-        return model_cost_model(*net, st->cost, static_cast<int>(counts.size()), search::counts_string(counts));
+      pr.costs = [st, &net, &layers](const std::vector<int>& counts) {
+        const std::vector<int64_t> c(counts.begin(), counts.end());
+        return model_cost_model(*net, st->cost, counts_layout(c, layers, static_cast<int>(c.size()), "tune --partition search"));
       };
       if (!st->quiet)
         pr.progress = [last = -1.0](long n, double best, double elapsed) mutable {
@@ -368,7 +369,7 @@ Action add_tune(CLI::App& app) {
         for (auto& e : r.leaderboard) {
           NetworkCosts nc;
           model_cost_model(*net, st->cost, rq.pp * e.vpp, st->cost.layout, &nc);
-          e.layout = counts_text(nc.layout, nc.layers);
+          e.layout = body_counts(nc.layout, nc.layers);
         }
     }
     if (!st->quiet) std::fprintf(stderr, "\n");
@@ -381,7 +382,7 @@ Action add_tune(CLI::App& app) {
     // The best's layout in both spellings (counts, Megatron's string).
     std::string best_counts, best_megatron;
     if (with_model) {
-      const Layout lay = parse_layout(best.layout, layers, rq.pp * best.vpp, "tune");
+      const Layout lay = counts_layout(best.layout, layers, rq.pp * best.vpp, "tune");
       best_counts = counts_text(lay, layers);
       best_megatron = megatron_text(lay, layers);
     }
@@ -414,7 +415,7 @@ Action add_tune(CLI::App& app) {
       j["stopped_by_time"] = r.stopped_by_time;
       if (with_model) {
         nlohmann::json counts = nlohmann::json::array();
-        for (int64_t n : body_counts(parse_layout(best.layout, layers, rq.pp * best.vpp, "tune"), layers)) counts.push_back(n);
+        for (int64_t n : best.layout) counts.push_back(n);
         j["layout"] = counts;
         j["layout_megatron"] = best_megatron;
       }
@@ -443,7 +444,7 @@ Action add_tune(CLI::App& app) {
                                     {"vpp", e.vpp},
                                     {"placement", placement_name(e.placement)}});
       if (with_model)
-        for (size_t i = 0; i < r.leaderboard.size(); ++i) j["leaderboard"][i]["layout"] = r.leaderboard[i].layout;
+        for (size_t i = 0; i < r.leaderboard.size(); ++i) j["leaderboard"][i]["layout"] = counts_text(r.leaderboard[i].layout);
       std::cout << j.dump(2) << "\n";
       return kOk;
     }
@@ -462,7 +463,7 @@ Action add_tune(CLI::App& app) {
       std::vector<std::string> row = {std::to_string(i + 1), e.name, origin_kind(e.origin), fixed(e.makespan_ms, 3),
                                       fixed(e.span_ms, 3),
                                       fixed(100 * e.bubble, 1) + "%", std::to_string(e.messages)};
-      if (with_model) row.push_back(clip_words(e.layout, 400));
+      if (with_model) row.push_back(clip_words(counts_text(e.layout), 400));
       row.push_back(peaks_text(e));
       // Whole words only; tune --json has every verdict whole.
       row.push_back(e.verified ? (tight(e, budget, shown.memory_margin) ? "ok, memory tight" : "ok") : clip_words(e.verdict, 100));

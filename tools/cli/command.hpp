@@ -175,6 +175,8 @@ CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, int stages,
 // split); --costs still overrides what it sets.
 CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, const std::string& layout,
                            NetworkCosts* out = nullptr);
+// The same for a layout already made (tune --partition search's candidates: no text between).
+CostModel model_cost_model(const Network& net, const CostFlags& f, Layout layout, NetworkCosts* out = nullptr);
 // The cost model of schedule `s`: as above for its stages, or, with replicated stages, for its
 // model stages repeated once per copy (CostModel::per_copies). A model's measured ranks
 // (device.rank_time_factors) price the stages each rank of `s` runs.

@@ -178,8 +178,11 @@ CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, int stages,
   return model_cost_model(load_network(f, dp), f, stages, f.layout, out);
 }
 
-CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, const std::string& layout, NetworkCosts* out) {
-  NetworkCosts nc = network_costs(net, stages, layout, "--layout");
+namespace {
+
+// A network's cost model with --costs overriding what it sets and the pricing assumptions'
+// flags applied.
+CostModel finish_model_costs(NetworkCosts nc, const CostFlags& f, NetworkCosts* out) {
   if (!f.costs.empty()) {
     nlohmann::json base = nlohmann::json::parse(write_cost_model(nc.costs));
     const nlohmann::json top = parse_json_strict(read_input_file(f.costs, kMaxCostFileBytes), f.costs, false);
@@ -201,6 +204,16 @@ CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, c
   CostModel c = nc.costs;
   if (out) *out = std::move(nc);
   return c;
+}
+
+}  // namespace
+
+CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, const std::string& layout, NetworkCosts* out) {
+  return finish_model_costs(network_costs(net, stages, layout, "--layout"), f, out);
+}
+
+CostModel model_cost_model(const Network& net, const CostFlags& f, Layout layout, NetworkCosts* out) {
+  return finish_model_costs(network_costs(net, std::move(layout)), f, out);
 }
 
 CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, const Schedule& s) {

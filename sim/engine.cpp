@@ -553,19 +553,27 @@ class Engine {
   // FSDP2 without a pipeline (fsdp2_units_): what a forward, a backward or a half of a split
   // one runs on the communication lane beside its compute (sim/fsdp2_timing.hpp); for any
   // other step, nothing.
+  // Walked once per (compute kind, priced time): a pass costs O(layers).
   Fsdp2Pass fsdp2_pass(const Leaf& st) const {
     if (!fsdp2_units_ || st.stage != 0) return {};
+    const ComputeKind kind = info(st.op).compute;
+    if (kind != ComputeKind::Forward && kind != ComputeKind::Backward && kind != ComputeKind::BackwardInput &&
+        kind != ComputeKind::BackwardWeight)
+      return {};
+    const double ms = c_.compute_ms(st.op, st.stage, st.micro);
+    const auto key = std::make_pair(static_cast<uint8_t>(kind), ms);
+    if (const auto it = fsdp2_passes_.find(key); it != fsdp2_passes_.end()) return it->second;
     const int r = s_.rank_of(0);
     const auto gather = [&](int64_t b) { return ring_ms(CollectiveKind::AllGather, static_cast<double>(b), r); };
     const auto reduce = [&](int64_t b) { return ring_ms(CollectiveKind::ReduceScatter, static_cast<double>(b), r); };
-    const double ms = c_.compute_ms(st.op, st.stage, st.micro);
-    switch (info(st.op).compute) {
-      case ComputeKind::Forward: return fsdp2_forward(c_.fsdp_units, c_.fsdp_layers, ms, gather);
-      case ComputeKind::Backward: return fsdp2_backward(c_.fsdp_units, c_.fsdp_layers, ms, Fsdp2BackwardPart::Whole, gather, reduce);
-      case ComputeKind::BackwardInput: return fsdp2_backward(c_.fsdp_units, c_.fsdp_layers, ms, Fsdp2BackwardPart::Input, gather, reduce);
-      case ComputeKind::BackwardWeight: return fsdp2_backward(c_.fsdp_units, c_.fsdp_layers, ms, Fsdp2BackwardPart::Weight, gather, reduce);
-      default: return {};
-    }
+    const auto& units = c_.fsdp_units;
+    const auto& layers = c_.fsdp_layers;
+    const Fsdp2Pass pass =
+        kind == ComputeKind::Forward ? fsdp2_forward(units, layers, ms, gather)
+        : kind == ComputeKind::Backward ? fsdp2_backward(units, layers, ms, Fsdp2BackwardPart::Whole, gather, reduce)
+        : kind == ComputeKind::BackwardInput ? fsdp2_backward(units, layers, ms, Fsdp2BackwardPart::Input, gather, reduce)
+                                             : fsdp2_backward(units, layers, ms, Fsdp2BackwardPart::Weight, gather, reduce);
+    return fsdp2_passes_.emplace(key, pass).first->second;
   }
 
   // A step's time in DP-group collectives, and what they add to its duration: an FSDP_* step
@@ -1242,6 +1250,7 @@ class Engine {
   // FSDP2 without a pipeline, from a model's units: its forwards and backwards gather and
   // reduce-scatter unit by unit (fsdp2_pass).
   const bool fsdp2_units_ = fsdp2_per_unit(s_, c_, o_.check.dp);
+  mutable std::map<std::pair<uint8_t, double>, Fsdp2Pass> fsdp2_passes_;  // fsdp2_pass's walks
   const bool timing_only_ = o_.timing_only;
   std::vector<std::set<int>> gathered_;      // per rank, --fsdp: the stages gathered now
   std::vector<const Link*> channel_link_;    // per channel

@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
-from cli import run  # noqa: E402
+from cli import Expectations, run  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -32,12 +32,7 @@ def main():
     exe, data = sys.argv[1], sys.argv[2]
     source = os.path.join(data, "schedules", "pytorch_comms", "Interleaved1F1B_pp2_m4.csv")
     folder = os.path.join(data, "schedules", "pytorch_deferred_recv")
-    failures = []
-
-    def expect(ok, what):
-        print(("ok   " if ok else "FAIL ") + what)
-        if not ok:
-            failures.append(what)
+    expect = Expectations()
 
     path = {}
     for mode in ("deferred", "swap_odd"):
@@ -112,8 +107,7 @@ def main():
            "--p2p-backend is refused where nothing is posted without waiting (exit 2)")
     err = run([exe, "simulate", path["deferred"], "--p2p-backend", "tcp"], expect=2).stderr
     expect("--p2p-backend" in err, "--p2p-backend takes nccl or gloo (exit 2)")
-    if failures:
-        sys.exit(f"{len(failures)} failed")
+    expect.finish()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ input) must be PyTorch's bytes too.
 import os
 import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
-from cli import run  # noqa: E402
+from cli import Expectations, run  # noqa: E402
 
 # PyTorch's class name (get_schedule_class) -> the ppsched family with its compute order.
 CLASSES = {"Interleaved1F1B": "interleaved-1f1b", "LoopedBFS": "looped-bfs",
@@ -32,12 +32,7 @@ def first_difference(got, want):
 def main():
     exe, data = sys.argv[1], sys.argv[2]
     peers = os.path.join(data, "peers", "pytorch_comms")
-    failures = []
-
-    def expect(ok, what):
-        print(("ok   " if ok else "FAIL ") + what)
-        if not ok:
-            failures.append(what)
+    expect = Expectations()
 
     compared = 0
     for name, family in CLASSES.items():
@@ -61,8 +56,7 @@ def main():
                 expect(f.read() == raw, f"{name} P={pp}: tests/data/schedules/pytorch_comms holds PyTorch's bytes")
             compared += 1
     expect(compared == 15, f"{compared} of 15 PyTorch dumps compared")
-    if failures:
-        sys.exit(f"{len(failures)} failed")
+    expect.finish()
 
 
 if __name__ == "__main__":

@@ -74,10 +74,10 @@ Fsdp2Pass fsdp2_backward(const std::vector<FsdpUnit>& units, const std::vector<F
   Fsdp2Pass pass;
   pass.compute_ms = bwd_ms;
   const bool gathers = part != Fsdp2BackwardPart::Weight, reduces = part != Fsdp2BackwardPart::Input;
-  const std::vector<double> t = layer_times(layers, bwd_ms, [](const FsdpLayerTime& l) { return l.bwd_input_ms + l.bwd_weight_ms; });
-  const std::vector<double> ti = layer_times(layers, bwd_ms, [](const FsdpLayerTime& l) { return l.bwd_input_ms; });
-  const std::vector<double> tw = layer_times(layers, bwd_ms, [](const FsdpLayerTime& l) { return l.bwd_weight_ms; });
-  const std::vector<double>& times = part == Fsdp2BackwardPart::Whole ? t : part == Fsdp2BackwardPart::Input ? ti : tw;
+  double (*of)(const FsdpLayerTime&) = [](const FsdpLayerTime& l) { return l.bwd_input_ms + l.bwd_weight_ms; };
+  if (part == Fsdp2BackwardPart::Input) of = [](const FsdpLayerTime& l) { return l.bwd_input_ms; };
+  if (part == Fsdp2BackwardPart::Weight) of = [](const FsdpLayerTime& l) { return l.bwd_weight_ms; };
+  const std::vector<double> times = layer_times(layers, bwd_ms, of);
   // In reverse: the order units start their backward, and each unit's last layer to run.
   std::vector<int32_t> order;
   std::vector<size_t> last(units.size(), 0);

@@ -309,11 +309,7 @@ void describe_network(PartitionRequest& pr, const Network& net) {
   };
 }
 
-std::string counts_string(const std::vector<int>& counts) {
-  std::string s;
-  for (size_t i = 0; i < counts.size(); ++i) s += (i ? "," : "") + std::to_string(counts[i]);
-  return s;
-}
+std::string counts_string(const std::vector<int>& counts) { return counts_text(std::vector<int64_t>(counts.begin(), counts.end())); }
 
 std::vector<int> balanced_counts(const std::vector<double>& layer_ms, int stages, double first_ms, double last_ms,
                                  int min_middle) {

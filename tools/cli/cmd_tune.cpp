@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 
 #include "model/errors.hpp"
 #include "model/formats/schedule_io.hpp"
@@ -365,12 +366,18 @@ Action add_tune(CLI::App& app) {
       r = std::move(part->result);
     } else {
       r = search::tune(rq);
-      if (with_model)
+      if (with_model) {
+        std::map<int, std::vector<int64_t>> by_vpp;  // one layout per V, laid out once
         for (auto& e : r.leaderboard) {
-          NetworkCosts nc;
-          model_cost_model(*net, st->cost, rq.pp * e.vpp, st->cost.layout, &nc);
-          e.layout = body_counts(nc.layout, nc.layers);
+          auto it = by_vpp.find(e.vpp);
+          if (it == by_vpp.end()) {
+            NetworkCosts nc;
+            model_cost_model(*net, st->cost, rq.pp * e.vpp, st->cost.layout, &nc);
+            it = by_vpp.emplace(e.vpp, body_counts(nc.layout, nc.layers)).first;
+          }
+          e.layout = it->second;
         }
+      }
     }
     if (!st->quiet) std::fprintf(stderr, "\n");
     if (r.best < 0) {
@@ -414,9 +421,7 @@ Action add_tune(CLI::App& app) {
       j["des_moves"] = r.des_moves;
       j["stopped_by_time"] = r.stopped_by_time;
       if (with_model) {
-        nlohmann::json counts = nlohmann::json::array();
-        for (int64_t n : best.layout) counts.push_back(n);
-        j["layout"] = counts;
+        j["layout"] = best.layout;
         j["layout_megatron"] = best_megatron;
       }
       if (part) {

@@ -168,347 +168,430 @@ int print_pareto(const search::TuneRequest& rq, const CostModel& shown, const st
   return kOk;
 }
 
+// What `ppsched tune` was asked, as its flags say.
+struct TuneFlags {
+  int pp = 0, micro = 0, vpp = 0, vpp_max = 0, threads = 0, rounds = 1;
+  long iterations = 20000, des_iterations = 300;
+  CostFlags cost;
+  DataParallelFlags dp;
+  std::string budget, placement = "any", out, trace, svg, comm = "rendezvous", objective = "makespan";
+  std::string memory_rule = "ppsched";
+  std::string partition, layout_out;
+  std::vector<std::string> only_families;
+  long partition_layouts = 400;
+  double seconds = 20;
+  uint64_t seed = 1;
+  int pareto_searches = 32;
+  bool json = false, overlap_p2p = false, quiet = false, no_families = false, pareto = false, explain = false;
+};
+
+void declare_tune_flags(CLI::App& cmd, TuneFlags& f) {
+  cmd.add_option("--pp", f.pp, "pipeline ranks P")->required();
+  cmd.add_option("--micro", f.micro, "micro-batches M")->required();
+  auto* vpp = cmd.add_option("--vpp", f.vpp, "stages per rank V (default 1)")->check(CLI::Range(1, 64));
+  cmd.add_option("--vpp-max", f.vpp_max, "search every V from 1 to this")->excludes(vpp)->check(CLI::Range(1, 64));
+  add_cost_flags(cmd, f.cost);
+  add_data_parallel_flags(cmd, f.dp);
+  cmd.add_option("--memory-budget", f.budget, "per-rank memory cap (e.g. 60GiB); default: the cost model's capacity_bytes");
+  cmd.add_option("--seconds", f.seconds, "time limit of the search (the result is deterministic when it finishes first)")
+      ->check(CLI::Range(0.0, 86400.0));
+  cmd.add_option("--iterations", f.iterations, "local-search moves per job (default 20000)")->check(CLI::Range(0L, 1000000000L));
+  cmd.add_option("--rounds", f.rounds,
+                  "local-search rounds, each restarted from the best distinct orders of the last (default 1)")
+      ->check(CLI::Range(1, 1000));
+  cmd.add_option("--des-iterations", f.des_iterations,
+                  "moves of the hill climb on the DES after the search (default 300; it also stops when a third of "
+                  "--seconds is spent)")
+      ->check(CLI::Range(0L, 100000000L));
+  cmd.add_option("--seed", f.seed, "random seed of the local search")->check(seed_value());
+  cmd.add_option("--threads", f.threads, "worker threads (default: every core)")->check(CLI::Range(0, 1024));
+  cmd.add_option("--placement", f.placement, "stage placement for V > 1: loop, v or any")->check(CLI::IsMember({"loop", "v", "any"}));
+  cmd.add_option("--objective", f.objective, "what the order search minimises: makespan (default) or span (ZB's longest rank span); the leaderboard is ranked by the DES makespan")
+      ->check(CLI::IsMember({"makespan", "span"}));
+  cmd.add_option("--comm", f.comm, "P2P semantics of the DES: rendezvous (default) or eager")->check(CLI::IsMember({"rendezvous", "eager"}));
+  cmd.add_flag("--overlap-p2p", f.overlap_p2p, "DES: receives waited by their consumer, sends drained at the end");
+  cmd.add_option("-o,--output", f.out, "write the best schedule (P2P inserted) here: .json, or .csv (PyTorch compute_comms)");
+  cmd.add_option("--trace", f.trace, "write a Chrome/Perfetto trace of the best schedule");
+  cmd.add_option("--svg", f.svg, "write an SVG timeline of the best schedule");
+  cmd.add_flag("--no-families", f.no_families, "leave the built-in families out (neither candidates nor seeds)");
+  cmd.add_option("--memory-rule", f.memory_rule,
+                  "how the budget counts activations: ppsched (the cache model, checked by the DES; default) or "
+                  "zero-bubble (Zero Bubble's: a forward keeps its activation until its weight pass)")
+      ->check(CLI::IsMember({"ppsched", "zero-bubble"}));
+  cmd.add_flag("--pareto", f.pareto,
+                "print the memory/makespan frontier instead (best --objective per memory cap): search under the "
+                "budget, then again just below the best's peak memory, until nothing fits");
+  cmd.add_option("--pareto-searches", f.pareto_searches, "--pareto: at most this many searches (default 32)")
+      ->check(CLI::Range(1, 10000));
+  cmd.add_option("--family", f.only_families,
+                  "only this family's orders as candidates and search starts (repeatable; generate's names)");
+  cmd.add_option("--partition", f.partition,
+                  "with --model: search which layers each stage holds together with the schedule (search), or "
+                  "keep torchtitan's even split (even; the default without --layout)")
+      ->check(CLI::IsMember({"search", "even"}));
+  cmd.add_option("--partition-layouts", f.partition_layouts,
+                  "--partition search: at most this many layouts timed per V (default 400)")
+      ->check(CLI::Range(1L, 1000000L));
+  cmd.add_option("--layout-out", f.layout_out,
+                  "with --model: write the best schedule's layout here, as layer counts per stage and as "
+                  "Megatron's --pipeline-model-parallel-layout (one per line)");
+  cmd.add_flag("--json", f.json, "machine-readable result");
+  cmd.add_flag("-q,--quiet", f.quiet, "no progress line on stderr");
+  cmd.add_flag("--explain", f.explain, "also print how the lower bounds are computed (their formulas)");
+}
+
+// Flags that contradict each other or do not apply, refused before anything is loaded.
+void refuse_inapplicable(const TuneFlags& f) {
+  if (f.pp < 1 || f.micro < 1) throw InputError({}, "tune: --pp and --micro must be >= 1");
+  if (f.pp > kMaxGeneratedRanks || int64_t{f.pp} * std::max(f.vpp, f.vpp_max) > kMaxStages)
+    throw InputError({}, "tune: --pp " + std::to_string(f.pp) + " is over the limits of " +
+                             std::to_string(kMaxGeneratedRanks) + " ranks and " + std::to_string(kMaxStages) +
+                             " stages (P x V)");
+  if (f.micro > kMaxCount)
+    throw InputError({}, "tune: --micro " + std::to_string(f.micro) + " is over the limit of " + std::to_string(kMaxCount));
+  if (f.pareto) {
+    for (const auto& [flag, given] : {std::pair<const char*, bool>{"-o", !f.out.empty()}, {"--trace", !f.trace.empty()},
+                                      {"--svg", !f.svg.empty()}})
+      if (given)
+        throw InputError({}, std::string("tune: ") + flag + " does not apply with --pareto (a frontier has a schedule per point; "
+                                                           "tune under one of its memories as --memory-budget to write one)");
+  }
+  if (f.explain && (f.pareto || f.json))
+    throw InputError({}, std::string("tune: --explain does not apply with ") + (f.pareto ? "--pareto (a frontier prints no bound)" :
+                         "--json (it has the formulas as lower_bound_formula)"));
+  if (f.pareto) {
+  } else if (f.pareto_searches != 32) {
+    throw InputError({}, "tune: --pareto-searches applies only with --pareto");
+  }
+  if (!f.out.empty()) (void)output_format("", "-o", f.out);  // a bad extension before the search, not after
+  const bool with_model = !f.cost.model.empty();
+  const bool partition_search = f.partition == "search";
+  if (!f.partition.empty() && !with_model)
+    throw InputError({}, "tune: --partition needs --model (a cost file has no layers to place)");
+  if (!f.layout_out.empty() && !with_model)
+    throw InputError({}, "tune: --layout-out needs --model (a cost file has no layers to place)");
+  if (!f.partition.empty() && !f.cost.layout.empty())
+    throw InputError({}, "tune: --partition " + f.partition + " and --layout both say which layers each stage holds: give one");
+  if (f.partition_layouts != 400 && !partition_search)
+    throw InputError({}, "tune: --partition-layouts applies only with --partition search");
+  if (partition_search && f.pareto)
+    throw InputError({}, "tune: --partition search does not apply with --pareto (the frontier is per layout: give --layout)");
+  if (!f.only_families.empty() && f.no_families)
+    throw InputError({}, "tune: --family and --no-families contradict each other");
+  const std::vector<std::string> known = search::tunable_families();
+  for (const std::string& f : f.only_families)
+    if (std::find(known.begin(), known.end(), f) == known.end()) {
+      std::string names;
+      for (const auto& k : known) names += (names.empty() ? "" : ", ") + k;
+      throw InputError({}, "tune: --family " + f.substr(0, 60) + ": not a family tune can take (" + names + ")");
+    }
+}
+
+// The search the flags ask for, with the cost model of the smallest stage count (the header's)
+// and the budget the table judges by.
+struct TuneSetup {
+  search::TuneRequest rq;
+  CostModel shown;
+  std::optional<double> budget;
+  std::string basis;  // where the budget came from
+};
+
+TuneSetup tune_setup(const std::shared_ptr<TuneFlags>& st) {
+  TuneSetup setup;
+  search::TuneRequest& rq = setup.rq;
+  rq.only_families = st->only_families;
+  rq.pp = st->pp;
+  rq.micro = st->micro;
+  if (st->vpp_max > 0) {
+    rq.vpp_min = 1;
+    rq.vpp_max = st->vpp_max;
+  } else {
+    rq.vpp_min = rq.vpp_max = st->vpp > 0 ? st->vpp : 1;
+  }
+  if (rq.vpp_min < 1) throw InputError({}, "tune: --vpp must be >= 1");
+  if (static_cast<long>(rq.pp) * rq.vpp_max * rq.micro > 1'000'000)
+    throw InputError({}, "tune: P x V x M = " + std::to_string(static_cast<long>(rq.pp) * rq.vpp_max * rq.micro) +
+                             " tasks per kind is more than this search handles (1,000,000)");
+  if (st->placement == "loop") rq.placements = {PlacementKind::Loop};
+  else if (st->placement == "v") rq.placements = {PlacementKind::V};
+  else rq.placements = {PlacementKind::Loop, PlacementKind::V};
+  // One cost model per stage count V x P: a model's layout depends on it.
+  setup.shown = load_cost_model(st->cost, st->dp, rq.pp * rq.vpp_min);
+  rq.costs = [st](int stages) { return load_cost_model(st->cost, st->dp, stages); };
+  rq.sim.check.dp = data_parallel_options(st->dp, rq.pp, st->cost.model);
+  if (!st->budget.empty()) rq.budget = static_cast<double>(parse_bytes(st->budget, "--memory-budget"));
+  // The budget the table judges by, and where it came from (for the header and --json).
+  setup.budget = rq.budget ? rq.budget : setup.shown.capacity_bytes;
+  setup.basis = budget_basis(rq.budget.has_value(), setup.shown);
+  rq.sim.check.comm = st->comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
+  rq.sim.check.overlap_p2p = st->overlap_p2p;
+  rq.families = !st->no_families;
+  rq.memory_rule = st->memory_rule == "zero-bubble" ? search::MemoryRule::ZeroBubble : search::MemoryRule::Ppsched;
+  rq.settings.objective = st->objective == "span" ? search::Objective::Span : search::Objective::Makespan;
+  // The DES hill climb chases the makespan: under --objective span the search's own best
+  // (by span) is measured as an entry of its own.
+  rq.keep_search_best = rq.settings.objective == search::Objective::Span;
+  rq.settings.iterations = st->iterations;
+  rq.settings.des_iterations = st->des_iterations;
+  rq.settings.rounds = st->rounds;
+  rq.settings.seed = st->seed;
+  rq.settings.threads = st->threads;
+  rq.settings.seconds = st->seconds;
+  if (!st->quiet)
+    rq.settings.progress = [](double best, double elapsed) {
+      std::fprintf(stderr,
+                   "\rtune: %.1f s, best so far %.4f ms by the search's evaluator (the table below is timed by the "
+                   "simulator, which prices communication fully)   ",
+                   elapsed, best);
+      std::fflush(stderr);
+    };
+  return setup;
+}
+
+// What the search found; with a model, the network whose layers the layouts count.
+struct Tuned {
+  search::TuneResult r;
+  std::optional<search::PartitionResult> part;
+  std::optional<Network> net;
+  std::vector<Layer> layers;
+};
+
+// The search, with a model over the layouts of each V: searched (--partition search) or given.
+Tuned run_search(const std::shared_ptr<TuneFlags>& st, const search::TuneRequest& rq) {
+  const bool with_model = !st->cost.model.empty();
+  const bool partition_search = st->partition == "search";
+  Tuned t;
+  if (with_model) {
+    DataParallelFlags dp = st->dp;
+    t.net = load_network(st->cost, dp);
+    t.layers = t.net->layers();
+    note_rank_times_unused(*t.net, st->cost, "tune");
+  }
+  if (partition_search) {
+    search::PartitionRequest pr;
+    pr.tune = rq;
+    pr.max_layouts = st->partition_layouts;
+    search::describe_network(pr, *t.net);
+    pr.costs = [st, &t](const std::vector<int>& counts) {
+      const std::vector<int64_t> c(counts.begin(), counts.end());
+      return model_cost_model(*t.net, st->cost, counts_layout(c, t.layers, static_cast<int>(c.size()), "tune --partition search"));
+    };
+    if (!st->quiet)
+      pr.progress = [last = -1.0](long n, double best, double elapsed) mutable {
+        if (elapsed - last < 0.25) return;  // a few lines a second
+        last = elapsed;
+        if (best < 1e300)
+          std::fprintf(stderr, "\rtune --partition search: %.1f s, %ld layouts, best so far %.3f ms (families)   ", elapsed, n, best);
+        else
+          std::fprintf(stderr, "\rtune --partition search: %.1f s, %ld layouts, none fits the memory budget yet   ", elapsed, n);
+        std::fflush(stderr);
+      };
+    t.part = search::search_partition(pr);
+    t.r = std::move(t.part->result);
+  } else {
+    t.r = search::tune(rq);
+    if (with_model) {
+      std::map<int, std::vector<int64_t>> by_vpp;  // one layout per V, laid out once
+      for (auto& e : t.r.leaderboard) {
+        auto it = by_vpp.find(e.vpp);
+        if (it == by_vpp.end()) {
+          NetworkCosts nc;
+          model_cost_model(*t.net, st->cost, rq.pp * e.vpp, st->cost.layout, &nc);
+          it = by_vpp.emplace(e.vpp, body_counts(nc.layout, nc.layers)).first;
+        }
+        e.layout = it->second;
+      }
+    }
+  }
+  return t;
+}
+
+// The best's layout in both spellings (counts, Megatron's string) and the best family, for both renderings.
+struct TuneReport {
+  const TuneFlags& flags;
+  const TuneSetup& setup;
+  const Tuned& tuned;
+  const search::Entry& best;
+  const search::Entry* best_family = nullptr;
+  std::string best_counts, best_megatron;
+};
+
+void print_tune_json(const TuneReport& rep) {
+  const search::TuneRequest& rq = rep.setup.rq;
+  const search::TuneResult& r = rep.tuned.r;
+  const search::Entry& best = rep.best;
+  const search::Entry* best_family = rep.best_family;
+  const bool with_model = rep.tuned.net.has_value();
+  const auto& part = rep.tuned.part;
+  const CostModel& shown = rep.setup.shown;
+  const std::optional<double>& budget = rep.setup.budget;
+  const std::string& best_megatron = rep.best_megatron;
+  nlohmann::json j;
+  j["best"] = best.name;
+  j["makespan_ms"] = best.makespan_ms;
+  j["lower_bound_ms"] = r.bound.makespan;
+  j["lower_bound_binding"] = r.bound.makespan_binding;
+  j["lower_bound_formula"] = r.bound.formula;
+  j["span_ms"] = best.span_ms;
+  j["span_lower_bound_ms"] = r.bound.span;
+  j["span_lower_bound_binding"] = r.bound.span_binding;
+  j["gap"] = r.gap;
+  j["best_family"] = best_family ? nlohmann::json(best_family->name) : nlohmann::json(nullptr);
+  j["gain_over_best_family"] = best_family ? best_family->makespan_ms / best.makespan_ms - 1 : 0.0;
+  j["seconds"] = r.seconds;
+  j["evaluations"] = r.evaluations;
+  j["des_moves"] = r.des_moves;
+  j["stopped_by_time"] = r.stopped_by_time;
+  if (with_model) {
+    j["layout"] = best.layout;
+    j["layout_megatron"] = best_megatron;
+  }
+  if (part) {
+    j["partition"] = {{"layouts_evaluated", part->layouts},
+                      {"even_layout", part->even_counts},
+                      {"even_makespan_ms", part->even_makespan},
+                      {"searched_makespan_ms", part->searched_makespan},
+                      {"gain_over_even", part->even_makespan > 0 ? part->even_makespan / best.makespan_ms - 1 : 0.0},
+                      {"stopped_by_time", part->stopped_by_time}};
+  }
+  j["assumptions"] = assumptions_json(shown, budget, rq.budget.has_value());
+  j["leaderboard"] = nlohmann::json::array();
+  for (const auto& e : r.leaderboard)
+    j["leaderboard"].push_back({{"name", e.name},
+                                {"origin", e.origin.text()},
+                                {"verified", e.verified},
+                                {"verdict", e.verdict},
+                                {"makespan_ms", e.makespan_ms},
+                                {"span_ms", e.span_ms},
+                                {"bubble", e.bubble},
+                                {"peak_memory_bytes", e.peak_bytes},
+                                {"rule_peak_bytes", e.rule_peak},
+                                {"memory_tight", tight(e, budget, shown.memory_margin)},
+                                {"messages", e.messages},
+                                {"vpp", e.vpp},
+                                {"placement", placement_name(e.placement)}});
+  if (with_model)
+    for (size_t i = 0; i < r.leaderboard.size(); ++i) j["leaderboard"][i]["layout"] = counts_text(r.leaderboard[i].layout);
+  std::cout << j.dump(2) << "\n";
+}
+
+int print_leaderboard(const TuneReport& rep) {
+  const TuneFlags& f = rep.flags;
+  const search::TuneRequest& rq = rep.setup.rq;
+  const search::TuneResult& r = rep.tuned.r;
+  const search::Entry& best = rep.best;
+  const search::Entry* best_family = rep.best_family;
+  const bool with_model = rep.tuned.net.has_value();
+  const auto& part = rep.tuned.part;
+  const CostModel& shown = rep.setup.shown;
+  const std::optional<double>& budget = rep.setup.budget;
+  const std::string& basis = rep.setup.basis;
+  const std::string& best_counts = rep.best_counts;
+  const std::string& best_megatron = rep.best_megatron;
+  std::cout << "tune P=" << rq.pp << " M=" << rq.micro << " V=" << rq.vpp_min
+            << (rq.vpp_max > rq.vpp_min ? ".." + std::to_string(rq.vpp_max) : "") << " (costs: " << shown.source
+            << ", budget " << (budget ? human_bytes(static_cast<int64_t>(*budget)) + " (" + basis + ")" : std::string("none"))
+            << (f.memory_rule == "ppsched" ? "" : ", memory rule " + f.memory_rule)
+            << ", overlap_efficiency " << fixed(shown.overlap_efficiency, 2) << ")\n";
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"#", "schedule", "from", "makespan ms", "span ms", "bubble", "messages"});
+  if (with_model) rows.back().push_back("layout");
+  rows.back().push_back("peak memory per rank");
+  rows.back().push_back("verdict");
+  for (size_t i = 0; i < r.leaderboard.size(); ++i) {
+    const auto& e = r.leaderboard[i];
+    std::vector<std::string> row = {std::to_string(i + 1), e.name, origin_kind(e.origin), fixed(e.makespan_ms, 3),
+                                    fixed(e.span_ms, 3),
+                                    fixed(100 * e.bubble, 1) + "%", std::to_string(e.messages)};
+    if (with_model) row.push_back(clip_words(counts_text(e.layout), 400));
+    row.push_back(peaks_text(e));
+    // Whole words only; tune --json has every verdict whole.
+    row.push_back(e.verified ? (tight(e, budget, shown.memory_margin) ? "ok, memory tight" : "ok") : clip_words(e.verdict, 100));
+    rows.push_back(std::move(row));
+  }
+  std::vector<bool> right = {true, false, false, true, true, true, true};
+  std::cout << aligned(rows, right);
+  std::cout << "  " << kBubbleLegend << "\n";
+  std::cout << "best: " << best.name << " (" << best.origin.text() << "), makespan " << fixed(best.makespan_ms, 3) << " ms";
+  if (best_family)
+    std::cout << "; best family " << best_family->name << " " << fixed(best_family->makespan_ms, 3) << " ms (gain "
+              << fixed(100 * (best_family->makespan_ms / best.makespan_ms - 1), 2) << "%)";
+  std::cout << "\n";
+  if (with_model) std::cout << "layout: " << best_counts << " = Megatron \"" << best_megatron << "\"\n";
+  if (part) {
+    std::cout << "partition: " << part->layouts << " layouts timed with the families; even split "
+              << search::counts_string(part->even_counts) << " "
+              << (part->even_makespan > 0 ? fixed(part->even_makespan, 3) + " ms" : std::string("(nothing fits)"))
+              << (part->even_makespan > 0 ? ", gain " + fixed(100 * (part->even_makespan / best.makespan_ms - 1), 2) + "%" : "")
+              << "\n";
+  }
+  std::cout << "lower bound: " << fixed(r.bound.makespan, 3) << " ms (binding: " << r.bound.makespan_binding
+            << "), gap " << fixed(100 * r.gap, 2) << "%"
+            << (r.gap < -1e-9 ? " (below the bound: the bound assumes one compute at a time; this schedule overlaps "
+                                "F and B in OVERLAP steps)"
+                : r.gap <= 1e-9 ? " (optimal)" : "")
+            << "\n";
+  const double span_gap = r.bound.span > 0 ? best.span_ms / r.bound.span - 1 : 0;
+  std::cout << "span lower bound (ZB's objective, longest rank span): " << fixed(r.bound.span, 3) << " ms (binding: "
+            << r.bound.span_binding << "), best's span " << fixed(best.span_ms, 3) << " ms, gap "
+            << fixed(100 * span_gap, 2) << "%" << (std::abs(span_gap) <= 1e-9 ? " (optimal)" : "") << "\n";
+  if (f.explain) std::cout << "how the bounds are computed: " << r.bound.formula << "\n";
+  else std::cout << "(tune --explain prints how the bounds are computed)\n";
+  std::cout << "search: " << fixed(r.seconds, 1) << " s, " << r.evaluations << " orders evaluated, "
+            << r.des_moves << " DES hill-climb moves"
+            << (r.stopped_by_time ? " (stopped by --seconds: the result may depend on timing)" : " (deterministic for --seed)")
+            << "\n";
+  if (!f.out.empty()) std::cout << "wrote " << f.out << " (P2P steps inserted; verified)\n";
+  if (!f.layout_out.empty()) std::cout << "wrote " << f.layout_out << " (layer counts per stage; Megatron's layout)\n";
+  return kOk;
+}
+
+// Writes what was asked (-o, --trace, --svg, --layout-out) and prints the result.
+int report_tune(const TuneFlags& f, const TuneSetup& setup, const Tuned& tuned) {
+  const search::TuneResult& r = tuned.r;
+  const search::TuneRequest& rq = setup.rq;
+  const bool with_model = tuned.net.has_value();
+  if (!f.quiet) std::fprintf(stderr, "\n");
+  if (r.best < 0) {
+    std::cerr << "tune: no candidate verifies under the memory budget (" << r.leaderboard.size()
+              << " tried; the first: " << (r.leaderboard.empty() ? "none" : r.leaderboard.front().verdict) << ")\n";
+    return kFound;
+  }
+  TuneReport rep{f, setup, tuned, r.leaderboard[static_cast<size_t>(r.best)], nullptr, "", ""};
+  const search::Entry& best = rep.best;
+  if (with_model) {
+    const Layout lay = counts_layout(best.layout, tuned.layers, rq.pp * best.vpp, "tune");
+    rep.best_counts = counts_text(lay, tuned.layers);
+    rep.best_megatron = megatron_text(lay, tuned.layers);
+  }
+  if (!f.layout_out.empty()) write_output(f.layout_out, rep.best_counts + "\n" + rep.best_megatron + "\n");
+  if (!f.out.empty()) write_output(f.out, write_schedule(r.best_schedule, output_format("", "-o", f.out)));
+  if (!f.trace.empty()) write_output(f.trace, chrome_trace_json(r.best_schedule, r.best_sim));
+  if (!f.svg.empty()) write_output(f.svg, svg_timeline(r.best_schedule, r.best_sim));
+  for (const auto& e : r.leaderboard)
+    if (e.origin.is_family() && e.verified) {
+      rep.best_family = &e;
+      break;
+    }
+  if (f.json) {
+    print_tune_json(rep);
+    return kOk;
+  }
+  return print_leaderboard(rep);
+}
+
 }  // namespace
 
 Action add_tune(CLI::App& app) {
   auto* cmd = app.add_subcommand("tune", "search the best verified schedule for a pipeline shape, costs and memory budget");
-  struct State {
-    int pp = 0, micro = 0, vpp = 0, vpp_max = 0, threads = 0, rounds = 1;
-    long iterations = 20000, des_iterations = 300;
-    CostFlags cost;
-    DataParallelFlags dp;
-    std::string budget, placement = "any", out, trace, svg, comm = "rendezvous", objective = "makespan";
-    std::string memory_rule = "ppsched";
-    std::string partition, layout_out;
-    std::vector<std::string> only_families;
-    long partition_layouts = 400;
-    double seconds = 20;
-    uint64_t seed = 1;
-    int pareto_searches = 32;
-    bool json = false, overlap_p2p = false, quiet = false, no_families = false, pareto = false, explain = false;
-  };
-  auto st = std::make_shared<State>();
-  cmd->add_option("--pp", st->pp, "pipeline ranks P")->required();
-  cmd->add_option("--micro", st->micro, "micro-batches M")->required();
-  auto* vpp = cmd->add_option("--vpp", st->vpp, "stages per rank V (default 1)")->check(CLI::Range(1, 64));
-  cmd->add_option("--vpp-max", st->vpp_max, "search every V from 1 to this")->excludes(vpp)->check(CLI::Range(1, 64));
-  add_cost_flags(*cmd, st->cost);
-  add_data_parallel_flags(*cmd, st->dp);
-  cmd->add_option("--memory-budget", st->budget, "per-rank memory cap (e.g. 60GiB); default: the cost model's capacity_bytes");
-  cmd->add_option("--seconds", st->seconds, "time limit of the search (the result is deterministic when it finishes first)")
-      ->check(CLI::Range(0.0, 86400.0));
-  cmd->add_option("--iterations", st->iterations, "local-search moves per job (default 20000)")->check(CLI::Range(0L, 1000000000L));
-  cmd->add_option("--rounds", st->rounds,
-                  "local-search rounds, each restarted from the best distinct orders of the last (default 1)")
-      ->check(CLI::Range(1, 1000));
-  cmd->add_option("--des-iterations", st->des_iterations,
-                  "moves of the hill climb on the DES after the search (default 300; it also stops when a third of "
-                  "--seconds is spent)")
-      ->check(CLI::Range(0L, 100000000L));
-  cmd->add_option("--seed", st->seed, "random seed of the local search")->check(seed_value());
-  cmd->add_option("--threads", st->threads, "worker threads (default: every core)")->check(CLI::Range(0, 1024));
-  cmd->add_option("--placement", st->placement, "stage placement for V > 1: loop, v or any")->check(CLI::IsMember({"loop", "v", "any"}));
-  cmd->add_option("--objective", st->objective, "what the order search minimises: makespan (default) or span (ZB's longest rank span); the leaderboard is ranked by the DES makespan")
-      ->check(CLI::IsMember({"makespan", "span"}));
-  cmd->add_option("--comm", st->comm, "P2P semantics of the DES: rendezvous (default) or eager")->check(CLI::IsMember({"rendezvous", "eager"}));
-  cmd->add_flag("--overlap-p2p", st->overlap_p2p, "DES: receives waited by their consumer, sends drained at the end");
-  cmd->add_option("-o,--output", st->out, "write the best schedule (P2P inserted) here: .json, or .csv (PyTorch compute_comms)");
-  cmd->add_option("--trace", st->trace, "write a Chrome/Perfetto trace of the best schedule");
-  cmd->add_option("--svg", st->svg, "write an SVG timeline of the best schedule");
-  cmd->add_flag("--no-families", st->no_families, "leave the built-in families out (neither candidates nor seeds)");
-  cmd->add_option("--memory-rule", st->memory_rule,
-                  "how the budget counts activations: ppsched (the cache model, checked by the DES; default) or "
-                  "zero-bubble (Zero Bubble's: a forward keeps its activation until its weight pass)")
-      ->check(CLI::IsMember({"ppsched", "zero-bubble"}));
-  cmd->add_flag("--pareto", st->pareto,
-                "print the memory/makespan frontier instead (best --objective per memory cap): search under the "
-                "budget, then again just below the best's peak memory, until nothing fits");
-  cmd->add_option("--pareto-searches", st->pareto_searches, "--pareto: at most this many searches (default 32)")
-      ->check(CLI::Range(1, 10000));
-  cmd->add_option("--family", st->only_families,
-                  "only this family's orders as candidates and search starts (repeatable; generate's names)");
-  cmd->add_option("--partition", st->partition,
-                  "with --model: search which layers each stage holds together with the schedule (search), or "
-                  "keep torchtitan's even split (even; the default without --layout)")
-      ->check(CLI::IsMember({"search", "even"}));
-  cmd->add_option("--partition-layouts", st->partition_layouts,
-                  "--partition search: at most this many layouts timed per V (default 400)")
-      ->check(CLI::Range(1L, 1000000L));
-  cmd->add_option("--layout-out", st->layout_out,
-                  "with --model: write the best schedule's layout here, as layer counts per stage and as "
-                  "Megatron's --pipeline-model-parallel-layout (one per line)");
-  cmd->add_flag("--json", st->json, "machine-readable result");
-  cmd->add_flag("-q,--quiet", st->quiet, "no progress line on stderr");
-  cmd->add_flag("--explain", st->explain, "also print how the lower bounds are computed (their formulas)");
+  auto st = std::make_shared<TuneFlags>();
+  declare_tune_flags(*cmd, *st);
   return [st]() {
-    if (st->pp < 1 || st->micro < 1) throw InputError({}, "tune: --pp and --micro must be >= 1");
-    if (st->pp > kMaxGeneratedRanks || int64_t{st->pp} * std::max(st->vpp, st->vpp_max) > kMaxStages)
-      throw InputError({}, "tune: --pp " + std::to_string(st->pp) + " is over the limits of " +
-                               std::to_string(kMaxGeneratedRanks) + " ranks and " + std::to_string(kMaxStages) +
-                               " stages (P x V)");
-    if (st->micro > kMaxCount)
-      throw InputError({}, "tune: --micro " + std::to_string(st->micro) + " is over the limit of " + std::to_string(kMaxCount));
-    if (st->pareto) {
-      for (const auto& [flag, given] : {std::pair<const char*, bool>{"-o", !st->out.empty()}, {"--trace", !st->trace.empty()},
-                                        {"--svg", !st->svg.empty()}})
-        if (given)
-          throw InputError({}, std::string("tune: ") + flag + " does not apply with --pareto (a frontier has a schedule per point; "
-                                                             "tune under one of its memories as --memory-budget to write one)");
-    }
-    if (st->explain && (st->pareto || st->json))
-      throw InputError({}, std::string("tune: --explain does not apply with ") + (st->pareto ? "--pareto (a frontier prints no bound)" :
-                           "--json (it has the formulas as lower_bound_formula)"));
-    if (st->pareto) {
-    } else if (st->pareto_searches != 32) {
-      throw InputError({}, "tune: --pareto-searches applies only with --pareto");
-    }
-    if (!st->out.empty()) (void)output_format("", "-o", st->out);  // a bad extension before the search, not after
-    const bool with_model = !st->cost.model.empty();
-    const bool partition_search = st->partition == "search";
-    if (!st->partition.empty() && !with_model)
-      throw InputError({}, "tune: --partition needs --model (a cost file has no layers to place)");
-    if (!st->layout_out.empty() && !with_model)
-      throw InputError({}, "tune: --layout-out needs --model (a cost file has no layers to place)");
-    if (!st->partition.empty() && !st->cost.layout.empty())
-      throw InputError({}, "tune: --partition " + st->partition + " and --layout both say which layers each stage holds: give one");
-    if (st->partition_layouts != 400 && !partition_search)
-      throw InputError({}, "tune: --partition-layouts applies only with --partition search");
-    if (partition_search && st->pareto)
-      throw InputError({}, "tune: --partition search does not apply with --pareto (the frontier is per layout: give --layout)");
-    if (!st->only_families.empty() && st->no_families)
-      throw InputError({}, "tune: --family and --no-families contradict each other");
-    const std::vector<std::string> known = search::tunable_families();
-    for (const std::string& f : st->only_families)
-      if (std::find(known.begin(), known.end(), f) == known.end()) {
-        std::string names;
-        for (const auto& k : known) names += (names.empty() ? "" : ", ") + k;
-        throw InputError({}, "tune: --family " + f.substr(0, 60) + ": not a family tune can take (" + names + ")");
-      }
-    search::TuneRequest rq;
-    rq.only_families = st->only_families;
-    rq.pp = st->pp;
-    rq.micro = st->micro;
-    if (st->vpp_max > 0) {
-      rq.vpp_min = 1;
-      rq.vpp_max = st->vpp_max;
-    } else {
-      rq.vpp_min = rq.vpp_max = st->vpp > 0 ? st->vpp : 1;
-    }
-    if (rq.vpp_min < 1) throw InputError({}, "tune: --vpp must be >= 1");
-    if (static_cast<long>(rq.pp) * rq.vpp_max * rq.micro > 1'000'000)
-      throw InputError({}, "tune: P x V x M = " + std::to_string(static_cast<long>(rq.pp) * rq.vpp_max * rq.micro) +
-                               " tasks per kind is more than this search handles (1,000,000)");
-    if (st->placement == "loop") rq.placements = {PlacementKind::Loop};
-    else if (st->placement == "v") rq.placements = {PlacementKind::V};
-    else rq.placements = {PlacementKind::Loop, PlacementKind::V};
-    // One cost model per stage count V x P: a model's layout depends on it.
-    const CostModel shown = load_cost_model(st->cost, st->dp, rq.pp * rq.vpp_min);
-    rq.costs = [st](int stages) { return load_cost_model(st->cost, st->dp, stages); };
-    rq.sim.check.dp = data_parallel_options(st->dp, rq.pp, st->cost.model);
-    if (!st->budget.empty()) rq.budget = static_cast<double>(parse_bytes(st->budget, "--memory-budget"));
-    // The budget the table judges by, and where it came from (for the header and --json).
-    const std::optional<double> budget = rq.budget ? rq.budget : shown.capacity_bytes;
-    const std::string basis = budget_basis(rq.budget.has_value(), shown);
-    rq.sim.check.comm = st->comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
-    rq.sim.check.overlap_p2p = st->overlap_p2p;
-    rq.families = !st->no_families;
-    rq.memory_rule = st->memory_rule == "zero-bubble" ? search::MemoryRule::ZeroBubble : search::MemoryRule::Ppsched;
-    rq.settings.objective = st->objective == "span" ? search::Objective::Span : search::Objective::Makespan;
-    // The DES hill climb chases the makespan: under --objective span the search's own best
-    // (by span) is measured as an entry of its own.
-    rq.keep_search_best = rq.settings.objective == search::Objective::Span;
-    rq.settings.iterations = st->iterations;
-    rq.settings.des_iterations = st->des_iterations;
-    rq.settings.rounds = st->rounds;
-    rq.settings.seed = st->seed;
-    rq.settings.threads = st->threads;
-    rq.settings.seconds = st->seconds;
-    if (!st->quiet)
-      rq.settings.progress = [](double best, double elapsed) {
-        std::fprintf(stderr,
-                     "\rtune: %.1f s, best so far %.4f ms by the search's evaluator (the table below is timed by the "
-                     "simulator, which prices communication fully)   ",
-                     elapsed, best);
-        std::fflush(stderr);
-      };
-    if (st->pareto) return print_pareto(rq, shown, st->memory_rule, st->objective, st->pareto_searches, st->json, st->quiet);
-    // With a model: the layout of each V, searched or given.
-    std::optional<Network> net;
-    std::vector<Layer> layers;
-    if (with_model) {
-      DataParallelFlags dp = st->dp;
-      net = load_network(st->cost, dp);
-      layers = net->layers();
-      note_rank_times_unused(*net, st->cost, "tune");
-    }
-    std::optional<search::PartitionResult> part;
-    search::TuneResult r;
-    if (partition_search) {
-      search::PartitionRequest pr;
-      pr.tune = rq;
-      pr.max_layouts = st->partition_layouts;
-      search::describe_network(pr, *net);
-      pr.costs = [st, &net, &layers](const std::vector<int>& counts) {
-        const std::vector<int64_t> c(counts.begin(), counts.end());
-        return model_cost_model(*net, st->cost, counts_layout(c, layers, static_cast<int>(c.size()), "tune --partition search"));
-      };
-      if (!st->quiet)
-        pr.progress = [last = -1.0](long n, double best, double elapsed) mutable {
-          if (elapsed - last < 0.25) return;  // a few lines a second
-          last = elapsed;
-          if (best < 1e300)
-            std::fprintf(stderr, "\rtune --partition search: %.1f s, %ld layouts, best so far %.3f ms (families)   ", elapsed, n, best);
-          else
-            std::fprintf(stderr, "\rtune --partition search: %.1f s, %ld layouts, none fits the memory budget yet   ", elapsed, n);
-          std::fflush(stderr);
-        };
-      part = search::search_partition(pr);
-      r = std::move(part->result);
-    } else {
-      r = search::tune(rq);
-      if (with_model) {
-        std::map<int, std::vector<int64_t>> by_vpp;  // one layout per V, laid out once
-        for (auto& e : r.leaderboard) {
-          auto it = by_vpp.find(e.vpp);
-          if (it == by_vpp.end()) {
-            NetworkCosts nc;
-            model_cost_model(*net, st->cost, rq.pp * e.vpp, st->cost.layout, &nc);
-            it = by_vpp.emplace(e.vpp, body_counts(nc.layout, nc.layers)).first;
-          }
-          e.layout = it->second;
-        }
-      }
-    }
-    if (!st->quiet) std::fprintf(stderr, "\n");
-    if (r.best < 0) {
-      std::cerr << "tune: no candidate verifies under the memory budget (" << r.leaderboard.size()
-                << " tried; the first: " << (r.leaderboard.empty() ? "none" : r.leaderboard.front().verdict) << ")\n";
-      return kFound;
-    }
-    const auto& best = r.leaderboard[static_cast<size_t>(r.best)];
-    // The best's layout in both spellings (counts, Megatron's string).
-    std::string best_counts, best_megatron;
-    if (with_model) {
-      const Layout lay = counts_layout(best.layout, layers, rq.pp * best.vpp, "tune");
-      best_counts = counts_text(lay, layers);
-      best_megatron = megatron_text(lay, layers);
-    }
-    if (!st->layout_out.empty()) write_output(st->layout_out, best_counts + "\n" + best_megatron + "\n");
-    if (!st->out.empty()) write_output(st->out, write_schedule(r.best_schedule, output_format("", "-o", st->out)));
-    if (!st->trace.empty()) write_output(st->trace, chrome_trace_json(r.best_schedule, r.best_sim));
-    if (!st->svg.empty()) write_output(st->svg, svg_timeline(r.best_schedule, r.best_sim));
-    const search::Entry* best_family = nullptr;
-    for (const auto& e : r.leaderboard)
-      if (e.origin.is_family() && e.verified) {
-        best_family = &e;
-        break;
-      }
-    if (st->json) {
-      nlohmann::json j;
-      j["best"] = best.name;
-      j["makespan_ms"] = best.makespan_ms;
-      j["lower_bound_ms"] = r.bound.makespan;
-      j["lower_bound_binding"] = r.bound.makespan_binding;
-      j["lower_bound_formula"] = r.bound.formula;
-      j["span_ms"] = best.span_ms;
-      j["span_lower_bound_ms"] = r.bound.span;
-      j["span_lower_bound_binding"] = r.bound.span_binding;
-      j["gap"] = r.gap;
-      j["best_family"] = best_family ? nlohmann::json(best_family->name) : nlohmann::json(nullptr);
-      j["gain_over_best_family"] = best_family ? best_family->makespan_ms / best.makespan_ms - 1 : 0.0;
-      j["seconds"] = r.seconds;
-      j["evaluations"] = r.evaluations;
-      j["des_moves"] = r.des_moves;
-      j["stopped_by_time"] = r.stopped_by_time;
-      if (with_model) {
-        j["layout"] = best.layout;
-        j["layout_megatron"] = best_megatron;
-      }
-      if (part) {
-        j["partition"] = {{"layouts_evaluated", part->layouts},
-                          {"even_layout", part->even_counts},
-                          {"even_makespan_ms", part->even_makespan},
-                          {"searched_makespan_ms", part->searched_makespan},
-                          {"gain_over_even", part->even_makespan > 0 ? part->even_makespan / best.makespan_ms - 1 : 0.0},
-                          {"stopped_by_time", part->stopped_by_time}};
-      }
-      j["assumptions"] = assumptions_json(shown, budget, rq.budget.has_value());
-      j["leaderboard"] = nlohmann::json::array();
-      for (const auto& e : r.leaderboard)
-        j["leaderboard"].push_back({{"name", e.name},
-                                    {"origin", e.origin.text()},
-                                    {"verified", e.verified},
-                                    {"verdict", e.verdict},
-                                    {"makespan_ms", e.makespan_ms},
-                                    {"span_ms", e.span_ms},
-                                    {"bubble", e.bubble},
-                                    {"peak_memory_bytes", e.peak_bytes},
-                                    {"rule_peak_bytes", e.rule_peak},
-                                    {"memory_tight", tight(e, budget, shown.memory_margin)},
-                                    {"messages", e.messages},
-                                    {"vpp", e.vpp},
-                                    {"placement", placement_name(e.placement)}});
-      if (with_model)
-        for (size_t i = 0; i < r.leaderboard.size(); ++i) j["leaderboard"][i]["layout"] = counts_text(r.leaderboard[i].layout);
-      std::cout << j.dump(2) << "\n";
-      return kOk;
-    }
-    std::cout << "tune P=" << rq.pp << " M=" << rq.micro << " V=" << rq.vpp_min
-              << (rq.vpp_max > rq.vpp_min ? ".." + std::to_string(rq.vpp_max) : "") << " (costs: " << shown.source
-              << ", budget " << (budget ? human_bytes(static_cast<int64_t>(*budget)) + " (" + basis + ")" : std::string("none"))
-              << (st->memory_rule == "ppsched" ? "" : ", memory rule " + st->memory_rule)
-              << ", overlap_efficiency " << fixed(shown.overlap_efficiency, 2) << ")\n";
-    std::vector<std::vector<std::string>> rows;
-    rows.push_back({"#", "schedule", "from", "makespan ms", "span ms", "bubble", "messages"});
-    if (with_model) rows.back().push_back("layout");
-    rows.back().push_back("peak memory per rank");
-    rows.back().push_back("verdict");
-    for (size_t i = 0; i < r.leaderboard.size(); ++i) {
-      const auto& e = r.leaderboard[i];
-      std::vector<std::string> row = {std::to_string(i + 1), e.name, origin_kind(e.origin), fixed(e.makespan_ms, 3),
-                                      fixed(e.span_ms, 3),
-                                      fixed(100 * e.bubble, 1) + "%", std::to_string(e.messages)};
-      if (with_model) row.push_back(clip_words(counts_text(e.layout), 400));
-      row.push_back(peaks_text(e));
-      // Whole words only; tune --json has every verdict whole.
-      row.push_back(e.verified ? (tight(e, budget, shown.memory_margin) ? "ok, memory tight" : "ok") : clip_words(e.verdict, 100));
-      rows.push_back(std::move(row));
-    }
-    std::vector<bool> right = {true, false, false, true, true, true, true};
-    std::cout << aligned(rows, right);
-    std::cout << "  " << kBubbleLegend << "\n";
-    std::cout << "best: " << best.name << " (" << best.origin.text() << "), makespan " << fixed(best.makespan_ms, 3) << " ms";
-    if (best_family)
-      std::cout << "; best family " << best_family->name << " " << fixed(best_family->makespan_ms, 3) << " ms (gain "
-                << fixed(100 * (best_family->makespan_ms / best.makespan_ms - 1), 2) << "%)";
-    std::cout << "\n";
-    if (with_model) std::cout << "layout: " << best_counts << " = Megatron \"" << best_megatron << "\"\n";
-    if (part) {
-      std::cout << "partition: " << part->layouts << " layouts timed with the families; even split "
-                << search::counts_string(part->even_counts) << " "
-                << (part->even_makespan > 0 ? fixed(part->even_makespan, 3) + " ms" : std::string("(nothing fits)"))
-                << (part->even_makespan > 0 ? ", gain " + fixed(100 * (part->even_makespan / best.makespan_ms - 1), 2) + "%" : "")
-                << "\n";
-    }
-    std::cout << "lower bound: " << fixed(r.bound.makespan, 3) << " ms (binding: " << r.bound.makespan_binding
-              << "), gap " << fixed(100 * r.gap, 2) << "%"
-              << (r.gap < -1e-9 ? " (below the bound: the bound assumes one compute at a time; this schedule overlaps "
-                                  "F and B in OVERLAP steps)"
-                  : r.gap <= 1e-9 ? " (optimal)" : "")
-              << "\n";
-    const double span_gap = r.bound.span > 0 ? best.span_ms / r.bound.span - 1 : 0;
-    std::cout << "span lower bound (ZB's objective, longest rank span): " << fixed(r.bound.span, 3) << " ms (binding: "
-              << r.bound.span_binding << "), best's span " << fixed(best.span_ms, 3) << " ms, gap "
-              << fixed(100 * span_gap, 2) << "%" << (std::abs(span_gap) <= 1e-9 ? " (optimal)" : "") << "\n";
-    if (st->explain) std::cout << "how the bounds are computed: " << r.bound.formula << "\n";
-    else std::cout << "(tune --explain prints how the bounds are computed)\n";
-    std::cout << "search: " << fixed(r.seconds, 1) << " s, " << r.evaluations << " orders evaluated, "
-              << r.des_moves << " DES hill-climb moves"
-              << (r.stopped_by_time ? " (stopped by --seconds: the result may depend on timing)" : " (deterministic for --seed)")
-              << "\n";
-    if (!st->out.empty()) std::cout << "wrote " << st->out << " (P2P steps inserted; verified)\n";
-    if (!st->layout_out.empty()) std::cout << "wrote " << st->layout_out << " (layer counts per stage; Megatron's layout)\n";
-    return kOk;
+    refuse_inapplicable(*st);
+    const TuneSetup setup = tune_setup(st);
+    if (st->pareto)
+      return print_pareto(setup.rq, setup.shown, st->memory_rule, st->objective, st->pareto_searches, st->json, st->quiet);
+    return report_tune(*st, setup, run_search(st, setup.rq));
   };
 }
 

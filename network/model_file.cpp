@@ -6,6 +6,7 @@
 #include "model/formats/json_fields.hpp"
 #include "model/formats/schedule_io.hpp"
 #include "network/hf_config.hpp"
+#include "platform/platform_file.hpp"
 
 namespace ppsched {
 namespace {
@@ -68,9 +69,13 @@ class ModelReader {
     if (root.contains("training")) read_training(root["training"], net);
     if (!root.contains("training") || !root["training"].contains("seq_len")) fit_default_length(net);
     if (root.contains("device")) read_device(root["device"], net.device);
-    for (const char* key : {"link", "collectives", "protocol", "overlap_efficiency"})
-      if (root.contains(key)) net.cost_extras[key] = root[key];
-    if (root.contains("bytes")) net.cost_extras["bytes"] = f_.object(root["bytes"], "bytes", kBytesKeys);
+    if (root.contains("link")) net.links = read_links(f_, root["link"]);
+    if (root.contains("collectives")) net.collectives = read_collectives(f_, root["collectives"]);
+    if (root.contains("protocol")) net.protocol = read_protocol(f_, root["protocol"]);
+    if (root.contains("overlap_efficiency"))
+      net.overlap_efficiency = f_.quantity(root["overlap_efficiency"], "overlap_efficiency", Quantity::Fraction);
+    if (root.contains("bytes") && f_.object(root["bytes"], "bytes", kBytesKeys).contains("meta"))
+      net.meta_bytes = f_.quantity(root["bytes"]["meta"], "bytes.meta", Quantity::Bytes);
     if (root.contains("layout")) net.default_layout = f_.text(root["layout"], "layout", "a layout string (\"8,8,8,8\" or Megatron's)");
     return net;
   }
@@ -346,7 +351,11 @@ std::string write_model_file(const std::string& path, const Network& net) {
     dev["rank_time_factors"] = ranks;
   }
   out["device"] = dev;
-  for (auto it = net.cost_extras.begin(); it != net.cost_extras.end(); ++it) out[it.key()] = it.value();
+  if (net.links) out["link"] = links_json(*net.links);
+  if (net.collectives) out["collectives"] = collectives_json(*net.collectives);
+  if (net.protocol) out["protocol"] = protocol_json(*net.protocol);
+  if (net.overlap_efficiency) out["overlap_efficiency"] = *net.overlap_efficiency;
+  if (net.meta_bytes) out["bytes"]["meta"] = json_number(*net.meta_bytes);
   if (!net.default_layout.empty()) out["layout"] = net.default_layout;
   return out.dump(2) + "\n";
 }

@@ -313,12 +313,12 @@ void fit_protocol(const CalibrateOptions& options, Calibration& cal) {
       cal.notes.push_back(why);
     }
   };
-  protocol(options.eager_threshold_bytes, c.eager_threshold_bytes, 0.0,
+  protocol(options.eager_threshold_bytes, c.protocol.eager_threshold_bytes, 0.0,
            "a Gloo run: its sends wait for the receiver, so the fitted model has eager threshold 0");
-  protocol(options.compute_blocks_host, c.compute_blocks_host, true,
+  protocol(options.compute_blocks_host, c.protocol.compute_blocks_host, true,
            "a Gloo run computes on the CPU that posts the communication, so the fitted model has "
            "compute_blocks_host: true (nothing is posted while a compute runs)");
-  protocol(options.background_progress, c.background_progress, false,
+  protocol(options.background_progress, c.protocol.background_progress, false,
            "a Gloo run's receiver reads a payload in on its transport thread, which gets a core only "
            "while the rank waits, so the fitted model has background_progress: false");
 }
@@ -366,7 +366,7 @@ void fit_link(const std::vector<Slice>& slices, const std::vector<MessageFlow>& 
       if (pos->second <= r.end()) last = std::max(last, pos->second);
     return last;
   };
-  auto computed_during = [&](const Slice& r) { return c.compute_blocks_host && last_compute_in(r) > -1e300; };
+  auto computed_during = [&](const Slice& r) { return c.protocol.compute_blocks_host && last_compute_in(r) > -1e300; };
   // Receives posted early whose payload was ready before the receiver went to wait: (bytes,
   // ms from that wait to the receive's end), for protocol.deferred_start_ms below.
   std::vector<std::pair<double, double>> deferred;
@@ -420,9 +420,9 @@ void fit_link(const std::vector<Slice>& slices, const std::vector<MessageFlow>& 
     ++groups;
   }
   if (fit_handoff && singles > 0) {
-    c.send_handoff_ms = to_ns_ms(handoff_sum / static_cast<double>(singles));
+    c.protocol.send_handoff_ms = to_ns_ms(handoff_sum / static_cast<double>(singles));
     cal.notes.push_back("a Gloo send returns once the transport took its payload, before the receive ends: "
-                        "send_handoff_ms " + fixed(*c.send_handoff_ms, 3) + " (the mean from the start of the " +
+                        "send_handoff_ms " + fixed(*c.protocol.send_handoff_ms, 3) + " (the mean from the start of the " +
                         std::to_string(singles) + " fitted single transfers to their send's return)");
   }
   if (groups)
@@ -534,16 +534,16 @@ void fit_link(const std::vector<Slice>& slices, const std::vector<MessageFlow>& 
   link.bandwidth_GBps = lf.bandwidth_GBps;
   // background_progress false starts such a transfer once its receiver waits; what it took
   // beyond a transfer time is the sender's transport thread getting a core.
-  if (!c.background_progress && !deferred.empty()) {
+  if (!c.protocol.background_progress && !deferred.empty()) {
     double extra = 0;
     for (const auto& [bytes, ms] : deferred) extra += std::max(0.0, ms - link.transfer_ms(bytes));
-    c.deferred_start_ms = to_ns_ms(extra / static_cast<double>(deferred.size()));
+    c.protocol.deferred_start_ms = to_ns_ms(extra / static_cast<double>(deferred.size()));
     cal.notes.push_back(std::to_string(deferred.size()) + " receive(s) posted early were ready before their rank "
-                        "went to wait: they took deferred_start_ms " + fixed(c.deferred_start_ms, 3) +
+                        "went to wait: they took deferred_start_ms " + fixed(c.protocol.deferred_start_ms, 3) +
                         " beyond a transfer time on average from that wait (the sender's thread getting a core)");
   }
-  c.intra_node = c.inter_node = link;
-  c.pairs.clear();
+  c.links.intra_node = c.links.inter_node = link;
+  c.links.pairs.clear();
 }
 
 // A derived value (BWD = BWD_INPUT + BWD_WEIGHT) may pass the limit its parts kept.

@@ -5,6 +5,8 @@
 #include <map>
 
 #include "model/errors.hpp"
+#include "model/text_format.hpp"
+#include "sim/network_costs.hpp"
 
 namespace ppsched {
 namespace {
@@ -231,6 +233,58 @@ SplitCosts split_costs(const Calibration& c) {
   }
   if (!input.empty())
     out.other = Device::SplitCost{statistic(input, Statistic::Median), statistic(weight, Statistic::Median)};
+  return out;
+}
+
+NetworkFit fit_network(Network net, Calibration& c, const std::string& trace_layout, const std::string& trace_file) {
+  // The traced layout: --trace-layout, else the layers each stage held as the trace says
+  // (otherData.layers, ppsched-exec), else the even split.
+  std::optional<NetworkCosts> from_trace;
+  if (trace_layout.empty() && !c.layers.empty()) {
+    std::vector<std::vector<std::string>> names(static_cast<size_t>(c.stages));
+    for (const StageLayers& sl : c.layers)
+      if (sl.stage >= 0 && sl.stage < c.stages) names[static_cast<size_t>(sl.stage)] = sl.layers;
+    from_trace = network_costs(net, named_layout(names, net.layers(), trace_file + " (otherData.layers)"));
+    c.notes.push_back("the traced layout " + counts_text(from_trace->layout, from_trace->layers) +
+                      " is the trace's (otherData.layers)");
+  }
+  const NetworkCosts traced = from_trace ? std::move(*from_trace) : network_costs(net, c.stages, trace_layout, "--trace-layout");
+  NetworkFit out;
+  out.traced_layout = traced.layout;
+  out.traced_layout_text = counts_text(traced.layout, traced.layers);
+  out.fits = fit_kind_rates(c, traced.plan);
+  const std::vector<KindFit>& fits = out.fits;
+  net.device = with_fits(net.device, fits);
+  // Each traced rank's time over the fitted rates' (a slower core, a throttled GPU): a
+  // schedule predicted on as many ranks prices each stage at its rank's factor.
+  const RankTimes rt = rank_time_factors(c, fits);
+  net.device.rank_time = rt.factors;
+  if (!rt.why_not.empty()) c.notes.push_back(rt.why_not);
+  // A split step's time: its measured fraction of the whole backward, when the trace
+  // probed the executor's split and its own backwards were whole (the fit's halves would
+  // otherwise cost what the whole does).
+  const SplitCosts split = split_costs(c);
+  const bool whole_fit = std::any_of(fits.begin(), fits.end(), [](const KindFit& f) { return f.from == "BWD"; });
+  if ((split.first || split.other) && whole_fit) {
+    net.device.split_first = split.first;
+    net.device.split_other = split.other;
+    auto text = [](const char* where, const std::optional<Device::SplitCost>& sc) {
+      return sc ? std::string(where) + " BWD_INPUT " + fixed(sc->input, 2) + " + BWD_WEIGHT " + fixed(sc->weight, 2) : std::string();
+    };
+    std::string what = text("stage 0:", split.first);
+    if (split.other) what += (what.empty() ? "" : "; ") + text("other stages:", split.other);
+    c.notes.push_back("a split backward is priced as the executor's probe measured it (otherData.split_backward), "
+                      "as fractions of the whole backward: " + what);
+  } else if (split.first || split.other) {
+    c.notes.push_back("the trace's split-backward probes were not used: its own backwards were split, so the fit "
+                      "already prices them");
+  }
+  // The trace's link, protocol and collectives stay the fitted model's.
+  net.links = c.costs.links;
+  net.collectives = c.costs.collectives;
+  net.protocol = c.costs.protocol;
+  net.overlap_efficiency = c.costs.overlap_efficiency;
+  out.fitted = std::move(net);
   return out;
 }
 

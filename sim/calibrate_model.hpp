@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "network/layout.hpp"
 #include "network/network.hpp"
 #include "network/stage_plan.hpp"
 #include "sim/calibrate.hpp"
@@ -56,5 +57,19 @@ struct SplitCosts {
   std::optional<Device::SplitCost> first, other;
 };
 SplitCosts split_costs(const Calibration& c);
+
+// The whole per-layer calibration of `net` on trace calibration `c`: the traced layout
+// (`trace_layout`, else the trace's otherData.layers, else the even split over its stages), the
+// kinds' fitted rates, each traced rank's factors, the probed split-backward fractions when the
+// trace's own backwards were whole, and the trace's platform (link, collectives, protocol,
+// overlap), all put into the network: the fitted model that prices any schedule. What it
+// decided goes to c.notes. `trace_file` names the trace in messages.
+struct NetworkFit {
+  Network fitted;
+  std::vector<KindFit> fits;
+  Layout traced_layout;
+  std::string traced_layout_text;  // its body-layer counts, for reports
+};
+NetworkFit fit_network(Network net, Calibration& c, const std::string& trace_layout, const std::string& trace_file);
 
 }  // namespace ppsched

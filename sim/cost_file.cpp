@@ -82,11 +82,13 @@
 #include <nlohmann/json.hpp>
 
 #include "model/errors.hpp"
+#include "model/formats/json_fields.hpp"
 #include "model/formats/json_support.hpp"
 #include "model/formats/schedule_io.hpp"
 #include "model/text_format.hpp"
 #include "model/validate.hpp"
 #include "network/model_file.hpp"
+#include "platform/platform_file.hpp"
 #include "sim/cost_fields.hpp"
 
 namespace ppsched {
@@ -101,12 +103,6 @@ using Keys = std::vector<std::string_view>;
 
 const Keys kTopKeys = {"format", "version", "compute", "bytes", "link", "collectives", "protocol",
                        "overlap_efficiency", "memory"};
-const Keys kLinkKeys = {"latency_ms", "bandwidth_GBps", "intra_node", "inter_node", "ranks_per_node", "pairs"};
-const Keys kLinkValueKeys = {"latency_ms", "bandwidth_GBps"};
-const Keys kPairKeys = {"src", "dst", "latency_ms", "bandwidth_GBps"};
-const Keys kCollectiveKeys = {"algorithm"};
-const Keys kProtocolKeys = {"eager_threshold_bytes", "compute_blocks_host", "background_progress",
-                            "send_handoff_ms", "deferred_start_ms"};
 const Keys kMemoryKeys = {"capacity_bytes",   "capacity_basis",   "margin",           "activation_bytes", "weight_grad_bytes", "workspace_bytes",
                           "weights_bytes",    "grads_bytes",      "optimizer_bytes",   "tower_graph_bytes",
                           "tower_copy_bytes", "shared_weights"};
@@ -130,60 +126,27 @@ Keys byte_key_names() {
 // ---- reading ----------------------------------------------------------------------------------
 namespace {
 
-std::string type_of(const json& j) { return json_type_name(j, false); }
-
-std::string join(const Keys& keys) { return join_keys(keys); }
-
-bool is_annotation(std::string_view key) { return key == "comment" || key.substr(0, 2) == "x-"; }
-
-
-constexpr size_t kMaxLinkPairs = 1024;
-
-// What a number stands for: its unit, range and how an error describes it.
-enum class Quantity { Time, Bytes, Bandwidth, Fraction };
+std::string type_of(const json& j) { return JsonFields::type_of(j); }
 
 class Reader {
  public:
-  explicit Reader(const std::string& file) : file_(file) {}
+  explicit Reader(const std::string& file) : f_(file) {}
 
   CostModel read(std::string_view text) {
-    json root = parse_json_strict(text, file_, false);
+    json root = parse_json_strict(text, f_.file(), false);
     if (!root.is_object()) fail("", "expected a JSON object at the top level, got " + type_of(root));
     check_format(root);
     check_keys(root, "", kTopKeys);
     CostModel c;
-    c.source = file_;
+    c.source = f_.file();
     const json* compute = root.contains("compute") ? &root["compute"] : nullptr;
     if (!compute) fail("compute", "missing key 'compute': expected an object of times in ms, at least {\"FWD\": ..}");
     read_compute(*compute, c);
     if (root.contains("bytes")) read_bytes(root["bytes"], c);
     if (!c.gradient_bytes.given) c.gradient_bytes.rows = c.activation_bytes.rows;
-    if (root.contains("link")) read_links(root["link"], c);
-    if (root.contains("collectives")) {
-      const json& j = object(root["collectives"], "collectives", kCollectiveKeys);
-      if (j.contains("algorithm")) {
-        const json& a = j["algorithm"];
-        if (a == "ring") c.collective_algorithm = CollectiveAlgorithm::Ring;
-        else if (a == "tree") c.collective_algorithm = CollectiveAlgorithm::Tree;
-        else fail("collectives.algorithm", "expected \"ring\" or \"tree\", got " + (a.is_string() ? a.dump() : type_of(a)));
-      }
-    }
-    if (root.contains("protocol")) {
-      const json& j = object(root["protocol"], "protocol", kProtocolKeys);
-      if (j.contains("eager_threshold_bytes"))
-        c.eager_threshold_bytes = number(j["eager_threshold_bytes"], "protocol.eager_threshold_bytes", Quantity::Bytes);
-      for (auto [key, field] : {std::pair{"compute_blocks_host", &CostModel::compute_blocks_host},
-                                std::pair{"background_progress", &CostModel::background_progress}}) {
-        if (!j.contains(key)) continue;
-        const json& b = j[key];
-        if (!b.is_boolean()) fail(std::string("protocol.") + key, "expected true or false, got " + type_of(b));
-        c.*field = b.get<bool>();
-      }
-      if (j.contains("deferred_start_ms"))
-        c.deferred_start_ms = number(j["deferred_start_ms"], "protocol.deferred_start_ms", Quantity::Time);
-      if (j.contains("send_handoff_ms") && !j["send_handoff_ms"].is_null())
-        c.send_handoff_ms = number(j["send_handoff_ms"], "protocol.send_handoff_ms", Quantity::Time);
-    }
+    if (root.contains("link")) c.links = read_links(f_, root["link"]);
+    if (root.contains("collectives")) c.collectives = read_collectives(f_, root["collectives"]);
+    if (root.contains("protocol")) c.protocol = read_protocol(f_, root["protocol"]);
     if (root.contains("overlap_efficiency"))
       c.overlap_efficiency = number(root["overlap_efficiency"], "overlap_efficiency", Quantity::Fraction);
     if (root.contains("memory")) read_memory(root["memory"], c);
@@ -191,11 +154,7 @@ class Reader {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& path, const std::string& msg) const {
-    Location loc = in_file(file_);
-    loc.field = path;
-    throw InputError(loc, msg);
-  }
+  [[noreturn]] void fail(const std::string& path, const std::string& msg) const { f_.fail(path, msg); }
 
   void check_format(const json& root) const {
     if (!root.contains("format")) fail("format", "missing key 'format': expected \"ppsched-costs\"");
@@ -206,50 +165,10 @@ class Reader {
       fail("version", "unsupported version " + root["version"].dump() + ": this build reads version 1 only");
   }
 
-  void check_keys(const json& obj, const std::string& path, const Keys& known) const {
-    for (auto it = obj.begin(); it != obj.end(); ++it) {
-      const std::string& key = it.key();
-      if (is_annotation(key) || std::find(known.begin(), known.end(), key) != known.end()) continue;
-      fail(path.empty() ? key : path + "." + key,
-           "unknown key '" + clip(key) + "' in " + (path.empty() ? "the top level" : path) + ": expected one of " +
-               join(known) + " (keys named \"comment\" or starting with x- are ignored)");
-    }
-  }
-
-  const json& object(const json& j, const std::string& path, const Keys& known) const {
-    if (!j.is_object()) fail(path, "expected an object, got " + type_of(j));
-    check_keys(j, path, known);
-    return j;
-  }
-
-  static std::string expected(Quantity q) {
-    switch (q) {
-      case Quantity::Time: return "a time in ms >= 0";
-      case Quantity::Bytes: return "a whole number of bytes >= 0";
-      case Quantity::Bandwidth: return "a bandwidth in GB/s > 0, or null for infinite";
-      case Quantity::Fraction: return "a number between 0 and 1";
-    }
-    return "";
-  }
-
+  const json& object(const json& j, const std::string& path, const Keys& known) const { return f_.object(j, path, known); }
+  void check_keys(const json& obj, const std::string& path, const Keys& known) const { f_.object(obj, path, known); }
   double number(const json& j, const std::string& path, Quantity q, const std::string& forms = "") const {
-    if (!j.is_number()) fail(path, "expected " + expected(q) + forms + ", got " + type_of(j));
-    const double v = j.get<double>();
-    const bool ok = q == Quantity::Bandwidth ? v > 0
-                    : q == Quantity::Fraction ? v >= 0 && v <= 1
-                    : q == Quantity::Bytes    ? v >= 0 && v == std::floor(v)
-                                              : v >= 0;
-    if (!ok || !std::isfinite(v)) fail(path, "expected " + expected(q) + ", got " + j.dump());
-    // The limits (README "Limits") keep every sum and product the model forms finite and
-    // every byte count within int64.
-    if (q == Quantity::Bytes && v > kMaxBytes)
-      fail(path, j.dump() + " bytes is over the limit of " + std::to_string(static_cast<int64_t>(kMaxBytes)) +
-                     " bytes (1 TiB)");
-    if (q == Quantity::Time && v > kMaxTimeMs)
-      fail(path, j.dump() + " ms is over the limit of 1e9 ms (11.6 days)");
-    if (q == Quantity::Bandwidth && (v < kMinBandwidthGBps || v > kMaxBandwidthGBps))
-      fail(path, j.dump() + " GB/s is outside the limits of 1e-6 to 1e9 GB/s (null for infinite)");
-    return v;
+    return f_.quantity(j, path, q, forms);
   }
 
   // Every per-stage array has one length, every per-micro row one length; the first of each
@@ -341,66 +260,6 @@ class Reader {
                                                        " per-micro values");
   }
 
-  // Latency and bandwidth of one link; what is missing stays as in `base`.
-  Link link_value(const json& j, const std::string& path, Link base, const Keys& known) const {
-    object(j, path, known);
-    if (j.contains("latency_ms")) base.latency_ms = number(j["latency_ms"], path + ".latency_ms", Quantity::Time);
-    if (j.contains("bandwidth_GBps")) {
-      const json& b = j["bandwidth_GBps"];
-      if (b.is_null()) base.bandwidth_GBps.reset();
-      else base.bandwidth_GBps = number(b, path + ".bandwidth_GBps", Quantity::Bandwidth);
-    }
-    return base;
-  }
-
-  void read_links(const json& j, CostModel& c) const {
-    object(j, "link", kLinkKeys);
-    const bool flat = j.contains("latency_ms") || j.contains("bandwidth_GBps");
-    const bool split = j.contains("intra_node") || j.contains("inter_node");
-    if (flat && split)
-      fail("link", "give either latency_ms and bandwidth_GBps (every link) or intra_node and inter_node, not both");
-    if (flat) {
-      c.intra_node = c.inter_node = link_value(j, "link", Link{}, kLinkKeys);
-    } else if (split) {
-      for (const char* key : {"intra_node", "inter_node"})
-        if (!j.contains(key))
-          fail(std::string("link.") + key, std::string("missing key '") + key +
-                                               "': with a split link give both intra_node and inter_node");
-      c.intra_node = link_value(j["intra_node"], "link.intra_node", Link{}, kLinkValueKeys);
-      c.inter_node = link_value(j["inter_node"], "link.inter_node", Link{}, kLinkValueKeys);
-    }
-    if (j.contains("ranks_per_node")) {
-      const json& n = j["ranks_per_node"];
-      if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > std::numeric_limits<int>::max())
-        fail("link.ranks_per_node", "expected a whole number of ranks >= 1, got " + (n.is_number() ? n.dump() : type_of(n)));
-      c.ranks_per_node = n.get<int>();
-    }
-    if (!j.contains("pairs")) return;
-    const json& pairs = j["pairs"];
-    if (!pairs.is_array()) fail("link.pairs", "expected an array of {src, dst, latency_ms, bandwidth_GBps}, got " + type_of(pairs));
-    // Looked up linearly (a handful in practice); the limit keeps that bounded.
-    if (pairs.size() > kMaxLinkPairs)
-      fail("link.pairs", std::to_string(pairs.size()) + " pairs is over the limit of " + std::to_string(kMaxLinkPairs));
-    for (size_t k = 0; k < pairs.size(); ++k) {
-      const std::string path = "link.pairs[" + std::to_string(k) + "]";
-      object(pairs[k], path, kPairKeys);
-      LinkOverride o;
-      for (auto [key, rank] : {std::pair<const char*, int*>{"src", &o.src}, {"dst", &o.dst}}) {
-        if (!pairs[k].contains(key)) fail(path + "." + key, std::string("missing key '") + key + "': expected a rank >= 0");
-        const json& r = pairs[k][key];
-        if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() > std::numeric_limits<int>::max())
-          fail(path + "." + key, "expected a rank >= 0, got " + (r.is_number() ? r.dump() : type_of(r)));
-        *rank = r.get<int>();
-      }
-      if (o.src == o.dst) fail(path, "src and dst are both rank " + std::to_string(o.src) + ": a pair needs two ranks");
-      for (const auto& seen : c.pairs)
-        if (seen.src == o.src && seen.dst == o.dst)
-          fail(path, "the pair " + std::to_string(o.src) + " -> " + std::to_string(o.dst) + " is listed twice");
-      o.link = link_value(pairs[k], path, c.link(o.src, o.dst), kPairKeys);
-      c.pairs.push_back(o);
-    }
-  }
-
   void read_memory(const json& j, CostModel& c) {
     object(j, "memory", kMemoryKeys);
     if (j.contains("capacity_bytes")) {
@@ -462,7 +321,7 @@ class Reader {
     }
   }
 
-  const std::string& file_;
+  JsonFields f_;
   size_t stages_ = 0, micros_ = 0;
   std::string stages_path_, micros_path_;
 };
@@ -480,10 +339,7 @@ CostModel read_cost_file(const std::string& path) {
 // ---- writing ----------------------------------------------------------------------------------
 namespace {
 
-ordered_json quantity(double v) {
-  if (v == std::floor(v) && std::fabs(v) < 9e15) return static_cast<int64_t>(v);
-  return v;
-}
+ordered_json quantity(double v) { return json_number(v); }
 
 ordered_json stage_json(const StageValue& v) {
   if (v.rows.empty()) return 0;
@@ -499,13 +355,6 @@ ordered_json stage_json(const StageValue& v) {
     out.push_back(std::move(micro));
   }
   return out;
-}
-
-ordered_json link_json(const Link& l) {
-  ordered_json j;
-  j["latency_ms"] = l.latency_ms;
-  j["bandwidth_GBps"] = l.bandwidth_GBps ? ordered_json(*l.bandwidth_GBps) : ordered_json(nullptr);
-  return j;
 }
 
 // Comments for the template, by object; `c` supplies the numbers.
@@ -605,34 +454,15 @@ ordered_json model_json(const CostModel& c, const Comments* k) {
   root["bytes"] = std::move(bytes);
   ordered_json link;
   note(link, k ? k->link : Comment{});
-  ordered_json intra, inter;
-  note(intra, k ? k->intra : Comment{});
-  note(inter, k ? k->inter : Comment{});
-  intra.update(link_json(c.intra_node));
-  inter.update(link_json(c.inter_node));
-  link["intra_node"] = std::move(intra);
-  link["inter_node"] = std::move(inter);
-  link["ranks_per_node"] = c.ranks_per_node;
-  link["pairs"] = ordered_json::array();
-  for (const auto& p : c.pairs) {
-    ordered_json pj;
-    pj["src"] = p.src;
-    pj["dst"] = p.dst;
-    pj.update(link_json(p.link));
-    link["pairs"].push_back(std::move(pj));
-  }
+  link.update(links_json(c.links, k ? k->intra : Comment{}, k ? k->inter : Comment{}));
   root["link"] = std::move(link);
   ordered_json coll;
   note(coll, k ? k->collectives : Comment{});
-  coll["algorithm"] = c.collective_algorithm == CollectiveAlgorithm::Ring ? "ring" : "tree";
+  coll.update(collectives_json(c.collectives));
   root["collectives"] = std::move(coll);
   ordered_json protocol;
   note(protocol, k ? k->protocol : Comment{});
-  protocol["eager_threshold_bytes"] = quantity(c.eager_threshold_bytes);
-  protocol["compute_blocks_host"] = c.compute_blocks_host;
-  protocol["background_progress"] = c.background_progress;
-  protocol["send_handoff_ms"] = c.send_handoff_ms ? quantity(*c.send_handoff_ms) : ordered_json(nullptr);
-  protocol["deferred_start_ms"] = quantity(c.deferred_start_ms);
+  protocol.update(protocol_json(c.protocol));
   root["protocol"] = std::move(protocol);
   root["overlap_efficiency"] = c.overlap_efficiency;
   ordered_json memory;

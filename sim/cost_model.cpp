@@ -75,17 +75,6 @@ double CostModel::payload_bytes(Op op, int stage, int micro) const {
   return 0.0;
 }
 
-const Link& CostModel::link(int src, int dst) const {
-  const LinkOverride* reverse = nullptr;
-  for (const auto& p : pairs) {
-    if (p.src == src && p.dst == dst) return p.link;
-    if (!reverse && p.src == dst && p.dst == src) reverse = &p;
-  }
-  if (reverse) return reverse->link;
-  const int per_node = std::max(ranks_per_node, 1);
-  return src / per_node == dst / per_node ? intra_node : inter_node;
-}
-
 // The checkers count one value per stage; a per-micro row counts its largest micro-batch, so
 // that a memory verdict is never optimistic.
 // The checkers count one value per stage; a per-micro row counts its largest micro-batch, so

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "lowering/options.hpp"
+#include "platform/interconnect.hpp"
+#include "platform/protocol.hpp"
 #include "model/schedule.hpp"
 #include "model/step_types.hpp"
 #include "sim/fsdp2_timing.hpp"
@@ -34,22 +36,6 @@ struct StageValue {
   }
 };
 
-struct Link {
-  double latency_ms = 0.0;
-  std::optional<double> bandwidth_GBps;  // nullopt = infinite
-  // Milliseconds to move `bytes` over this link.
-  double transfer_ms(double bytes) const {
-    return latency_ms + (bandwidth_GBps && *bandwidth_GBps > 0 ? bytes / (*bandwidth_GBps * 1e9) * 1e3 : 0.0);
-  }
-};
-
-struct LinkOverride {
-  int src = -1, dst = -1;  // a pair (applies to both directions when symmetric)
-  Link link;
-};
-
-enum class CollectiveAlgorithm : uint8_t { Ring, Tree };
-
 struct CostModel {
   std::string source = "default";  // "default" or the file it was read from
   // compute times (milliseconds) by ComputeKind: FWD, BWD, BWD_INPUT, BWD_WEIGHT,
@@ -65,30 +51,10 @@ struct CostModel {
   // Per stage: the bytes of the stage's parameters, and of its gradients (same dtype), that
   // the FSDP_* data-parallel collectives move (per stage only, never per micro-batch).
   StageValue param_bytes;
-  // links
-  Link intra_node, inter_node;
-  int ranks_per_node = 8;
-  std::vector<LinkOverride> pairs;
-  CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::Ring;
-  // protocol and overlap
-  double eager_threshold_bytes = 4.0 * 1024 * 1024;  // NCCL's per-peer buffer
-  // false (GPUs): the host launches a compute and goes on posting communication while the
-  // stream runs it. true (CPUs, e.g. a Gloo run): the host runs the compute itself, so it
-  // posts nothing until the compute has finished.
-  bool compute_blocks_host = false;
-  // true (GPUs): a posted transfer moves on its own (NCCL's kernels) once both ends are
-  // posted. false (a CPU run with one core per rank, e.g. Gloo): the sender's payload goes out
-  // when posted, but the receiver's transport thread reads it in only on a free core, which it
-  // gets while the receiving rank waits, so a transfer starts at the receiver's first waiting
-  // moment.
-  bool background_progress = true;
-  // background_progress false: what a transfer that waited for its receiver to wait takes on
-  // top of its transfer time (the sender, computing, gets its transport thread a core).
-  double deferred_start_ms = 0;
-  // Unset (NCCL): a rendezvous send completes when its payload has arrived. Set (Gloo): it
-  // completes once the transport took the payload, this long after the transfer started (at
-  // most at the arrival); the receiver still gets it a transfer time after the start.
-  std::optional<double> send_handoff_ms;
+  // the platform (platform/): links by locality, the collectives' algorithm, the protocol
+  Links links;
+  CollectiveAlgorithm collectives = CollectiveAlgorithm::Ring;
+  Protocol protocol;
   // OVERLAP_*: how much of the shorter sub-step runs hidden behind the longer one (1 = fully).
   // Two computes on one device take turns unless measured otherwise (calibrate; a kernel pair
   // that leaves SMs idle may overlap a little), so the default is 0, serial.
@@ -122,7 +88,7 @@ struct CostModel {
   // Bytes of one payload message of a P2P step.
   double payload_bytes(Op op, int stage, int micro) const;
   // The link between two ranks (per-pair override, else intra/inter node by ranks_per_node).
-  const Link& link(int src, int dst) const;
+  const Link& link(int src, int dst) const { return links.link(src, dst); }
   // The memory model the checkers use, from this cost model (stage count for the arrays).
   MemoryModel memory_model(int stages) const;
 

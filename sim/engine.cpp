@@ -286,7 +286,7 @@ class Engine {
     dp_ms_.assign(R, 0.0);
     dp_exposed_.assign(R, 0.0);
     if (gathers_) gathered_.resize(R);
-    if (!c.background_progress) {
+    if (!c.protocol.background_progress) {
       waits_.resize(R);
       stalled_.resize(R);
       dirty_flag_.assign(R, false);
@@ -517,7 +517,7 @@ class Engine {
   bool dp_ring_inter_node(int r) const {
     const DataParallelOptions& dp = o_.check.dp;
     if (dp.degree <= 1) return false;
-    const int64_t per_node = std::max(c_.ranks_per_node, 1);
+    const int64_t per_node = std::max(c_.links.ranks_per_node, 1);
     return dp.global_rank(r, 0, s_.ranks) / per_node != dp.global_rank(r, dp.degree - 1, s_.ranks) / per_node;
   }
 
@@ -540,11 +540,11 @@ class Engine {
   //   UNSHARD and RESHARD without --fsdp, RESHARD with it: nothing to move.
   double ring_ms(CollectiveKind kind, double B, int r) const {
     if (kind == CollectiveKind::None || kind == CollectiveKind::Release) return 0.0;
-    const Link& l = dp_ring_inter_node(r) ? c_.inter_node : c_.intra_node;
+    const Link& l = dp_ring_inter_node(r) ? c_.links.inter_node : c_.links.intra_node;
     const double inv_bw = l.bandwidth_GBps && *l.bandwidth_GBps > 0 ? 1e3 / (*l.bandwidth_GBps * 1e9) : 0.0;
     const double n = static_cast<double>(o_.check.dp.degree);
     if (kind == CollectiveKind::AllReduce) {
-      if (c_.collective_algorithm == CollectiveAlgorithm::Tree) return 2.0 * std::ceil(std::log2(n)) * (B * inv_bw + l.latency_ms);
+      if (c_.collectives == CollectiveAlgorithm::Tree) return 2.0 * std::ceil(std::log2(n)) * (B * inv_bw + l.latency_ms);
       return 2.0 * (n - 1) / n * B * inv_bw + 2.0 * (n - 1) * l.latency_ms;
     }
     return (n - 1) / n * B * inv_bw + (n - 1) * l.latency_ms;
@@ -655,7 +655,7 @@ class Engine {
     deliver(r, mem, end);
     compute_free_[ri] = end;
     compute_last_[ri] = sl;
-    if (c_.compute_blocks_host) {
+    if (c_.protocol.compute_blocks_host) {
       host_[ri] = end;
       host_cause_[ri] = sl;
     }
@@ -686,7 +686,7 @@ class Engine {
   }
 
   bool eager(double bytes) const {
-    return o_.check.comm == CommMode::Eager || bytes <= c_.eager_threshold_bytes;
+    return o_.check.comm == CommMode::Eager || bytes <= c_.protocol.eager_threshold_bytes;
   }
 
   double posted_at(const MsgState& m) const { return slices_[static_cast<size_t>(m.slice)].start_ms; }
@@ -725,7 +725,7 @@ class Engine {
       return;
     }
     double start = std::max(s.ready, rv_post);
-    if (!c_.background_progress) {
+    if (!c_.protocol.background_progress) {
       const int q = model_.rank_of(model_.messages[static_cast<size_t>(recv_id)]);
       const double t = known_wait(q, start, recv_id);
       if (t == kUnknown) {
@@ -753,7 +753,7 @@ class Engine {
     const double end = start + link.transfer_ms(bytes);
     account(model_.channels[static_cast<size_t>(ms.channel)], bytes);
     // send_handoff_ms (Gloo): the sender goes on once the transport took the payload.
-    complete(send_id, c_.send_handoff_ms ? std::min(start + *c_.send_handoff_ms, end) : end, cause);
+    complete(send_id, c_.protocol.send_handoff_ms ? std::min(start + *c_.protocol.send_handoff_ms, end) : end, cause);
     complete(recv_id, end, cause);
   }
 
@@ -796,7 +796,7 @@ class Engine {
   }
   // A transfer that could start at `could` and waited for its receiver until `waits`.
   double deferred(double could, double waits) const {
-    return waits > could ? waits + c_.deferred_start_ms : waits;
+    return waits > could ? waits + c_.protocol.deferred_start_ms : waits;
   }
   bool start_any_stalled() {
     bool started = false;
@@ -807,12 +807,12 @@ class Engine {
   // end_wait), a time when what it waits for is timed already, infinite once it has finished.
   // Its stalled transfers may start now.
   void begin_wait(int r, double to = kUnknown) {
-    if (c_.background_progress) return;
+    if (c_.protocol.background_progress) return;
     waits_[static_cast<size_t>(r)].push_back({host_[static_cast<size_t>(r)], to});
     retry(r);
   }
   void end_wait(int r, double to) {
-    if (c_.background_progress) return;
+    if (c_.protocol.background_progress) return;
     auto& w = waits_[static_cast<size_t>(r)];
     if (w.empty() || w.back().to != kUnknown) return;
     w.back().to = std::max(to, w.back().from);
@@ -1086,7 +1086,7 @@ class Engine {
     const double B = collective_bytes(op, stage);
     const bool reduce = info(op).collective_kind == CollectiveKind::AllReduce;
     const double dn = static_cast<double>(n);
-    if (c_.collective_algorithm == CollectiveAlgorithm::Tree) {
+    if (c_.collectives == CollectiveAlgorithm::Tree) {
       double rounds = std::ceil(std::log2(dn)) * (reduce ? 2.0 : 1.0);
       return rounds * (B * inv_bw + lat);
     }

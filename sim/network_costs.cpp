@@ -42,31 +42,14 @@ bool any_positive(const StagePlan& plan, std::vector<int64_t> StageFigures::*fie
   return false;
 }
 
-// The link, collectives, protocol, overlap and meta message size a model file gives, read and checked as a cost
-// file's (its messages name the model file and the key).
-void apply_cost_extras(const Network& net, CostModel& c) {
-  if (net.cost_extras.empty()) return;
-  nlohmann::json doc = net.cost_extras;
-  doc["format"] = "ppsched-costs";
-  doc["version"] = 1;
-  doc["compute"] = {{"FWD", 0}};
-  const CostModel x = read_cost_model(doc.dump(), net.source);
-  if (net.cost_extras.contains("link")) {
-    c.intra_node = x.intra_node;
-    c.inter_node = x.inter_node;
-    c.ranks_per_node = x.ranks_per_node;
-    c.pairs = x.pairs;
-  }
-  if (net.cost_extras.contains("collectives")) c.collective_algorithm = x.collective_algorithm;
-  if (net.cost_extras.contains("protocol")) {
-    c.eager_threshold_bytes = x.eager_threshold_bytes;
-    c.compute_blocks_host = x.compute_blocks_host;
-    c.background_progress = x.background_progress;
-    c.deferred_start_ms = x.deferred_start_ms;
-    c.send_handoff_ms = x.send_handoff_ms;
-  }
-  if (net.cost_extras.contains("overlap_efficiency")) c.overlap_efficiency = x.overlap_efficiency;
-  if (net.cost_extras.contains("bytes")) c.meta_bytes = x.meta_bytes;
+// The platform sections a model file gives (its link, collectives, protocol, overlap and meta
+// message size), each over the cost model's default.
+void apply_platform(const Network& net, CostModel& c) {
+  if (net.links) c.links = *net.links;
+  if (net.collectives) c.collectives = *net.collectives;
+  if (net.protocol) c.protocol = *net.protocol;
+  if (net.overlap_efficiency) c.overlap_efficiency = *net.overlap_efficiency;
+  if (net.meta_bytes) c.meta_bytes = *net.meta_bytes;
 }
 
 }  // namespace
@@ -114,11 +97,11 @@ CostModel costs_from_plan(const Network& net, const StagePlan& plan, const std::
     if (l.kind == LayerKind::Head && l.uses_embedding_params > 0)
       c.tied_param_bytes = static_cast<double>(l.uses_embedding_params) * bpp.weights;
   c.param_bytes = stage_bytes(plan, &StageFigures::weight_bytes);
-  c.intra_node = Link{0.005, 450.0};
-  c.inter_node = Link{0.010, 50.0};
-  c.ranks_per_node = 8;
-  c.collective_algorithm = CollectiveAlgorithm::Ring;
-  c.eager_threshold_bytes = 4.0 * 1024 * 1024;
+  c.links.intra_node = Link{0.005, 450.0};
+  c.links.inter_node = Link{0.010, 50.0};
+  c.links.ranks_per_node = 8;
+  c.collectives = CollectiveAlgorithm::Ring;
+  c.protocol.eager_threshold_bytes = 4.0 * 1024 * 1024;
   c.overlap_efficiency = 0;
   if (const auto usable = net.device.usable_memory_bytes()) {
     c.capacity_bytes = static_cast<double>(*usable);
@@ -157,7 +140,7 @@ CostModel costs_from_plan(const Network& net, const StagePlan& plan, const std::
   }
   c.tower_graph_bytes = tower_kept;
   c.tower_copy_bytes = c.tower_param_bytes;
-  apply_cost_extras(net, c);
+  apply_platform(net, c);
   return c;
 }
 

@@ -49,8 +49,8 @@ CostModel known_costs() {
   Link l;
   l.latency_ms = 0.05;
   l.bandwidth_GBps = 12.5;
-  c.intra_node = c.inter_node = l;
-  c.eager_threshold_bytes = 0;
+  c.links.intra_node = c.links.inter_node = l;
+  c.protocol.eager_threshold_bytes = 0;
   return c;
 }
 
@@ -123,7 +123,7 @@ TEST_CASE("a link faster than the cost file's 1e9 GB/s is fitted as infinite, no
   const Schedule s = generate("1f1b", g);
   CostModel c = known_costs();
   // 32 MiB in 17 ns: the trace's whole nanoseconds still show the size dependence.
-  c.intra_node.bandwidth_GBps = c.inter_node.bandwidth_GBps = 2e9;
+  c.links.intra_node.bandwidth_GBps = c.links.inter_node.bandwidth_GBps = 2e9;
   const Calibration cal = round_trip(s, c);
   CHECK_FALSE(cal.link.bandwidth_GBps);
   CHECK_THAT(cal.link.note, Catch::Contains("beyond 1e9 GB/s"));
@@ -300,7 +300,7 @@ TEST_CASE("a Gloo trace gets the CPU run's protocol, any other the GPU's, and th
   g.micro = 4;
   const Schedule s = generate("1f1b", g);
   CostModel cpu = known_costs();
-  cpu.compute_blocks_host = true;  // as on a CPU: no send slice spans a compute
+  cpu.protocol.compute_blocks_host = true;  // as on a CPU: no send slice spans a compute
   const RunRecord r = simulate(s, cpu);
   // The protocol follows the run's provenance (otherData.source and .transport), not its label.
   const auto fit = [&](RunSource source, RunTransport transport, const CalibrateOptions& o) {
@@ -310,10 +310,10 @@ TEST_CASE("a Gloo trace gets the CPU run's protocol, any other the GPU's, and th
     return calibrate_trace(chrome_trace_json(s, measured), "t.json", o);
   };
   const Calibration gloo = fit(RunSource::Measured, RunTransport::Gloo, {});
-  CHECK(gloo.costs.eager_threshold_bytes == 0);
-  CHECK(gloo.costs.compute_blocks_host);
-  CHECK_FALSE(gloo.costs.background_progress);
-  REQUIRE(gloo.costs.send_handoff_ms.has_value());
+  CHECK(gloo.costs.protocol.eager_threshold_bytes == 0);
+  CHECK(gloo.costs.protocol.compute_blocks_host);
+  CHECK_FALSE(gloo.costs.protocol.background_progress);
+  REQUIRE(gloo.costs.protocol.send_handoff_ms.has_value());
   // The simulated trace's sends end with their transfers, each a rendezvous of latency +
   // bytes / bandwidth (0.05 ms + bytes / 12.5 GB/s): the hand-off is the mean of those over
   // the run's messages, computed here from the cost model, not from the fit.
@@ -321,7 +321,7 @@ TEST_CASE("a Gloo trace gets the CPU run's protocol, any other the GPU's, and th
   double handoff = 0;
   for (const MessageFlow& f : r.flows) handoff += 0.05 + r.slices[static_cast<size_t>(f.recv_slice)].bytes / 12.5e6;
   handoff /= static_cast<double>(r.flows.size());
-  CHECK(*gloo.costs.send_handoff_ms == Approx(handoff).margin(1e-5));
+  CHECK(*gloo.costs.protocol.send_handoff_ms == Approx(handoff).margin(1e-5));
   CHECK(gloo.link.mean_transfer_ms == Approx(handoff).margin(1e-5));
   const auto said = [](const Calibration& c, const char* what) {
     for (const auto& n : c.notes)
@@ -332,19 +332,19 @@ TEST_CASE("a Gloo trace gets the CPU run's protocol, any other the GPU's, and th
   CHECK(said(gloo, "background_progress: false"));
   CHECK(said(gloo, "send_handoff_ms"));
   const Calibration sim = fit(RunSource::Simulated, RunTransport::None, {});
-  CHECK(sim.costs.eager_threshold_bytes == CostModel{}.eager_threshold_bytes);
-  CHECK_FALSE(sim.costs.compute_blocks_host);
-  CHECK(sim.costs.background_progress);
-  CHECK_FALSE(sim.costs.send_handoff_ms.has_value());
+  CHECK(sim.costs.protocol.eager_threshold_bytes == CostModel{}.protocol.eager_threshold_bytes);
+  CHECK_FALSE(sim.costs.protocol.compute_blocks_host);
+  CHECK(sim.costs.protocol.background_progress);
+  CHECK_FALSE(sim.costs.protocol.send_handoff_ms.has_value());
   CHECK_FALSE(said(sim, "background_progress"));
   CalibrateOptions o;
   o.compute_blocks_host = false;
   o.background_progress = true;
   o.send_handoff = false;
   const Calibration overridden = fit(RunSource::Measured, RunTransport::Gloo, o);
-  CHECK_FALSE(overridden.costs.compute_blocks_host);
-  CHECK(overridden.costs.background_progress);
-  CHECK_FALSE(overridden.costs.send_handoff_ms.has_value());
+  CHECK_FALSE(overridden.costs.protocol.compute_blocks_host);
+  CHECK(overridden.costs.protocol.background_progress);
+  CHECK_FALSE(overridden.costs.protocol.send_handoff_ms.has_value());
 }
 
 TEST_CASE("a batch's group is one sample of the link fit: interleaved --batch calibrates back its latency and bandwidth") {
@@ -375,9 +375,9 @@ TEST_CASE("a Gloo overlap trace: the receives its ranks waited after a compute g
   g.micro = 4;
   const Schedule s = generate("interleaved-1f1b", g);
   CostModel c = known_costs();
-  c.compute_blocks_host = true;
-  c.background_progress = false;
-  c.deferred_start_ms = 0.375;
+  c.protocol.compute_blocks_host = true;
+  c.protocol.background_progress = false;
+  c.protocol.deferred_start_ms = 0.375;
   SimOptions o;
   o.record_trace = true;
   o.check.overlap_p2p = true;
@@ -389,10 +389,10 @@ TEST_CASE("a Gloo overlap trace: the receives its ranks waited after a compute g
   CalibrateOptions co;
   co.send_handoff = false;
   const Calibration cal = calibrate_trace(chrome_trace_json(s, measured), "gloo.trace.json", co);
-  CHECK(cal.costs.compute_blocks_host);
-  CHECK_FALSE(cal.costs.background_progress);
+  CHECK(cal.costs.protocol.compute_blocks_host);
+  CHECK_FALSE(cal.costs.protocol.background_progress);
   CHECK(cal.link.latency_ms == Approx(0.05).margin(kTimeTol));
-  CHECK(cal.costs.deferred_start_ms == Approx(0.375).margin(kTimeTol));
+  CHECK(cal.costs.protocol.deferred_start_ms == Approx(0.375).margin(kTimeTol));
   bool said = false;
   for (const auto& n : cal.notes) said = said || n.find("deferred_start_ms 0.375") != std::string::npos;
   CHECK(said);

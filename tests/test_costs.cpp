@@ -59,13 +59,13 @@ TEST_CASE("the smallest valid cost file is accepted as is and means what it says
   CHECK(m.meta_bytes == 64);
   CHECK(m.stage_count() == 1);
   CHECK(m.overlap_efficiency == 0);  // two computes on one device take turns unless measured
-  CHECK(m.eager_threshold_bytes == 4.0 * kMiB);
-  CHECK_FALSE(m.compute_blocks_host);  // GPUs: the host launches compute and goes on
-  CHECK(m.background_progress);        // GPUs: a posted transfer moves on its own
-  CHECK_FALSE(m.send_handoff_ms.has_value());  // NCCL: a send completes when its payload arrived
-  CHECK(m.deferred_start_ms == 0);
+  CHECK(m.protocol.eager_threshold_bytes == 4.0 * kMiB);
+  CHECK_FALSE(m.protocol.compute_blocks_host);  // GPUs: the host launches compute and goes on
+  CHECK(m.protocol.background_progress);        // GPUs: a posted transfer moves on its own
+  CHECK_FALSE(m.protocol.send_handoff_ms.has_value());  // NCCL: a send completes when its payload arrived
+  CHECK(m.protocol.deferred_start_ms == 0);
   CHECK_FALSE(m.capacity_bytes.has_value());
-  CHECK(m.collective_algorithm == CollectiveAlgorithm::Ring);
+  CHECK(m.collectives == CollectiveAlgorithm::Ring);
 }
 
 TEST_CASE("a scalar applies to every stage, an array gives one per stage, a nested array one per micro") {
@@ -213,12 +213,12 @@ TEST_CASE("payload_bytes follows the step table's Payload, and collectives their
 
 TEST_CASE("links: intra- or inter-node by ranks_per_node, per-pair overrides in either direction") {
   const CostModel m = read_cost_file(costs("links.json"));
-  CHECK(m.ranks_per_node == 4);
+  CHECK(m.links.ranks_per_node == 4);
   const Link& intra = m.link(0, 3);
   CHECK(intra.latency_ms == 0.005);
   CHECK(*intra.bandwidth_GBps == 400);
-  CHECK(&m.link(4, 7) == &m.intra_node);
-  CHECK(&m.link(3, 4) == &m.inter_node);
+  CHECK(&m.link(4, 7) == &m.links.intra_node);
+  CHECK(&m.link(3, 4) == &m.links.inter_node);
   CHECK(*m.link(3, 4).bandwidth_GBps == 25);
   // 1 <-> 2: bandwidth overridden, latency from the intra-node link it replaces
   for (auto [a, b] : {std::pair{1, 2}, {2, 1}}) {
@@ -233,13 +233,13 @@ TEST_CASE("links: intra- or inter-node by ranks_per_node, per-pair overrides in 
   // latency + bytes / bandwidth
   CHECK(m.link(1, 2).transfer_ms(1e9) == Approx(0.005 + 100.0));
   CHECK(m.link(3, 4).transfer_ms(1e9) == Approx(0.02 + 40.0));
-  CHECK(m.collective_algorithm == CollectiveAlgorithm::Tree);
-  CHECK(m.eager_threshold_bytes == 65536);
-  CHECK(m.compute_blocks_host);
-  CHECK_FALSE(m.background_progress);
-  REQUIRE(m.send_handoff_ms.has_value());
-  CHECK(*m.send_handoff_ms == 0.125);
-  CHECK(m.deferred_start_ms == 0.5);
+  CHECK(m.collectives == CollectiveAlgorithm::Tree);
+  CHECK(m.protocol.eager_threshold_bytes == 65536);
+  CHECK(m.protocol.compute_blocks_host);
+  CHECK_FALSE(m.protocol.background_progress);
+  REQUIRE(m.protocol.send_handoff_ms.has_value());
+  CHECK(*m.protocol.send_handoff_ms == 0.125);
+  CHECK(m.protocol.deferred_start_ms == 0.5);
   CHECK(m.overlap_efficiency == 0.75);
 }
 
@@ -382,17 +382,17 @@ TEST_CASE("the default models a 7B-class transformer on H100-class GPUs with san
   CHECK(m.memory_model(4).boundary(1) == 4096 * 4096 * 2);
   CHECK(*m.capacity_bytes == 81559 * kMiB - 4 * kGiB);  // an H100 80 GB (NVML: 81,559 MiB) less the reserve
   // NVLink inside a node of 8, InfiniBand between nodes
-  CHECK(m.ranks_per_node == 8);
-  CHECK(&m.link(0, 7) == &m.intra_node);
-  CHECK(&m.link(7, 8) == &m.inter_node);
-  CHECK(*m.intra_node.bandwidth_GBps == 450);
-  CHECK(m.intra_node.latency_ms == 0.005);
-  CHECK(*m.inter_node.bandwidth_GBps == 50);
-  CHECK(m.inter_node.latency_ms == 0.010);
+  CHECK(m.links.ranks_per_node == 8);
+  CHECK(&m.link(0, 7) == &m.links.intra_node);
+  CHECK(&m.link(7, 8) == &m.links.inter_node);
+  CHECK(*m.links.intra_node.bandwidth_GBps == 450);
+  CHECK(m.links.intra_node.latency_ms == 0.005);
+  CHECK(*m.links.inter_node.bandwidth_GBps == 50);
+  CHECK(m.links.inter_node.latency_ms == 0.010);
   // a 32 MiB activation: ~0.08 ms over NVLink, ~0.68 ms over InfiniBand, both far below a FWD
   CHECK(m.link(0, 1).transfer_ms(m.payload_bytes(Op::FWD_SEND, 0, 0)) == Approx(0.0796).margin(0.001));
   CHECK(m.link(7, 8).transfer_ms(m.payload_bytes(Op::FWD_SEND, 0, 0)) == Approx(0.681).margin(0.001));
-  CHECK(m.eager_threshold_bytes == 4.0 * kMiB);
+  CHECK(m.protocol.eager_threshold_bytes == 4.0 * kMiB);
   CHECK_NOTHROW(m.check_fits(4, 16));
 }
 

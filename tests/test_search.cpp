@@ -134,8 +134,8 @@ CostModel unit_costs(double c) {
   m.bwd_input = StageValue::scalar(1);
   m.bwd_weight = StageValue::scalar(1);
   m.bwd = StageValue::scalar(2);
-  m.intra_node = m.inter_node = Link{c, std::nullopt};
-  m.pairs.clear();
+  m.links.intra_node = m.links.inter_node = Link{c, std::nullopt};
+  m.links.pairs.clear();
   m.activation_bytes = m.gradient_bytes = StageValue::scalar(1024);
   m.capacity_bytes.reset();
   // Memory in activations only: no resident bytes, ppsched's half-activation weight-gradient state.

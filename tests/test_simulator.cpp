@@ -25,8 +25,8 @@ CostModel uniform(double F, double B, double latency = 0.0) {
   c.bwd = StageValue::scalar(B);
   c.bwd_input = StageValue::scalar(B / 2);
   c.bwd_weight = StageValue::scalar(B / 2);
-  c.intra_node.latency_ms = latency;
-  c.inter_node.latency_ms = latency;
+  c.links.intra_node.latency_ms = latency;
+  c.links.inter_node.latency_ms = latency;
   c.meta_bytes = 0;
   return c;
 }
@@ -113,8 +113,8 @@ TEST_CASE("per-micro compute times are priced per micro-batch", "[simulator]") {
   rows.activation_bytes.rows = {{1e9, 1e9, 1e9, 1e9, 1e9, 1e9}, {1e9, 1e9, 1e9, 1e9, 1e9, 1e9}};
   scalar.activation_bytes = StageValue::scalar(1e9);
   for (CostModel* m : {&rows, &scalar}) {
-    m->intra_node.bandwidth_GBps = 100.0;
-    m->inter_node.bandwidth_GBps = 100.0;
+    m->links.intra_node.bandwidth_GBps = 100.0;
+    m->links.inter_node.bandwidth_GBps = 100.0;
   }
   const Schedule s = gen("1f1b", 2, 6);
   RunRecord a = run(s, rows), b = run(s, scalar);
@@ -218,9 +218,9 @@ TEST_CASE("compute_blocks_host (a CPU run): nothing is posted while the rank com
     for (int P : {2, 4}) {
       const Schedule s = gen(f.name, P, 2 * P, f.V);
       CostModel gpu = uniform(1.0, 2.0, 0.05);
-      gpu.eager_threshold_bytes = -1;  // every payload rendezvous, as on Gloo
+      gpu.protocol.eager_threshold_bytes = -1;  // every payload rendezvous, as on Gloo
       CostModel cpu = gpu;
-      cpu.compute_blocks_host = true;
+      cpu.protocol.compute_blocks_host = true;
       const RunRecord a = run(s, gpu), b = run(s, cpu);
       INFO(f.name << " P=" << P);
       REQUIRE(a.completed);
@@ -250,17 +250,17 @@ TEST_CASE("background_progress false (Gloo, a core per rank): a receiver takes a
       for (int P : {2, 4}) {
         const Schedule s = gen(f.name, P, 2 * P, f.V);
         CostModel cpu = uniform(1.0, 2.0, 0.05);
-        cpu.eager_threshold_bytes = -1;  // every payload rendezvous, as on Gloo
-        cpu.compute_blocks_host = true;
+        cpu.protocol.eager_threshold_bytes = -1;  // every payload rendezvous, as on Gloo
+        cpu.protocol.compute_blocks_host = true;
         CostModel gloo = cpu;
-        gloo.background_progress = false;
+        gloo.protocol.background_progress = false;
         SimOptions o;
         o.record_trace = true;
         o.check.overlap_p2p = overlap;
         const RunRecord a = simulate(s, cpu, o), b = simulate(s, gloo, o);
         // deferred_start_ms: a transfer that waited for its receiver starts that much later still.
         CostModel late = gloo;
-        late.deferred_start_ms = 0.25;
+        late.protocol.deferred_start_ms = 0.25;
         const RunRecord d = simulate(s, late, o);
         REQUIRE(d.completed);
         CHECK(d.makespan_ms >= b.makespan_ms - eps);
@@ -322,11 +322,11 @@ TEST_CASE("send_handoff_ms (Gloo): a blocking send returns that long after its t
     for (int P : {2, 4}) {
       const Schedule s = gen(fam, P, 2 * P, std::string(fam) == "dualpipev" ? 2 : 1);
       CostModel nccl = uniform(1.0, 2.0, lat);
-      nccl.eager_threshold_bytes = -1;
+      nccl.protocol.eager_threshold_bytes = -1;
       nccl.activation_bytes = nccl.gradient_bytes = StageValue::scalar(1e6);
-      nccl.intra_node.bandwidth_GBps = nccl.inter_node.bandwidth_GBps = 1.0;  // 1 ms per payload
+      nccl.links.intra_node.bandwidth_GBps = nccl.links.inter_node.bandwidth_GBps = 1.0;  // 1 ms per payload
       CostModel gloo = nccl;
-      gloo.send_handoff_ms = 0.25;
+      gloo.protocol.send_handoff_ms = 0.25;
       const RunRecord a = run(s, nccl), b = run(s, gloo);
       INFO(fam << " P=" << P);
       REQUIRE(a.completed);
@@ -346,7 +346,7 @@ TEST_CASE("send_handoff_ms (Gloo): a blocking send returns that long after its t
       }
       CHECK(payloads > 0);
       // A hand-off longer than the transfer ends with the arrival: a send never outlasts it.
-      gloo.send_handoff_ms = 5.0;
+      gloo.protocol.send_handoff_ms = 5.0;
       const RunRecord c = run(s, gloo);
       REQUIRE(c.completed);
       CHECK(c.makespan_ms == Approx(a.makespan_ms));
@@ -403,7 +403,7 @@ TEST_CASE("MPipe Transpose shortens the warm-up of the same interleaved body", "
 TEST_CASE("a deadlock stops the simulation with the wait-for cycle", "[simulator]") {
   Schedule s = read_schedule_file(data("bad/both_send_first.json"));
   CostModel c = uniform(1.0, 2.0);
-  c.eager_threshold_bytes = -1;  // every payload rendezvous
+  c.protocol.eager_threshold_bytes = -1;  // every payload rendezvous
   RunRecord r = run(s, c);
   CHECK(!r.completed);
   REQUIRE(!r.check.ok());
@@ -428,7 +428,7 @@ TEST_CASE("without the checks (a search's screening run) the timed run is the sa
   // A deadlock stops it as before, with nothing to explain it (and no engine-bug throw).
   Schedule bad = read_schedule_file(data("bad/both_send_first.json"));
   CostModel rendezvous = uniform(1.0, 2.0);
-  rendezvous.eager_threshold_bytes = -1;
+  rendezvous.protocol.eager_threshold_bytes = -1;
   const RunRecord d = simulate(bad, rendezvous, screened);
   CHECK_FALSE(d.completed);
   CHECK_FALSE(d.checked);
@@ -549,10 +549,10 @@ TEST_CASE("a run without a trace frees message states and drops slices as it goe
     plain.testing_small_run = 1 + static_cast<size_t>(mod(pick / 11, 64));  // frees and drops many times
     CostModel c = uniform(0.5 + std::fmod(std::abs(f), 3.0), 1.0, 0.01);
     c.meta_bytes = 64;
-    c.eager_threshold_bytes = std::fmod(std::abs(eager), 2.0) < 1.0 ? 0.0 : 1e12;
-    c.background_progress = (modes & 32u) == 0;
-    c.compute_blocks_host = (modes & 64u) != 0;
-    if (modes & 128u) c.send_handoff_ms = 0.05;
+    c.protocol.eager_threshold_bytes = std::fmod(std::abs(eager), 2.0) < 1.0 ? 0.0 : 1e12;
+    c.protocol.background_progress = (modes & 32u) == 0;
+    c.protocol.compute_blocks_host = (modes & 64u) != 0;
+    if (modes & 128u) c.protocol.send_handoff_ms = 0.05;
     const RunRecord a = simulate(s, c, traced), b = simulate(s, c, plain);
     const std::string diff = first_difference(a, b);
     RC_ASSERT(diff == "");
@@ -680,9 +680,9 @@ namespace {
 // 1 GB of parameters per stage; NVLink-like inside a node, InfiniBand-like between nodes.
 CostModel dp_costs(int ranks_per_node) {
   CostModel c = uniform(1.0, 2.0);
-  c.intra_node = Link{0.005, 400.0};
-  c.inter_node = Link{0.010, 50.0};
-  c.ranks_per_node = ranks_per_node;
+  c.links.intra_node = Link{0.005, 400.0};
+  c.links.inter_node = Link{0.010, 50.0};
+  c.links.ranks_per_node = ranks_per_node;
   c.param_bytes = StageValue::scalar(1e9);
   return c;
 }
@@ -797,7 +797,7 @@ TEST_CASE("the mesh order decides whether a DP ring stays inside a node", "[simu
   // ("dp", "pp") they are global ranks 0..3, one node, as without data parallelism.
   const Schedule body = gen("1f1b", 4, 8);
   CostModel all_inter = c;
-  all_inter.intra_node = c.inter_node;
+  all_inter.links.intra_node = c.links.inter_node;
   CHECK(run_dp(body, c, 8, false, MeshOrder::PpDp).makespan_ms == run_dp(body, all_inter, 1, false).makespan_ms);
   CHECK(run_dp(body, c, 8, false, MeshOrder::DpPp).makespan_ms == run_dp(body, c, 1, false).makespan_ms);
   CHECK(run_dp(body, c, 1, false).makespan_ms < run_dp(body, all_inter, 1, false).makespan_ms);
@@ -865,7 +865,7 @@ TEST_CASE("body data steps are priced as bytes.data on the forward's link, and D
   CostModel c = uniform(1.0, 2.0);
   c.data_bytes = 1 << 20;
   c.activation_bytes = StageValue::scalar(0);
-  c.intra_node.bandwidth_GBps = 1.0;  // 1 MiB of data: ~1.05 ms per message
+  c.links.intra_node.bandwidth_GBps = 1.0;  // 1 MiB of data: ~1.05 ms per message
   const RunRecord a = run(plain, c), b = run(data, c);
   REQUIRE(a.completed);
   REQUIRE(b.completed);
@@ -889,8 +889,8 @@ TEST_CASE("body data steps are priced as bytes.data on the forward's link, and D
 TEST_CASE("a replicated stage's gradient sync is priced as an all-reduce of the stage's gradient bytes over the "
           "ranks holding its copies", "[simulator][replicas]") {
   CostModel c = uniform(1.0, 2.0, /*latency=*/0.01);
-  c.intra_node.bandwidth_GBps = 100.0;
-  c.inter_node.bandwidth_GBps = 100.0;
+  c.links.intra_node.bandwidth_GBps = 100.0;
+  c.links.inter_node.bandwidth_GBps = 100.0;
   // 4 model stages of different sizes; the copies of model stage j cost what stage j costs.
   c.param_bytes.rows = {{1e9}, {2e9}, {3e9}, {4e9}};
   c.param_bytes.given = true;

@@ -1206,8 +1206,8 @@ TEST_CASE("a zero-time transfer that no flow can draw forward is left out, count
   g.micro = 8;
   Schedule s = generate("interleaved-1f1b", g);
   CostModel c = default_cost_model(s.stages);
-  c.intra_node = Link{};
-  c.inter_node = Link{};
+  c.links.intra_node = Link{};
+  c.links.inter_node = Link{};
   SimOptions so;
   so.record_trace = true;
   RunRecord r = simulate(s, c, so);

@@ -14,8 +14,18 @@
 
 #include "model/errors.hpp"
 #include "model/formats/json_support.hpp"
+#include "model/validate.hpp"
 
 namespace ppsched {
+
+// What a number in a file stands for: its unit, range and how an error describes it.
+enum class Quantity { Time, Bytes, Bandwidth, Fraction };
+
+// A number as a file writes it: whole numbers without a fraction (bytes, counts), others as they are.
+inline nlohmann::ordered_json json_number(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 9e15) return static_cast<int64_t>(v);
+  return v;
+}
 
 class JsonFields {
  public:
@@ -66,6 +76,34 @@ class JsonFields {
     const double d = j.get<double>();
     if (d < static_cast<double>(lo) || d > static_cast<double>(hi)) fail(path, "expected " + what + ", got " + j.dump());
     return j.is_number_float() ? static_cast<int64_t>(d) : j.get<int64_t>();
+  }
+  // A time in ms, a byte count, a bandwidth or a fraction, within its range and the limits
+  // (README "Limits", which keep every sum and product a model forms finite and every byte
+  // count within int64). `forms`: the other forms the value may take, for the message.
+  double quantity(const nlohmann::json& j, const std::string& path, Quantity q, const std::string& forms = "") const {
+    if (!j.is_number()) fail(path, "expected " + expected(q) + forms + ", got " + type_of(j));
+    const double v = j.get<double>();
+    const bool ok = q == Quantity::Bandwidth ? v > 0
+                    : q == Quantity::Fraction ? v >= 0 && v <= 1
+                    : q == Quantity::Bytes    ? v >= 0 && v == std::floor(v)
+                                              : v >= 0;
+    if (!ok || !std::isfinite(v)) fail(path, "expected " + expected(q) + ", got " + j.dump());
+    if (q == Quantity::Bytes && v > kMaxBytes)
+      fail(path, j.dump() + " bytes is over the limit of " + std::to_string(static_cast<int64_t>(kMaxBytes)) +
+                     " bytes (1 TiB)");
+    if (q == Quantity::Time && v > kMaxTimeMs) fail(path, j.dump() + " ms is over the limit of 1e9 ms (11.6 days)");
+    if (q == Quantity::Bandwidth && (v < kMinBandwidthGBps || v > kMaxBandwidthGBps))
+      fail(path, j.dump() + " GB/s is outside the limits of 1e-6 to 1e9 GB/s (null for infinite)");
+    return v;
+  }
+  static std::string expected(Quantity q) {
+    switch (q) {
+      case Quantity::Time: return "a time in ms >= 0";
+      case Quantity::Bytes: return "a whole number of bytes >= 0";
+      case Quantity::Bandwidth: return "a bandwidth in GB/s > 0, or null for infinite";
+      case Quantity::Fraction: return "a number between 0 and 1";
+    }
+    return "";
   }
   bool boolean(const nlohmann::json& j, const std::string& path) const {
     if (!j.is_boolean()) fail(path, "expected true or false, got " + type_of(j));

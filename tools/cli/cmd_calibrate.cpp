@@ -92,36 +92,35 @@ std::string summary_text(const Calibration& c, const std::string& trace, Statist
   return out;
 }
 
-}  // namespace
+// What `ppsched calibrate` was asked, as its flags say.
+struct CalibrateFlags {
+  std::string trace, out, schedule, statistic = "mean";
+  int stages = -1;
+  std::string eager;  // a byte figure with its unit ("" : the default)
+  bool json = false;
+  CostFlags cost;
+  std::string trace_layout, model_out;
+};
 
-Action add_calibrate(CLI::App& app) {
-  struct State {
-    std::string trace, out, schedule, statistic = "mean";
-    int stages = -1;
-    std::string eager;  // a byte figure with its unit ("" : the default)
-    bool json = false;
-    CostFlags cost;
-    std::string trace_layout, model_out;
-  };
-  auto st = std::make_shared<State>();
-  auto* cmd = app.add_subcommand(
+CLI::App* declare_calibrate_flags(CLI::App& app, CalibrateFlags& f) {
+  CLI::App* cmd = app.add_subcommand(
       "calibrate",
       "fit a cost model to a trace (ppsched-exec --trace or ppsched simulate --trace): per-stage step times "
       "(mean of the slices), link latency and bandwidth (least squares over P2P transfers, timed from the later "
       "of the two posts to the end of the receive), payload bytes. With --schedule, simulate that schedule with the "
       "fitted model and report measured vs predicted iteration time.");
-  cmd->add_option("TRACE", st->trace, "Chrome trace JSON written by ppsched")->required();
-  cmd->add_option("-o,--output", st->out, "write the fitted ppsched-costs file here ('-' = stdout)");
-  cmd->add_option("--schedule", st->schedule, "the schedule that ran: predict it with the fitted model");
-  cmd->add_option("--statistic", st->statistic, "per-stage step time: mean (default: the model adds step times up, so their mean reproduces the run's total) or median (robust to a step descheduled on a busy machine)")
+  cmd->add_option("TRACE", f.trace, "Chrome trace JSON written by ppsched")->required();
+  cmd->add_option("-o,--output", f.out, "write the fitted ppsched-costs file here ('-' = stdout)");
+  cmd->add_option("--schedule", f.schedule, "the schedule that ran: predict it with the fitted model");
+  cmd->add_option("--statistic", f.statistic, "per-stage step time: mean (default: the model adds step times up, so their mean reproduces the run's total) or median (robust to a step descheduled on a busy machine)")
       ->check(CLI::IsMember({"median", "mean"}));
-  cmd->add_option("--stages", st->stages, "stage count, when the trace does not say (otherData.stages)")
+  cmd->add_option("--stages", f.stages, "stage count, when the trace does not say (otherData.stages)")
       ->check(whole_in(1, kMaxCount));
-  cmd->add_option("--eager-threshold", st->eager,
+  cmd->add_option("--eager-threshold", f.eager,
                   "protocol.eager_threshold_bytes of the fitted model, with its unit (4MiB, 0B; default: 0 for a Gloo "
                   "run's trace, whose sends wait for the receiver; else 4 MiB)");
-  cmd->add_flag("--json", st->json, "print the fit (and the prediction) as JSON");
-  add_cost_flags(*cmd, st->cost, false);
+  cmd->add_flag("--json", f.json, "print the fit (and the prediction) as JSON");
+  add_cost_flags(*cmd, f.cost, false);
   // calibrate measures what these assume: refused (as unknown) rather than ignored.
   for (const char* flag : {"--overlap-efficiency", "--memory-margin", "--memory-reserve"}) cmd->remove_option(cmd->get_option(flag));
   cmd->get_option("--model")->description(
@@ -131,13 +130,204 @@ Action add_calibrate(CLI::App& app) {
   cmd->get_option("--layout")->description(
       "with --model and --schedule: the layout the predicted schedule runs with (counts or Megatron's string; "
       "default: the traced layout when the schedule has the traced stage count, else the even split)");
-  cmd->add_option("--trace-layout", st->trace_layout,
+  cmd->add_option("--trace-layout", f.trace_layout,
                   "with --model: the layout the traced run had (default: the trace's otherData.layers, which ppsched-exec "
                   "writes, else the even split over the trace's stages)")
-      ->needs(st->cost.model_opt);
-  cmd->add_option("--model-out", st->model_out,
+      ->needs(f.cost.model_opt);
+  cmd->add_option("--model-out", f.model_out,
                   "with --model: write the model with its fitted rates (device.fitted) as a ppsched-model file")
-      ->needs(st->cost.model_opt);
+      ->needs(f.cost.model_opt);
+  return cmd;
+}
+
+// Another schedule than the traced one may be predicted: priced from the fitted model.
+Prediction predict_from_fit(const CalibrateFlags& f, Calibration& c, const NetworkFit& fit) {
+  // Another schedule than the traced one may be predicted: priced from the fitted model.
+  std::optional<CsvKind> kind;
+  Schedule s = read_schedule_input(f.schedule, {}, {}, &kind);
+  // Without --layout a schedule of the traced stage count runs on the traced layout.
+  const bool traced_split = f.cost.layout.empty() && s.stages == c.stages;
+  NetworkCosts nc = traced_split ? network_costs(fit.fitted, fit.traced_layout)
+                                 : network_costs(fit.fitted, s.stages, f.cost.layout, "--layout");
+  if (!apply_rank_time(nc.costs, fit.fitted.device, s))
+    c.notes.push_back("the predicted schedule has " + std::to_string(s.ranks) + " ranks, the trace " +
+                      std::to_string(fit.fitted.device.rank_time.size()) + ": its stages are priced at the fitted rates alone, "
+                      "without the traced ranks' time factors");
+  SimOptions so = prediction_options(c, kind, nc.costs.memory_model(s.stages));
+  so.check.memory_budget.reset();  // a prediction of time: memory is simulate's business
+  RunRecord r = simulate(s, nc.costs, so);
+  Prediction p;
+  p.mode = mode_flags(so.check);
+  p.predicted_ms = r.makespan_ms;
+  // Only the run that was traced has a measurement to compare with.
+  const bool same_run = s.ranks == c.ranks && s.stages == c.stages && s.micro_batches == c.micro_batches &&
+                        (c.schedule.empty() || s.name == c.schedule) &&
+                        nc.layout.stages == fit.traced_layout.stages;
+  p.error = same_run && c.measured_makespan_ms > 0 ? (r.makespan_ms - c.measured_makespan_ms) / c.measured_makespan_ms : 0;
+  p.same_run = same_run;
+  p.layout = counts_text(nc.layout, nc.layers);
+  p.completed = r.completed;
+  p.violations = r.check.violations.size();
+  return p;
+}
+
+// The traced schedule predicted with the fitted cost model: it must be the schedule that ran.
+Prediction predict_traced(const CalibrateFlags& f, Calibration& c) {
+  std::optional<CsvKind> kind;
+  Schedule s = read_schedule_input(f.schedule, {}, {}, &kind);
+  Location where = in_file(f.schedule);
+  if (s.ranks != c.ranks || s.stages != c.stages)
+    throw InputError(where, "has " + std::to_string(s.ranks) + " ranks and " + std::to_string(s.stages) +
+                                " stages, the trace " + std::to_string(c.ranks) + " ranks and " +
+                                std::to_string(c.stages) + " stages: not the schedule that ran");
+  if (c.micro_batches > 0 && s.micro_batches != c.micro_batches)
+    throw InputError(where, "has " + std::to_string(s.micro_batches) + " micro-batches, the trace " +
+                                std::to_string(c.micro_batches) + ": not the schedule that ran");
+  if (!c.schedule.empty() && s.name != c.schedule)
+    c.notes.push_back("the trace names schedule '" + c.schedule + "', --schedule '" + s.name + "'");
+  SimOptions so = prediction_options(c, kind, c.costs.memory_model(s.stages));
+  RunRecord r = simulate(s, c.costs, so);
+  Prediction p;
+  p.mode = mode_flags(so.check);
+  p.predicted_ms = r.makespan_ms;
+  p.error = c.measured_makespan_ms > 0 ? (r.makespan_ms - c.measured_makespan_ms) / c.measured_makespan_ms : 0;
+  p.completed = r.completed;
+  p.violations = r.check.violations.size();
+  return p;
+}
+
+// Writes -o and --model-out; a file that cannot be written does not lose the fit: its error is
+// returned ("" when all went well), the fit is printed, then exit 2.
+std::string write_fitted(const CalibrateFlags& f, const Calibration& c, const std::optional<NetworkFit>& fit) {
+  std::string write_error;
+  if (!f.out.empty()) {
+    try {
+      write_output(f.out, write_cost_model(c.costs));
+    } catch (const InputError& e) {
+      write_error = e.what();
+    }
+  }
+  if (!f.model_out.empty() && write_error.empty()) {
+    try {
+      write_output(f.model_out, write_model_file(f.cost.model, fit->fitted));
+    } catch (const InputError& e) {
+      write_error = e.what();
+    }
+  }
+  return write_error;
+}
+
+// What the fit found (and the prediction): the same for --json and text.
+struct CalibrationReport {
+  const CalibrateFlags& flags;
+  const Calibration& c;
+  const std::optional<NetworkFit>& fit;
+  const std::optional<Prediction>& pred;
+  bool wrote = false;         // -o written
+  bool wrote_model = false;   // --model-out written
+};
+
+void print_calibration_json(const CalibrationReport& rep) {
+  const CalibrateFlags& f = rep.flags;
+  const Calibration& c = rep.c;
+  const auto& pred = rep.pred;
+  nlohmann::json j;
+  j["trace"] = f.trace;
+  j["label"] = c.label;
+  j["schedule"] = c.schedule;
+  j["ranks"] = c.ranks;
+  j["stages"] = c.stages;
+  j["micro_batches"] = c.micro_batches;
+  j["slices"] = c.slices;
+  j["flows"] = c.flows;
+  j["measured_makespan_ms"] = c.measured_makespan_ms;
+  j["statistic"] = f.statistic;
+  j["compute"] = nlohmann::json::array();
+  for (const auto& k : c.compute)
+    j["compute"].push_back({{"key", k.key}, {"stage", k.stage}, {"samples", k.samples}, {"value_ms", k.value_ms},
+                            {"median_ms", k.median_ms}, {"mean_ms", k.mean_ms}, {"min_ms", k.min_ms},
+                            {"max_ms", k.max_ms}});
+  const LinkFit& l = c.link;
+  j["link"] = {{"transfers", l.transfers},
+               {"collectives", l.collectives},
+               {"sizes", l.sizes},
+               {"latency_ms", l.latency_ms},
+               {"bandwidth_GBps", l.bandwidth_GBps ? nlohmann::json(*l.bandwidth_GBps) : nlohmann::json(nullptr)},
+               {"mean_transfer_ms", l.mean_transfer_ms},
+               {"rms_residual_ms", l.rms_residual_ms},
+               {"max_residual_ms", l.max_residual_ms},
+               {"note", l.note}};
+  j["notes"] = c.notes;
+  if (rep.wrote) j["output"] = f.out;
+  if (rep.fit) {
+    j["per_layer"] = {{"model", f.cost.model}, {"traced_layout", rep.fit->traced_layout_text}, {"kinds", nlohmann::json::array()}};
+    for (const KindFit& k : rep.fit->fits)
+      j["per_layer"]["kinds"].push_back({{"key", k.key}, {"from", k.from}, {"points", k.points},
+                                         {"flops_per_s", k.flops_per_s}, {"overhead_ms", k.overhead_ms},
+                                         {"through_origin", k.through_origin}, {"rms_residual_ms", k.rms_residual_ms},
+                                         {"max_residual_ms", k.max_residual_ms}});
+    const auto& rank_times = rep.fit->fitted.device.rank_time;
+    j["per_layer"]["rank_time_factors"] = nlohmann::json::array();
+    for (size_t r = 0; r < rank_times.size(); ++r)
+      j["per_layer"]["rank_time_factors"].push_back({{"rank", r}, {"FWD", rank_times[r][0]},
+                                                     {"BWD_INPUT", rank_times[r][1]}, {"BWD_WEIGHT", rank_times[r][2]}});
+    if (rep.wrote_model) j["per_layer"]["model_output"] = f.model_out;
+  }
+  if (pred) {
+    j["prediction"] = {{"schedule", f.schedule},
+                       {"measured_ms", pred->same_run ? nlohmann::json(c.measured_makespan_ms) : nlohmann::json(nullptr)},
+                       {"predicted_ms", pred->predicted_ms},
+                       {"mode", pred->mode},
+                       {"relative_error", pred->same_run ? nlohmann::json(pred->error) : nlohmann::json(nullptr)},
+                       {"completed", pred->completed},
+                       {"violations", pred->violations}};
+    if (rep.fit) j["prediction"]["layout"] = pred->layout;
+  }
+  (f.out == "-" ? std::cerr : std::cout) << j.dump() << "\n";
+}
+
+void print_calibration_text(const CalibrationReport& rep, Statistic statistic) {
+  const CalibrateFlags& f = rep.flags;
+  const Calibration& c = rep.c;
+  const auto& pred = rep.pred;
+  std::ostream& os = f.out == "-" ? std::cerr : std::cout;
+  os << summary_text(c, f.trace, statistic);
+  if (rep.wrote && f.out != "-") os << "  wrote " << f.out << "\n";
+  if (rep.fit) {
+    os << "  per layer (" << f.cost.model << ", traced layout " << rep.fit->traced_layout_text
+       << "): step ms = rank factor x (overhead + stage FLOPs / rate), least squares over the stages\n";
+    for (const KindFit& k : rep.fit->fits) {
+      std::string line = format_text("    %-10s from %-10s %3d stages  %10.2f TFLOP/s  overhead %8.4f ms%s  residual rms %.4f ms\n",
+                    k.key.c_str(), k.from.c_str(), k.points, k.flops_per_s / 1e12, k.overhead_ms,
+                    k.through_origin ? " (through 0)" : "", k.rms_residual_ms);
+      os << line;
+    }
+    if (const auto& rank_times = rep.fit->fitted.device.rank_time; !rank_times.empty()) {
+      os << "  per rank: its stages' time over the fitted rates' (device.rank_time_factors; FWD, BWD_INPUT, BWD_WEIGHT)\n";
+      for (size_t r = 0; r < rank_times.size(); ++r)
+        os << format_text("    rank %-4zu %6.3f  %6.3f  %6.3f\n", r, rank_times[r][0], rank_times[r][1], rank_times[r][2]);
+    }
+    if (rep.wrote_model) os << "  wrote " << f.model_out << " (the model with device.fitted)\n";
+  }
+  if (pred && !pred->same_run)
+    os << "prediction for " << f.schedule << " on layout " << pred->layout << (pred->mode.empty() ? "" : " (" + pred->mode + ")")
+       << ": " << fixed(pred->predicted_ms, 3) << " ms (another run than the traced one: no measurement to compare)"
+       << (pred->completed ? "" : " (the simulation stopped: deadlock)")
+       << (pred->violations ? " (" + std::to_string(pred->violations) + " violation(s): ppsched check shows them)" : "")
+       << "\n";
+  else if (pred)
+    os << "prediction for " << f.schedule << (pred->mode.empty() ? "" : " (" + pred->mode + ")") << ": measured " << fixed(c.measured_makespan_ms, 3) << " ms, predicted "
+       << fixed(pred->predicted_ms, 3) << " ms, error " << (pred->error >= 0 ? "+" : "") << fixed(100 * pred->error, 1)
+       << "%" << (pred->completed ? "" : " (the simulation stopped: deadlock)")
+       << (pred->violations ? " (" + std::to_string(pred->violations) + " violation(s): ppsched check shows them)" : "")
+       << "\n";
+}
+
+}  // namespace
+
+Action add_calibrate(CLI::App& app) {
+  auto st = std::make_shared<CalibrateFlags>();
+  declare_calibrate_flags(app, *st);
   return [st] {
     CalibrateOptions o;
     o.statistic = st->statistic == "mean" ? Statistic::Mean : Statistic::Median;
@@ -146,220 +336,19 @@ Action add_calibrate(CLI::App& app) {
     refuse_overwriting_input(st->out, {st->trace, st->schedule}, "-o");
     refuse_overwriting_input(st->model_out, {st->trace, st->schedule, st->cost.model}, "--model-out");
     Calibration c = calibrate_trace(read_text(st->trace), st->trace, o);
-
     // Per-layer calibration: the model's FLOPs on each traced stage explain its step times.
-    const bool per_layer = !st->cost.model.empty();
-    std::optional<Network> fitted_net;
-    std::vector<KindFit> fits;
-    Layout traced_layout;            // the traced run's (per_layer)
-    std::string traced_layout_text;  // its body-layer counts, for reports
-    if (per_layer) {
+    std::optional<NetworkFit> fit;
+    if (!st->cost.model.empty()) {
       DataParallelFlags dp;
-      Network net = load_network(st->cost, dp);
-      // The traced layout: --trace-layout, else the layers each stage held as the trace says
-      // (otherData.layers, ppsched-exec), else the even split.
-      std::optional<NetworkCosts> from_trace;
-      if (st->trace_layout.empty() && !c.layers.empty()) {
-        std::vector<std::vector<std::string>> names(static_cast<size_t>(c.stages));
-        for (const StageLayers& sl : c.layers)
-          if (sl.stage >= 0 && sl.stage < c.stages) names[static_cast<size_t>(sl.stage)] = sl.layers;
-        from_trace = network_costs(net, named_layout(names, net.layers(), st->trace + " (otherData.layers)"));
-        c.notes.push_back("the traced layout " + counts_text(from_trace->layout, from_trace->layers) +
-                          " is the trace's (otherData.layers)");
-      }
-      const NetworkCosts traced = from_trace ? std::move(*from_trace) : network_costs(net, c.stages, st->trace_layout, "--trace-layout");
-      traced_layout = traced.layout;
-      traced_layout_text = counts_text(traced.layout, traced.layers);
-      fits = fit_kind_rates(c, traced.plan);
-      net.device = with_fits(net.device, fits);
-      // Each traced rank's time over the fitted rates' (a slower core, a throttled GPU): a
-      // schedule predicted on as many ranks prices each stage at its rank's factor.
-      const RankTimes rt = rank_time_factors(c, fits);
-      net.device.rank_time = rt.factors;
-      if (!rt.why_not.empty()) c.notes.push_back(rt.why_not);
-      // A split step's time: its measured fraction of the whole backward, when the trace
-      // probed the executor's split and its own backwards were whole (the fit's halves would
-      // otherwise cost what the whole does).
-      const SplitCosts split = split_costs(c);
-      const bool whole_fit = std::any_of(fits.begin(), fits.end(), [](const KindFit& f) { return f.from == "BWD"; });
-      if ((split.first || split.other) && whole_fit) {
-        net.device.split_first = split.first;
-        net.device.split_other = split.other;
-        auto text = [](const char* where, const std::optional<Device::SplitCost>& sc) {
-          return sc ? std::string(where) + " BWD_INPUT " + fixed(sc->input, 2) + " + BWD_WEIGHT " + fixed(sc->weight, 2) : std::string();
-        };
-        std::string what = text("stage 0:", split.first);
-        if (split.other) what += (what.empty() ? "" : "; ") + text("other stages:", split.other);
-        c.notes.push_back("a split backward is priced as the executor's probe measured it (otherData.split_backward), "
-                          "as fractions of the whole backward: " + what);
-      } else if (split.first || split.other) {
-        c.notes.push_back("the trace's split-backward probes were not used: its own backwards were split, so the fit "
-                          "already prices them");
-      }
-      // The trace's link, protocol and collectives stay the fitted model's.
-      const nlohmann::json fitted_costs = nlohmann::json::parse(write_cost_model(c.costs));
-      for (const char* key : {"link", "collectives", "protocol", "overlap_efficiency"})
-        if (fitted_costs.contains(key)) net.cost_extras[key] = fitted_costs[key];
-      fitted_net = std::move(net);
+      fit = fit_network(load_network(st->cost, dp), c, st->trace_layout, st->trace);
     }
-
     std::optional<Prediction> pred;
-    if (!st->schedule.empty() && per_layer) {
-      // Another schedule than the traced one may be predicted: priced from the fitted model.
-      std::optional<CsvKind> kind;
-      Schedule s = read_schedule_input(st->schedule, {}, {}, &kind);
-      // Without --layout a schedule of the traced stage count runs on the traced layout.
-      const bool traced_split = st->cost.layout.empty() && s.stages == c.stages;
-      NetworkCosts nc = traced_split ? network_costs(*fitted_net, traced_layout)
-                                     : network_costs(*fitted_net, s.stages, st->cost.layout, "--layout");
-      if (!apply_rank_time(nc.costs, fitted_net->device, s))
-        c.notes.push_back("the predicted schedule has " + std::to_string(s.ranks) + " ranks, the trace " +
-                          std::to_string(fitted_net->device.rank_time.size()) + ": its stages are priced at the fitted rates alone, "
-                          "without the traced ranks' time factors");
-      SimOptions so = prediction_options(c, kind, nc.costs.memory_model(s.stages));
-      so.check.memory_budget.reset();  // a prediction of time: memory is simulate's business
-      RunRecord r = simulate(s, nc.costs, so);
-      Prediction p;
-      p.mode = mode_flags(so.check);
-      p.predicted_ms = r.makespan_ms;
-      // Only the run that was traced has a measurement to compare with.
-      const bool same_run = s.ranks == c.ranks && s.stages == c.stages && s.micro_batches == c.micro_batches &&
-                            (c.schedule.empty() || s.name == c.schedule) &&
-                            nc.layout.stages == traced_layout.stages;
-      p.error = same_run && c.measured_makespan_ms > 0 ? (r.makespan_ms - c.measured_makespan_ms) / c.measured_makespan_ms : 0;
-      p.same_run = same_run;
-      p.layout = counts_text(nc.layout, nc.layers);
-      p.completed = r.completed;
-      p.violations = r.check.violations.size();
-      pred = p;
-    } else if (!st->schedule.empty()) {
-      std::optional<CsvKind> kind;
-      Schedule s = read_schedule_input(st->schedule, {}, {}, &kind);
-      Location where = in_file(st->schedule);
-      if (s.ranks != c.ranks || s.stages != c.stages)
-        throw InputError(where, "has " + std::to_string(s.ranks) + " ranks and " + std::to_string(s.stages) +
-                                    " stages, the trace " + std::to_string(c.ranks) + " ranks and " +
-                                    std::to_string(c.stages) + " stages: not the schedule that ran");
-      if (c.micro_batches > 0 && s.micro_batches != c.micro_batches)
-        throw InputError(where, "has " + std::to_string(s.micro_batches) + " micro-batches, the trace " +
-                                    std::to_string(c.micro_batches) + ": not the schedule that ran");
-      if (!c.schedule.empty() && s.name != c.schedule)
-        c.notes.push_back("the trace names schedule '" + c.schedule + "', --schedule '" + s.name + "'");
-      SimOptions so = prediction_options(c, kind, c.costs.memory_model(s.stages));
-      RunRecord r = simulate(s, c.costs, so);
-      Prediction p;
-      p.mode = mode_flags(so.check);
-      p.predicted_ms = r.makespan_ms;
-      p.error = c.measured_makespan_ms > 0 ? (r.makespan_ms - c.measured_makespan_ms) / c.measured_makespan_ms : 0;
-      p.completed = r.completed;
-      p.violations = r.check.violations.size();
-      pred = p;
-    }
-    // A file that cannot be written does not lose the fit: it is printed, then exit 2.
-    std::string write_error;
-    if (!st->out.empty()) {
-      try {
-        write_output(st->out, write_cost_model(c.costs));
-      } catch (const InputError& e) {
-        write_error = e.what();
-      }
-    }
-    if (!st->model_out.empty() && write_error.empty()) {
-      try {
-        write_output(st->model_out, write_model_file(st->cost.model, *fitted_net));
-      } catch (const InputError& e) {
-        write_error = e.what();
-      }
-    }
-    const bool wrote = !st->out.empty() && write_error.empty();
-
-    if (st->json) {
-      nlohmann::json j;
-      j["trace"] = st->trace;
-      j["label"] = c.label;
-      j["schedule"] = c.schedule;
-      j["ranks"] = c.ranks;
-      j["stages"] = c.stages;
-      j["micro_batches"] = c.micro_batches;
-      j["slices"] = c.slices;
-      j["flows"] = c.flows;
-      j["measured_makespan_ms"] = c.measured_makespan_ms;
-      j["statistic"] = st->statistic;
-      j["compute"] = nlohmann::json::array();
-      for (const auto& f : c.compute)
-        j["compute"].push_back({{"key", f.key}, {"stage", f.stage}, {"samples", f.samples}, {"value_ms", f.value_ms},
-                                {"median_ms", f.median_ms}, {"mean_ms", f.mean_ms}, {"min_ms", f.min_ms},
-                                {"max_ms", f.max_ms}});
-      const LinkFit& l = c.link;
-      j["link"] = {{"transfers", l.transfers},
-                   {"collectives", l.collectives},
-                   {"sizes", l.sizes},
-                   {"latency_ms", l.latency_ms},
-                   {"bandwidth_GBps", l.bandwidth_GBps ? nlohmann::json(*l.bandwidth_GBps) : nlohmann::json(nullptr)},
-                   {"mean_transfer_ms", l.mean_transfer_ms},
-                   {"rms_residual_ms", l.rms_residual_ms},
-                   {"max_residual_ms", l.max_residual_ms},
-                   {"note", l.note}};
-      j["notes"] = c.notes;
-      if (wrote) j["output"] = st->out;
-      if (per_layer) {
-        j["per_layer"] = {{"model", st->cost.model}, {"traced_layout", traced_layout_text}, {"kinds", nlohmann::json::array()}};
-        for (const KindFit& f : fits)
-          j["per_layer"]["kinds"].push_back({{"key", f.key}, {"from", f.from}, {"points", f.points},
-                                             {"flops_per_s", f.flops_per_s}, {"overhead_ms", f.overhead_ms},
-                                             {"through_origin", f.through_origin}, {"rms_residual_ms", f.rms_residual_ms},
-                                             {"max_residual_ms", f.max_residual_ms}});
-        const auto& rank_times = fitted_net->device.rank_time;
-        j["per_layer"]["rank_time_factors"] = nlohmann::json::array();
-        for (size_t r = 0; r < rank_times.size(); ++r)
-          j["per_layer"]["rank_time_factors"].push_back({{"rank", r}, {"FWD", rank_times[r][0]},
-                                                         {"BWD_INPUT", rank_times[r][1]}, {"BWD_WEIGHT", rank_times[r][2]}});
-        if (!st->model_out.empty() && write_error.empty()) j["per_layer"]["model_output"] = st->model_out;
-      }
-      if (pred) {
-        j["prediction"] = {{"schedule", st->schedule},
-                           {"measured_ms", pred->same_run ? nlohmann::json(c.measured_makespan_ms) : nlohmann::json(nullptr)},
-                           {"predicted_ms", pred->predicted_ms},
-                           {"mode", pred->mode},
-                           {"relative_error", pred->same_run ? nlohmann::json(pred->error) : nlohmann::json(nullptr)},
-                           {"completed", pred->completed},
-                           {"violations", pred->violations}};
-        if (per_layer) j["prediction"]["layout"] = pred->layout;
-      }
-      (st->out == "-" ? std::cerr : std::cout) << j.dump() << "\n";
-    } else {
-      std::ostream& os = st->out == "-" ? std::cerr : std::cout;
-      os << summary_text(c, st->trace, o.statistic);
-      if (wrote && st->out != "-") os << "  wrote " << st->out << "\n";
-      if (per_layer) {
-        os << "  per layer (" << st->cost.model << ", traced layout " << traced_layout_text
-           << "): step ms = rank factor x (overhead + stage FLOPs / rate), least squares over the stages\n";
-        for (const KindFit& f : fits) {
-          std::string line = format_text("    %-10s from %-10s %3d stages  %10.2f TFLOP/s  overhead %8.4f ms%s  residual rms %.4f ms\n",
-                        f.key.c_str(), f.from.c_str(), f.points, f.flops_per_s / 1e12, f.overhead_ms,
-                        f.through_origin ? " (through 0)" : "", f.rms_residual_ms);
-          os << line;
-        }
-        if (const auto& rank_times = fitted_net->device.rank_time; !rank_times.empty()) {
-          os << "  per rank: its stages' time over the fitted rates' (device.rank_time_factors; FWD, BWD_INPUT, BWD_WEIGHT)\n";
-          for (size_t r = 0; r < rank_times.size(); ++r)
-            os << format_text("    rank %-4zu %6.3f  %6.3f  %6.3f\n", r, rank_times[r][0], rank_times[r][1], rank_times[r][2]);
-        }
-        if (!st->model_out.empty() && write_error.empty()) os << "  wrote " << st->model_out << " (the model with device.fitted)\n";
-      }
-      if (pred && !pred->same_run)
-        os << "prediction for " << st->schedule << " on layout " << pred->layout << (pred->mode.empty() ? "" : " (" + pred->mode + ")")
-           << ": " << fixed(pred->predicted_ms, 3) << " ms (another run than the traced one: no measurement to compare)"
-           << (pred->completed ? "" : " (the simulation stopped: deadlock)")
-           << (pred->violations ? " (" + std::to_string(pred->violations) + " violation(s): ppsched check shows them)" : "")
-           << "\n";
-      else if (pred)
-        os << "prediction for " << st->schedule << (pred->mode.empty() ? "" : " (" + pred->mode + ")") << ": measured " << fixed(c.measured_makespan_ms, 3) << " ms, predicted "
-           << fixed(pred->predicted_ms, 3) << " ms, error " << (pred->error >= 0 ? "+" : "") << fixed(100 * pred->error, 1)
-           << "%" << (pred->completed ? "" : " (the simulation stopped: deadlock)")
-           << (pred->violations ? " (" + std::to_string(pred->violations) + " violation(s): ppsched check shows them)" : "")
-           << "\n";
-    }
+    if (!st->schedule.empty()) pred = fit ? predict_from_fit(*st, c, *fit) : predict_traced(*st, c);
+    const std::string write_error = write_fitted(*st, c, fit);
+    const CalibrationReport rep{*st, c, fit, pred, !st->out.empty() && write_error.empty(),
+                                !st->model_out.empty() && write_error.empty()};
+    if (st->json) print_calibration_json(rep);
+    else print_calibration_text(rep, o.statistic);
     if (!write_error.empty()) {
       std::cout.flush();
       std::cerr << "error: " << write_error << "\n";

@@ -88,15 +88,15 @@ std::string summary(const CostModel& c, int stages, bool every) {
   out += "\nmessages: gradient " + cell(c.gradient_bytes, 0, by) + ", data " + bytes_text(c.data_bytes) +
          ", features " + bytes_text(c.features_bytes) + ", tower inputs " + bytes_text(c.tower_input_bytes) +
          ", feature grads " + bytes_text(c.feature_grad_bytes) + ", meta " + bytes_text(c.meta_bytes) +
-         "\ncollectives: " + std::string(c.collective_algorithm == CollectiveAlgorithm::Ring ? "ring" : "tree") +
+         "\ncollectives: " + std::string(c.collectives == CollectiveAlgorithm::Ring ? "ring" : "tree") +
          "; tower params " + bytes_text(c.tower_param_bytes) + ", tied params " + bytes_text(c.tied_param_bytes) + "\n";
   const double message = c.activation_bytes.at(0, 0);
-  out += "\nlinks (" + std::to_string(c.ranks_per_node) + " ranks per node):\n";
-  out += "  intra-node  " + link_text(c.intra_node, message) + "\n";
-  out += "  inter-node  " + link_text(c.inter_node, message) + "\n";
-  for (const auto& p : c.pairs)
+  out += "\nlinks (" + std::to_string(c.links.ranks_per_node) + " ranks per node):\n";
+  out += "  intra-node  " + link_text(c.links.intra_node, message) + "\n";
+  out += "  inter-node  " + link_text(c.links.inter_node, message) + "\n";
+  for (const auto& p : c.links.pairs)
     out += "  " + pad(std::to_string(p.src) + " -> " + std::to_string(p.dst), 10) + "  " + link_text(p.link, message) + "\n";
-  out += "protocol: eager threshold " + bytes_text(c.eager_threshold_bytes) + "; overlap efficiency " +
+  out += "protocol: eager threshold " + bytes_text(c.protocol.eager_threshold_bytes) + "; overlap efficiency " +
          fixed(c.overlap_efficiency, 2) + "\n";
   out += "memory: capacity " + (c.capacity_bytes ? bytes_text(*c.capacity_bytes) + " per rank" : std::string("unlimited")) +
          "; tower graph " + bytes_text(c.tower_graph_bytes) + " per micro, tower copy " + bytes_text(c.tower_copy_bytes) +

@@ -99,9 +99,9 @@ CostModel random_costs(uint64_t seed, int stages) {
   c.gradient_bytes = c.activation_bytes;
   c.features_bytes = c.data_bytes = c.tower_input_bytes = c.feature_grad_bytes = 1 << 20;
   c.tower_param_bytes = 1 << 24;
-  c.intra_node.latency_ms = c.inter_node.latency_ms = lat(rng);
-  c.intra_node.bandwidth_GBps = c.inter_node.bandwidth_GBps = bw(rng);
-  c.eager_threshold_bytes = -1;
+  c.links.intra_node.latency_ms = c.links.inter_node.latency_ms = lat(rng);
+  c.links.intra_node.bandwidth_GBps = c.links.inter_node.bandwidth_GBps = bw(rng);
+  c.protocol.eager_threshold_bytes = -1;
   c.overlap_efficiency = std::uniform_real_distribution<double>(0, 1)(rng);
   return c;
 }

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "model/formats/json_string.hpp"
+#include "traces/lane_groups.hpp"
 
 namespace ppsched {
 namespace {
@@ -185,10 +186,6 @@ std::string_view payload_name(Payload p) {
 
 int lane_index(Lane l) { return static_cast<int>(l) % kTraceLanes; }
 
-uint64_t step_key(int rank, int index) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(rank)) << 32) | static_cast<uint32_t>(index);
-}
-
 std::string process_name(const Schedule& s, int rank) {
   std::string name = "rank " + std::to_string(rank);
   std::vector<int> stages;
@@ -209,13 +206,6 @@ std::string thread_name(int tid) {
   std::string name(lane_name(static_cast<Lane>(tid % kTraceLanes)));
   if (tid >= kTraceLanes) name += " #" + std::to_string(tid / kTraceLanes + 1);
   return name;
-}
-
-int rank_count(const Schedule& s, const RunRecord& r) {
-  int n = std::max(s.ranks, static_cast<int32_t>(r.ranks.size()));
-  for (const auto& sl : r.slices) n = std::max(n, sl.rank + 1);
-  for (const auto& m : r.memory) n = std::max(n, m.rank + 1);
-  return n;
 }
 
 // Where a flow's two ends go. A viewer binds a flow end to the slice of its thread that
@@ -277,24 +267,12 @@ std::vector<Span> spans_of(const RunRecord& r) {
 }
 
 std::vector<int> thread_ids(const RunRecord& r, const std::vector<Span>& spans) {
-  const size_t n = r.slices.size();
-  std::vector<int> tid(n, 0);
-  // Bucket the slices by (rank, lane), in input order (a counting sort).
+  std::vector<int> tid(r.slices.size(), 0);
   int nranks = 0;
   for (const auto& sl : r.slices) nranks = std::max(nranks, sl.rank + 1);
-  auto key = [&](const TimedSlice& sl) {
-    return static_cast<size_t>(sl.rank) * kTraceLanes + static_cast<size_t>(lane_index(sl.lane));
-  };
-  std::vector<size_t> first(static_cast<size_t>(nranks) * kTraceLanes + 1, 0);
-  for (const auto& sl : r.slices)
-    if (sl.rank >= 0) ++first[key(sl) + 1];
-  for (size_t k = 1; k < first.size(); ++k) first[k] += first[k - 1];
-  std::vector<uint32_t> order(first.back());
-  {
-    std::vector<size_t> next(first.begin(), first.end() - 1);
-    for (size_t i = 0; i < n; ++i)
-      if (r.slices[i].rank >= 0) order[next[key(r.slices[i])]++] = static_cast<uint32_t>(i);
-  }
+  LaneGroups groups = group_by_lane(r, nranks);
+  std::vector<uint32_t>& order = groups.order;
+  const std::vector<size_t>& first = groups.first;
   // By start; at equal starts the longer slice first, so it keeps the lane's main thread and
   // a zero-length neighbour moves aside. Ties broken by index: deterministic.
   auto before = [&](uint32_t a, uint32_t b) {
@@ -381,7 +359,7 @@ struct CounterSample {
 class TraceWriter {
  public:
   TraceWriter(const Schedule& s, const RunRecord& r, const TraceOptions& options)
-      : s_(s), r_(r), nranks_(rank_count(s, r)), only_(options.only_rank), spans_(spans_of(r)),
+      : s_(s), r_(r), nranks_(shown_ranks(s, r)), only_(options.only_rank), spans_(spans_of(r)),
         tid_(thread_ids(r, spans_)),
         // Bytes per event, a little above the typical (growing past the estimate doubles the buffer).
         out_(r.slices.size() * 190 + r.flows.size() * 220 + r.memory.size() * 60 + 8192) {}

@@ -21,6 +21,7 @@
 
 #include "model/text_format.hpp"
 #include "traces/chrome_trace.hpp"
+#include "traces/lane_groups.hpp"
 
 namespace ppsched {
 namespace {
@@ -186,13 +187,10 @@ struct Layout {
 // axis spans the makespan or, when a slice ends later (a measured run), that slice.
 Layout layout_of(const Schedule& s, const RunRecord& r, const SvgOptions& options) {
   Layout l;
-  l.nranks = std::max(s.ranks, static_cast<int32_t>(r.ranks.size()));
+  l.nranks = shown_ranks(s, r);
   double makespan = r.makespan_ms;
-  for (const auto& sl : r.slices) {
-    l.nranks = std::max(l.nranks, sl.rank + 1);
+  for (const auto& sl : r.slices)
     if (std::isfinite(sl.end_ms)) makespan = std::max(makespan, sl.end_ms);
-  }
-  for (const auto& m : r.memory) l.nranks = std::max(l.nranks, m.rank + 1);
   l.span_ms = makespan > 0 && std::isfinite(makespan) ? makespan : 1.0;
   l.width = std::max(100, options.width);
   l.scale = l.width / l.span_ms;
@@ -202,30 +200,18 @@ Layout layout_of(const Schedule& s, const RunRecord& r, const SvgOptions& option
   return l;
 }
 
-uint64_t step_key(int rank, int index) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(rank)) << 32) | static_cast<uint32_t>(index);
-}
-
-// Slices in drawing order: by (rank, lane) (a counting sort), then by start time (usually
+// Slices in drawing order: grouped by (rank, lane), then by start time within a group (usually
 // already so: the engine records slices in time order).
 std::vector<uint32_t> drawing_order(const RunRecord& r, int nranks) {
-  std::vector<uint32_t> order(r.slices.size());
-  std::vector<size_t> first(static_cast<size_t>(nranks) * kTraceLanes + 1, 0);
-  auto key = [&](const TimedSlice& sl) { return static_cast<size_t>(sl.rank) * kTraceLanes + static_cast<size_t>(sl.lane) % kTraceLanes; };
-  size_t kept = 0;
-  for (const auto& sl : r.slices)
-    if (sl.rank >= 0) ++first[key(sl) + 1], ++kept;
-  for (size_t k = 1; k < first.size(); ++k) first[k] += first[k - 1];
-  order.resize(kept);
-  std::vector<size_t> next(first.begin(), first.end() - 1);
-  for (size_t i = 0; i < r.slices.size(); ++i)
-    if (r.slices[i].rank >= 0) order[next[key(r.slices[i])]++] = static_cast<uint32_t>(i);
+  LaneGroups groups = group_by_lane(r, nranks);
+  std::vector<uint32_t>& order = groups.order;
+  const std::vector<size_t>& first = groups.first;
   auto by_start = [&](uint32_t a, uint32_t b) { return r.slices[a].start_ms < r.slices[b].start_ms; };
   for (size_t k = 0; k + 1 < first.size(); ++k) {
     auto b = order.begin() + static_cast<std::ptrdiff_t>(first[k]), e = order.begin() + static_cast<std::ptrdiff_t>(first[k + 1]);
     if (!std::is_sorted(b, e, by_start)) std::stable_sort(b, e, by_start);
   }
-  return order;
+  return std::move(order);
 }
 
 // Memory samples by rank, in time order.

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "model/formats/json_string.hpp"
+#include "traces/lane_groups.hpp"
 
 namespace ppsched {
 namespace {
@@ -185,10 +186,6 @@ std::string_view payload_name(Payload p) {
 
 int lane_index(Lane l) { return static_cast<int>(l) % kTraceLanes; }
 
-uint64_t step_key(int rank, int index) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(rank)) << 32) | static_cast<uint32_t>(index);
-}
-
 std::string process_name(const Schedule& s, int rank) {
   std::string name = "rank " + std::to_string(rank);
   std::vector<int> stages;
@@ -209,13 +206,6 @@ std::string thread_name(int tid) {
   std::string name(lane_name(static_cast<Lane>(tid % kTraceLanes)));
   if (tid >= kTraceLanes) name += " #" + std::to_string(tid / kTraceLanes + 1);
   return name;
-}
-
-int rank_count(const Schedule& s, const RunRecord& r) {
-  int n = std::max(s.ranks, static_cast<int32_t>(r.ranks.size()));
-  for (const auto& sl : r.slices) n = std::max(n, sl.rank + 1);
-  for (const auto& m : r.memory) n = std::max(n, m.rank + 1);
-  return n;
 }
 
 // Where a flow's two ends go. A viewer binds a flow end to the slice of its thread that
@@ -277,24 +267,12 @@ std::vector<Span> spans_of(const RunRecord& r) {
 }
 
 std::vector<int> thread_ids(const RunRecord& r, const std::vector<Span>& spans) {
-  const size_t n = r.slices.size();
-  std::vector<int> tid(n, 0);
-  // Bucket the slices by (rank, lane), in input order (a counting sort).
+  std::vector<int> tid(r.slices.size(), 0);
   int nranks = 0;
   for (const auto& sl : r.slices) nranks = std::max(nranks, sl.rank + 1);
-  auto key = [&](const TimedSlice& sl) {
-    return static_cast<size_t>(sl.rank) * kTraceLanes + static_cast<size_t>(lane_index(sl.lane));
-  };
-  std::vector<size_t> first(static_cast<size_t>(nranks) * kTraceLanes + 1, 0);
-  for (const auto& sl : r.slices)
-    if (sl.rank >= 0) ++first[key(sl) + 1];
-  for (size_t k = 1; k < first.size(); ++k) first[k] += first[k - 1];
-  std::vector<uint32_t> order(first.back());
-  {
-    std::vector<size_t> next(first.begin(), first.end() - 1);
-    for (size_t i = 0; i < n; ++i)
-      if (r.slices[i].rank >= 0) order[next[key(r.slices[i])]++] = static_cast<uint32_t>(i);
-  }
+  LaneGroups groups = group_by_lane(r, nranks);
+  std::vector<uint32_t>& order = groups.order;
+  const std::vector<size_t>& first = groups.first;
   // By start; at equal starts the longer slice first, so it keeps the lane's main thread and
   // a zero-length neighbour moves aside. Ties broken by index: deterministic.
   auto before = [&](uint32_t a, uint32_t b) {
@@ -338,138 +316,179 @@ std::vector<int> thread_ids(const RunRecord& r, const std::vector<Span>& spans) 
 
 std::vector<int> trace_thread_ids(const RunRecord& r) { return thread_ids(r, spans_of(r)); }
 
-std::string chrome_trace_json(const Schedule& s, const RunRecord& r, const TraceOptions& options) {
-  const int nranks = rank_count(s, r);
-  const int only = options.only_rank;
-  auto wanted = [&](int rank) { return only < 0 || rank == only; };
+namespace {
 
-  const std::vector<Span> spans = spans_of(r);
-  const std::vector<int> tid = thread_ids(r, spans);
+// Writes `items` as JSON array elements, comma-separated, each by `write_one`.
+template <class T, class WriteOne>
+void comma_separated(Out& out, const std::vector<T>& items, WriteOne write_one) {
+  for (size_t k = 0; k < items.size(); ++k) {
+    if (k) out.ch(',');
+    write_one(items[k]);
+  }
+}
 
-  // Threads each rank uses (sorted: deterministic metadata order); compute always exists.
+// Threads each rank uses (sorted: deterministic metadata order); compute always exists.
+std::vector<std::vector<int>> threads_of_ranks(const RunRecord& r, const std::vector<int>& tid, int nranks) {
   std::vector<std::vector<int>> threads(static_cast<size_t>(nranks));
-  {
-    std::vector<std::vector<char>> seen(static_cast<size_t>(nranks), std::vector<char>(kTraceLanes, 0));
-    for (auto& v : seen) v[0] = 1;
-    for (size_t i = 0; i < r.slices.size(); ++i) {
-      const int rank = r.slices[i].rank;
-      if (rank < 0) continue;
-      auto& v = seen[static_cast<size_t>(rank)];
-      if (static_cast<size_t>(tid[i]) >= v.size()) v.resize(static_cast<size_t>(tid[i]) + 1, 0);
-      v[static_cast<size_t>(tid[i])] = 1;
-    }
-    for (size_t rank = 0; rank < seen.size(); ++rank)
-      for (size_t t = 0; t < seen[rank].size(); ++t)
-        if (seen[rank][t]) threads[rank].push_back(static_cast<int>(t));
-  }
-
-  std::unordered_set<uint64_t> critical;  // (rank, step) keys per lane
-  for (const auto& c : r.critical_path)
-    critical.insert(step_key(c.rank, c.step_index) * kTraceLanes + static_cast<uint64_t>(lane_index(c.lane)));
-
-  // Bytes per event, a little above the typical (growing past the estimate doubles the buffer).
-  Out out(r.slices.size() * 190 + r.flows.size() * 220 + r.memory.size() * 60 + 8192);
-  out.raw("{\"traceEvents\":[");
-  EventList ev{out};
-
-  // ---- metadata: one process per rank, one thread per lane -------------------------------
-  for (int rank = 0; rank < nranks; ++rank) {
-    if (!wanted(rank)) continue;
-    ev.next().raw("{\"name\":\"process_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":").integer(rank)
-        .raw(",\"tid\":0,\"args\":{\"name\":").str(process_name(s, rank)).raw("}}");
-    ev.next().raw("{\"name\":\"process_sort_index\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":").integer(rank)
-        .raw(",\"tid\":0,\"args\":{\"sort_index\":").integer(rank).raw("}}");
-    for (int t : threads[static_cast<size_t>(rank)]) {
-      ev.next().raw("{\"name\":\"thread_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":").integer(rank).raw(",\"tid\":").integer(t)
-          .raw(",\"args\":{\"name\":").str(thread_name(t)).raw("}}");
-      // Lanes first (compute, send, recv, collective), each lane's extra threads after it.
-      ev.next().raw("{\"name\":\"thread_sort_index\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":").integer(rank).raw(",\"tid\":")
-          .integer(t).raw(",\"args\":{\"sort_index\":").integer((t % kTraceLanes) * 1000 + t / kTraceLanes)
-          .raw("}}");
-    }
-  }
-
-  // ---- complete slices -------------------------------------------------------------------
+  std::vector<std::vector<char>> seen(static_cast<size_t>(nranks), std::vector<char>(kTraceLanes, 0));
+  for (auto& v : seen) v[0] = 1;
   for (size_t i = 0; i < r.slices.size(); ++i) {
-    const TimedSlice& sl = r.slices[i];
-    if (sl.rank < 0 || !wanted(sl.rank)) continue;
-    const Step* step = slice_step(s, sl);
-    Out& o = ev.next();
-    o.raw("{\"name\":\"").slice_name(step, sl).raw("\",\"cat\":\"").raw(step ? kind_name(info(step->op).kind) : "step").raw("\",\"ph\":\"X\",\"pid\":")
-        .integer(sl.rank).raw(",\"tid\":").integer(tid[i]).raw(",\"ts\":").micros(spans[i].ts)
-        .raw(",\"dur\":").micros(spans[i].dur).raw(",\"args\":{\"micro\":")
-        .integer(step ? step->micro : -1).raw(",\"stage\":").integer(step ? step->stage : -1)
-        .raw(",\"step_index\":").integer(sl.step_index);
-    if (sl.sub >= 0) o.raw(",\"sub\":").integer(sl.sub);
-    o.raw(",\"bytes\":").number(sl.bytes).raw(",\"meta\":").boolean(sl.meta);
-    if (step) o.raw(",\"op\":\"").raw(info(step->op).name).ch('"');
-    if (!critical.empty() &&
-        critical.count(step_key(sl.rank, sl.step_index) * kTraceLanes + static_cast<uint64_t>(lane_index(sl.lane))))
-      o.raw(",\"critical\":true");
-    o.raw("}}");
+    const int rank = r.slices[i].rank;
+    if (rank < 0) continue;
+    auto& v = seen[static_cast<size_t>(rank)];
+    if (static_cast<size_t>(tid[i]) >= v.size()) v.resize(static_cast<size_t>(tid[i]) + 1, 0);
+    v[static_cast<size_t>(tid[i])] = 1;
+  }
+  for (size_t rank = 0; rank < seen.size(); ++rank)
+    for (size_t t = 0; t < seen[rank].size(); ++t)
+      if (seen[rank][t]) threads[rank].push_back(static_cast<int>(t));
+  return threads;
+}
+
+// A memory sample as the counters write it. Ordered by (ts, input index), so ties keep the
+// engine's order.
+struct CounterSample {
+  int64_t ts;
+  uint32_t index;
+  int64_t bytes, activations;
+  bool operator<(const CounterSample& o) const { return ts != o.ts ? ts < o.ts : index < o.index; }
+};
+
+// One trace (or one rank's, under TraceOptions::only_rank) being written, section by section
+// in the order chrome_trace.hpp documents.
+class TraceWriter {
+ public:
+  TraceWriter(const Schedule& s, const RunRecord& r, const TraceOptions& options)
+      : s_(s), r_(r), nranks_(shown_ranks(s, r)), only_(options.only_rank), spans_(spans_of(r)),
+        tid_(thread_ids(r, spans_)),
+        // Bytes per event, a little above the typical (growing past the estimate doubles the buffer).
+        out_(r.slices.size() * 190 + r.flows.size() * 220 + r.memory.size() * 60 + 8192) {}
+
+  std::string write() {
+    out_.raw("{\"traceEvents\":[");
+    metadata();
+    slices();
+    const int64_t flows_left_out = flows();
+    memory_counters();
+    violation_instants();
+    out_.raw("\n],\"displayTimeUnit\":\"ms\"");
+    if (only_ >= 0)
+      out_.raw(",\"distributedInfo\":{\"rank\":").integer(only_).raw(",\"world_size\":").integer(nranks_).raw("}");
+    other_data(flows_left_out);
+    return out_.take();
   }
 
-  // ---- flows: send slice -> receive slice ------------------------------------------------
-  // v1 flow events; the identity is (id, cat, name), so both ends carry the same cat and name.
-  // Ids are numeric (Perfetto parses string ids as hex) and numbered 1.. in flow order. The
-  // per-rank variant keeps only flows with both ends on its rank (a file with one end would
-  // hold a dangling flow).
-  int64_t flows_left_out = 0;
-  for (size_t k = 0; k < r.flows.size(); ++k) {
-    const MessageFlow& f = r.flows[k];
-    if (f.send_slice < 0 || f.recv_slice < 0 || static_cast<size_t>(f.send_slice) >= r.slices.size() ||
-        static_cast<size_t>(f.recv_slice) >= r.slices.size())
-      continue;
-    const TimedSlice& a = r.slices[static_cast<size_t>(f.send_slice)];
-    const TimedSlice& b = r.slices[static_cast<size_t>(f.recv_slice)];
-    if (a.rank < 0 || b.rank < 0 || !wanted(a.rank) || !wanted(b.rank)) continue;
-    const Step* sent = slice_step(s, a);
-    std::string_view name = a.meta ? std::string_view("meta") : payload_name(sent ? info(sent->op).payload : Payload::None);
-    int64_t start = 0, end = 0;
-    if (!flow_ends(f, spans[static_cast<size_t>(f.send_slice)], spans[static_cast<size_t>(f.recv_slice)], start, end)) {
-      ++flows_left_out;  // a viewer would drop it: leave it out and say so in otherData
-      continue;
+ private:
+  bool wanted(int rank) const { return only_ < 0 || rank == only_; }
+
+  // One process per rank, one thread per lane.
+  void metadata() {
+    const std::vector<std::vector<int>> threads = threads_of_ranks(r_, tid_, nranks_);
+    for (int rank = 0; rank < nranks_; ++rank) {
+      if (!wanted(rank)) continue;
+      ev_.next().raw("{\"name\":\"process_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":").integer(rank)
+          .raw(",\"tid\":0,\"args\":{\"name\":").str(process_name(s_, rank)).raw("}}");
+      ev_.next().raw("{\"name\":\"process_sort_index\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":").integer(rank)
+          .raw(",\"tid\":0,\"args\":{\"sort_index\":").integer(rank).raw("}}");
+      for (int t : threads[static_cast<size_t>(rank)]) {
+        ev_.next().raw("{\"name\":\"thread_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":").integer(rank).raw(",\"tid\":").integer(t)
+            .raw(",\"args\":{\"name\":").str(thread_name(t)).raw("}}");
+        // Lanes first (compute, send, recv, collective), each lane's extra threads after it.
+        ev_.next().raw("{\"name\":\"thread_sort_index\",\"cat\":\"__metadata\",\"ph\":\"M\",\"pid\":").integer(rank).raw(",\"tid\":")
+            .integer(t).raw(",\"args\":{\"sort_index\":").integer((t % kTraceLanes) * 1000 + t / kTraceLanes)
+            .raw("}}");
+      }
     }
-    const int64_t id = static_cast<int64_t>(k) + 1;
-    ev.next().raw("{\"name\":\"").raw(name).raw("\",\"cat\":\"p2p\",\"ph\":\"s\",\"id\":").integer(id)
-        .raw(",\"pid\":").integer(a.rank).raw(",\"tid\":").integer(tid[static_cast<size_t>(f.send_slice)])
-        .raw(",\"ts\":").micros(start).raw("}");
-    ev.next().raw("{\"name\":\"").raw(name).raw("\",\"cat\":\"p2p\",\"ph\":\"f\",\"bp\":\"e\",\"id\":").integer(id)
-        .raw(",\"pid\":").integer(b.rank).raw(",\"tid\":").integer(tid[static_cast<size_t>(f.recv_slice)])
-        .raw(",\"ts\":").micros(end).raw("}");
   }
 
-  // ---- memory counters, per rank in time order -------------------------------------------
-  {
-    // Bucket by rank (the engine records samples in global time order, ranks interleaved),
-    // then sort a rank's samples only if they are not in time order already.
-    // Copied out in one sequential pass (reading r.memory rank by rank would miss the cache
-    // at every sample); ordered by (ts, input index), so ties keep the engine's order.
-    struct Sample {
-      int64_t ts;
-      uint32_t index;
-      int64_t bytes, activations;
-      bool operator<(const Sample& o) const { return ts != o.ts ? ts < o.ts : index < o.index; }
-    };
-    std::vector<std::vector<Sample>> of_rank(static_cast<size_t>(nranks));
-    for (size_t i = 0; i < r.memory.size(); ++i) {
-      const MemorySample& m = r.memory[i];
+  // Complete ("X") slices, in r.slices order.
+  void slices() {
+    std::unordered_set<uint64_t> critical;  // (rank, step) keys per lane
+    for (const auto& c : r_.critical_path)
+      critical.insert(step_key(c.rank, c.step_index) * kTraceLanes + static_cast<uint64_t>(lane_index(c.lane)));
+    for (size_t i = 0; i < r_.slices.size(); ++i) {
+      const TimedSlice& sl = r_.slices[i];
+      if (sl.rank < 0 || !wanted(sl.rank)) continue;
+      const Step* step = slice_step(s_, sl);
+      Out& o = ev_.next();
+      o.raw("{\"name\":\"").slice_name(step, sl).raw("\",\"cat\":\"").raw(step ? kind_name(info(step->op).kind) : "step").raw("\",\"ph\":\"X\",\"pid\":")
+          .integer(sl.rank).raw(",\"tid\":").integer(tid_[i]).raw(",\"ts\":").micros(spans_[i].ts)
+          .raw(",\"dur\":").micros(spans_[i].dur).raw(",\"args\":{\"micro\":")
+          .integer(step ? step->micro : -1).raw(",\"stage\":").integer(step ? step->stage : -1)
+          .raw(",\"step_index\":").integer(sl.step_index);
+      if (sl.sub >= 0) o.raw(",\"sub\":").integer(sl.sub);
+      o.raw(",\"bytes\":").number(sl.bytes).raw(",\"meta\":").boolean(sl.meta);
+      if (step) o.raw(",\"op\":\"").raw(info(step->op).name).ch('"');
+      if (!critical.empty() &&
+          critical.count(step_key(sl.rank, sl.step_index) * kTraceLanes + static_cast<uint64_t>(lane_index(sl.lane))))
+        o.raw(",\"critical\":true");
+      o.raw("}}");
+    }
+  }
+
+  // Flows, send slice -> receive slice: v1 flow events; the identity is (id, cat, name), so
+  // both ends carry the same cat and name. Ids are numeric (Perfetto parses string ids as hex)
+  // and numbered 1.. in flow order. The per-rank variant keeps only flows with both ends on
+  // its rank (a file with one end would hold a dangling flow). Returns the flows left out.
+  int64_t flows() {
+    int64_t flows_left_out = 0;
+    for (size_t k = 0; k < r_.flows.size(); ++k) {
+      const MessageFlow& f = r_.flows[k];
+      if (f.send_slice < 0 || f.recv_slice < 0 || static_cast<size_t>(f.send_slice) >= r_.slices.size() ||
+          static_cast<size_t>(f.recv_slice) >= r_.slices.size())
+        continue;
+      const size_t send = static_cast<size_t>(f.send_slice), recv = static_cast<size_t>(f.recv_slice);
+      const TimedSlice& a = r_.slices[send];
+      const TimedSlice& b = r_.slices[recv];
+      if (a.rank < 0 || b.rank < 0 || !wanted(a.rank) || !wanted(b.rank)) continue;
+      const Step* sent = slice_step(s_, a);
+      std::string_view name = a.meta ? std::string_view("meta") : payload_name(sent ? info(sent->op).payload : Payload::None);
+      int64_t start = 0, end = 0;
+      if (!flow_ends(f, spans_[send], spans_[recv], start, end)) {
+        ++flows_left_out;  // a viewer would drop it: leave it out and say so in otherData
+        continue;
+      }
+      const int64_t id = static_cast<int64_t>(k) + 1;
+      ev_.next().raw("{\"name\":\"").raw(name).raw("\",\"cat\":\"p2p\",\"ph\":\"s\",\"id\":").integer(id)
+          .raw(",\"pid\":").integer(a.rank).raw(",\"tid\":").integer(tid_[send]).raw(",\"ts\":").micros(start).raw("}");
+      ev_.next().raw("{\"name\":\"").raw(name).raw("\",\"cat\":\"p2p\",\"ph\":\"f\",\"bp\":\"e\",\"id\":").integer(id)
+          .raw(",\"pid\":").integer(b.rank).raw(",\"tid\":").integer(tid_[recv]).raw(",\"ts\":").micros(end).raw("}");
+    }
+    return flows_left_out;
+  }
+
+  // The wanted ranks' samples, bucketed by rank (the engine records samples in global time
+  // order, ranks interleaved), each rank's in time order. Copied out in one sequential pass
+  // (reading r.memory rank by rank would miss the cache at every sample); a rank's samples
+  // are sorted only if they are not in time order already.
+  std::vector<std::vector<CounterSample>> samples_by_rank() const {
+    std::vector<std::vector<CounterSample>> of_rank(static_cast<size_t>(nranks_));
+    for (size_t i = 0; i < r_.memory.size(); ++i) {
+      const MemorySample& m = r_.memory[i];
       if (m.rank >= 0 && wanted(m.rank))
         of_rank[static_cast<size_t>(m.rank)].push_back({to_ns(m.time_ms), static_cast<uint32_t>(i), m.bytes, m.activations});
     }
+    for (auto& v : of_rank)
+      if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+    return of_rank;
+  }
+
+  // Memory counters, per rank in time order.
+  void memory_counters() {
+    const std::vector<std::vector<CounterSample>> of_rank = samples_by_rank();
     // Beside the whole ("bytes": what the rank holds, resident weights, gradients and optimizer
     // state included), the kept activations alone and the resident part, when the run has them
     // (a model's costs): Perfetto draws each as a series of the rank's memory track.
-    std::vector<int64_t> resident(static_cast<size_t>(nranks), 0);
+    std::vector<int64_t> resident(static_cast<size_t>(nranks_), 0);
     bool breakdown = false;
-    for (const auto& x : r.ranks)
-      if (x.rank >= 0 && x.rank < nranks) {
+    for (const auto& x : r_.ranks)
+      if (x.rank >= 0 && x.rank < nranks_) {
         resident[static_cast<size_t>(x.rank)] = x.memory.resident_bytes();
         breakdown = breakdown || x.memory.resident_bytes() > 0;
       }
-    for (const auto& m : r.memory) breakdown = breakdown || m.activations > 0;
-    auto counter = [&](int rank, int64_t ts, const Sample& x) {
-      Out& o = ev.next();
+    for (const auto& m : r_.memory) breakdown = breakdown || m.activations > 0;
+    auto counter = [&](int rank, int64_t ts, const CounterSample& x) {
+      Out& o = ev_.next();
       o.raw("{\"name\":\"memory\",\"cat\":\"memory\",\"ph\":\"C\",\"pid\":").integer(rank).raw(",\"tid\":0,\"ts\":")
           .micros(ts).raw(",\"args\":{\"bytes\":").integer(x.bytes);
       if (breakdown)
@@ -480,19 +499,20 @@ std::string chrome_trace_json(const Schedule& s, const RunRecord& r, const Trace
     // exceeds the final one, so the peak stays queryable) and the final one are visible, and a
     // sample repeating the current value adds nothing. The engine records about two samples
     // per step, half of them redundant: this halves the counters' share of the file.
+    const auto same = [](const CounterSample& a, const CounterSample& b) {
+      return a.bytes == b.bytes && a.activations == b.activations;
+    };
     for (size_t rank = 0; rank < of_rank.size(); ++rank) {
-      auto& v = of_rank[rank];
-      if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+      const auto& v = of_rank[rank];
       bool any = false;
-      Sample current{};
+      CounterSample current{};
       for (size_t k = 0; k < v.size();) {
         const int64_t ts = v[k].ts;
-        Sample high = v[k], last = high;
+        CounterSample high = v[k], last = high;
         for (++k; k < v.size() && v[k].ts == ts; ++k) {
           if (v[k].bytes > high.bytes) high = v[k];
           last = v[k];
         }
-        const auto same = [](const Sample& a, const Sample& b) { return a.bytes == b.bytes && a.activations == b.activations; };
         if (high.bytes > last.bytes && (!any || !same(high, current)))
           counter(static_cast<int>(rank), ts, high), current = high, any = true;
         if (!any || !same(last, current)) counter(static_cast<int>(rank), ts, last), current = last, any = true;
@@ -500,114 +520,136 @@ std::string chrome_trace_json(const Schedule& s, const RunRecord& r, const Trace
     }
   }
 
-  // ---- instants at violations -------------------------------------------------------------
-  if (!r.check.violations.empty()) {
+  void instant(const Violation& v, int rank, int thread, int64_t ts, int step_index, char scope) {
+    Out& o = ev_.next();
+    o.raw("{\"name\":").str(to_string(v.kind)).raw(",\"cat\":\"violation\",\"ph\":\"i\",\"s\":\"")
+        .ch(scope).raw("\",\"pid\":").integer(rank).raw(",\"tid\":").integer(thread).raw(",\"ts\":").micros(ts)
+        .raw(",\"args\":{\"message\":").str(v.message);
+    if (step_index >= 0) o.raw(",\"step_index\":").integer(step_index);
+    o.raw("}}");
+  }
+
+  // Instants at violations: at each of a violation's steps (scope thread), or on its ranks
+  // (scope process) when it names no step.
+  void violation_instants() {
+    if (r_.check.violations.empty()) return;
     // First slice of every (rank, step): where the marker goes (its thread, its start).
     std::unordered_map<uint64_t, uint32_t> first_slice;
-    std::vector<int64_t> rank_end(static_cast<size_t>(nranks), 0);
-    for (size_t i = 0; i < r.slices.size(); ++i) {
-      const TimedSlice& sl = r.slices[i];
+    std::vector<int64_t> rank_end(static_cast<size_t>(nranks_), 0);
+    for (size_t i = 0; i < r_.slices.size(); ++i) {
+      const TimedSlice& sl = r_.slices[i];
       if (sl.rank < 0) continue;
       first_slice.emplace(step_key(sl.rank, sl.step_index), static_cast<uint32_t>(i));
       rank_end[static_cast<size_t>(sl.rank)] =
-          std::max(rank_end[static_cast<size_t>(sl.rank)], spans[i].ts + spans[i].dur);
+          std::max(rank_end[static_cast<size_t>(sl.rank)], spans_[i].ts + spans_[i].dur);
     }
-    for (const Violation& v : r.check.violations) {
-      auto instant = [&](int rank, int thread, int64_t ts, int step_index, char scope) {
-        Out& o = ev.next();
-        o.raw("{\"name\":").str(to_string(v.kind)).raw(",\"cat\":\"violation\",\"ph\":\"i\",\"s\":\"")
-            .ch(scope).raw("\",\"pid\":").integer(rank).raw(",\"tid\":").integer(thread).raw(",\"ts\":").micros(ts)
-            .raw(",\"args\":{\"message\":").str(v.message);
-        if (step_index >= 0) o.raw(",\"step_index\":").integer(step_index);
-        o.raw("}}");
-      };
+    for (const Violation& v : r_.check.violations) {
       if (!v.steps.empty()) {
         for (const StepRef& ref : v.steps) {
-          if (ref.rank < 0 || ref.rank >= nranks || !wanted(ref.rank)) continue;
+          if (ref.rank < 0 || ref.rank >= nranks_ || !wanted(ref.rank)) continue;
           auto it = first_slice.find(step_key(ref.rank, ref.index));
           if (it != first_slice.end())
-            instant(ref.rank, tid[it->second], spans[it->second].ts, ref.index, 't');
+            instant(v, ref.rank, tid_[it->second], spans_[it->second].ts, ref.index, 't');
           else  // the step never ran (a deadlock stopped the rank before it): mark where the rank stopped
-            instant(ref.rank, 0, rank_end[static_cast<size_t>(ref.rank)], ref.index, 't');
+            instant(v, ref.rank, 0, rank_end[static_cast<size_t>(ref.rank)], ref.index, 't');
         }
       } else {
         for (int rank : v.ranks)
-          if (rank >= 0 && rank < nranks && wanted(rank))
-            instant(rank, 0, rank_end[static_cast<size_t>(rank)], -1, 'p');
+          if (rank >= 0 && rank < nranks_ && wanted(rank))
+            instant(v, rank, 0, rank_end[static_cast<size_t>(rank)], -1, 'p');
       }
     }
   }
 
-  out.raw("\n],\"displayTimeUnit\":\"ms\"");
-  if (only >= 0)
-    out.raw(",\"distributedInfo\":{\"rank\":").integer(only).raw(",\"world_size\":").integer(nranks).raw("}");
   // otherData: the run's provenance (results/run_record.hpp), which traces/trace_reader.cpp
   // reads back.
-  const RunProvenance& p = r.provenance;
-  out.raw(",\"otherData\":{\"tool\":\"ppsched\",\"schedule\":").str(s.name).raw(",\"label\":").str(p.display_label())
-      .raw(",\"source\":").str(to_string(p.source));
-  if (p.transport != RunTransport::None) out.raw(",\"transport\":").str(to_string(p.transport));
-  out.raw(",\"ranks\":").integer(nranks).raw(",\"stages\":").integer(s.stages)
-      .raw(",\"micro_batches\":").integer(s.micro_batches).raw(",\"makespan_ms\":").number(r.makespan_ms)
-      .raw(",\"completed\":").boolean(r.completed).raw(",\"steps\":").integer(static_cast<int64_t>(r.steps))
-      .raw(",\"violations\":").integer(static_cast<int64_t>(r.check.violations.size()))
-      .raw(",\"flows_left_out\":").integer(flows_left_out);
-  if (p.mode) {
-    out.raw(",\"mode\":{\"comm\":").str(p.mode->comm == CommMode::Eager ? "eager" : "rendezvous")
-        .raw(",\"overlap_p2p\":").boolean(p.mode->overlap_p2p)
-        .raw(",\"mpipe_batched_recv\":").boolean(p.mode->mpipe_batched_recv)
-        .raw(",\"dyn_shape\":").boolean(p.mode->dyn_shape)
-        .raw(",\"p2p_backend\":").str(to_string(p.mode->backend));
-    if (!p.mode_note.empty()) out.raw(",\"note\":").str(p.mode_note);
-    out.raw("}");
-  }
-  if (p.source == RunSource::Measured) out.raw(",\"shared_clock\":").boolean(p.shared_clock);
-  if (p.mesh) {
-    // Which replica this is (--dp): the DP degree and, per pipeline rank of the trace, the
-    // global rank that ran it.
-    out.raw(",\"mesh\":{\"dim_names\":[\"dp\",\"pp\"],\"shape\":[").integer(p.mesh->dp).raw(",").integer(p.mesh->pp)
-        .raw("],\"order\":").str(p.mesh->order).raw(",\"replica\":").integer(p.mesh->replica).raw(",\"global_ranks\":[");
-    for (size_t k = 0; k < p.mesh->global_ranks.size(); ++k) out.raw(k ? "," : "").integer(p.mesh->global_ranks[k]);
-    out.raw("]}");
-  }
-  if (!p.placement.empty()) {
-    // Where each rank ran (--cpu-bind): calibrate notes ranks that shared cores.
-    out.raw(",\"cpu_binding\":{\"mode\":").str(p.cpu_bind).raw(",\"ranks\":[");
-    for (size_t k = 0; k < p.placement.size(); ++k) {
-      out.raw(k ? ",{\"host\":" : "{\"host\":").str(p.placement[k].host).raw(",\"cpus\":[");
-      for (size_t c = 0; c < p.placement[k].cpus.size(); ++c) out.raw(c ? "," : "").integer(p.placement[k].cpus[c]);
-      out.raw("],\"bound\":").boolean(p.placement[k].bound).raw("}");
+  void other_data(int64_t flows_left_out) {
+    const RunProvenance& p = r_.provenance;
+    out_.raw(",\"otherData\":{\"tool\":\"ppsched\",\"schedule\":").str(s_.name).raw(",\"label\":").str(p.display_label())
+        .raw(",\"source\":").str(to_string(p.source));
+    if (p.transport != RunTransport::None) out_.raw(",\"transport\":").str(to_string(p.transport));
+    out_.raw(",\"ranks\":").integer(nranks_).raw(",\"stages\":").integer(s_.stages)
+        .raw(",\"micro_batches\":").integer(s_.micro_batches).raw(",\"makespan_ms\":").number(r_.makespan_ms)
+        .raw(",\"completed\":").boolean(r_.completed).raw(",\"steps\":").integer(static_cast<int64_t>(r_.steps))
+        .raw(",\"violations\":").integer(static_cast<int64_t>(r_.check.violations.size()))
+        .raw(",\"flows_left_out\":").integer(flows_left_out);
+    if (p.mode) {
+      out_.raw(",\"mode\":{\"comm\":").str(p.mode->comm == CommMode::Eager ? "eager" : "rendezvous")
+          .raw(",\"overlap_p2p\":").boolean(p.mode->overlap_p2p)
+          .raw(",\"mpipe_batched_recv\":").boolean(p.mode->mpipe_batched_recv)
+          .raw(",\"dyn_shape\":").boolean(p.mode->dyn_shape)
+          .raw(",\"p2p_backend\":").str(to_string(p.mode->backend));
+      if (!p.mode_note.empty()) out_.raw(",\"note\":").str(p.mode_note);
+      out_.raw("}");
     }
-    out.raw("]}");
-  }
-  if (!p.layers.empty()) {
-    // The model layers each stage held (calibrate --model reads the traced layout from here).
-    out.raw(",\"layers\":[");
-    for (size_t k = 0; k < p.layers.size(); ++k) {
-      out.raw(k ? ",{\"stage\":" : "{\"stage\":").integer(p.layers[k].stage).raw(",\"layers\":[");
-      for (size_t l = 0; l < p.layers[k].layers.size(); ++l) out.raw(l ? "," : "").str(p.layers[k].layers[l]);
-      out.raw("]}");
+    if (p.source == RunSource::Measured) out_.raw(",\"shared_clock\":").boolean(p.shared_clock);
+    measured_run_fields(p);
+    if (!p.notes.empty()) {
+      out_.raw(",\"notes\":[");
+      comma_separated(out_, p.notes, [&](const std::string& n) { out_.str(n); });
+      out_.raw("]");
     }
-    out.raw("]");
+    out_.raw(",\"time_unit\":\"ts and dur in microseconds; simulated times are milliseconds\"}}\n");
   }
-  if (!p.split_backward.empty()) {
-    // Each stage's backward timed whole and split by the executor (calibrate --model prices
-    // split steps with these ratios).
-    out.raw(",\"split_backward\":[");
-    for (size_t k = 0; k < p.split_backward.size(); ++k) {
-      const SplitBackwardProbe& b = p.split_backward[k];
-      out.raw(k ? ",{\"stage\":" : "{\"stage\":").integer(b.stage).raw(",\"bwd_ms\":").number(b.bwd_ms);
-      out.raw(",\"bwd_input_ms\":").number(b.bwd_input_ms).raw(",\"bwd_weight_ms\":").number(b.bwd_weight_ms).raw("}");
+
+  // What ppsched-exec knows of a real run: where it ran (mesh, cores) and what each stage held
+  // and timed.
+  void measured_run_fields(const RunProvenance& p) {
+    const auto integer = [&](int v) { out_.integer(v); };
+    if (p.mesh) {
+      // Which replica this is (--dp): the DP degree and, per pipeline rank of the trace, the
+      // global rank that ran it.
+      out_.raw(",\"mesh\":{\"dim_names\":[\"dp\",\"pp\"],\"shape\":[").integer(p.mesh->dp).raw(",").integer(p.mesh->pp)
+          .raw("],\"order\":").str(p.mesh->order).raw(",\"replica\":").integer(p.mesh->replica).raw(",\"global_ranks\":[");
+      comma_separated(out_, p.mesh->global_ranks, integer);
+      out_.raw("]}");
     }
-    out.raw("]");
+    if (!p.placement.empty()) {
+      // Where each rank ran (--cpu-bind): calibrate notes ranks that shared cores.
+      out_.raw(",\"cpu_binding\":{\"mode\":").str(p.cpu_bind).raw(",\"ranks\":[");
+      comma_separated(out_, p.placement, [&](const RankPlacement& pl) {
+        out_.raw("{\"host\":").str(pl.host).raw(",\"cpus\":[");
+        comma_separated(out_, pl.cpus, integer);
+        out_.raw("],\"bound\":").boolean(pl.bound).raw("}");
+      });
+      out_.raw("]}");
+    }
+    if (!p.layers.empty()) {
+      // The model layers each stage held (calibrate --model reads the traced layout from here).
+      out_.raw(",\"layers\":[");
+      comma_separated(out_, p.layers, [&](const StageLayers& l) {
+        out_.raw("{\"stage\":").integer(l.stage).raw(",\"layers\":[");
+        comma_separated(out_, l.layers, [&](const std::string& n) { out_.str(n); });
+        out_.raw("]}");
+      });
+      out_.raw("]");
+    }
+    if (!p.split_backward.empty()) {
+      // Each stage's backward timed whole and split by the executor (calibrate --model prices
+      // split steps with these ratios).
+      out_.raw(",\"split_backward\":[");
+      comma_separated(out_, p.split_backward, [&](const SplitBackwardProbe& b) {
+        out_.raw("{\"stage\":").integer(b.stage).raw(",\"bwd_ms\":").number(b.bwd_ms);
+        out_.raw(",\"bwd_input_ms\":").number(b.bwd_input_ms).raw(",\"bwd_weight_ms\":").number(b.bwd_weight_ms).raw("}");
+      });
+      out_.raw("]");
+    }
   }
-  if (!p.notes.empty()) {
-    out.raw(",\"notes\":[");
-    for (size_t k = 0; k < p.notes.size(); ++k) out.raw(k ? "," : "").str(p.notes[k]);
-    out.raw("]");
-  }
-  out.raw(",\"time_unit\":\"ts and dur in microseconds; simulated times are milliseconds\"}}\n");
-  return out.take();
+
+  const Schedule& s_;
+  const RunRecord& r_;
+  const int nranks_;
+  const int only_;
+  const std::vector<Span> spans_;
+  const std::vector<int> tid_;
+  Out out_;
+  EventList ev_{out_};
+};
+
+}  // namespace
+
+std::string chrome_trace_json(const Schedule& s, const RunRecord& r, const TraceOptions& options) {
+  return TraceWriter(s, r, options).write();
 }
 
 }  // namespace ppsched

@@ -21,6 +21,7 @@
 
 #include "model/text_format.hpp"
 #include "traces/chrome_trace.hpp"
+#include "traces/lane_groups.hpp"
 
 namespace ppsched {
 namespace {
@@ -164,53 +165,57 @@ struct RowGeometry {
   double memory = 0;   // memory strip
 };
 
-}  // namespace
+// Where things go: the time scale (ms to x) and a row per rank.
+struct Layout {
+  int nranks = 0;
+  double span_ms = 1.0;  // the makespan; 1 when there is none to scale by
+  double width = 0;      // of the time axis, pixels
+  double scale = 0;      // pixels per ms
+  double row_h = 0, rows_top = 0, rows_bottom = 0;
 
-std::string svg_timeline(const Schedule& s, const RunRecord& r, const SvgOptions& options) {
-  int nranks = std::max(s.ranks, static_cast<int32_t>(r.ranks.size()));
-  double makespan = r.makespan_ms;
-  for (const auto& sl : r.slices) {
-    nranks = std::max(nranks, sl.rank + 1);
-    if (std::isfinite(sl.end_ms)) makespan = std::max(makespan, sl.end_ms);
-  }
-  for (const auto& m : r.memory) nranks = std::max(nranks, m.rank + 1);
-  const double span_ms = makespan > 0 && std::isfinite(makespan) ? makespan : 1.0;
-
-  const double W = std::max(100, options.width);
-  const double scale = W / span_ms;
-  auto x_of = [&](double t) { return kLeft + std::clamp(std::isfinite(t) ? t : 0.0, 0.0, span_ms) * scale; };
-
-  const double row_h = kComputeH + kCommGap + kCommH + (options.memory ? kMemGap + kMemH : 0) + kRowGap;
-  const double rows_top = kTitleH + kAxisH;
-  auto row = [&](int rank) {
+  double x_of(double t) const { return kLeft + std::clamp(std::isfinite(t) ? t : 0.0, 0.0, span_ms) * scale; }
+  RowGeometry row(int rank) const {
     RowGeometry g;
     g.top = rows_top + rank * row_h;
     g.comm = g.top + kComputeH + kCommGap;
     g.memory = g.comm + kCommH + kMemGap;
     return g;
-  };
-
-  // Slices in drawing order: by (rank, lane) (a counting sort), then by start time (usually
-  // already so: the engine records slices in time order).
-  std::vector<uint32_t> order(r.slices.size());
-  {
-    std::vector<size_t> first(static_cast<size_t>(nranks) * kTraceLanes + 1, 0);
-    auto key = [&](const TimedSlice& sl) { return static_cast<size_t>(sl.rank) * kTraceLanes + static_cast<size_t>(sl.lane) % kTraceLanes; };
-    size_t kept = 0;
-    for (const auto& sl : r.slices)
-      if (sl.rank >= 0) ++first[key(sl) + 1], ++kept;
-    for (size_t k = 1; k < first.size(); ++k) first[k] += first[k - 1];
-    order.resize(kept);
-    std::vector<size_t> next(first.begin(), first.end() - 1);
-    for (size_t i = 0; i < r.slices.size(); ++i)
-      if (r.slices[i].rank >= 0) order[next[key(r.slices[i])]++] = static_cast<uint32_t>(i);
-    auto by_start = [&](uint32_t a, uint32_t b) { return r.slices[a].start_ms < r.slices[b].start_ms; };
-    for (size_t k = 0; k + 1 < first.size(); ++k) {
-      auto b = order.begin() + static_cast<std::ptrdiff_t>(first[k]), e = order.begin() + static_cast<std::ptrdiff_t>(first[k + 1]);
-      if (!std::is_sorted(b, e, by_start)) std::stable_sort(b, e, by_start);
-    }
   }
-  // Memory samples by rank, in time order.
+};
+
+// Every rank the schedule, the summaries, the slices or the samples name gets a row; the time
+// axis spans the makespan or, when a slice ends later (a measured run), that slice.
+Layout layout_of(const Schedule& s, const RunRecord& r, const SvgOptions& options) {
+  Layout l;
+  l.nranks = shown_ranks(s, r);
+  double makespan = r.makespan_ms;
+  for (const auto& sl : r.slices)
+    if (std::isfinite(sl.end_ms)) makespan = std::max(makespan, sl.end_ms);
+  l.span_ms = makespan > 0 && std::isfinite(makespan) ? makespan : 1.0;
+  l.width = std::max(100, options.width);
+  l.scale = l.width / l.span_ms;
+  l.row_h = kComputeH + kCommGap + kCommH + (options.memory ? kMemGap + kMemH : 0) + kRowGap;
+  l.rows_top = kTitleH + kAxisH;
+  l.rows_bottom = l.rows_top + l.nranks * l.row_h;
+  return l;
+}
+
+// Slices in drawing order: grouped by (rank, lane), then by start time within a group (usually
+// already so: the engine records slices in time order).
+std::vector<uint32_t> drawing_order(const RunRecord& r, int nranks) {
+  LaneGroups groups = group_by_lane(r, nranks);
+  std::vector<uint32_t>& order = groups.order;
+  const std::vector<size_t>& first = groups.first;
+  auto by_start = [&](uint32_t a, uint32_t b) { return r.slices[a].start_ms < r.slices[b].start_ms; };
+  for (size_t k = 0; k + 1 < first.size(); ++k) {
+    auto b = order.begin() + static_cast<std::ptrdiff_t>(first[k]), e = order.begin() + static_cast<std::ptrdiff_t>(first[k + 1]);
+    if (!std::is_sorted(b, e, by_start)) std::stable_sort(b, e, by_start);
+  }
+  return std::move(order);
+}
+
+// Memory samples by rank, in time order.
+std::vector<std::vector<const MemorySample*>> samples_by_rank(const RunRecord& r, int nranks) {
   std::vector<std::vector<const MemorySample*>> samples_of(static_cast<size_t>(nranks));
   for (const auto& m : r.memory)
     if (m.rank >= 0) samples_of[static_cast<size_t>(m.rank)].push_back(&m);
@@ -218,408 +223,492 @@ std::string svg_timeline(const Schedule& s, const RunRecord& r, const SvgOptions
     auto by_time = [](const MemorySample* a, const MemorySample* b) { return a->time_ms < b->time_ms; };
     if (!std::is_sorted(v.begin(), v.end(), by_time)) std::stable_sort(v.begin(), v.end(), by_time);
   }
+  return samples_of;
+}
 
-  std::unordered_set<uint64_t> critical;
-  for (const auto& c : r.critical_path)
-    critical.insert((static_cast<uint64_t>(static_cast<uint32_t>(c.rank)) << 32) | static_cast<uint32_t>(c.step_index));
-  auto is_critical = [&](const TimedSlice& sl) {
-    return !critical.empty() && sl.lane == Lane::Compute &&
-           critical.count((static_cast<uint64_t>(static_cast<uint32_t>(sl.rank)) << 32) |
-                          static_cast<uint32_t>(sl.step_index));
-  };
-  const bool tooltips = r.slices.size() <= static_cast<size_t>(std::max(0, options.max_tooltips));
-  const bool arrows = !r.flows.empty() && r.flows.size() <= static_cast<size_t>(std::max(0, options.max_arrows));
+// Micro-batch labels: every compute slice of a pixel or more gets its label, or none does
+// (a dropped subset would read wrong: "0..9 0..9 8 9" at M = 32). The font shrinks until
+// the narrowest labelled slice holds its label; below kMinLabelFont the ids are on hover
+// only, and the legend says so.
+struct MicroLabels {
+  double font = 10;     // px; the usual size when no label is drawn
+  bool any = false;     // some slice has a label to show
+  bool shown = false;   // the labels are drawn
+};
 
-  // Micro-batch labels: every compute slice of a pixel or more gets its label, or none does
-  // (a dropped subset would read wrong: "0..9 0..9 8 9" at M = 32). The font shrinks until
-  // the narrowest labelled slice holds its label; below kMinLabelFont the ids are on hover
-  // only, and the legend says so.
+MicroLabels micro_labels(const Schedule& s, const RunRecord& r, const std::vector<uint32_t>& order, const Layout& l) {
   constexpr double kMaxLabelFont = 10, kMinLabelFont = 6, kCharEm = 0.62;
-  double label_font = kMaxLabelFont;
-  bool any_label = false;
+  MicroLabels out;
+  double font = kMaxLabelFont;
   for (uint32_t i : order) {
     const TimedSlice& sl = r.slices[i];
     if (sl.lane != Lane::Compute || !(sl.end_ms > sl.start_ms)) continue;
-    const double w = x_of(sl.end_ms) - x_of(sl.start_ms);
+    const double w = l.x_of(sl.end_ms) - l.x_of(sl.start_ms);
     if (w < 1.0) continue;  // merged into a sub-pixel run: never labelled
     const std::string label = micro_label(slice_step(s, sl));
     if (label.empty()) continue;
-    any_label = true;
-    label_font = std::min(label_font, (w - 2) / (kCharEm * static_cast<double>(label.size())));
+    out.any = true;
+    font = std::min(font, (w - 2) / (kCharEm * static_cast<double>(label.size())));
   }
-  label_font = std::floor(label_font * 2) / 2;  // half pixels
-  const bool labels = any_label && label_font >= kMinLabelFont;
-  if (!labels) label_font = kMaxLabelFont;  // no label drawn: the style keeps the usual size
-  // Virtual stages told apart: a rank's k-th local stage (its chunk) is shaded by k (lighter
-  // for later chunks), named in the legend.
-  std::vector<int> local_of(s.placement.stage_to_rank.size(), 0);
-  int chunks = 1;
-  {
+  font = std::floor(font * 2) / 2;  // half pixels
+  out.shown = out.any && font >= kMinLabelFont;
+  out.font = out.shown ? font : kMaxLabelFont;
+  return out;
+}
+
+// Virtual stages told apart: a rank's k-th local stage (its chunk) is shaded by k (lighter
+// for later chunks), named in the legend.
+class LocalStages {
+ public:
+  static constexpr int kShades = 4;  // chunk k >= kShades shares the last shade
+
+  explicit LocalStages(const Schedule& s) : local_of_(s.placement.stage_to_rank.size(), 0) {
     std::unordered_map<int, int> seen;
     for (size_t st = 0; st < s.placement.stage_to_rank.size(); ++st) {
-      local_of[st] = seen[s.placement.stage_to_rank[st]]++;
-      chunks = std::max(chunks, local_of[st] + 1);
+      local_of_[st] = seen[s.placement.stage_to_rank[st]]++;
+      chunks_ = std::max(chunks_, local_of_[st] + 1);
     }
   }
-  constexpr int kShades = 4;  // chunk k >= kShades shares the last shade
-  const auto chunk_of = [&](const Step* step) {
+  int chunks() const { return chunks_; }
+  int chunk_of(const Step* step) const {
     if (!step) return 0;
     const Step& leaf = is_composite(step->op) && !step->sub_steps().empty() ? step->sub_steps().front() : *step;
-    return leaf.stage >= 0 && static_cast<size_t>(leaf.stage) < local_of.size() ? local_of[static_cast<size_t>(leaf.stage)] : 0;
-  };
-  const auto shade_class = [&](int chunk) -> const char* {
+    return leaf.stage >= 0 && static_cast<size_t>(leaf.stage) < local_of_.size() ? local_of_[static_cast<size_t>(leaf.stage)] : 0;
+  }
+  const char* shade_class(int chunk) const {
     static const char* const names[kShades] = {"", " v1", " v2", " v3"};
-    return chunks > 1 ? names[std::min(chunk, kShades - 1)] : "";
-  };
+    return chunks_ > 1 ? names[std::min(chunk, kShades - 1)] : "";
+  }
 
-  Svg body;
-  body.s.reserve(1 << 16);
-  bool used[kClsCount] = {};
-  bool any_critical = false;
+ private:
+  std::vector<int> local_of_;  // stage -> its index among its rank's stages
+  int chunks_ = 1;
+};
 
-  // ---- time axis and grid ------------------------------------------------------------------
-  const double rows_bottom = rows_top + nranks * row_h;
-  {
-    const double step = tick_step(span_ms, std::max(2, static_cast<int>(W / 110)));
+// The legend: entries left to right under the rows, wrapping at the end of the time axis.
+class Legend {
+ public:
+  Legend(double top, double axis_end) : y_(top), axis_end_(axis_end) { svg_.raw("<g id=\"legend\">\n"); }
+
+  void swatch(const char* css, std::string_view text) {
+    const double x = place(text);
+    svg_.raw("<rect class=\"").raw(css).raw("\" x=\"").num(x).raw("\" y=\"").num(y_)
+        .raw("\" width=\"14\" height=\"11\"/><text x=\"").num(x + 18).raw("\" y=\"").num(y_ + 10).raw("\">")
+        .text(text).raw("</text>\n");
+  }
+  // A stroke of class `css` (an arrow when `arrow`), as the rows draw a curve or a transfer.
+  void line(const char* css, std::string_view text, bool arrow = false) {
+    const double x = place(text);
+    svg_.raw("<line class=\"").raw(css).raw("\" x1=\"").num(x).raw("\" y1=\"").num(y_ + 6).raw("\" x2=\"").num(x + 14)
+        .raw("\" y2=\"").num(y_ + 6).raw(arrow ? "\" marker-end=\"url(#ah)\"/>" : "\"/>").raw("<text x=\"").num(x + 18)
+        .raw("\" y=\"").num(y_ + 10).raw("\">").text(text).raw("</text>\n");
+  }
+  void note(std::string_view text) {
+    const double x = place(text);
+    svg_.raw("<text class=\"sl\" x=\"").num(x).raw("\" y=\"").num(y_ + 10).raw("\">").text(text).raw("</text>\n");
+  }
+  int lines() const { return lines_; }
+  std::string finish() {
+    svg_.raw("</g>\n");
+    return std::move(svg_.s);
+  }
+
+ private:
+  // The x of the next entry, on a new line when it would run past the axis' end.
+  double place(std::string_view text) {
+    const double need = 20 + 6.2 * static_cast<double>(text.size()) + 14;
+    if (x_ + need > axis_end_ && x_ > kLeft) {
+      x_ = kLeft;
+      y_ += kLegendLineH;
+      ++lines_;
+    }
+    const double x = x_;
+    x_ += need;
+    return x;
+  }
+
+  Svg svg_;
+  double y_, x_ = kLeft, axis_end_;
+  int lines_ = 1;
+};
+
+// A rank's memory strip is scaled to its own peak.
+struct MemoryScale {
+  double bottom = 0, usable = 0;
+  int64_t peak = 0;
+  double y_of(int64_t b) const {
+    return bottom - (peak > 0 ? usable * std::clamp(static_cast<double>(b) / static_cast<double>(peak), 0.0, 1.0) : 0.0);
+  }
+};
+
+// The picture, drawn section by section: the body (axis, rows, arrows, violation markers), then
+// the legend of what the body used, then the document around both.
+class Timeline {
+ public:
+  Timeline(const Schedule& s, const RunRecord& r, const SvgOptions& options)
+      : s_(s), r_(r), options_(options), l_(layout_of(s, r, options)), order_(drawing_order(r, l_.nranks)),
+        samples_of_(samples_by_rank(r, l_.nranks)), labels_(micro_labels(s, r, order_, l_)), stages_(s),
+        tooltips_(r.slices.size() <= static_cast<size_t>(std::max(0, options.max_tooltips))),
+        arrows_(!r.flows.empty() && r.flows.size() <= static_cast<size_t>(std::max(0, options.max_arrows))) {
+    for (const auto& c : r.critical_path) critical_.insert(step_key(c.rank, c.step_index));
+  }
+
+  std::string draw() {
+    body_.s.reserve(1 << 16);
+    time_axis();
+    size_t pos = 0;
+    for (int rank = 0; rank < l_.nranks; ++rank) rank_row(rank, pos);
+    if (arrows_) p2p_arrows();
+    if (!r_.check.violations.empty()) violation_markers();
+    Legend legend(l_.rows_bottom + 4, kLeft + l_.width);
+    legend_entries(legend);
+    const double height = l_.rows_bottom + 4 + legend.lines() * kLegendLineH + 8;
+    return document(legend.finish(), height);
+  }
+
+ private:
+  bool is_critical(const TimedSlice& sl) const {
+    return !critical_.empty() && sl.lane == Lane::Compute && critical_.count(step_key(sl.rank, sl.step_index));
+  }
+
+  void time_axis() {
+    const double step = tick_step(l_.span_ms, std::max(2, static_cast<int>(l_.width / 110)));
     const int decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step) + 1e-9)));
-    const double axis_y = rows_top - 6;
-    body.raw("<g id=\"axis\">\n<line class=\"ax\" x1=\"").num(kLeft).raw("\" y1=\"").num(axis_y).raw("\" x2=\"")
-        .num(kLeft + W).raw("\" y2=\"").num(axis_y).raw("\"/>\n");
+    const double axis_y = l_.rows_top - 6;
+    body_.raw("<g id=\"axis\">\n<line class=\"ax\" x1=\"").num(kLeft).raw("\" y1=\"").num(axis_y).raw("\" x2=\"")
+        .num(kLeft + l_.width).raw("\" y2=\"").num(axis_y).raw("\"/>\n");
     for (int k = 0;; ++k) {
       const double t = k * step;
-      if (t > span_ms * (1 + 1e-9)) break;
-      const double x = x_of(t);
-      body.raw("<line class=\"gr\" x1=\"").num(x).raw("\" y1=\"").num(axis_y).raw("\" x2=\"").num(x)
-          .raw("\" y2=\"").num(rows_bottom - kRowGap).raw("\"/>");
-      body.raw("<line class=\"ax\" x1=\"").num(x).raw("\" y1=\"").num(axis_y - 4).raw("\" x2=\"").num(x)
+      if (t > l_.span_ms * (1 + 1e-9)) break;
+      const double x = l_.x_of(t);
+      body_.raw("<line class=\"gr\" x1=\"").num(x).raw("\" y1=\"").num(axis_y).raw("\" x2=\"").num(x)
+          .raw("\" y2=\"").num(l_.rows_bottom - kRowGap).raw("\"/>");
+      body_.raw("<line class=\"ax\" x1=\"").num(x).raw("\" y1=\"").num(axis_y - 4).raw("\" x2=\"").num(x)
           .raw("\" y2=\"").num(axis_y).raw("\"/>");
-      body.raw("<text class=\"tk\" x=\"").num(x).raw("\" y=\"").num(axis_y - 7).raw("\">")
+      body_.raw("<text class=\"tk\" x=\"").num(x).raw("\" y=\"").num(axis_y - 7).raw("\">")
           .raw(coord(t, decimals)).raw("</text>\n");
     }
-    body.raw("<text class=\"sl\" x=\"").num(kLeft - 6).raw("\" y=\"").num(axis_y - 7)
+    body_.raw("<text class=\"sl\" x=\"").num(kLeft - 6).raw("\" y=\"").num(axis_y - 7)
         .raw("\" text-anchor=\"end\">time (ms)</text>\n</g>\n");
   }
 
-  // ---- rows ----------------------------------------------------------------------------------
-  size_t pos = 0;
-  for (int rank = 0; rank < nranks; ++rank) {
-    const RowGeometry g = row(rank);
-    body.raw("<g id=\"rank").integer(rank).raw("\">\n");
-    // Label and idle background.
-    body.raw("<text class=\"rl\" x=\"8\" y=\"").num(g.top + 13).raw("\">rank ").integer(rank).raw("</text>");
-    {
-      std::string stages;
-      for (size_t st = 0; st < s.placement.stage_to_rank.size(); ++st)
-        if (s.placement.stage_to_rank[st] == rank) stages += (stages.empty() ? "" : ", ") + std::to_string(st);
-      if (!stages.empty())
-        body.raw("<text class=\"sl\" x=\"8\" y=\"").num(g.top + 25).raw("\">stage").raw(stages.find(',') != std::string::npos ? "s " : " ")
-            .text(stages).raw("</text>");
-    }
-    body.raw("\n<rect class=\"bg\" x=\"").num(kLeft).raw("\" y=\"").num(g.top).raw("\" width=\"").num(W)
+  // A rank's row: its label and stages, the idle background, its lanes (order_ from `pos` on
+  // holds its slices) and its memory curve.
+  void rank_row(int rank, size_t& pos) {
+    const RowGeometry g = l_.row(rank);
+    body_.raw("<g id=\"rank").integer(rank).raw("\">\n");
+    body_.raw("<text class=\"rl\" x=\"8\" y=\"").num(g.top + 13).raw("\">rank ").integer(rank).raw("</text>");
+    std::string stages;
+    for (size_t st = 0; st < s_.placement.stage_to_rank.size(); ++st)
+      if (s_.placement.stage_to_rank[st] == rank) stages += (stages.empty() ? "" : ", ") + std::to_string(st);
+    if (!stages.empty())
+      body_.raw("<text class=\"sl\" x=\"8\" y=\"").num(g.top + 25).raw("\">stage").raw(stages.find(',') != std::string::npos ? "s " : " ")
+          .text(stages).raw("</text>");
+    body_.raw("\n<rect class=\"bg\" x=\"").num(kLeft).raw("\" y=\"").num(g.top).raw("\" width=\"").num(l_.width)
         .raw("\" height=\"").num(kComputeH).raw("\"/><rect class=\"bg\" x=\"").num(kLeft).raw("\" y=\"").num(g.comm)
-        .raw("\" width=\"").num(W).raw("\" height=\"").num(kCommH).raw("\"/>\n");
-
-    // One lane at a time; sub-pixel slices merge into runs.
-    while (pos < order.size() && r.slices[order[pos]].rank == rank) {
-      const Lane lane = r.slices[order[pos]].lane;
-      double y = g.top, h = kComputeH;
-      if (lane == Lane::Send) y = g.comm, h = kCommH / 2;
-      if (lane == Lane::Recv) y = g.comm + kCommH / 2, h = kCommH / 2;
-      if (lane == Lane::Collective) y = g.comm, h = kCommH;
-      body.raw("<g transform=\"translate(0,").num(y).raw(")\">");
-
-      struct Run {
-        double x0 = 0, x1 = 0;
-        Cls cls = kX;
-        int count = 0;
-      } run;
-      auto flush = [&] {
-        if (!run.count) return;
-        used[run.cls] = true;
-        body.raw("<rect class=\"").raw(kCls[run.cls].css).raw("\" x=\"").num(run.x0).raw("\" width=\"")
-            .num(std::max(run.x1 - run.x0, 0.5)).raw("\" height=\"").num(h).raw("\"/>");
-        run.count = 0;
-      };
-      for (; pos < order.size() && r.slices[order[pos]].rank == rank && r.slices[order[pos]].lane == lane; ++pos) {
-        const TimedSlice& sl = r.slices[order[pos]];
-        if (!(sl.end_ms > sl.start_ms)) continue;  // nothing to see
-        const Step* step = slice_step(s, sl);
-        const Cls cls = class_of(step, lane);
-        const double xa = x_of(sl.start_ms), xb = x_of(sl.end_ms);
-        if (xb - xa < 1.0) {
-          if (run.count && xa - run.x1 < 1.0) {
-            run.x1 = std::max(run.x1, xb);
-            if (run.cls != cls) run.cls = kM;
-            ++run.count;
-          } else {
-            flush();
-            run = {xa, xb, cls, 1};
-          }
-          continue;
-        }
-        flush();
-        const bool crit = is_critical(sl);
-        any_critical |= crit;
-        // A composite on the compute stream: one band per sub-step.
-        const bool bands = lane == Lane::Compute && step && is_composite(step->op) && step->sub_steps().size() > 1;
-        const size_t nb = bands ? step->sub_steps().size() : 1;
-        for (size_t k = 0; k < nb; ++k) {
-          const Cls c = bands ? class_of_compute(step->sub_steps()[k]) : cls;
-          used[c] = true;
-          const Step* part = bands ? &step->sub_steps()[k] : step;
-          const char* shade = lane == Lane::Compute ? shade_class(chunk_of(part)) : "";
-          body.raw("<rect class=\"").raw(kCls[c].css).raw(shade).raw(crit ? " cp" : "").raw("\" x=\"").num(xa);
-          if (k) body.raw("\" y=\"").num(h * static_cast<double>(k) / static_cast<double>(nb));
-          body.raw("\" width=\"").num(xb - xa).raw("\" height=\"").num(h / static_cast<double>(nb));
-          if (tooltips) {
-            body.raw("\"><title>").text(slice_name(s, sl)).raw(": ").raw(coord(sl.start_ms, 3)).raw("-")
-                .raw(coord(sl.end_ms, 3)).raw(" ms</title></rect>");
-          } else {
-            body.raw("\"/>");
-          }
-        }
-        if (lane == Lane::Compute) {
-          const std::string label = labels ? micro_label(step) : std::string();
-          if (!label.empty())
-            body.raw("<text class=\"lb\" x=\"").num((xa + xb) / 2).raw("\" y=\"").num(9 + label_font * 0.4).raw("\">")
-                .text(label).raw("</text>");
-        }
-      }
-      flush();
-      body.raw("</g>\n");
-    }
-
-    // Memory curve, scaled to this rank's peak.
-    if (options.memory) {
-      const auto& samples = samples_of[static_cast<size_t>(rank)];
-      const double bottom = g.memory + kMemH, usable = kMemH - 4;
-      body.raw("<line class=\"mb\" x1=\"").num(kLeft).raw("\" y1=\"").num(bottom).raw("\" x2=\"").num(kLeft + W)
-          .raw("\" y2=\"").num(bottom).raw("\"/><text class=\"sl\" x=\"8\" y=\"").num(g.memory + 11)
-          .raw("\">memory</text>\n");
-      if (!samples.empty()) {
-        int64_t peak = 0;
-        double peak_t = samples.front()->time_ms;
-        for (const auto* m : samples)
-          if (m->bytes > peak) peak = m->bytes, peak_t = m->time_ms;
-        auto y_of = [&](int64_t b) {
-          return bottom - (peak > 0 ? usable * std::clamp(static_cast<double>(b) / static_cast<double>(peak), 0.0, 1.0) : 0.0);
-        };
-        // Step function, at most four points per pixel column: entry, both extremes, exit.
-        const auto curve = [&](int64_t MemorySample::*field, const char* css) {
-          std::vector<std::pair<double, double>> pts;
-          auto add = [&](double x, double yv) {
-            if (!pts.empty() && std::abs(pts.back().first - x) < 0.05 && std::abs(pts.back().second - yv) < 0.05) return;
-            pts.emplace_back(x, yv);
-          };
-          double entry = bottom;
-          size_t i = 0;
-          while (i < samples.size()) {
-            const double x = x_of(samples[i]->time_ms);
-            const double col = std::floor(x);
-            int64_t lo = samples[i]->*field, hi = lo, last = lo;
-            size_t j = i + 1;
-            for (; j < samples.size() && std::floor(x_of(samples[j]->time_ms)) == col; ++j) {
-              lo = std::min(lo, samples[j]->*field);
-              hi = std::max(hi, samples[j]->*field);
-              last = samples[j]->*field;
-            }
-            if (i > 0) add(x, entry);
-            add(x, y_of(samples[i]->*field));
-            add(x, y_of(hi));
-            add(x, y_of(lo));
-            add(x, y_of(last));
-            entry = y_of(last);
-            i = j;
-          }
-          add(kLeft + W, entry);
-          body.raw("<polyline class=\"").raw(css).raw("\" points=\"");
-          for (size_t k = 0; k < pts.size(); ++k) {
-            if (k) body.raw(" ");
-            body.num(pts[k].first).raw(",").num(pts[k].second);
-          }
-          body.raw("\"/>\n");
-        };
-        curve(&MemorySample::bytes, "mem");
-        // With a model's costs the rank also holds its weights, gradients and optimizer state
-        // for the whole step (a dashed level) and keeps activations (a lighter curve).
-        const int64_t resident =
-            static_cast<size_t>(rank) < r.ranks.size() ? r.ranks[static_cast<size_t>(rank)].memory.resident_bytes() : 0;
-        if (resident > 0) {
-          body.raw("<line class=\"res\" x1=\"").num(kLeft).raw("\" y1=\"").num(y_of(resident)).raw("\" x2=\"")
-              .num(kLeft + W).raw("\" y2=\"").num(y_of(resident)).raw("\"><title>held for the whole step (weights, "
-                                                                   "gradients, optimizer state): ")
-              .raw(human_bytes(static_cast<double>(resident))).raw("</title></line>\n");
-          curve(&MemorySample::activations, "act");
-        }
-        // The peak: a dot on the curve (tooltip: when) and its value under the row's label.
-        const std::string peak_text = "peak " + human_bytes(static_cast<double>(peak));
-        body.raw("<circle class=\"pkd\" cx=\"").num(x_of(peak_t)).raw("\" cy=\"").num(y_of(peak))
-            .raw("\" r=\"2.5\"><title>").raw(peak_text).raw(" at ").raw(coord(peak_t, 3)).raw(" ms</title></circle>");
-        body.raw("<text class=\"pk\" x=\"8\" y=\"").num(g.memory + kMemH - 2).raw("\">").raw(peak_text).raw("</text>\n");
-      }
-    }
-    body.raw("</g>\n");
+        .raw("\" width=\"").num(l_.width).raw("\" height=\"").num(kCommH).raw("\"/>\n");
+    while (pos < order_.size() && r_.slices[order_[pos]].rank == rank) lane(rank, g, pos);
+    if (options_.memory) memory_strip(rank, g);
+    body_.raw("</g>\n");
   }
 
-  // ---- P2P arrows: from the end of the send to the end of its receive ---------------------------
-  if (arrows) {
-    body.raw("<g id=\"p2p\">\n");
-    for (const MessageFlow& f : r.flows) {
-      if (f.send_slice < 0 || f.recv_slice < 0 || static_cast<size_t>(f.send_slice) >= r.slices.size() ||
-          static_cast<size_t>(f.recv_slice) >= r.slices.size())
+  // Slices narrower than a pixel, merged into one rect.
+  struct SubPixelRun {
+    double x0 = 0, x1 = 0;
+    Cls cls = kX;
+    int count = 0;
+  };
+
+  void flush(SubPixelRun& run, double h) {
+    if (!run.count) return;
+    used_[run.cls] = true;
+    body_.raw("<rect class=\"").raw(kCls[run.cls].css).raw("\" x=\"").num(run.x0).raw("\" width=\"")
+        .num(std::max(run.x1 - run.x0, 0.5)).raw("\" height=\"").num(h).raw("\"/>");
+    run.count = 0;
+  }
+
+  // The lane of the slice at order_[pos] on `rank`, up to its last slice.
+  void lane(int rank, const RowGeometry& g, size_t& pos) {
+    const Lane lane = r_.slices[order_[pos]].lane;
+    double y = g.top, h = kComputeH;
+    if (lane == Lane::Send) y = g.comm, h = kCommH / 2;
+    if (lane == Lane::Recv) y = g.comm + kCommH / 2, h = kCommH / 2;
+    if (lane == Lane::Collective) y = g.comm, h = kCommH;
+    body_.raw("<g transform=\"translate(0,").num(y).raw(")\">");
+    SubPixelRun run;
+    for (; pos < order_.size() && r_.slices[order_[pos]].rank == rank && r_.slices[order_[pos]].lane == lane; ++pos) {
+      const TimedSlice& sl = r_.slices[order_[pos]];
+      if (!(sl.end_ms > sl.start_ms)) continue;  // nothing to see
+      const Step* step = slice_step(s_, sl);
+      const Cls cls = class_of(step, lane);
+      const double xa = l_.x_of(sl.start_ms), xb = l_.x_of(sl.end_ms);
+      if (xb - xa < 1.0) {
+        if (run.count && xa - run.x1 < 1.0) {
+          run.x1 = std::max(run.x1, xb);
+          if (run.cls != cls) run.cls = kM;
+          ++run.count;
+        } else {
+          flush(run, h);
+          run = {xa, xb, cls, 1};
+        }
         continue;
-      const TimedSlice& a = r.slices[static_cast<size_t>(f.send_slice)];
-      const TimedSlice& b = r.slices[static_cast<size_t>(f.recv_slice)];
-      if (a.rank < 0 || b.rank < 0) continue;
-      const double y1 = row(a.rank).comm + kCommH / 4, y2 = row(b.rank).comm + 3 * kCommH / 4;
-      body.raw("<line class=\"ar\" x1=\"").num(x_of(a.end_ms)).raw("\" y1=\"").num(y1).raw("\" x2=\"")
-          .num(x_of(b.end_ms)).raw("\" y2=\"").num(y2).raw("\" marker-end=\"url(#ah)\"/>\n");
+      }
+      flush(run, h);
+      slice(sl, step, cls, xa, xb, h);
     }
-    body.raw("</g>\n");
+    flush(run, h);
+    body_.raw("</g>\n");
   }
 
-  // ---- violation markers ---------------------------------------------------------------------------
-  if (!r.check.violations.empty()) {
+  // A slice a pixel wide or more: its rect (a composite on the compute stream: one band per
+  // sub-step), its tooltip and its micro-batch label.
+  void slice(const TimedSlice& sl, const Step* step, Cls cls, double xa, double xb, double h) {
+    const Lane lane = sl.lane;
+    const bool crit = is_critical(sl);
+    any_critical_ |= crit;
+    const bool bands = lane == Lane::Compute && step && is_composite(step->op) && step->sub_steps().size() > 1;
+    const size_t nb = bands ? step->sub_steps().size() : 1;
+    for (size_t k = 0; k < nb; ++k) {
+      const Cls c = bands ? class_of_compute(step->sub_steps()[k]) : cls;
+      used_[c] = true;
+      const Step* part = bands ? &step->sub_steps()[k] : step;
+      const char* shade = lane == Lane::Compute ? stages_.shade_class(stages_.chunk_of(part)) : "";
+      body_.raw("<rect class=\"").raw(kCls[c].css).raw(shade).raw(crit ? " cp" : "").raw("\" x=\"").num(xa);
+      if (k) body_.raw("\" y=\"").num(h * static_cast<double>(k) / static_cast<double>(nb));
+      body_.raw("\" width=\"").num(xb - xa).raw("\" height=\"").num(h / static_cast<double>(nb));
+      if (tooltips_) {
+        body_.raw("\"><title>").text(slice_name(s_, sl)).raw(": ").raw(coord(sl.start_ms, 3)).raw("-")
+            .raw(coord(sl.end_ms, 3)).raw(" ms</title></rect>");
+      } else {
+        body_.raw("\"/>");
+      }
+    }
+    if (lane == Lane::Compute) {
+      const std::string label = labels_.shown ? micro_label(step) : std::string();
+      if (!label.empty())
+        body_.raw("<text class=\"lb\" x=\"").num((xa + xb) / 2).raw("\" y=\"").num(9 + labels_.font * 0.4).raw("\">")
+            .text(label).raw("</text>");
+    }
+  }
+
+  // Memory curve, scaled to this rank's peak.
+  void memory_strip(int rank, const RowGeometry& g) {
+    const auto& samples = samples_of_[static_cast<size_t>(rank)];
+    MemoryScale m;
+    m.bottom = g.memory + kMemH;
+    m.usable = kMemH - 4;
+    body_.raw("<line class=\"mb\" x1=\"").num(kLeft).raw("\" y1=\"").num(m.bottom).raw("\" x2=\"").num(kLeft + l_.width)
+        .raw("\" y2=\"").num(m.bottom).raw("\"/><text class=\"sl\" x=\"8\" y=\"").num(g.memory + 11)
+        .raw("\">memory</text>\n");
+    if (samples.empty()) return;
+    double peak_t = samples.front()->time_ms;
+    for (const auto* x : samples)
+      if (x->bytes > m.peak) m.peak = x->bytes, peak_t = x->time_ms;
+    memory_curve(samples, &MemorySample::bytes, "mem", m);
+    // With a model's costs the rank also holds its weights, gradients and optimizer state
+    // for the whole step (a dashed level) and keeps activations (a lighter curve).
+    const int64_t resident =
+        static_cast<size_t>(rank) < r_.ranks.size() ? r_.ranks[static_cast<size_t>(rank)].memory.resident_bytes() : 0;
+    if (resident > 0) {
+      body_.raw("<line class=\"res\" x1=\"").num(kLeft).raw("\" y1=\"").num(m.y_of(resident)).raw("\" x2=\"")
+          .num(kLeft + l_.width).raw("\" y2=\"").num(m.y_of(resident)).raw("\"><title>held for the whole step (weights, "
+                                                                          "gradients, optimizer state): ")
+          .raw(human_bytes(static_cast<double>(resident))).raw("</title></line>\n");
+      memory_curve(samples, &MemorySample::activations, "act", m);
+    }
+    // The peak: a dot on the curve (tooltip: when) and its value under the row's label.
+    const std::string peak_text = "peak " + human_bytes(static_cast<double>(m.peak));
+    body_.raw("<circle class=\"pkd\" cx=\"").num(l_.x_of(peak_t)).raw("\" cy=\"").num(m.y_of(m.peak))
+        .raw("\" r=\"2.5\"><title>").raw(peak_text).raw(" at ").raw(coord(peak_t, 3)).raw(" ms</title></circle>");
+    body_.raw("<text class=\"pk\" x=\"8\" y=\"").num(g.memory + kMemH - 2).raw("\">").raw(peak_text).raw("</text>\n");
+  }
+
+  // A step function of `field`, at most four points per pixel column: entry, both extremes, exit.
+  void memory_curve(const std::vector<const MemorySample*>& samples, int64_t MemorySample::*field, const char* css,
+                    const MemoryScale& m) {
+    std::vector<std::pair<double, double>> pts;
+    auto add = [&](double x, double yv) {
+      if (!pts.empty() && std::abs(pts.back().first - x) < 0.05 && std::abs(pts.back().second - yv) < 0.05) return;
+      pts.emplace_back(x, yv);
+    };
+    double entry = m.bottom;
+    size_t i = 0;
+    while (i < samples.size()) {
+      const double x = l_.x_of(samples[i]->time_ms);
+      const double col = std::floor(x);
+      int64_t lo = samples[i]->*field, hi = lo, last = lo;
+      size_t j = i + 1;
+      for (; j < samples.size() && std::floor(l_.x_of(samples[j]->time_ms)) == col; ++j) {
+        lo = std::min(lo, samples[j]->*field);
+        hi = std::max(hi, samples[j]->*field);
+        last = samples[j]->*field;
+      }
+      if (i > 0) add(x, entry);
+      add(x, m.y_of(samples[i]->*field));
+      add(x, m.y_of(hi));
+      add(x, m.y_of(lo));
+      add(x, m.y_of(last));
+      entry = m.y_of(last);
+      i = j;
+    }
+    add(kLeft + l_.width, entry);
+    body_.raw("<polyline class=\"").raw(css).raw("\" points=\"");
+    for (size_t k = 0; k < pts.size(); ++k) {
+      if (k) body_.raw(" ");
+      body_.num(pts[k].first).raw(",").num(pts[k].second);
+    }
+    body_.raw("\"/>\n");
+  }
+
+  // From the end of the send to the end of its receive.
+  void p2p_arrows() {
+    body_.raw("<g id=\"p2p\">\n");
+    for (const MessageFlow& f : r_.flows) {
+      if (f.send_slice < 0 || f.recv_slice < 0 || static_cast<size_t>(f.send_slice) >= r_.slices.size() ||
+          static_cast<size_t>(f.recv_slice) >= r_.slices.size())
+        continue;
+      const TimedSlice& a = r_.slices[static_cast<size_t>(f.send_slice)];
+      const TimedSlice& b = r_.slices[static_cast<size_t>(f.recv_slice)];
+      if (a.rank < 0 || b.rank < 0) continue;
+      const double y1 = l_.row(a.rank).comm + kCommH / 4, y2 = l_.row(b.rank).comm + 3 * kCommH / 4;
+      body_.raw("<line class=\"ar\" x1=\"").num(l_.x_of(a.end_ms)).raw("\" y1=\"").num(y1).raw("\" x2=\"")
+          .num(l_.x_of(b.end_ms)).raw("\" y2=\"").num(y2).raw("\" marker-end=\"url(#ah)\"/>\n");
+    }
+    body_.raw("</g>\n");
+  }
+
+  // A red triangle at the start of each step a violation names (at most 500; a step that
+  // never ran: at the row's end).
+  void violation_markers() {
     std::unordered_map<uint64_t, double> start_of;  // (rank, step) -> first slice start
-    for (const auto& sl : r.slices) {
+    for (const auto& sl : r_.slices) {
       if (sl.rank < 0) continue;
-      uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(sl.rank)) << 32) | static_cast<uint32_t>(sl.step_index);
-      auto it = start_of.find(key);
-      if (it == start_of.end()) start_of.emplace(key, sl.start_ms);
+      auto it = start_of.find(step_key(sl.rank, sl.step_index));
+      if (it == start_of.end()) start_of.emplace(step_key(sl.rank, sl.step_index), sl.start_ms);
       else it->second = std::min(it->second, sl.start_ms);
     }
-    body.raw("<g id=\"violations\">\n");
+    body_.raw("<g id=\"violations\">\n");
     int markers = 0;
-    for (const Violation& v : r.check.violations) {
+    for (const Violation& v : r_.check.violations) {
       for (const StepRef& ref : v.steps) {
-        if (ref.rank < 0 || ref.rank >= nranks || markers >= 500) continue;
-        auto it = start_of.find((static_cast<uint64_t>(static_cast<uint32_t>(ref.rank)) << 32) |
-                                static_cast<uint32_t>(ref.index));
-        const double x = it != start_of.end() ? x_of(it->second) : kLeft + W;
-        const double y = row(ref.rank).top;
-        body.raw("<polygon class=\"vi\" points=\"").num(x - 4).raw(",").num(y - 5).raw(" ").num(x + 4).raw(",")
+        if (ref.rank < 0 || ref.rank >= l_.nranks || markers >= 500) continue;
+        auto it = start_of.find(step_key(ref.rank, ref.index));
+        const double x = it != start_of.end() ? l_.x_of(it->second) : kLeft + l_.width;
+        const double y = l_.row(ref.rank).top;
+        body_.raw("<polygon class=\"vi\" points=\"").num(x - 4).raw(",").num(y - 5).raw(" ").num(x + 4).raw(",")
             .num(y - 5).raw(" ").num(x).raw(",").num(y + 1).raw("\"><title>").text(to_string(v.kind)).raw(": ")
             .text(v.message).raw("</title></polygon>\n");
         ++markers;
       }
     }
-    body.raw("</g>\n");
+    body_.raw("</g>\n");
   }
 
-  // ---- legend ----------------------------------------------------------------------------------------
-  const double total_w = kLeft + W + kRight;
-  Svg legend;
-  double legend_y = rows_bottom + 4, lx = kLeft;
-  int legend_lines = 1;
-  auto entry_space = [&](std::string_view text) {
-    const double need = 20 + 6.2 * static_cast<double>(text.size()) + 14;
-    if (lx + need > kLeft + W && lx > kLeft) {
-      lx = kLeft;
-      legend_y += kLegendLineH;
-      ++legend_lines;
+  // What the body drew (classes used, critical path, chunks, curves, arrows), and what it left
+  // out and why.
+  void legend_entries(Legend& legend) const {
+    for (int c = 0; c < kClsCount; ++c)
+      if (used_[c]) legend.swatch(kCls[c].css, kCls[c].legend);
+    legend.swatch("bg", "idle");
+    if (any_critical_) legend.swatch("bg cp", "critical path");
+    const int chunks = stages_.chunks();
+    if (chunks > 1)
+      for (int k = 0; k < std::min(chunks, LocalStages::kShades); ++k) {
+        const std::string text = k + 1 < LocalStages::kShades || chunks == LocalStages::kShades
+                                     ? "local stage " + std::to_string(k) + (k == 0 ? " (full shade)" : " (lighter)")
+                                     : "local stages " + std::to_string(k) + "+ (lightest)";
+        legend.swatch((std::string("f") + stages_.shade_class(k)).c_str(), text);
+      }
+    if (labels_.any && !labels_.shown)
+      legend.note(std::string("micro-batch ids on hover only: too narrow to label at this scale") +
+                  (tooltips_ ? "" : " (and tooltips left out above " + std::to_string(options_.max_tooltips) +
+                                        " slices: ppsched simulate --trace shows them)"));
+    if (options_.memory && !r_.memory.empty()) {
+      legend.line("mem", "memory (scaled to the rank's peak)");
+      bool resident = false;
+      for (const auto& x : r_.ranks) resident = resident || x.memory.resident_bytes() > 0;
+      if (resident) {
+        legend.line("act", "kept activations");
+        legend.line("res", "held for the whole step (weights, gradients, optimizer)");
+      }
     }
-    const double x = lx;
-    lx += need;
-    return x;
-  };
-  auto swatch = [&](const char* css, std::string_view text) {
-    const double x = entry_space(text);
-    legend.raw("<rect class=\"").raw(css).raw("\" x=\"").num(x).raw("\" y=\"").num(legend_y)
-        .raw("\" width=\"14\" height=\"11\"/><text x=\"").num(x + 18).raw("\" y=\"").num(legend_y + 10).raw("\">")
-        .text(text).raw("</text>\n");
-  };
-  legend.raw("<g id=\"legend\">\n");
-  for (int c = 0; c < kClsCount; ++c)
-    if (used[c]) swatch(kCls[c].css, kCls[c].legend);
-  swatch("bg", "idle");
-  if (any_critical) swatch("bg cp", "critical path");
-  if (chunks > 1)
-    for (int k = 0; k < std::min(chunks, kShades); ++k) {
-      const std::string text = k + 1 < kShades || chunks == kShades
-                                   ? "local stage " + std::to_string(k) + (k == 0 ? " (full shade)" : " (lighter)")
-                                   : "local stages " + std::to_string(k) + "+ (lightest)";
-      swatch((std::string("f") + shade_class(k)).c_str(), text);
-    }
-  if (any_label && !labels) {
-    const std::string note = std::string("micro-batch ids on hover only: too narrow to label at this scale") +
-                             (tooltips ? "" : " (and tooltips left out above " + std::to_string(options.max_tooltips) +
-                                                  " slices: ppsched simulate --trace shows them)");
-    const double x = entry_space(note);
-    legend.raw("<text class=\"sl\" x=\"").num(x).raw("\" y=\"").num(legend_y + 10).raw("\">").text(note).raw("</text>\n");
+    if (arrows_)
+      legend.line("ar", "P2P transfer", true);
+    else if (!r_.flows.empty())
+      legend.note(std::to_string(r_.flows.size()) + " P2P transfers (arrows left out above " +
+                  std::to_string(options_.max_arrows) + ")");
   }
-  if (options.memory && !r.memory.empty()) {
-    const double x = entry_space("memory (scaled to the rank's peak)");
-    legend.raw("<line class=\"mem\" x1=\"").num(x).raw("\" y1=\"").num(legend_y + 6).raw("\" x2=\"").num(x + 14)
-        .raw("\" y2=\"").num(legend_y + 6).raw("\"/><text x=\"").num(x + 18).raw("\" y=\"").num(legend_y + 10)
-        .raw("\">memory (scaled to the rank&apos;s peak)</text>\n");
-    bool resident = false;
-    for (const auto& x : r.ranks) resident = resident || x.memory.resident_bytes() > 0;
-    if (resident) {
-      const double xa = entry_space("kept activations");
-      legend.raw("<line class=\"act\" x1=\"").num(xa).raw("\" y1=\"").num(legend_y + 6).raw("\" x2=\"").num(xa + 14)
-          .raw("\" y2=\"").num(legend_y + 6).raw("\"/><text x=\"").num(xa + 18).raw("\" y=\"").num(legend_y + 10)
-          .raw("\">kept activations</text>\n");
-      const double xr = entry_space("held for the whole step (weights, gradients, optimizer)");
-      legend.raw("<line class=\"res\" x1=\"").num(xr).raw("\" y1=\"").num(legend_y + 6).raw("\" x2=\"").num(xr + 14)
-          .raw("\" y2=\"").num(legend_y + 6).raw("\"/><text x=\"").num(xr + 18).raw("\" y=\"").num(legend_y + 10)
-          .raw("\">held for the whole step (weights, gradients, optimizer)</text>\n");
-    }
-  }
-  if (arrows) {
-    const double x = entry_space("P2P transfer");
-    legend.raw("<line class=\"ar\" x1=\"").num(x).raw("\" y1=\"").num(legend_y + 6).raw("\" x2=\"").num(x + 14)
-        .raw("\" y2=\"").num(legend_y + 6).raw("\" marker-end=\"url(#ah)\"/><text x=\"").num(x + 18).raw("\" y=\"")
-        .num(legend_y + 10).raw("\">P2P transfer</text>\n");
-  } else if (!r.flows.empty()) {
-    const std::string note = std::to_string(r.flows.size()) + " P2P transfers (arrows left out above " +
-                             std::to_string(options.max_arrows) + ")";
-    const double x = entry_space(note);
-    legend.raw("<text class=\"sl\" x=\"").num(x).raw("\" y=\"").num(legend_y + 10).raw("\">").text(note).raw("</text>\n");
-  }
-  legend.raw("</g>\n");
-  const double total_h = rows_bottom + 4 + legend_lines * kLegendLineH + 8;
 
-  // ---- document ----------------------------------------------------------------------------------------
-  Svg doc;
-  doc.s.reserve(body.s.size() + legend.s.size() + 4096);
-  doc.raw("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"")
-      .num(total_w).raw("\" height=\"").num(total_h).raw("\" viewBox=\"0 0 ").num(total_w).raw(" ").num(total_h)
-      .raw("\">\n<style>\n"
-           "text{font-family:sans-serif;font-size:11px;fill:#222}\n"
-           ".ti{font-size:15px;font-weight:bold}\n"
-           ".rl{font-size:12px;font-weight:bold}\n"
-           ".sl{font-size:9px;fill:#555}\n"
-           ".tk{font-size:10px;fill:#444;text-anchor:middle}\n"
-           ".lb{font-size:").num(label_font).raw("px;fill:#111;text-anchor:middle}\n"
-           ".v1{fill-opacity:0.7}\n.v2{fill-opacity:0.5}\n.v3{fill-opacity:0.35}\n"
-           ".pk{font-size:9px;fill:#1f5fa8}\n"
-           ".pkd{fill:#1f5fa8}\n"
-           ".gr{stroke:#e6e6e6;stroke-width:1}\n"
-           ".ax{stroke:#444;stroke-width:1}\n"
-           ".bg{fill:#f0f0f0}\n"
-           ".mb{stroke:#cccccc;stroke-width:0.5}\n"
-           ".mem{fill:none;stroke:#1f5fa8;stroke-width:1}\n"
-           ".act{fill:none;stroke:#7fb0e0;stroke-width:1}\n"
-           ".res{stroke:#1f5fa8;stroke-width:0.8;stroke-dasharray:3,2}\n"
-           ".ar{stroke:#555;stroke-width:0.7;fill:none;opacity:0.8}\n"
-           ".cp{stroke:#000;stroke-width:1.2}\n"
-           ".vi{fill:#d00000}\n");
-  for (const auto& c : kCls) doc.raw(".").raw(c.css).raw("{fill:").raw(c.fill).raw("}\n");
-  doc.raw("</style>\n<defs><marker id=\"ah\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"6\" "
-          "markerHeight=\"6\" orient=\"auto\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"#555\"/></marker></defs>\n");
-  doc.raw("<rect x=\"0\" y=\"0\" width=\"").num(total_w).raw("\" height=\"").num(total_h).raw("\" fill=\"#ffffff\"/>\n");
-  {
-    std::string title = s.name.empty() ? std::string("schedule") : s.name;
-    title += " \xE2\x80\x94 makespan " + coord(r.makespan_ms, 3) + " ms \xC2\xB7 " + std::to_string(nranks) +
+  // The standalone file: header, inline style and arrow marker, background, title, then the
+  // body and the legend.
+  std::string document(const std::string& legend, double height) const {
+    const double width = kLeft + l_.width + kRight;
+    Svg doc;
+    doc.s.reserve(body_.s.size() + legend.size() + 4096);
+    doc.raw("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"")
+        .num(width).raw("\" height=\"").num(height).raw("\" viewBox=\"0 0 ").num(width).raw(" ").num(height)
+        .raw("\">\n<style>\n"
+             "text{font-family:sans-serif;font-size:11px;fill:#222}\n"
+             ".ti{font-size:15px;font-weight:bold}\n"
+             ".rl{font-size:12px;font-weight:bold}\n"
+             ".sl{font-size:9px;fill:#555}\n"
+             ".tk{font-size:10px;fill:#444;text-anchor:middle}\n"
+             ".lb{font-size:").num(labels_.font).raw("px;fill:#111;text-anchor:middle}\n"
+             ".v1{fill-opacity:0.7}\n.v2{fill-opacity:0.5}\n.v3{fill-opacity:0.35}\n"
+             ".pk{font-size:9px;fill:#1f5fa8}\n"
+             ".pkd{fill:#1f5fa8}\n"
+             ".gr{stroke:#e6e6e6;stroke-width:1}\n"
+             ".ax{stroke:#444;stroke-width:1}\n"
+             ".bg{fill:#f0f0f0}\n"
+             ".mb{stroke:#cccccc;stroke-width:0.5}\n"
+             ".mem{fill:none;stroke:#1f5fa8;stroke-width:1}\n"
+             ".act{fill:none;stroke:#7fb0e0;stroke-width:1}\n"
+             ".res{stroke:#1f5fa8;stroke-width:0.8;stroke-dasharray:3,2}\n"
+             ".ar{stroke:#555;stroke-width:0.7;fill:none;opacity:0.8}\n"
+             ".cp{stroke:#000;stroke-width:1.2}\n"
+             ".vi{fill:#d00000}\n");
+    for (const auto& c : kCls) doc.raw(".").raw(c.css).raw("{fill:").raw(c.fill).raw("}\n");
+    doc.raw("</style>\n<defs><marker id=\"ah\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"6\" "
+            "markerHeight=\"6\" orient=\"auto\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"#555\"/></marker></defs>\n");
+    doc.raw("<rect x=\"0\" y=\"0\" width=\"").num(width).raw("\" height=\"").num(height).raw("\" fill=\"#ffffff\"/>\n");
+    const std::string t = title();
+    doc.raw("<title>").text(t).raw("</title>\n<text class=\"ti\" x=\"8\" y=\"20\">").text(t).raw("</text>\n");
+    doc.raw(body_.s).raw(legend).raw("</svg>\n");
+    return std::move(doc.s);
+  }
+
+  // "NAME — makespan T ms · R ranks · M micro-batches", and what went wrong.
+  std::string title() const {
+    const int nranks = l_.nranks;
+    std::string title = s_.name.empty() ? std::string("schedule") : s_.name;
+    title += " \xE2\x80\x94 makespan " + coord(r_.makespan_ms, 3) + " ms \xC2\xB7 " + std::to_string(nranks) +
              (nranks == 1 ? " rank" : " ranks");
-    if (s.micro_batches > 0) title += " \xC2\xB7 " + std::to_string(s.micro_batches) + " micro-batches";
-    if (!r.completed) title += " \xC2\xB7 stopped early (deadlock)";
-    if (!r.check.violations.empty()) title += " \xC2\xB7 " + std::to_string(r.check.violations.size()) +
-                                           (r.check.violations.size() == 1 ? " violation" : " violations");
-    doc.raw("<title>").text(title).raw("</title>\n<text class=\"ti\" x=\"8\" y=\"20\">").text(title).raw("</text>\n");
+    if (s_.micro_batches > 0) title += " \xC2\xB7 " + std::to_string(s_.micro_batches) + " micro-batches";
+    if (!r_.completed) title += " \xC2\xB7 stopped early (deadlock)";
+    if (!r_.check.violations.empty()) title += " \xC2\xB7 " + std::to_string(r_.check.violations.size()) +
+                                              (r_.check.violations.size() == 1 ? " violation" : " violations");
+    return title;
   }
-  doc.raw(body.s).raw(legend.s).raw("</svg>\n");
-  return std::move(doc.s);
+
+  const Schedule& s_;
+  const RunRecord& r_;
+  const SvgOptions& options_;
+  const Layout l_;
+  const std::vector<uint32_t> order_;
+  const std::vector<std::vector<const MemorySample*>> samples_of_;
+  const MicroLabels labels_;
+  const LocalStages stages_;
+  const bool tooltips_, arrows_;
+  std::unordered_set<uint64_t> critical_;  // step_key of the critical path's steps
+  Svg body_;
+  bool used_[kClsCount] = {};
+  bool any_critical_ = false;
+};
+
+}  // namespace
+
+std::string svg_timeline(const Schedule& s, const RunRecord& r, const SvgOptions& options) {
+  return Timeline(s, r, options).draw();
 }
 
 }  // namespace ppsched

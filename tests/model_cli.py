@@ -113,7 +113,7 @@ check("budget 75.65 GiB per rank (usable: 79.65 GiB device less a 4.00 GiB reser
 # ---- recomputation in tune's leaderboard: memory out, time in ----
 def tune(*extra):
     return cli.json("tune", "--pp", "4", "--micro", "8", "--model", LLAMA, "--seconds", "0", "--iterations", "200",
-                "--des-iterations", "0", "-q", "--flash-attention", "off", "--memory-budget", "1000GiB", *extra)
+                    "--des-iterations", "0", "-q", "--flash-attention", "off", "--memory-budget", "1000GiB", *extra)
 
 def family(t, name):
     return next(e for e in t.get("leaderboard", []) if e["name"] == name)
@@ -134,8 +134,8 @@ with tempfile.TemporaryDirectory() as tmp:
 with tempfile.TemporaryDirectory() as tmp:
     lay, best = os.path.join(tmp, "layout.txt"), os.path.join(tmp, "best.json")
     t = cli.json("tune", "--pp", "4", "--micro", "8", "--model", LLAMA, "--dp", "8", "--distributed-optimizer",
-             "--partition", "search", "--family", "1f1b", "--family", "zb-h1", "--seconds", "0", "--iterations", "500",
-             "--des-iterations", "20", "-q", "--layout-out", lay, "-o", best)
+                 "--partition", "search", "--family", "1f1b", "--family", "zb-h1", "--seconds", "0", "--iterations", "500",
+                 "--des-iterations", "20", "-q", "--layout-out", lay, "-o", best)
     counts = t.get("layout", [])
     part = t.get("partition", {})
     check(len(counts) == 4 and sum(counts) == 32, "tune --json layout: 4 stages, 32 decoder layers: %s" % counts)
@@ -178,7 +178,7 @@ with tempfile.TemporaryDirectory() as tmp:
         "--trace", trace)
     run("generate", "zbv", "--pp", "4", "--vpp", "2", "--micro", "16", "-o", other)
     cal = cli.json("calibrate", trace, "--model", wrong, "--trace-layout", "10,8,8,6", "--schedule", other,
-               "--layout", ZBV_LAYOUT, "--model-out", fitted)
+                   "--layout", ZBV_LAYOUT, "--model-out", fitted)
     truth = cli.json("simulate", other, "--model", LLAMA, "--layout", ZBV_LAYOUT)
     kinds = cal.get("per_layer", {}).get("kinds", [])
     check(len(kinds) == 3 and all(abs(k["flops_per_s"] / (989e12 * 0.45) - 1) < 1e-3 for k in kinds),
@@ -220,14 +220,14 @@ with tempfile.TemporaryDirectory() as tmp:
         json.dump(doc, f)
     truth = zbv_truth(other, truth_model, 1.05, "the truth's split backward costs more than its FLOPs say")
     cal = cli.json("calibrate", probed, "--model", wrong, "--trace-layout", "8,8,8,8", "--schedule", other,
-               "--layout", ZBV_LAYOUT, "--model-out", fitted)
+                   "--layout", ZBV_LAYOUT, "--model-out", fitted)
     pred = cal.get("prediction", {})
     err = abs(pred.get("predicted_ms", 0) - truth.get("makespan_ms", -1)) / max(truth.get("makespan_ms", 1), 1e-9)
     check(err < 1e-3, "ZB-V from a probed 1F1B trace: %s predicted vs %s" % (pred.get("predicted_ms"), truth.get("makespan_ms")))
     check(any("stage 0: BWD_INPUT 0.00 + BWD_WEIGHT 1.05; other stages: BWD_INPUT 0.55 + BWD_WEIGHT 1.00" in n
               for n in cal.get("notes", [])), "calibrate says how it priced split steps: %s" % cal.get("notes"))
     unprobed = cli.json("calibrate", trace, "--model", wrong, "--trace-layout", "8,8,8,8", "--schedule", other,
-                    "--layout", ZBV_LAYOUT).get("prediction", {})
+                        "--layout", ZBV_LAYOUT).get("prediction", {})
     check(abs(unprobed.get("predicted_ms", 0) - truth.get("makespan_ms", 0)) > 0.05 * truth.get("makespan_ms", 0),
           "without the probes the fit prices split halves by their FLOPs (over 5 %% off): %s" % unprobed.get("predicted_ms"))
     with open(fitted) as f:
@@ -254,7 +254,7 @@ with tempfile.TemporaryDirectory() as tmp:
         "--trace", trace)
     truth = zbv_truth(other, truth_model, 1.2, "the truth's slow rank costs the schedule")
     cal = cli.json("calibrate", trace, "--model", wrong, "--trace-layout", "8,8,8,8", "--schedule", other,
-               "--layout", ZBV_LAYOUT, "--model-out", fitted)
+                   "--layout", ZBV_LAYOUT, "--model-out", fitted)
     factors = cal.get("per_layer", {}).get("rank_time_factors", [])
     check(len(factors) == 4 and all(abs(f["FWD"] / factors[1]["FWD"] - (1.5 if f["rank"] == 0 else 1)) < 0.01 and
                                     abs(f["BWD_INPUT"] / factors[1]["BWD_INPUT"] - (1.8 if f["rank"] == 0 else 1)) < 0.01
@@ -492,7 +492,7 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(params_file, "w") as f:
         json.dump({"format": "ppsched-costs", "version": 1, "bytes": {"params": 1102000000}}, f)
     whole = cli.json("simulate", "--generate", "1f1b", "--pp", "1", "--micro", "4", "--fsdp-steps", "--model", units, "--costs",
-                 params_file, "--dp", "4", "--fsdp")
+                     params_file, "--dp", "4", "--fsdp")
 check(whole and whole["data_parallel"]["collective_timing"] == "per_fsdp_step" and
       abs(whole["makespan_ms"] - (4 * (sum(fw.values()) + sum(bw_.values())) + 2 * ag(551e6))) < 1e-6,
       "bytes.params: the whole stage once per step, 82.615 ms: %s" % (whole and whole["makespan_ms"]))
@@ -509,7 +509,7 @@ check(m2 and (m2.get("fsdp_gather") or {}).get("per_block") is False and
       [st["gathered_bytes"] for st in m2["stages"]] == [510000000, 316500000],
       "with a pipeline each stage gathers its whole parameters (340 M and 211 M x 2 x 3/4)")
 sim2 = cli.json("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "4", "--fsdp-steps", "--model", units, "--layout", "2,1",
-            "--dp", "4", "--fsdp")
+                "--dp", "4", "--fsdp")
 check(sim2 and sim2["memory"]["per_rank"][0]["at_peak"]["gathered_params_bytes"] == 510000000,
       "simulate --pp 2 --fsdp: rank 0 gathers its whole stage")
 

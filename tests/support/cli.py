@@ -18,10 +18,11 @@ unreadable JSON: for tests whose next line reads the output) or "first" (any fai
 `verbose` prints each check as it is made ("ok   what" / "FAIL what").
 """
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
-import os
 
 TAIL = 2000  # the characters of stdout and stderr a wrong exit code reports
 
@@ -76,12 +77,17 @@ class Cli:
                 print("FAIL " + f, flush=True)
 
     def finish(self, name=None):
-        """Prints the failures and exits 1 if there are any; else says so (as `name`) and returns 0."""
+        """Prints the failures and exits 1 if there are any (the scratch folder kept, to look at);
+        else says so (as `name`), removes the scratch folder and returns 0."""
         name = name or os.path.basename(sys.argv[0])
         if self.failures:
             self._report()
+            if self._tmp is not None:
+                print("%s: the scratch files are in %s" % (name, self._tmp))
             sys.exit("%s: %d failed" % (name, len(self.failures)))
         print("%s: all %d checks passed" % (name, self.checks))
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
         return 0
 
     # ---- running ----

@@ -28,10 +28,11 @@ TAIL = 2000  # the characters of stdout and stderr a wrong exit code reports
 
 
 class Cli:
-    def __init__(self, exe, env=None, timeout=300, stop="none", verbose=False, tmp_prefix="ppsched_cli_"):
+    def __init__(self, exe, env=None, timeout=300, cwd=None, stop="none", verbose=False, tmp_prefix="ppsched_cli_"):
+        """`env`, `timeout` (seconds; None: none) and `cwd`: each run's, unless the run gives its own."""
         if stop not in ("none", "exit", "first"):
             raise ValueError("stop is none, exit or first, not %r" % (stop,))
-        self.exe, self.env, self.timeout, self.stop, self.verbose = exe, env, timeout, stop, verbose
+        self.exe, self.env, self.timeout, self.cwd, self.stop, self.verbose = exe, env, timeout, cwd, stop, verbose
         self.failures = []
         self.checks = 0
         self.tmp_prefix = tmp_prefix
@@ -76,16 +77,21 @@ class Cli:
             for f in self.failures:
                 print("FAIL " + f, flush=True)
 
-    def finish(self, name=None):
-        """Prints the failures and exits 1 if there are any (the scratch folder kept, to look at);
-        else says so (as `name`), removes the scratch folder and returns 0."""
+    def finish(self, name=None, summary=None):
+        """Prints the failures, then `summary` (a line of the test's own), and exits 1 if there are
+        any failures (the scratch folder kept, to look at); else says so (as `name`), removes the
+        scratch folder and returns 0."""
         name = name or os.path.basename(sys.argv[0])
         if self.failures:
             self._report()
+            if summary is not None:
+                print(summary)
             if self._tmp is not None:
                 print("%s: the scratch files are in %s" % (name, self._tmp))
             sys.exit("%s: %d failed" % (name, len(self.failures)))
-        print("%s: all %d checks passed" % (name, self.checks))
+        if summary is not None:
+            print(summary)
+        print("%s: all %d checks passed" % (name, self.checks) if self.checks else "%s: ok" % name)
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
         return 0
@@ -93,10 +99,10 @@ class Cli:
     # ---- running ----
     def command(self, argv, expect=0, env=None, timeout=None, cwd=None, input=None):
         """Runs `argv` (any program) and returns the CompletedProcess (text stdout and stderr). A
-        failure unless it exits `expect` (None: any exit). `env` and `timeout` default to the Cli's;
-        a run past the timeout raises subprocess.TimeoutExpired."""
+        failure unless it exits `expect` (None: any exit). `env`, `timeout` and `cwd` default to the
+        Cli's; a run past the timeout raises subprocess.TimeoutExpired."""
         argv = [str(a) for a in argv]
-        p = subprocess.run(argv, capture_output=True, text=True, input=input, cwd=cwd,
+        p = subprocess.run(argv, capture_output=True, text=True, input=input, cwd=self.cwd if cwd is None else cwd,
                            env=self.env if env is None else env, timeout=self.timeout if timeout is None else timeout)
         if expect is not None and p.returncode != expect:
             self.fail("%s: exit %d, expected %d\n%s\n%s" % (" ".join(argv), p.returncode, expect,

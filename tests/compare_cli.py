@@ -5,7 +5,6 @@ a schedule without an MPipe layer runs the tower on stage 0 (marked, and the tab
 
     compare_cli.py PPSCHED
 """
-import json
 import os
 import sys
 import tempfile

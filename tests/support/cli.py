@@ -7,7 +7,7 @@
     d = cli.json("simulate", path)                # ppsched ARGS --json, parsed ({} when it fails)
     cli.refused(["simulate", "--bogus"], "--bogus")  # exit 2, "error:", naming each word
     cli.command([sys.executable, script, ...])    # any other program, the same way
-    cli.check(cond, "what must hold")
+    cli.check(cond, "what must hold")             # cli.fail(what): a failure found otherwise
     path = cli.write("name.json", text)           # in cli.tmp, the test's scratch folder
     cli.finish()                                  # the failures, and exit 1 if there are any
 
@@ -15,7 +15,8 @@ A failure is a wrong exit code, output that is not JSON where JSON is asked for,
 does not hold. `stop` says which of them end the test at once (the others are collected in
 cli.failures and reported by finish): "none" (the default), "exit" (a wrong exit code or
 unreadable JSON: for tests whose next line reads the output) or "first" (any failure).
-`verbose` prints each check as it is made ("ok   what" / "FAIL what").
+`verbose` prints each check as it is made ("ok   what" / "FAIL what"). `env`, `timeout` and `cwd`
+are the Cli's for every run, and each run may give its own.
 """
 import json
 import os

@@ -9,14 +9,14 @@ import os
 import sys
 import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
-from cli import run  # noqa: E402
+from cli import Cli  # noqa: E402
 
 
 
 
 def main():
     exe, data = sys.argv[1], sys.argv[2]
-    failures = []
+    cli = Cli(exe, timeout=120, stop="exit")
     schedules = os.path.join(data, "schedules")
     a_schedule = os.path.join(schedules, sorted(f for f in os.listdir(schedules) if f.endswith(".json"))[0])
     bad = [
@@ -33,37 +33,31 @@ def main():
             f.write("this is not a trace\n")
         bad.append((notjson, None, "not JSON"))
         for path, extra, needle in bad:
-            p = run([exe, "calibrate", path, "-o", os.path.join(tmp, "c.json")] + (extra or []), expect=None)
+            p = cli.run("calibrate", path, "-o", os.path.join(tmp, "c.json"), *(extra or []), expect=None)
             ok = p.returncode == 2 and (needle is None or needle in p.stderr) and path.split("/")[-1] in p.stderr
             print(f"calibrate {path}: exit {p.returncode}: {p.stderr.strip()}")
-            if not ok:
-                failures.append(f"{path}: expected exit 2 with '{needle}', got {p.returncode}: {p.stderr}")
+            cli.check(ok, f"{path}: expected exit 2 with '{needle}', got {p.returncode}: {p.stderr}")
 
         # A good trace: simulate writes one, calibrate fits it, the fitted file is a valid cost
         # file, and predicting the same schedule is reported.
         sched = os.path.join(tmp, "1f1b.json")
         trace = os.path.join(tmp, "1f1b.trace.json")
         costs = os.path.join(tmp, "fitted.json")
-        for cmd in ([exe, "generate", "1f1b", "--pp", "4", "--micro", "8", "-o", sched],
-                    [exe, "simulate", sched, "--trace", trace]):
-            p = run(cmd, expect=None)
-            if p.returncode != 0:
-                failures.append(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr}")
-        p = run([exe, "calibrate", trace, "-o", costs, "--schedule", sched, "--json"], expect=None)
+        for cmd in (["generate", "1f1b", "--pp", "4", "--micro", "8", "-o", sched],
+                    ["simulate", sched, "--trace", trace]):
+            p = cli.run(*cmd, expect=None)
+            cli.check(p.returncode == 0, f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr}")
+        p = cli.run("calibrate", trace, "-o", costs, "--schedule", sched, "--json", expect=None)
         print(p.stdout.strip())
-        if p.returncode != 0:
-            failures.append(f"calibrate of a simulated trace: exit {p.returncode}: {p.stderr}")
-        else:
+        if cli.check(p.returncode == 0, f"calibrate of a simulated trace: exit {p.returncode}: {p.stderr}"):
             j = json.loads(p.stdout)
             err = j["prediction"]["relative_error"]
             print(f"simulated 1f1b re-predicted with its fitted model: relative error {err:.3g}")
             # The embedded default has 4 MiB eager threshold and 32 MiB activations, so only the
             # 64-byte metas are eager; their fit is what keeps this from being exact.
-            if abs(err) > 0.01:
-                failures.append(f"a simulated trace predicted with its own fit is off by {err:.3g}")
-            c = run([exe, "costs", costs], expect=None)
-            if c.returncode != 0:
-                failures.append(f"ppsched costs rejects the fitted file: {c.stderr}")
+            cli.check(abs(err) <= 0.01, f"a simulated trace predicted with its own fit is off by {err:.3g}")
+            c = cli.run("costs", costs, expect=None)
+            cli.check(c.returncode == 0, f"ppsched costs rejects the fitted file: {c.stderr}")
         # A trace whose slices last 10^12 ms: the fit would be a cost file `costs` refuses (times
         # over 10^9 ms), so calibrate refuses it, naming the event, and writes nothing.
         with open(trace) as f:
@@ -75,20 +69,18 @@ def main():
         with open(absurd_path, "w") as f:
             json.dump(absurd, f)
         refused = os.path.join(tmp, "absurd_costs.json")
-        p = run([exe, "calibrate", absurd_path, "-o", refused], expect=None)
+        p = cli.run("calibrate", absurd_path, "-o", refused, expect=None)
         print(f"calibrate of a trace with absurd durations: exit {p.returncode}: {p.stderr.strip()}")
-        if p.returncode != 2 or "over the limit of 1e9 ms" not in p.stderr or "traceEvents[" not in p.stderr or os.path.exists(refused):
-            failures.append(f"absurd trace: expected exit 2 and no file, got {p.returncode}: {p.stderr}")
+        cli.check(p.returncode == 2 and "over the limit of 1e9 ms" in p.stderr and "traceEvents[" in p.stderr
+                  and not os.path.exists(refused), f"absurd trace: expected exit 2 and no file, got {p.returncode}: {p.stderr}")
         # A schedule that did not run: exit 2.
         other = os.path.join(tmp, "2.json")
-        run([exe, "generate", "1f1b", "--pp", "2", "--micro", "4", "-o", other])
-        p = run([exe, "calibrate", trace, "--schedule", other], expect=None)
+        cli.run("generate", "1f1b", "--pp", "2", "--micro", "4", "-o", other)
+        p = cli.run("calibrate", trace, "--schedule", other, expect=None)
         print(f"calibrate --schedule (wrong schedule): exit {p.returncode}: {p.stderr.strip()}")
-        if p.returncode != 2 or "not the schedule that ran" not in p.stderr:
-            failures.append(f"wrong --schedule: expected exit 2, got {p.returncode}: {p.stderr}")
-    for f in failures:
-        print("FAILED: " + f, file=sys.stderr)
-    return 1 if failures else 0
+        cli.check(p.returncode == 2 and "not the schedule that ran" in p.stderr,
+                  f"wrong --schedule: expected exit 2, got {p.returncode}: {p.stderr}")
+    return cli.finish("calibrate_cli")
 
 
 if __name__ == "__main__":

@@ -18,11 +18,11 @@ import sys
 
 EXE, DATA = sys.argv[1], sys.argv[2]
 BUBBLE = "bubble: a rank's idle time over the run's span"
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_support import Cli  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from cli import Cli  # noqa: E402
 
 cli = Cli(EXE, tmp_prefix="ppsched_output_")
-run, check, failures, tmp, write = cli.run, cli.check, cli.failures, cli.tmp, cli.write
+run, check, tmp, write = cli.run, cli.check, cli.tmp, cli.write
 
 
 # ---- item 3: one rule for compute-only JSON and CSV ----
@@ -135,13 +135,10 @@ for e in j.get("leaderboard", []):
         if m and m.group(1) == e["name"] and l.endswith(" ..."):
             shown = l
     if shown is None:
-        failures.append("verdict of %s neither whole nor clipped with ' ...': %r" % (e["name"], v))
+        cli.fail("verdict of %s neither whole nor clipped with ' ...': %r" % (e["name"], v))
         continue
     stem = shown[:-4].rstrip()
     cut = next((k for k in range(len(v), 0, -1) if stem.endswith(v[:k])), 0)
     check(cut > 0 and (cut == len(v) or v[cut] in " ,;:"), "verdict cut mid-word: %r of %r" % (shown, v))
 
-if failures:
-    print("\n".join(failures))
-    sys.exit(1)
-print("cli_output: ok")
+cli.finish("cli_output")

@@ -5,32 +5,31 @@ a schedule without an MPipe layer runs the tower on stage 0 (marked, and the tab
 
     compare_cli.py PPSCHED
 """
-import json
 import os
 import sys
 import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
-from cli import run  # noqa: E402
+from cli import Cli  # noqa: E402
 
 
 
 
 def main():
     exe = sys.argv[1]
-    failures = []
+    cli = Cli(exe, timeout=120, stop="exit", verbose=True)
     with tempfile.TemporaryDirectory() as tmp:
         inter = os.path.join(tmp, "interleaved.json")
         mpipe = os.path.join(tmp, "mpipe.json")
-        run([exe, "generate", "interleaved-1f1b", "--pp", "4", "--vpp", "2", "--micro", "8", "-o", inter])
-        run([exe, "generate", "mpipe-transpose", "--pp", "4", "--vpp", "2", "--micro", "8", "--tower", "trainable",
-             "--owner-backward", "-o", mpipe])
-        rows = {os.path.basename(r["file"]): r for r in json.loads(run([exe, "compare", inter, mpipe, "--json"]).stdout)}
-        body = {os.path.basename(r["file"]): r for r in json.loads(run([exe, "compare", inter, mpipe, "--json", "--body-only"]).stdout)}
-        alone = json.loads(run([exe, "simulate", inter, "--json"]).stdout)
+        cli.run("generate", "interleaved-1f1b", "--pp", "4", "--vpp", "2", "--micro", "8", "-o", inter)
+        cli.run("generate", "mpipe-transpose", "--pp", "4", "--vpp", "2", "--micro", "8", "--tower", "trainable",
+                "--owner-backward", "-o", mpipe)
+        rows = {os.path.basename(r["file"]): r for r in cli.json("compare", inter, mpipe)}
+        body = {os.path.basename(r["file"]): r for r in cli.json("compare", inter, mpipe, "--body-only")}
+        alone = cli.json("simulate", inter)
         # simulate takes check's mode flags: --dyn-shape sends a meta before every body FWD P2P,
         # each costing a link latency, so the makespan grows.
-        dyn = json.loads(run([exe, "simulate", inter, "--json", "--dyn-shape"]).stdout)
-        text = run([exe, "compare", inter, mpipe]).stdout
+        dyn = cli.json("simulate", inter, "--dyn-shape")
+        text = cli.run("compare", inter, mpipe).stdout
         print(text)
         i, m = rows["interleaved.json"], rows["mpipe.json"]
         checks = [
@@ -45,10 +44,8 @@ def main():
             ("interleaved.json *" in text, "the baseline's row is marked"),
         ]
         for ok, what in checks:
-            print(("ok   " if ok else "FAIL ") + what)
-            if not ok:
-                failures.append(what)
-    sys.exit(1 if failures else 0)
+            cli.check(ok, what)
+    cli.finish("compare_cli")
 
 
 if __name__ == "__main__":

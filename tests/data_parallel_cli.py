@@ -11,7 +11,7 @@ import os
 import sys
 import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
-from cli import run  # noqa: E402
+from cli import Cli  # noqa: E402
 from schedules import move_reduce_grad_before_tower  # noqa: E402
 
 
@@ -19,31 +19,28 @@ from schedules import move_reduce_grad_before_tower  # noqa: E402
 
 def main():
     exe = sys.argv[1]
-    failures = []
-
-    def expect(ok, what):
-        if not ok:
-            failures.append(what)
+    cli = Cli(exe, timeout=120, stop="exit")
+    expect = cli.check
 
     with tempfile.TemporaryDirectory() as tmp:
         sched = os.path.join(tmp, "1f1b_fsdp.csv")
-        run([exe, "generate", "1f1b", "--pp", "4", "--micro", "8", "--fsdp-steps", "-o", sched])
+        cli.run("generate", "1f1b", "--pp", "4", "--micro", "8", "--fsdp-steps", "-o", sched)
         text = open(sched).read()
         expect(text.startswith("0UNSHARD,"), "the generated CSV starts rank 0 with UNSHARD, as PyTorch's lowering")
         expect(text.count("REDUCE_GRAD") == 4, "one REDUCE_GRAD per stage")
 
         # check: verified, and the JSON names the layout
-        chk = json.loads(run([exe, "check", sched, "--dp", "8", "--fsdp", "--json"]).stdout)
+        chk = cli.json("check", sched, "--dp", "8", "--fsdp")
         expect(chk["ok"], "a generated PP x DP schedule checks clean")
         expect(chk["data_parallel"] == {"degree": 8, "mesh_order": "dp,pp", "fsdp": True, "world_ranks": 32},
                f"check --json data_parallel: {chk.get('data_parallel')}")
-        expect("DP 8 (mesh dp,pp, FSDP), world 32 ranks" in run([exe, "check", sched, "--dp", "8", "--fsdp"]).stdout,
+        expect("DP 8 (mesh dp,pp, FSDP), world 32 ranks" in cli.run("check", sched, "--dp", "8", "--fsdp").stdout,
                "check's text names the layout")
 
         # simulate: default 7B costs (3 GiB of parameters per stage), 8 ranks per node: the
         # ("dp", "pp") DP group of rank r is {r, r+4, ..., r+28}, across four nodes at 50 GB/s.
-        base = json.loads(run([exe, "simulate", sched, "--json"]).stdout)
-        dp = json.loads(run([exe, "simulate", sched, "--dp", "8", "--json"]).stdout)
+        base = cli.json("simulate", sched)
+        dp = cli.json("simulate", sched, "--dp", "8")
         all_reduce = 2 * 7 / 8 * 3 * 2**30 / 50e9 * 1e3 + 14 * 0.010
         d = dp["data_parallel"]
         expect(d["degree"] == 8 and d["world_ranks"] == 32 and not d["fsdp"], f"simulate --json data_parallel: {d}")
@@ -53,15 +50,15 @@ def main():
                f"the job takes one all-reduce longer: {dp['makespan_ms']} vs {base['makespan_ms']} + {all_reduce}")
         expect(base["data_parallel"]["degree"] == 1 and base["data_parallel"]["collective_ms"] == 0,
                "without --dp the report says DP 1 and no DP time")
-        pp_dp = json.loads(run([exe, "simulate", sched, "--dp", "8", "--mesh-order", "pp,dp", "--json"]).stdout)
+        pp_dp = cli.json("simulate", sched, "--dp", "8", "--mesh-order", "pp,dp")
         expect(all(r["dp_ring"] == "intra_node" for r in pp_dp["ranks"]), "pp,dp keeps each DP ring inside a node")
         expect(pp_dp["data_parallel"]["collective_ms"] < d["collective_ms"] / 5, "an intra-node ring is faster")
-        out = run([exe, "simulate", sched, "--dp", "8", "--fsdp"]).stdout
+        out = cli.run("simulate", sched, "--dp", "8", "--fsdp").stdout
         expect("data parallel: DP 8 (mesh dp,pp, FSDP), world 32 ranks; DP collectives" in out,
                f"simulate's text names the layout and the DP time: {out[:400]}")
-        plain = run([exe, "simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--dp", "2"]).stdout
+        plain = cli.run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--dp", "2").stdout
         expect("has no FSDP_* steps" in plain, "a schedule without FSDP steps is noted")
-        cmp_rows = json.loads(run([exe, "compare", sched, "--dp", "8", "--json"]).stdout)
+        cmp_rows = cli.json("compare", sched, "--dp", "8")
         expect(cmp_rows[0]["dp_degree"] == 8 and cmp_rows[0]["dp_collective_ms"] > 0, "compare takes --dp too")
 
         # bad flags: exit 2, the message names the flag
@@ -71,36 +68,33 @@ def main():
                                (["--dp", "1048577"], "--dp"),
                                (["--dp", "262145"], "(--dp): the world of 4 pipeline ranks x 262145"),
                                (["--mesh-order", "dp"], "--mesh-order"), (["--mesh-order", "pp,pp"], "--mesh-order")):
-                p = run([exe] + cmd + args, expect=2)
+                p = cli.run(*cmd, *args, expect=2)
                 err = p.stderr + p.stdout
                 expect(says in err and "terminate" not in err, f"{cmd[0]} {' '.join(args)}: {err.strip()[:300]}")
         # the largest world that fits runs (no FSDP steps are needed to price it)
-        run([exe, "check", sched, "--dp", "262144"])
+        cli.run("check", sched, "--dp", "262144")
 
         # A trainable MPipe tower: its backward adds to stage 0's gradients, so stage 0's
         # REDUCE_GRAD must follow it (the generated schedule has it there); owner-backward
         # leaves every rank with tower gradients that no DP step averages.
         mp = os.path.join(tmp, "mpipe_fsdp.json")
-        run([exe, "generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--fsdp-steps", "-o", mp])
-        run([exe, "check", mp, "--dp", "2"])
+        cli.run("generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--fsdp-steps", "-o", mp)
+        cli.run("check", mp, "--dp", "2")
         doc = json.load(open(mp))
         tower, rg = move_reduce_grad_before_tower(doc)
         expect(rg > tower, f"--fsdp-steps puts stage 0's REDUCE_GRAD (step {rg}) after the tower's backward ({tower})")
         early = os.path.join(tmp, "mpipe_early_reduce.json")
         json.dump(doc, open(early, "w"))
-        p = run([exe, "check", early, "--dp", "2"], expect=1)
+        p = cli.run("check", early, "--dp", "2", expect=1)
         expect("adds the tower's gradients to stage 0's after its FSDP_REDUCE_GRAD" in p.stdout,
                f"a REDUCE_GRAD before the tower's backward: {p.stdout[:600]}")
-        run([exe, "check", early])  # without --dp nothing is averaged, so nothing is early
+        cli.run("check", early)  # without --dp nothing is averaged, so nothing is early
         ob = os.path.join(tmp, "mpipe_ob_fsdp.json")
-        run([exe, "generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--owner-backward", "--fsdp-steps", "-o", ob])
-        p = run([exe, "check", ob, "--dp", "2"], expect=1)
+        cli.run("generate", "mpipe-transpose", "--pp", "2", "--micro", "4", "--owner-backward", "--fsdp-steps", "-o", ob)
+        p = cli.run("check", ob, "--dp", "2", expect=1)
         expect("with an owner-backward MPipe tower" in p.stdout, f"owner-backward under --dp: {p.stdout[:600]}")
 
-    for f in failures:
-        print("FAIL:", f)
-    print(f"{'FAILED' if failures else 'ok'}: data_parallel_cli")
-    return 1 if failures else 0
+    return cli.finish("data_parallel_cli")
 
 
 if __name__ == "__main__":

@@ -44,20 +44,19 @@ import shutil
 import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from cli import Cli  # noqa: E402
 
 EXE, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 VERBOSE = "--verbose" in sys.argv[3:]
 PAGES = [os.path.abspath(sys.argv[i + 1]) for i in range(3, len(sys.argv) - 1) if sys.argv[i] == "--page"]
-failures = []
+# ppsched's runs: no timeout of their own (the shell commands of the pages have 300 s each);
+# relative paths (the tables' tests/data/...) from the repository root unless a run says otherwise.
+cli = Cli(EXE, timeout=None, cwd=ROOT)
 checked = 0
 not_run = 0
 GiB = 2 ** 30
 LLAMA = "tests/data/models/hf/llama3_8b.json"
-
-
-def ppsched(args, cwd=ROOT):
-    p = subprocess.run([EXE] + args, capture_output=True, text=True, cwd=cwd)
-    return p
 
 
 def blocks(text):
@@ -152,9 +151,9 @@ def check_links(page, rel, text):
         full = os.path.normpath(os.path.join(os.path.dirname(page), path)) if path else page
         checked += 1
         if not os.path.exists(full):
-            failures.append("%s: link to %s: no such file" % (rel, target))
+            cli.fail("%s: link to %s: no such file" % (rel, target))
         elif anchor and full.endswith(".md") and anchor not in anchors(full):
-            failures.append("%s: link to %s: no heading with that anchor in %s" % (rel, target, os.path.relpath(full, ROOT)))
+            cli.fail("%s: link to %s: no heading with that anchor in %s" % (rel, target, os.path.relpath(full, ROOT)))
 
 
 def tables(text):
@@ -190,8 +189,8 @@ def llama_fit(header, row):
     """Llama-3-8B, 4096 tokens, PP 4 x DP 8, 32 micro-batches, 80 GiB: makespan and peaks."""
     fam = FAMILIES[row[0]]
     settings = SETTINGS[row[1]]
-    p = ppsched(["simulate", "--generate", fam[0], "--pp", "4", "--micro", "32"] + fam[1:] +
-                ["--model", LLAMA, "--dp", "8", "--memory-budget", "80GiB", "--json"] + settings)
+    p = cli.run("simulate", "--generate", fam[0], "--pp", "4", "--micro", "32", *fam[1:],
+                "--model", LLAMA, "--dp", "8", "--memory-budget", "80GiB", "--json", *settings, expect=None)
     d = json.loads(p.stdout)
     per = d["memory"]["per_rank"]
     peaks = " / ".join("%.2f" % (r["peak_bytes"] / GiB) for r in per)
@@ -208,7 +207,7 @@ def megatron_interleave(header, row):
     g = row[3]
 
     def act0(args):
-        p = ppsched(["simulate", "--generate"] + args + ["--json"])
+        p = cli.run("simulate", "--generate", *args, "--json", expect=None)
         return json.loads(p.stdout)["memory"]["per_rank"][0]["activations_peak_bytes"]
 
     base = act0(["1f1b", "--pp", str(P), "--micro", str(P)])
@@ -232,7 +231,8 @@ def megatron_first_stage(header, row):
     V = int(fam[2]) if "--vpp" in fam else None
     if V:
         meg *= 1 + (P - 1) / (P * V)
-    p = ppsched(["simulate", "--generate", fam[0], "--pp", "4", "--micro", "32"] + fam[1:] + ["--model", LLAMA, "--json"])
+    p = cli.run("simulate", "--generate", fam[0], "--pp", "4", "--micro", "32", *fam[1:], "--model", LLAMA, "--json",
+                expect=None)
     per = json.loads(p.stdout)["memory"]["per_rank"]
     exact0 = per[0]["activations_peak_bytes"]
     exact_max = max(r["activations_peak_bytes"] for r in per)
@@ -250,7 +250,7 @@ def partition_gain(header, row):
     model = "tests/data/models/hf/%s.json" % MODELS[row[0]]
     args = ["tune", "--model", model, "--partition", "search", "--seconds", "0", "--iterations", "2000",
             "--des-iterations", "50", "-q", "--json"] + shlex.split(row[1].strip("`"))
-    d = json.loads(ppsched(args).stdout)
+    d = json.loads(cli.run(*args, expect=None).stdout)
     p = d["partition"]
     return [row[0], row[1], ",".join(map(str, p["even_layout"])), "%.1f" % p["even_makespan_ms"],
             ",".join(map(str, d["layout"])), "%.1f" % d["makespan_ms"], d["best"], "%.1f%%" % (100 * p["gain_over_even"])]
@@ -276,13 +276,13 @@ def pytorch_partition(header, row):
     def family_ms(counts):
         args = ["simulate", "--generate", fam["ppsched_family"]] + shape + vpp + ["--model", model, "--layout",
                                                                                ",".join(map(str, counts)), "--json"]
-        return json.loads(ppsched(args).stdout)["makespan_ms"]
+        return json.loads(cli.run(*args, expect=None).stdout)["makespan_ms"]
 
-    t = json.loads(ppsched(["tune"] + shape + vpp + ["--model", model, "--partition", "search", "--family",
-                                                     fam["ppsched_family"], "--placement", "loop"] + PT_TUNE).stdout)
+    t = json.loads(cli.run("tune", *shape, *vpp, "--model", model, "--partition", "search", "--family",
+                           fam["ppsched_family"], "--placement", "loop", *PT_TUNE, expect=None).stdout)
     if row[0] not in _pt_any:
-        _pt_any[row[0]] = json.loads(ppsched(["tune"] + shape + ["--vpp-max", "2", "--model", model, "--partition",
-                                                                  "search"] + PT_TUNE).stdout)
+        _pt_any[row[0]] = json.loads(cli.run("tune", *shape, "--vpp-max", "2", "--model", model, "--partition",
+                                             "search", *PT_TUNE, expect=None).stdout)
     a = _pt_any[row[0]]
     ms = lambda v: "%.1f" % v
     return [row[0], row[1], ",".join(map(str, fam["best_counts"])), ms(family_ms(fam["best_counts"])),
@@ -300,22 +300,22 @@ def run_page(page, rel, text, scratch):
         file_attr = next((w[len("file="):] for w in words[1:] if w.startswith("file=")), None)
         exit_attr = next((w[len("exit="):] for w in words[1:] if w.startswith("exit=")), "0")
         if exit_attr not in ("0", "1", "2"):
-            failures.append("%s:%d: exit=%s: the CLI's exit codes are 0, 1 and 2" % (rel, start, exit_attr))
+            cli.fail("%s:%d: exit=%s: the CLI's exit codes are 0, 1 and 2" % (rel, start, exit_attr))
             continue
         want_exit = int(exit_attr)
         if file_attr is not None:
             if "/" in file_attr or file_attr.startswith("."):
-                failures.append("%s:%d: file=%s: a plain file name is expected" % (rel, start, file_attr))
+                cli.fail("%s:%d: file=%s: a plain file name is expected" % (rel, start, file_attr))
                 continue
             with open(os.path.join(scratch, file_attr), "w", encoding="utf-8") as f:
                 f.write("\n".join(lines) + "\n")
             continue
         if lang == "console":
             if not lines or not lines[0].startswith("$ ppsched "):
-                failures.append("%s:%d: a console block must start with `$ ppsched `" % (rel, start))
+                cli.fail("%s:%d: a console block must start with `$ ppsched `" % (rel, start))
                 continue
             args = shlex.split(lines[0][len("$ ppsched "):])
-            p = ppsched(args, cwd=scratch)
+            p = cli.run(*args, expect=None, cwd=scratch)
             got = [l.rstrip() for l in p.stdout.rstrip("\n").split("\n")] if p.stdout.strip() else []
             want = [l.rstrip() for l in lines[1:]]
             while want and want[-1] == "":
@@ -324,11 +324,11 @@ def run_page(page, rel, text, scratch):
             if VERBOSE:
                 print("ran    %s:%d: ppsched %s (exit %d)" % (rel, start, " ".join(args), p.returncode))
             if p.returncode != want_exit:
-                failures.append(exit_failure("%s:%d" % (rel, start), "ppsched " + " ".join(args), p, want_exit))
+                cli.fail(exit_failure("%s:%d" % (rel, start), "ppsched " + " ".join(args), p, want_exit))
             if not excerpt_matches(want, got):
                 diff = next((i for i in range(max(len(got), len(want)))
                              if i >= len(got) or i >= len(want) or got[i] != want[i]), 0)
-                failures.append("%s:%d: `ppsched %s` (exit %d) prints, from line %d of the block:\n  got:  %s\n  want: %s" % (
+                cli.fail("%s:%d: `ppsched %s` (exit %d) prints, from line %d of the block:\n  got:  %s\n  want: %s" % (
                     rel, start, " ".join(args), p.returncode, diff + 2,
                     got[diff] if diff < len(got) else "<end>", want[diff] if diff < len(want) else "<end>"))
         elif lang in ("sh", "bash"):
@@ -343,15 +343,15 @@ def run_page(page, rel, text, scratch):
                 if VERBOSE:
                     print("ran    %s:%d: %s" % (rel, start, c[:150]))
                 try:
-                    p = subprocess.run(["bash", "-c", c], capture_output=True, text=True, cwd=scratch, timeout=300,
-                                       env=dict(os.environ, PATH=os.path.join(scratch, ".bin") + os.pathsep + os.environ.get("PATH", "")))
+                    p = cli.command(["bash", "-c", c], expect=None, cwd=scratch, timeout=300,
+                                    env=dict(os.environ, PATH=os.path.join(scratch, ".bin") + os.pathsep + os.environ.get("PATH", "")))
                 except subprocess.TimeoutExpired:
-                    failures.append("%s:%d: `%s` ran past 300 s" % (rel, start, c))
+                    cli.fail("%s:%d: `%s` ran past 300 s" % (rel, start, c))
                     continue
                 if VERBOSE:
                     print("       exit %d" % p.returncode)
                 if p.returncode != want_exit:
-                    failures.append(exit_failure("%s:%d" % (rel, start), c, p, want_exit))
+                    cli.fail(exit_failure("%s:%d" % (rel, start), c, p, want_exit))
 
 
 pages = PAGES or [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
@@ -369,23 +369,21 @@ for page in pages:
     check_links(page, rel, text)
     for name, (line, header, rows) in tables(text).items():
         if name not in CHECKS:
-            failures.append("%s:%d: no check named %s" % (rel, line, name))
+            cli.fail("%s:%d: no check named %s" % (rel, line, name))
             continue
         if not rows:
-            failures.append("%s:%d: table %s has no rows" % (rel, line, name))
+            cli.fail("%s:%d: table %s has no rows" % (rel, line, name))
         for row in rows:
             checked += 1
             try:
                 got = CHECKS[name](header, row)
             except (KeyError, ValueError, IndexError) as e:
-                failures.append("%s:%d: table %s, row %s: cannot recompute (%s)" % (rel, line, name, row, e))
+                cli.fail("%s:%d: table %s, row %s: cannot recompute (%s)" % (rel, line, name, row, e))
                 continue
             if got != row:
-                failures.append("%s:%d: table %s:\n  page:     %s\n  ppsched:  %s" % (rel, line, name, row, got))
+                cli.fail("%s:%d: table %s:\n  page:     %s\n  ppsched:  %s" % (rel, line, name, row, got))
 
 if checked < 4 and not PAGES:
-    failures.append("only %d console examples and table rows found: the pages lost their checked examples" % checked)
-for f in failures:
-    print("FAIL", f)
-print("%d examples, links and table rows checked, %d blocks not run, %d failures" % (checked, not_run, len(failures)))
-sys.exit(1 if failures else 0)
+    cli.fail("only %d console examples and table rows found: the pages lost their checked examples" % checked)
+cli.finish("doc_examples", summary="%d examples, links and table rows checked, %d blocks not run, %d failures" % (
+    checked, not_run, len(cli.failures)))

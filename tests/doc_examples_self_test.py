@@ -9,8 +9,9 @@ fails (before issue 36 an exit 1 passed silently: sh blocks accepted 0 or 1, con
 any status); a block that declares the exit it gets passes; one that declares another fails.
 """
 import os
-import subprocess
 import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from cli import Cli  # noqa: E402
 
 SCRIPT, EXE, ROOT = sys.argv[1], sys.argv[2], sys.argv[3]
 FIXTURES = os.path.join(ROOT, "tests", "data", "doc_examples")
@@ -22,18 +23,14 @@ CASES = [  # fixture, doc_examples' exit, what its output must say
     ("wrong_exit.md", 1, ["wrong_exit.md:6: `ppsched generate 1f1b --pp 2 --micro 2 -o fine.json` exits 0, the block says 1",
                           "wrong_exit.md:10: %s, the block says 2" % BAD, "2 failures"]),
 ]
-failures = []
+cli = Cli(EXE, timeout=120)
 for fixture, want_rc, said in CASES:
-    p = subprocess.run([sys.executable, SCRIPT, EXE, ROOT, "--page", os.path.join(FIXTURES, fixture)],
-                       capture_output=True, text=True, timeout=120)
+    # doc_examples run by this Python: the Cli's command, not its run (which runs ppsched).
+    p = cli.command([sys.executable, SCRIPT, EXE, ROOT, "--page", os.path.join(FIXTURES, fixture)], expect=want_rc)
     out = p.stdout + p.stderr
     if p.returncode != want_rc:
-        failures.append("%s: doc_examples exits %d, expected %d:\n%s" % (fixture, p.returncode, want_rc, out))
         continue
     for s in said:
-        if s not in out:
-            failures.append("%s: doc_examples does not say %r:\n%s" % (fixture, s, out))
+        cli.check(s in out, "%s: doc_examples does not say %r:\n%s" % (fixture, s, out))
     print("ok: %s: exit %d" % (fixture, p.returncode))
-for f in failures:
-    print("FAIL", f)
-sys.exit(1 if failures else 0)
+cli.finish("doc_examples_self_test")

@@ -61,8 +61,9 @@ import gzip
 import json
 import os
 import re
-import subprocess
 import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from cli import Cli  # noqa: E402
 
 TOLERANCE = 64  # bytes: Megatron's figures are real numbers (x 1.05, x the interleaving factor)
 
@@ -128,17 +129,10 @@ def in_flight_at_peak(order, P):
     return best
 
 
-def run(args):
-    p = subprocess.run(args, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(args[1:])}: exit {p.returncode}: {p.stderr.strip()[:300]}")
-    return json.loads(p.stdout)
-
-
 def main():
     exe, data = sys.argv[1], sys.argv[2]
     peer = json.load(open(os.path.join(data, "peers", "megatron", "activations.json")))
-    failures, rows = [], []
+    cli, rows = Cli(exe), []
     for case in peer["cases"]:
         name, s, b = case["model"], case["seq_length"], case["micro_batch_size"]
         P, t, V, M = case["pp"], case["tp"], case["vpp"], case["num_microbatches"]
@@ -181,19 +175,18 @@ def main():
             terms += [(why, N0 * x / t) for why, x in d_emb]
             return meg + sum(x for _, x in terms), terms
 
-        try:
-            common = ["--model", path, "--layout", ",".join([str(n)] * chunks), "--tp", str(t), "--seq-len", str(s),
-                      "--micro-batch-size", str(b), "--recompute", "selective", "--json"]
-            sim_args = [exe, "simulate", "--generate", "interleaved-1f1b" if V else "1f1b", "--pp", str(P), "--micro", str(M)]
-            if V:
-                sim_args += ["--vpp", str(V), "--group-size", str(P)]
-            # A budget (the most ppsched takes) no case reaches: only the activations are compared here.
-            sim = run(sim_args + ["--memory-budget", "1024GiB"] + common)
-            peak = sim["memory"]["per_rank"][0]["activations_peak_bytes"]
-            stages = run([exe, "model", path, "--pp", str(P)] + (["--vpp", str(V)] if V else []) + common[2:])["stages"]
-        except RuntimeError as e:
-            failures.append(f"{label}: {e}")
+        common = ["--model", path, "--layout", ",".join([str(n)] * chunks), "--tp", str(t), "--seq-len", str(s),
+                  "--micro-batch-size", str(b), "--recompute", "selective"]
+        sim_args = ["simulate", "--generate", "interleaved-1f1b" if V else "1f1b", "--pp", str(P), "--micro", str(M)]
+        if V:
+            sim_args += ["--vpp", str(V), "--group-size", str(P)]
+        # A budget (the most ppsched takes) no case reaches: only the activations are compared here.
+        sim = cli.json(*sim_args, "--memory-budget", "1024GiB", *common)
+        model = cli.json("model", path, "--pp", str(P), *(["--vpp", str(V)] if V else []), *common[2:])
+        if not sim or not model:
             continue
+        peak = sim["memory"]["per_rank"][0]["activations_peak_bytes"]
+        stages = model["stages"]
         # The model's per-micro-batch figures times what rank 0 holds at its peak.
         first, other = stages[0]["activation_bytes_per_micro"], stages[P]["activation_bytes_per_micro"] if V else 0
         from_model = N0 * first + (N - N0) * other
@@ -204,13 +197,13 @@ def main():
                 formula = (Lf * T * (18 * h + 4 * f) + Ef * emb + (4 * T * h + 4 * T * Vocab if P == 1 else 0)) / t
             else:
                 formula = 1.05 * (Lf * T * h * (10 + 24 / t) + Ef * emb + (2 * T * Vocab / t + 2 * T * h if P == 1 else 0))
-            if abs(formula - meg) > TOLERANCE:
-                failures.append(f"{label}: Megatron's {key} gave {meg:.1f} bytes, its formula as read here {formula:.1f}")
+            cli.check(abs(formula - meg) <= TOLERANCE,
+                      f"{label}: Megatron's {key} gave {meg:.1f} bytes, its formula as read here {formula:.1f}")
             want, terms = expected(meg, sp)
             for what, got in (("simulate's rank-0 peak", peak), ("model's stage figures x in flight", from_model)):
-                if abs(got - want) > TOLERANCE:
-                    failures.append(f"{label} vs {key}: {what} {got} bytes, Megatron {meg:.1f} + the differences by "
-                                    f"design = {want:.1f} ({'; '.join(f'{w} {x:+.0f}' for w, x in terms if x)})")
+                cli.check(abs(got - want) <= TOLERANCE,
+                          f"{label} vs {key}: {what} {got} bytes, Megatron {meg:.1f} + the differences by "
+                          f"design = {want:.1f} ({'; '.join(f'{w} {x:+.0f}' for w, x in terms if x)})")
             if sp or t == 1:  # the one Megatron's report prints
                 rows.append((label, key, meg, peak, terms))
     print(f"{'case':<52} {'Megatron':>14} {'ppsched':>14} {'diff %':>8}  differences by design (bytes)")
@@ -218,11 +211,9 @@ def main():
         tag = "" if key == "compute_activation_memory" else " (no SP)"
         print(f"{label + tag:<52} {meg:>14.0f} {got:>14} {100 * (got - meg) / meg:>+8.3f}  "
               + "; ".join(f"{w} {x:+.0f}" for w, x in terms if abs(x) > 0.5))
-    for f in failures:
-        print("FAIL " + f)
-    print(f"{len(peer['cases']) * 2 * 3 - len(failures)} checks passed, {len(failures)} failed "
+    print(f"{len(peer['cases']) * 2 * 3 - len(cli.failures)} checks passed, {len(cli.failures)} failed "
           f"({len(peer['cases'])} cases, Megatron {peer['commit'][:12]})")
-    sys.exit(1 if failures else 0)
+    cli.finish("megatron_activations_cli")
 
 
 if __name__ == "__main__":

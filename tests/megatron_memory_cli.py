@@ -20,14 +20,15 @@ but for the differences by design, each derived here by hand from the model's co
 """
 import json
 import os
-import subprocess
 import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from cli import Cli  # noqa: E402
 
 
 def main():
     exe, data = sys.argv[1], sys.argv[2]
     peer = json.load(open(os.path.join(data, "peers", "megatron", "memory.json")))
-    failures = []
+    cli = Cli(exe)
     rows = []
     for case in peer["cases"]:
         name, pp, tp, dp, dist = case["model"], case["pp"], case["tp"], case["dp"], case["distributed_optimizer"]
@@ -35,15 +36,13 @@ def main():
         config = json.load(open(path))
         layers = config.get("num_hidden_layers", config.get("n_layer"))
         h = config.get("hidden_size", config.get("n_embd"))
-        args = [exe, "model", path, "--pp", str(pp), "--tp", str(tp), "--layout", ",".join([str(layers // pp)] * pp),
-                "--json"]
+        args = ["model", path, "--pp", str(pp), "--tp", str(tp), "--layout", ",".join([str(layers // pp)] * pp)]
         if dist:
             args += ["--dp", str(dp), "--distributed-optimizer"]
-        p = subprocess.run(args, capture_output=True, text=True)
-        if p.returncode != 0:
-            failures.append(f"{name} PP {pp} TP {tp}: exit {p.returncode}: {p.stderr.strip()[:300]}")
+        model = cli.json(*args)
+        if not model:
             continue
-        stage0 = json.loads(p.stdout)["stages"][0]
+        stage0 = model["stages"][0]
         got = stage0["resident_bytes"]
         # The differences by design, in parameters (split: divided over TP; whole: on every TP rank).
         gpt2 = config.get("model_type") == "gpt2"
@@ -67,17 +66,15 @@ def main():
         diff = got - case["bytes"]
         rows.append((name, pp, tp, dp if dist else None, case["bytes"], got, diff, "; ".join(reasons) or "-"))
         # ppsched rounds an optimizer shard up to whole bytes; Megatron's figures are real numbers.
-        if abs(got - expected) > 16:
-            failures.append(f"{name} PP {pp} TP {tp}{f' DP {dp} distributed optimizer' if dist else ''}: ppsched "
-                            f"{got} bytes, Megatron {case['bytes']:.0f} + the differences by design = {expected:.0f}")
+        cli.check(abs(got - expected) <= 16,
+                  f"{name} PP {pp} TP {tp}{f' DP {dp} distributed optimizer' if dist else ''}: ppsched "
+                  f"{got} bytes, Megatron {case['bytes']:.0f} + the differences by design = {expected:.0f}")
     print(f"{'model':<22} {'PP':>2} {'TP':>2} {'DP':>3} {'Megatron GiB':>13} {'ppsched GiB':>12} {'diff %':>9}  why")
     for name, pp, tp, dp, meg, got, diff, why in rows:
         print(f"{name:<22} {pp:>2} {tp:>2} {dp or '-':>3} {meg / 2**30:>13.4f} {got / 2**30:>12.4f} "
               f"{100 * diff / meg:>+9.4f}  {why}")
-    for f in failures:
-        print("FAIL " + f)
-    print(f"{len(rows) - len(failures)} passed, {len(failures)} failed")
-    sys.exit(1 if failures else 0)
+    print(f"{len(rows) - len(cli.failures)} passed, {len(cli.failures)} failed")
+    cli.finish("megatron_memory_cli")
 
 
 if __name__ == "__main__":

@@ -9,25 +9,15 @@ naming the largest part, recomputation in tune's leaderboard, and the refusals (
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from cli import Cli  # noqa: E402
 
 EXE, DATA = sys.argv[1], sys.argv[2]
 LLAMA = os.path.join(DATA, "models", "hf", "llama3_8b.json")
-failures = []
-
-
-def run(*args, expect=0):
-    p = subprocess.run([EXE] + list(args), capture_output=True, text=True)
-    if p.returncode != expect:
-        failures.append("%s: exit %d, expected %d\n%s%s" % (" ".join(args), p.returncode, expect, p.stdout[-2000:], p.stderr[-2000:]))
-    return p
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
+cli = Cli(EXE)
+run, check = cli.run, cli.check
 
 
 def llama_on(path, device):
@@ -45,24 +35,15 @@ def zbv_truth(path, truth_model, at_least, what):
     be over `at_least` times the plain Llama model's (the truth differs where the fit must see
     it). Returns the truth's simulation."""
     run("generate", "zbv", "--pp", "4", "--vpp", "2", "--micro", "16", "-o", path)
-    truth = jrun("simulate", path, "--model", truth_model, "--layout", ZBV_LAYOUT)
-    plain = jrun("simulate", path, "--model", LLAMA, "--layout", ZBV_LAYOUT)
+    truth = cli.json("simulate", path, "--model", truth_model, "--layout", ZBV_LAYOUT)
+    plain = cli.json("simulate", path, "--model", LLAMA, "--layout", ZBV_LAYOUT)
     check(truth.get("makespan_ms", 0) > at_least * plain.get("makespan_ms", 0),
           "%s: %s vs %s" % (what, truth.get("makespan_ms"), plain.get("makespan_ms")))
     return truth
 
 
-def jrun(*args, expect=0):
-    p = run(*args, "--json", expect=expect)
-    try:
-        return json.loads(p.stdout)
-    except ValueError:
-        failures.append("%s: not JSON: %s" % (" ".join(args), p.stdout[:300]))
-        return {}
-
-
 # ---- ppsched model --json: the interface other tools rely on ----
-m = jrun("model", LLAMA, "--pp", "4")
+m = cli.json("model", LLAMA, "--pp", "4")
 check(m.get("parameters", {}).get("total") == 8030261248, "parameters.total of Llama-3-8B")
 check(all(set(l) >= {"name", "params", "fwd_flops", "activation_bytes", "output_bytes"} for l in m.get("layers", [])),
       "layers[] fields")
@@ -72,14 +53,14 @@ check(all(set(s) >= {"layers", "params", "activation_bytes_per_micro", "fwd_ms",
 check(m.get("layout", {}).get("counts") == [8, 9, 8, 7], "torchtitan's even split of 32 layers over 4 stages")
 check(sum(len(s["layers"]) for s in m["stages"]) == len(m["layers"]), "every layer exactly once")
 # Both layout spellings give the same stages.
-a = jrun("model", LLAMA, "--pp", "4", "--layout", "10,8,8,6")
-b = jrun("model", LLAMA, "--pp", "2", "--vpp", "2", "--layout", "Et*10|t*8|t*8|t*6L")
+a = cli.json("model", LLAMA, "--pp", "4", "--layout", "10,8,8,6")
+b = cli.json("model", LLAMA, "--pp", "2", "--vpp", "2", "--layout", "Et*10|t*8|t*8|t*6L")
 check([s["layers"] for s in a["stages"]] == [s["layers"] for s in b["stages"]], "counts and Megatron's string agree")
 check(a["layout"]["megatron"] == "Et*10|t*8|t*8|t*6L", "Megatron string written back")
 
 # ---- the resident bytes: Megatron's 18 and 6 + 12/DP bytes per parameter ----
-plain = jrun("model", LLAMA, "--pp", "4", "--layout", "8,8,8,8")
-dist = jrun("model", LLAMA, "--pp", "4", "--layout", "8,8,8,8", "--dp", "8", "--distributed-optimizer")
+plain = cli.json("model", LLAMA, "--pp", "4", "--layout", "8,8,8,8")
+dist = cli.json("model", LLAMA, "--pp", "4", "--layout", "8,8,8,8", "--dp", "8", "--distributed-optimizer")
 p0 = plain["stages"][0]["params"]
 check(plain["stages"][0]["resident_bytes"] == 18 * p0, "18 bytes per parameter")
 check(dist["stages"][0]["weights_bytes"] + dist["stages"][0]["grads_bytes"] == 6 * p0, "6 bytes unsharded")
@@ -90,15 +71,15 @@ with tempfile.TemporaryDirectory() as tmp:
     costs = os.path.join(tmp, "llama_pp4.json")
     p = run("model", LLAMA, "--pp", "4", "-o", costs)
     check("wrote " + costs in p.stdout, "model -o says what it wrote")
-    by_model = jrun("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", LLAMA)
-    by_file = jrun("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--costs", costs)
+    by_model = cli.json("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", LLAMA)
+    by_file = cli.json("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--costs", costs)
     check(abs(by_model.get("makespan_ms", 0) - by_file.get("makespan_ms", 1)) < 1e-9, "model -o reproduces the makespan")
     check(by_model.get("memory") == by_file.get("memory"), "model -o reproduces the memory")
     # A cost file given with --model overrides what it sets.
     override = os.path.join(tmp, "slow.json")
     with open(override, "w") as f:
         json.dump({"format": "ppsched-costs", "version": 1, "compute": {"FWD": 50, "BWD": 100}}, f)
-    both = jrun("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", LLAMA, "--costs", override)
+    both = cli.json("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", LLAMA, "--costs", override)
     check(both.get("makespan_ms", 0) > by_model.get("makespan_ms", 0), "--costs overrides the model's compute")
     def sizes(sim):
         return [{k: v for k, v in r.items() if not k.endswith("time_ms")} for r in sim.get("memory", {}).get("per_rank", [])]
@@ -131,8 +112,8 @@ check("budget 75.65 GiB per rank (usable: 79.65 GiB device less a 4.00 GiB reser
 
 # ---- recomputation in tune's leaderboard: memory out, time in ----
 def tune(*extra):
-    return jrun("tune", "--pp", "4", "--micro", "8", "--model", LLAMA, "--seconds", "0", "--iterations", "200",
-                "--des-iterations", "0", "-q", "--flash-attention", "off", "--memory-budget", "1000GiB", *extra)
+    return cli.json("tune", "--pp", "4", "--micro", "8", "--model", LLAMA, "--seconds", "0", "--iterations", "200",
+                    "--des-iterations", "0", "-q", "--flash-attention", "off", "--memory-budget", "1000GiB", *extra)
 
 def family(t, name):
     return next(e for e in t.get("leaderboard", []) if e["name"] == name)
@@ -146,15 +127,15 @@ check(family(full, "1f1b")["makespan_ms"] > family(none, "1f1b")["makespan_ms"],
 with tempfile.TemporaryDirectory() as tmp:
     f1 = os.path.join(tmp, "a.json")
     run("generate", "1f1b", "--pp", "4", "--micro", "8", "-o", f1)
-    rows = jrun("compare", f1, "--model", LLAMA)
+    rows = cli.json("compare", f1, "--model", LLAMA)
     check(rows and rows[0].get("peak_memory_bytes", 0) > 30 * 2 ** 30, "compare prices the model's memory")
 
 # ---- tune --partition search: the layout searched with the schedule ----
 with tempfile.TemporaryDirectory() as tmp:
     lay, best = os.path.join(tmp, "layout.txt"), os.path.join(tmp, "best.json")
-    t = jrun("tune", "--pp", "4", "--micro", "8", "--model", LLAMA, "--dp", "8", "--distributed-optimizer",
-             "--partition", "search", "--family", "1f1b", "--family", "zb-h1", "--seconds", "0", "--iterations", "500",
-             "--des-iterations", "20", "-q", "--layout-out", lay, "-o", best)
+    t = cli.json("tune", "--pp", "4", "--micro", "8", "--model", LLAMA, "--dp", "8", "--distributed-optimizer",
+                 "--partition", "search", "--family", "1f1b", "--family", "zb-h1", "--seconds", "0", "--iterations", "500",
+                 "--des-iterations", "20", "-q", "--layout-out", lay, "-o", best)
     counts = t.get("layout", [])
     part = t.get("partition", {})
     check(len(counts) == 4 and sum(counts) == 32, "tune --json layout: 4 stages, 32 decoder layers: %s" % counts)
@@ -168,11 +149,11 @@ with tempfile.TemporaryDirectory() as tmp:
     check(text[0] == ",".join(map(str, counts)) and text[1] == t.get("layout_megatron"),
           "--layout-out: the counts, then Megatron's string: %s" % text[:2])
     # Both spellings read back as the same stages, and the written schedule simulates as tuned.
-    m1 = jrun("model", LLAMA, "--pp", "4", "--layout", text[0])
-    m2 = jrun("model", LLAMA, "--pp", "4", "--layout", text[1])
+    m1 = cli.json("model", LLAMA, "--pp", "4", "--layout", text[0])
+    m2 = cli.json("model", LLAMA, "--pp", "4", "--layout", text[1])
     check([s["layers"] for s in m1.get("stages", [])] == [s["layers"] for s in m2.get("stages", [])],
           "the layout's two spellings agree")
-    sim = jrun("simulate", best, "--model", LLAMA, "--dp", "8", "--distributed-optimizer", "--layout", text[0])
+    sim = cli.json("simulate", best, "--model", LLAMA, "--dp", "8", "--distributed-optimizer", "--layout", text[0])
     check(abs(sim.get("makespan_ms", 0) - t["makespan_ms"]) < 1e-6, "the tuned schedule simulates as tuned on its layout")
 # Refused: a flag that cannot apply.
 base = ["tune", "--pp", "4", "--micro", "8", "--seconds", "0", "-q"]
@@ -196,9 +177,9 @@ with tempfile.TemporaryDirectory() as tmp:
     run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", LLAMA, "--layout", "10,8,8,6",
         "--trace", trace)
     run("generate", "zbv", "--pp", "4", "--vpp", "2", "--micro", "16", "-o", other)
-    cal = jrun("calibrate", trace, "--model", wrong, "--trace-layout", "10,8,8,6", "--schedule", other,
-               "--layout", ZBV_LAYOUT, "--model-out", fitted)
-    truth = jrun("simulate", other, "--model", LLAMA, "--layout", ZBV_LAYOUT)
+    cal = cli.json("calibrate", trace, "--model", wrong, "--trace-layout", "10,8,8,6", "--schedule", other,
+                   "--layout", ZBV_LAYOUT, "--model-out", fitted)
+    truth = cli.json("simulate", other, "--model", LLAMA, "--layout", ZBV_LAYOUT)
     kinds = cal.get("per_layer", {}).get("kinds", [])
     check(len(kinds) == 3 and all(abs(k["flops_per_s"] / (989e12 * 0.45) - 1) < 1e-3 for k in kinds),
           "the fitted rates are the traced device's 989 TFLOP/s x 0.45: %s" % kinds)
@@ -211,7 +192,7 @@ with tempfile.TemporaryDirectory() as tmp:
     p = run("calibrate", trace, "--schedule", other, expect=2)
     check("not the schedule that ran" in p.stderr, "the per-stage fit refuses another shape: " + p.stderr[-200:])
     # The written model reads back and prices the schedule as the prediction did.
-    again = jrun("simulate", other, "--model", fitted, "--layout", ZBV_LAYOUT)
+    again = cli.json("simulate", other, "--model", fitted, "--layout", ZBV_LAYOUT)
     check(abs(again.get("makespan_ms", 0) - pred.get("predicted_ms", -1)) < 1e-6, "--model-out reads back as fitted")
     p = run("calibrate", trace, "--trace-layout", "8,8,8,8", expect=2)
     check("--model" in p.stderr, "--trace-layout without --model is refused")
@@ -238,20 +219,20 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(probed, "w") as f:
         json.dump(doc, f)
     truth = zbv_truth(other, truth_model, 1.05, "the truth's split backward costs more than its FLOPs say")
-    cal = jrun("calibrate", probed, "--model", wrong, "--trace-layout", "8,8,8,8", "--schedule", other,
-               "--layout", ZBV_LAYOUT, "--model-out", fitted)
+    cal = cli.json("calibrate", probed, "--model", wrong, "--trace-layout", "8,8,8,8", "--schedule", other,
+                   "--layout", ZBV_LAYOUT, "--model-out", fitted)
     pred = cal.get("prediction", {})
     err = abs(pred.get("predicted_ms", 0) - truth.get("makespan_ms", -1)) / max(truth.get("makespan_ms", 1), 1e-9)
     check(err < 1e-3, "ZB-V from a probed 1F1B trace: %s predicted vs %s" % (pred.get("predicted_ms"), truth.get("makespan_ms")))
     check(any("stage 0: BWD_INPUT 0.00 + BWD_WEIGHT 1.05; other stages: BWD_INPUT 0.55 + BWD_WEIGHT 1.00" in n
               for n in cal.get("notes", [])), "calibrate says how it priced split steps: %s" % cal.get("notes"))
-    unprobed = jrun("calibrate", trace, "--model", wrong, "--trace-layout", "8,8,8,8", "--schedule", other,
-                    "--layout", ZBV_LAYOUT).get("prediction", {})
+    unprobed = cli.json("calibrate", trace, "--model", wrong, "--trace-layout", "8,8,8,8", "--schedule", other,
+                        "--layout", ZBV_LAYOUT).get("prediction", {})
     check(abs(unprobed.get("predicted_ms", 0) - truth.get("makespan_ms", 0)) > 0.05 * truth.get("makespan_ms", 0),
           "without the probes the fit prices split halves by their FLOPs (over 5 %% off): %s" % unprobed.get("predicted_ms"))
     with open(fitted) as f:
         check(json.load(f).get("device", {}).get("split_backward") == split, "--model-out keeps the split fractions")
-    again = jrun("simulate", other, "--model", fitted, "--layout", ZBV_LAYOUT)
+    again = cli.json("simulate", other, "--model", fitted, "--layout", ZBV_LAYOUT)
     check(abs(again.get("makespan_ms", 0) - pred.get("predicted_ms", -1)) < 1e-6, "--model-out reads back as fitted")
     # A fraction out of range is refused where it is.
     llama_on(wrong, {"split_backward": {"other_stages": {"input": 101, "weight": 1}}})
@@ -272,8 +253,8 @@ with tempfile.TemporaryDirectory() as tmp:
     run("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--model", truth_model, "--layout", "8,8,8,8",
         "--trace", trace)
     truth = zbv_truth(other, truth_model, 1.2, "the truth's slow rank costs the schedule")
-    cal = jrun("calibrate", trace, "--model", wrong, "--trace-layout", "8,8,8,8", "--schedule", other,
-               "--layout", ZBV_LAYOUT, "--model-out", fitted)
+    cal = cli.json("calibrate", trace, "--model", wrong, "--trace-layout", "8,8,8,8", "--schedule", other,
+                   "--layout", ZBV_LAYOUT, "--model-out", fitted)
     factors = cal.get("per_layer", {}).get("rank_time_factors", [])
     check(len(factors) == 4 and all(abs(f["FWD"] / factors[1]["FWD"] - (1.5 if f["rank"] == 0 else 1)) < 0.01 and
                                     abs(f["BWD_INPUT"] / factors[1]["BWD_INPUT"] - (1.8 if f["rank"] == 0 else 1)) < 0.01
@@ -282,7 +263,7 @@ with tempfile.TemporaryDirectory() as tmp:
     pred = cal.get("prediction", {})
     err = abs(pred.get("predicted_ms", 0) - truth.get("makespan_ms", -1)) / max(truth.get("makespan_ms", 1), 1e-9)
     check(err < 0.01, "ZB-V from a 1F1B trace with a slow rank: %s predicted vs %s" % (pred.get("predicted_ms"), truth.get("makespan_ms")))
-    again = jrun("simulate", other, "--model", fitted, "--layout", ZBV_LAYOUT)
+    again = cli.json("simulate", other, "--model", fitted, "--layout", ZBV_LAYOUT)
     check(abs(again.get("makespan_ms", 0) - pred.get("predicted_ms", -1)) < 1e-6, "--model-out's rank factors read back")
     # Without them (the pooled rates alone) the same prediction is over 5 % off.
     with open(fitted) as f:
@@ -291,7 +272,7 @@ with tempfile.TemporaryDirectory() as tmp:
     pooled = os.path.join(tmp, "pooled.json")
     with open(pooled, "w") as f:
         json.dump(doc, f)
-    p = jrun("simulate", other, "--model", pooled, "--layout", ZBV_LAYOUT)
+    p = cli.json("simulate", other, "--model", pooled, "--layout", ZBV_LAYOUT)
     check(abs(p.get("makespan_ms", 0) - truth.get("makespan_ms", 0)) > 0.05 * truth.get("makespan_ms", 0),
           "the pooled rates alone miss the slow rank by over 5 %%: %s vs %s" % (p.get("makespan_ms"), truth.get("makespan_ms")))
     # Another rank count: priced at the fitted rates alone, and said so.
@@ -312,7 +293,7 @@ GPT2 = os.path.join(DATA, "models", "hf", "gpt2.json")
 
 def rank_params(*args):
     """Each rank's parameters (its bf16 weights / 2) from simulate --json."""
-    sim = jrun("simulate", *args)
+    sim = cli.json("simulate", *args)
     return [r["params_bytes"] // 2 for r in sim.get("memory", {}).get("per_rank", [])]
 
 
@@ -350,7 +331,7 @@ with tempfile.TemporaryDirectory() as tmp:
 # stages hold the published 671,026,419,200, the MTP module (11,610,068,224 by hand, test_network)
 # and a second embedding, 129280 x 7168 = 926,679,040.
 DS = os.path.join(DATA, "models", "hf", "deepseek_v3.json")
-ds = jrun("model", DS, "--pp", "2", "--layout", "31,31")
+ds = cli.json("model", DS, "--pp", "2", "--layout", "31,31")
 check(sum(s["params"] for s in ds.get("stages", [])) == 671026419200 + 11610068224 + 926679040,
       "DeepSeek-V3's MTP stage holds the embedding: %s" % [s["params"] for s in ds.get("stages", [])])
 
@@ -359,10 +340,10 @@ p = run("model", GPT2, "--seq-len", "4096", expect=2)
 check("--seq-len 4096" in p.stderr and "n_positions) is 1024" in p.stderr, "GPT-2 refuses 4096 tokens: " + p.stderr[-300:])
 p = run("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "2", "--model", GPT2, "--seq-len", "1025", expect=2)
 check("n_positions) is 1024" in p.stderr, "simulate refuses 1025 tokens on GPT-2: " + p.stderr[-300:])
-check(jrun("model", GPT2, "--seq-len", "1024").get("training", {}).get("seq_len") == [1024], "GPT-2 takes 1024 tokens")
-check(jrun("model", GPT2).get("training", {}).get("seq_len") == [1024], "GPT-2's default length is its 1024 positions")
-check(jrun("model", LLAMA, "--seq-len", "8192").get("notes") == [], "Llama-3-8B at its 8192 positions: no note")
-long_llama = jrun("model", LLAMA, "--seq-len", "16384")
+check(cli.json("model", GPT2, "--seq-len", "1024").get("training", {}).get("seq_len") == [1024], "GPT-2 takes 1024 tokens")
+check(cli.json("model", GPT2).get("training", {}).get("seq_len") == [1024], "GPT-2's default length is its 1024 positions")
+check(cli.json("model", LLAMA, "--seq-len", "8192").get("notes") == [], "Llama-3-8B at its 8192 positions: no note")
+long_llama = cli.json("model", LLAMA, "--seq-len", "16384")
 check(any("max_position_embeddings) 8192" in n and "not trained" in n and "no rope_scaling" in n
           for n in long_llama.get("notes", [])), "RoPE past max_position_embeddings is noted: %s" % long_llama.get("notes"))
 p = run("model", LLAMA, "--seq-len", "16384")
@@ -377,10 +358,10 @@ with tempfile.TemporaryDirectory() as tmp:
         json.dump({"format": "ppsched-model", "version": 1, "hf_config": dict(
             json.load(open(os.path.join(DATA, "models", "hf", "qwen2.5_7b.json"))), max_position_embeddings=32768,
             rope_scaling={"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"})}, f)
-    notes = jrun("model", yarn, "--seq-len", "65536").get("notes", [])
+    notes = cli.json("model", yarn, "--seq-len", "65536").get("notes", [])
     check(any("rope_scaling yarn, factor 4" in n and "131072 positions, which cover it" in n for n in notes),
           "rope_scaling's reach is said: %s" % notes)
-    notes = jrun("model", yarn, "--seq-len", "262144").get("notes", [])
+    notes = cli.json("model", yarn, "--seq-len", "262144").get("notes", [])
     check(any("over the 131072 positions" in n for n in notes), "past rope_scaling's reach: %s" % notes)
     # A model file's own training.seq_len past learned positions is refused, naming it.
     long_gpt = os.path.join(tmp, "gpt2_long.json")
@@ -393,7 +374,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
 # ---- the attention core's FLOPs under the causal mask (issue 36 item 5) ----
 def fwd_flops(*extra):
-    d = jrun("model", LLAMA, *extra)
+    d = cli.json("model", LLAMA, *extra)
     return d.get("training", {}).get("attention_core"), sum(l["fwd_flops"] for l in d.get("layers", []) if l["kind"] == "decoder")
 
 
@@ -420,7 +401,7 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(eager_file, "w") as f:
         json.dump({"format": "ppsched-model", "version": 1, "hf_config": os.path.abspath(LLAMA),
                    "training": {"attention_core": "full"}}, f)
-    check(jrun("model", eager_file).get("training", {}).get("attention_core") == "full", "training.attention_core is read")
+    check(cli.json("model", eager_file).get("training", {}).get("attention_core") == "full", "training.attention_core is read")
 p = run("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "2", "--attention-core", "full", expect=2)
 check("--model" in p.stderr, "--attention-core without --model is refused: " + p.stderr[-300:])
 
@@ -431,14 +412,14 @@ check("--model" in p.stderr, "--attention-core without --model is refused: " + p
 # replicas a rank gathers what it does not hold) = 390,000,000 B. The whole model, what a
 # pipeline stage holding all of it gathers: 551 M x 2 x 3/4 = 826,500,000 B.
 units = os.path.join(DATA, "models", "listed_fsdp_units.json")
-m = jrun("model", units, "--dp", "4", "--fsdp")
+m = cli.json("model", units, "--dp", "4", "--fsdp")
 g = (m or {}).get("fsdp_gather") or {}
 check(g.get("per_block") is True and g.get("peak_bytes") == 390000000 and g.get("peak_units") == ["layers.1", "layers.2"],
       "model --dp 4 --fsdp without a pipeline gathers layers.1 + layers.2 (390,000,000 B): %s" % g)
 check(m and m["stages"][0]["gathered_bytes"] == 390000000, "the stage's gathered_bytes is FSDP2's peak")
 p = run("model", units, "--dp", "4", "--fsdp")
 check("FSDP2 per-block gather (2 blocks of 5)" in p.stdout, "model names the rule: " + p.stdout[-600:])
-sim = jrun("simulate", "--generate", "1f1b", "--pp", "1", "--micro", "4", "--fsdp-steps", "--model", units, "--dp", "4", "--fsdp")
+sim = cli.json("simulate", "--generate", "1f1b", "--pp", "1", "--micro", "4", "--fsdp-steps", "--model", units, "--dp", "4", "--fsdp")
 check(sim and sim["memory"]["per_rank"][0]["at_peak"]["gathered_params_bytes"] == 390000000,
       "simulate --pp 1 --fsdp gathers FSDP2's peak at the rank's peak")
 check(sim and sim["data_parallel"]["gather_rule"] == "FSDP2 per-block gather (2 blocks of 5)", "simulate --json names the rule")
@@ -510,8 +491,8 @@ with tempfile.TemporaryDirectory() as tmp:
     params_file = os.path.join(tmp, "params.json")
     with open(params_file, "w") as f:
         json.dump({"format": "ppsched-costs", "version": 1, "bytes": {"params": 1102000000}}, f)
-    whole = jrun("simulate", "--generate", "1f1b", "--pp", "1", "--micro", "4", "--fsdp-steps", "--model", units, "--costs",
-                 params_file, "--dp", "4", "--fsdp")
+    whole = cli.json("simulate", "--generate", "1f1b", "--pp", "1", "--micro", "4", "--fsdp-steps", "--model", units, "--costs",
+                     params_file, "--dp", "4", "--fsdp")
 check(whole and whole["data_parallel"]["collective_timing"] == "per_fsdp_step" and
       abs(whole["makespan_ms"] - (4 * (sum(fw.values()) + sum(bw_.values())) + 2 * ag(551e6))) < 1e-6,
       "bytes.params: the whole stage once per step, 82.615 ms: %s" % (whole and whole["makespan_ms"]))
@@ -523,12 +504,12 @@ check(plain and plain["data_parallel"]["collective_ms"] == 0 and abs(plain["make
       "no FSDP_* steps: no collectives priced")
 
 # With a pipeline the stage is gathered whole, as before: stage 0 = embedding + layers.0-1, 340 M.
-m2 = jrun("model", units, "--pp", "2", "--layout", "2,1", "--dp", "4", "--fsdp")
+m2 = cli.json("model", units, "--pp", "2", "--layout", "2,1", "--dp", "4", "--fsdp")
 check(m2 and (m2.get("fsdp_gather") or {}).get("per_block") is False and
       [st["gathered_bytes"] for st in m2["stages"]] == [510000000, 316500000],
       "with a pipeline each stage gathers its whole parameters (340 M and 211 M x 2 x 3/4)")
-sim2 = jrun("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "4", "--fsdp-steps", "--model", units, "--layout", "2,1",
-            "--dp", "4", "--fsdp")
+sim2 = cli.json("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "4", "--fsdp-steps", "--model", units, "--layout", "2,1",
+                "--dp", "4", "--fsdp")
 check(sim2 and sim2["memory"]["per_rank"][0]["at_peak"]["gathered_params_bytes"] == 510000000,
       "simulate --pp 2 --fsdp: rank 0 gathers its whole stage")
 
@@ -543,7 +524,4 @@ check("3 stages but the schedule has 4" in p.stderr, "a layout with the wrong st
 p = run("model", os.path.join(DATA, "costs", "bad_format.json"), expect=2)
 check("error:" in p.stderr, "a cost file given as a model is refused")
 
-if failures:
-    print("\n\n".join(failures))
-    sys.exit(1)
-print("model_cli: all checks passed")
+cli.finish("model_cli")

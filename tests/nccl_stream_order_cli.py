@@ -17,13 +17,11 @@ are the ones the cycle names.
     nccl_stream_order_cli.py PPSCHED DATA_DIR
 """
 import glob
-import json
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
-from cli import Expectations, run  # noqa: E402
+from cli import Cli  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -32,13 +30,13 @@ def main():
     exe, data = sys.argv[1], sys.argv[2]
     source = os.path.join(data, "schedules", "pytorch_comms", "Interleaved1F1B_pp2_m4.csv")
     folder = os.path.join(data, "schedules", "pytorch_deferred_recv")
-    expect = Expectations()
+    cli = Cli(exe, timeout=120, stop="exit", verbose=True)
+    expect = cli.check
 
     path = {}
     for mode in ("deferred", "swap_odd"):
         path[mode] = os.path.join(folder, f"Interleaved1F1B_pp2_m4_{mode}.csv")
-        made = subprocess.run([sys.executable, os.path.join(HERE, "support", "pytorch_defer_recv.py"), source, mode],
-                              capture_output=True, text=True, check=True).stdout
+        made = cli.command([sys.executable, os.path.join(HERE, "support", "pytorch_defer_recv.py"), source, mode]).stdout
         with open(path[mode]) as f:
             expect(f.read() == made, f"{mode}: the data file is what pytorch_defer_recv.py makes of PyTorch's CSV")
 
@@ -55,10 +53,6 @@ def main():
            "swap_odd holds the variant's hung orders: rank 0 [... 2SEND_F1, 0F2, 0SEND_F2, 2RECV_B0, 2B0], "
            "rank 1 [... 3RECV_F1, 3SEND_B0, 3F1, 3B1, 1RECV_F2, 3SEND_B1, 1F2]")
 
-    def check(p, *flags, code=None):
-        r = run([exe, "check", p, "--json"] + list(flags), expect=code)
-        return json.loads(r.stdout)
-
     def cycle(j):
         return [v for v in j["violations"] if v["kind"] == "deadlock" and v.get("cause") == "wait_for_cycle"]
 
@@ -70,7 +64,7 @@ def main():
     cases = (("deferred", {0: (2, 0), 1: (1, 0)}, ["behind FS1s0"]),
              ("swap_odd", {0: (2, 0), 1: (1, 2)}, ["behind FS2s0", "behind BS0s3"]))
     for mode, hung, holders in cases:
-        j = check(path[mode], code=1)
+        j = cli.json("check", path[mode], expect=1)
         c = cycle(j)
         expect(len(c) == 1 and sorted(c[0]["ranks"]) == [0, 1],
                f"{mode}: a wait-for cycle between ranks 0 and 1 under the default (NCCL) semantics")
@@ -89,25 +83,25 @@ def main():
                 expect(ok, f"{mode}: rank {rank} is stuck at a step of stage {stage} micro {micro}: {steps}")
         expect(j["p2p_backend"] == "nccl" and "NCCL stream" in j["semantics"],
                f"{mode}: the verdict says which semantics it assumes: {j['semantics']}")
-        g = check(path[mode], "--p2p-backend", "gloo", code=0)
+        g = cli.json("check", path[mode], "--p2p-backend", "gloo")
         expect(g["ok"] and g["p2p_backend"] == "gloo" and "progresses on its own" in g["semantics"],
                f"{mode}: verified with --p2p-backend gloo, each posted operation on its own (what Gloo does)")
-        b = check(path[mode], "--no-overlap-p2p", code=1)
+        b = cli.json("check", path[mode], "--no-overlap-p2p", expect=1)
         expect(len(cycle(b)) == 1, f"{mode}: blocking (--no-overlap-p2p) finds the cycle too")
 
     # PyTorch's lowering (receives posted early) runs on NCCL: the stream order must not refuse it.
     own = sorted(glob.glob(os.path.join(data, "schedules", "pytorch_comms", "*.csv")))
-    bad = [os.path.basename(p) for p in own if not check(p)["ok"]]
+    bad = [os.path.basename(p) for p in own if not cli.json("check", p, expect=None)["ok"]]
     expect(len(own) == 15 and not bad, f"the {len(own)} schedules in PyTorch's lowering are verified under NCCL ({bad})")
 
-    text = run([exe, "check", path["deferred"]], expect=1).stdout
+    text = cli.run("check", path["deferred"], expect=1).stdout
     expect("assumes rendezvous sends" in text and "on its NCCL stream" in text, "the text report says what it assumes")
-    err = run([exe, "check", os.path.join(data, "schedules", "1f1b_pp4_m8.json"), "--p2p-backend", "gloo"], expect=2).stderr
+    err = cli.run("check", os.path.join(data, "schedules", "1f1b_pp4_m8.json"), "--p2p-backend", "gloo", expect=2).stderr
     expect("--p2p-backend applies to P2P operations posted without waiting" in err,
            "--p2p-backend is refused where nothing is posted without waiting (exit 2)")
-    err = run([exe, "simulate", path["deferred"], "--p2p-backend", "tcp"], expect=2).stderr
+    err = cli.run("simulate", path["deferred"], "--p2p-backend", "tcp", expect=2).stderr
     expect("--p2p-backend" in err, "--p2p-backend takes nccl or gloo (exit 2)")
-    expect.finish()
+    cli.finish("nccl_stream_order_cli")
 
 
 if __name__ == "__main__":

@@ -26,8 +26,8 @@ import os
 import re
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_support import Cli  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from cli import Cli  # noqa: E402
 
 EXE, DATA = sys.argv[1], sys.argv[2]
 DIR = os.path.join(DATA, "peers", "pytorch_partition")
@@ -38,13 +38,7 @@ REL = 1e-9
 CHAIN_WAIT = {("rebalance", "1F1B"): 18.0, ("rebalance", "Interleaved1F1B"): 15.0,
               ("rebalance", "InterleavedZeroBubble"): 22.0}
 cli = Cli(EXE, tmp_prefix="pytorch_estimates_cli.")
-check, failures, TMP = cli.check, cli.failures, cli.tmp
-
-
-def run(*args):
-    """ppsched ARGS' output, or None (a failure recorded) when it does not exit 0."""
-    p = cli.run(*args)
-    return p.stdout if p.returncode == 0 else None
+check, TMP = cli.check, cli.tmp
 
 
 def stage_costs(w, counts):
@@ -124,10 +118,10 @@ for e in est["estimates"]:
     name = "%s %s %s" % (e["workload"], kind, ",".join(map(str, e["counts"])))
     shape = ["--pp", str(est["pp"]), "--micro", str(est["micro"])] + (["--vpp", str(vpp)] if vpp > 1 else [])
     sched = os.path.join(TMP, "%s.json" % family)
-    if run("generate", family, *shape, "-o", sched) is None:
+    if cli.run("generate", family, *shape, "-o", sched).returncode != 0:
         continue
     csv = os.path.join(TMP, "%s.csv" % family)
-    if run("convert", sched, "-o", csv, "--csv-kind", "compute_only") is None:
+    if cli.run("convert", sched, "-o", csv, "--csv-kind", "compute_only").returncode != 0:
         continue
     ours = [[c.strip() for c in line.split(",") if c.strip()] for line in open(csv).read().strip().split("\n")]
     theirs = [row.split() for row in est["compute_orders"][kind]]
@@ -137,12 +131,12 @@ for e in est["estimates"]:
     clock = 1e3 * w["ppsched_time_scale"]  # PyTorch's seconds on the model file's clock
     pt, pt_compute = e["iteration_time_s"] * clock, e["iteration_time_no_comm_s"] * clock
     model = os.path.join(DIR, w["model_file"])
-    sim = ["simulate", "--generate", family, *shape, "--model", model, "--layout", ",".join(map(str, e["counts"])), "--json"]
-    out = run(*sim)
-    overlap_out = run(*sim, "--overlap-p2p")
-    if out is None or overlap_out is None:
+    sim = ["simulate", "--generate", family, *shape, "--model", model, "--layout", ",".join(map(str, e["counts"]))]
+    out = cli.json(*sim)
+    overlap_out = cli.json(*sim, "--overlap-p2p")
+    if not out or not overlap_out:
         continue
-    default_ms, overlap_ms = json.loads(out)["makespan_ms"], json.loads(overlap_out)["makespan_ms"]
+    default_ms, overlap_ms = out["makespan_ms"], overlap_out["makespan_ms"]
     wait = CHAIN_WAIT.get((e["workload"], kind), None)
     if wait is not None or e["workload"] == "common":
         check(abs(pt_compute - best - (wait or 0.0)) <= REL * best,
@@ -157,7 +151,4 @@ for e in est["estimates"]:
     print("%-52s PyTorch %12.6f (compute %12.6f)  ideal %12.6f  ppsched %12.6f  --overlap-p2p %12.6f" % (
         name, pt, pt_compute, best, default_ms, overlap_ms))
 
-for x in failures:
-    print("FAIL", x)
-print("%d failures" % len(failures))
-sys.exit(1 if failures else 0)
+cli.finish("pytorch_estimates_cli")

@@ -11,7 +11,7 @@ input) must be PyTorch's bytes too.
 import os
 import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
-from cli import Expectations, run  # noqa: E402
+from cli import Cli  # noqa: E402
 
 # PyTorch's class name (get_schedule_class) -> the ppsched family with its compute order.
 CLASSES = {"Interleaved1F1B": "interleaved-1f1b", "LoopedBFS": "looped-bfs",
@@ -32,7 +32,8 @@ def first_difference(got, want):
 def main():
     exe, data = sys.argv[1], sys.argv[2]
     peers = os.path.join(data, "peers", "pytorch_comms")
-    expect = Expectations()
+    cli = Cli(exe, timeout=120, stop="exit", verbose=True)
+    expect = cli.check
 
     compared = 0
     for name, family in CLASSES.items():
@@ -45,18 +46,18 @@ def main():
             expect(raw.endswith(b"\r\n") and raw.count(b"\r\n") == pp and raw.count(b"\n") == pp,
                    f"{name} P={pp}: PyTorch's file has {pp} rows, each ended by csv.writer's \\r\\n")
             want = raw.decode().replace("\r\n", "\n")
-            got = run([exe, "generate", family, "--pp", str(pp), "--vpp", "2", "--micro", str(micro),
-                       "--format", "csv", "--torch-comms"]).stdout
+            got = cli.run("generate", family, "--pp", str(pp), "--vpp", "2", "--micro", str(micro),
+                          "--format", "csv", "--torch-comms").stdout
             same = got == want
             expect(same, f"{name} P={pp} M={micro}: generate {family} --torch-comms = PyTorch's _dump_csv"
                    + ("" if same else " (" + first_difference(got, want) + ")"))
-            p = run([exe, "check", path])
+            p = cli.run("check", path)
             expect(p.stdout.startswith(path + ": verified"), f"{name} P={pp}: check verifies PyTorch's file")
             with open(os.path.join(data, "schedules", "pytorch_comms", os.path.basename(path)), "rb") as f:
                 expect(f.read() == raw, f"{name} P={pp}: tests/data/schedules/pytorch_comms holds PyTorch's bytes")
             compared += 1
     expect(compared == 15, f"{compared} of 15 PyTorch dumps compared")
-    expect.finish()
+    cli.finish("pytorch_own_comms_cli")
 
 
 if __name__ == "__main__":

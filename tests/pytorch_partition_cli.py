@@ -31,10 +31,10 @@ import itertools
 import json
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from cli import Cli  # noqa: E402
 
 EXE, DATA = sys.argv[1], sys.argv[2]
 DIR = os.path.join(DATA, "peers", "pytorch_partition")
@@ -45,21 +45,8 @@ LAYOUT_BUDGET = 400  # tune's --partition-layouts default: a V with at most this
 # The orders a family stands for in tune (docs/schedules.md's options of each family).
 VARIANTS = {"1f1b": [[]], "interleaved-1f1b": [[], ["--less-memory"], ["--overlap-b-f"], ["--overlap-b-f", "--dxdw-split"]],
             "interleaved-zb": [[]]}
-TMP = tempfile.mkdtemp(prefix="pytorch_partition_cli.")
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-
-
-def jrun(*args):
-    p = subprocess.run([EXE] + list(args) + ["--json"], capture_output=True, text=True)
-    if p.returncode != 0:
-        failures.append("%s: exit %d\n%s%s" % (" ".join(args), p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
-        return None
-    return json.loads(p.stdout)
+cli = Cli(EXE, tmp_prefix="pytorch_partition_cli.")
+TMP, check = cli.tmp, cli.check
 
 
 def shape(res, fam):
@@ -67,8 +54,8 @@ def shape(res, fam):
 
 
 def family_ms(model, res, fam, counts):
-    d = jrun("simulate", "--generate", fam["ppsched_family"], *shape(res, fam), "--model", model,
-             "--layout", ",".join(map(str, counts)))
+    d = cli.json("simulate", "--generate", fam["ppsched_family"], *shape(res, fam), "--model", model,
+                 "--layout", ",".join(map(str, counts)))
     return d["makespan_ms"] if d else float("inf")
 
 
@@ -88,15 +75,14 @@ def variant_files(res, fam):
     for k, flags in enumerate(VARIANTS[fam["ppsched_family"]]):
         path = os.path.join(TMP, "%s_v%d_%d.json" % (fam["ppsched_family"], fam["vpp"], k))
         if not os.path.exists(path):
-            subprocess.run([EXE, "generate", fam["ppsched_family"], *shape(res, fam), *flags, "-o", path],
-                           capture_output=True, check=True)
+            cli.run("generate", fam["ppsched_family"], *shape(res, fam), *flags, "-o", path)
         files.append(path)
     return files
 
 
 def best_variant_ms(model, files, counts):
     """The fastest of the family's variants on a layout, timed by `compare` (one process)."""
-    d = jrun("compare", *files, "--model", model, "--layout", ",".join(map(str, counts)))
+    d = cli.json("compare", *files, "--model", model, "--layout", ",".join(map(str, counts)))
     return min(r["makespan_ms"] for r in d if r["ok"]) if d else float("inf")
 
 
@@ -132,8 +118,8 @@ for w in res["workloads"]:
         check(sum(fam["best_counts"]) == len(layers) and len(fam["best_counts"]) == res["pp"] * fam["vpp"],
               "%s: PyTorch's partition covers the layers" % name)
         theirs = family_ms(model, res, fam, fam["best_counts"])
-        t = jrun("tune", *shape(res, fam), "--model", model, "--partition", "search", "--family", fam["ppsched_family"],
-                 *LOOP, *TUNE_FLAGS)
+        t = cli.json("tune", *shape(res, fam), "--model", model, "--partition", "search", "--family", fam["ppsched_family"],
+                     *LOOP, *TUNE_FLAGS)
         if not t:
             continue
         ours = family_ms(model, res, fam, t["layout"])
@@ -169,7 +155,4 @@ for w in res["workloads"]:
 check(exhaustive_rows == 14, "%d rows timed whole, expected 14 (the six V = 1 rows, V = 2 on the four 8-layer "
       "workloads)" % exhaustive_rows)
 shutil.rmtree(TMP, ignore_errors=True)
-for f in failures:
-    print("FAIL", f)
-print("%d failures" % len(failures))
-sys.exit(1 if failures else 0)
+cli.finish("pytorch_partition_cli")

@@ -12,33 +12,26 @@ When rsvg-convert (Debian's librsvg2-bin) is installed, every SVG is also render
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from cli import Cli  # noqa: E402
 
 EXE = sys.argv[1]
-failures = []
+cli = Cli(EXE, timeout=120, tmp_prefix="ppsched_svg_")
+check, tmp = cli.check, cli.tmp
 NS = "{http://www.w3.org/2000/svg}"
 COMPUTE = {"f", "b", "bi", "bw"}
 
 
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-
-
-tmp = tempfile.mkdtemp(prefix="ppsched_svg_")
 rsvg = shutil.which("rsvg-convert")
 for family, vpp in [("1f1b", 1), ("interleaved-1f1b", 2)]:
     for m in [4, 32, 128]:
         svg = os.path.join(tmp, "%s_%d.svg" % (family, m))
-        args = [EXE, "simulate", "--generate", family, "--pp", "4", "--micro", str(m), "--svg", svg]
+        args = ["simulate", "--generate", family, "--pp", "4", "--micro", str(m), "--svg", svg]
         if vpp > 1:
             args += ["--vpp", str(vpp)]
-        p = subprocess.run(args, capture_output=True, text=True, timeout=120)
-        if p.returncode != 0:
-            failures.append("%s: exit %d %s" % (" ".join(args), p.returncode, p.stderr[-500:]))
+        if cli.run(*args).returncode != 0:
             continue
         root = ET.parse(svg).getroot()
         legend = " ".join(t.text or "" for t in root.iter(NS + "text"))
@@ -78,10 +71,7 @@ for family, vpp in [("1f1b", 1), ("interleaved-1f1b", 2)]:
             shaded = [r for r in root.iter(NS + "rect") if "v1" in (r.get("class") or "").split()]
             check(len(shaded) > 0, "%s: the second local stage is shaded" % what)
         if rsvg:
-            r = subprocess.run([rsvg, "-o", svg + ".png", svg], capture_output=True, text=True, timeout=120)
+            r = cli.command([rsvg, "-o", svg + ".png", svg], expect=None)
             check(r.returncode == 0 and os.path.getsize(svg + ".png") > 0, "%s: rsvg-convert: %s" % (what, r.stderr[-300:]))
 
-if failures:
-    print("\n".join(failures))
-    sys.exit(1)
-print("svg_labels: ok" + ("" if rsvg else " (rsvg-convert not installed: SVGs checked as XML only)"))
+cli.finish("svg_labels" + ("" if rsvg else " (rsvg-convert not installed: SVGs checked as XML only)"))

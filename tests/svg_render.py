@@ -21,22 +21,18 @@ import os
 import re
 import shutil
 import struct
-import subprocess
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from cli import Cli  # noqa: E402
 
 EXE = sys.argv[1]
 NS = "{http://www.w3.org/2000/svg}"
 COMPUTE_CLASSES = {"f", "b", "bi", "bw"}
 COMPUTE_OPS = {"FWD", "BWD", "BWD_INPUT", "BWD_WEIGHT"}
 HOVER_NOTE = "micro-batch ids on hover only"
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
+cli = Cli(EXE, tmp_prefix="ppsched_svg_render_")
+check = cli.check
 
 
 def png_size(path):
@@ -97,24 +93,22 @@ if not rsvg:
     print("svg_render: skipped: " + why)
     sys.exit(77)
 
-tmp = tempfile.mkdtemp(prefix="ppsched_svg_render_")
+tmp = cli.tmp
 rendered = 0
 for family, vpp in [("1f1b", 1), ("interleaved-1f1b", 2)]:
     for m in [4, 32, 128]:
         what = "%s V=%d M=%d" % (family, vpp, m)
         base = os.path.join(tmp, "%s_%d" % (family, m))
-        gen = [EXE, "generate", family, "--pp", "4", "--micro", str(m), "-o", base + ".json"]
+        gen = ["generate", family, "--pp", "4", "--micro", str(m), "-o", base + ".json"]
         if vpp > 1:
             gen += ["--vpp", str(vpp)]
-        sim = [EXE, "simulate", base + ".json", "--svg", base + ".svg"]
+        sim = ["simulate", base + ".json", "--svg", base + ".svg"]
         for args in (gen, sim):
-            p = subprocess.run(args, capture_output=True, text=True, timeout=300)
-            check(p.returncode == 0, "%s: exit %d %s" % (" ".join(args), p.returncode, p.stderr[-500:]))
+            cli.run(*args)
         if not os.path.exists(base + ".svg"):
             continue
         # The renderer: exit 0, a PNG of the SVG's size.
-        r = subprocess.run([rsvg, "-o", base + ".png", base + ".svg"], capture_output=True, text=True, timeout=300)
-        check(r.returncode == 0, "%s: rsvg-convert exit %d: %s" % (what, r.returncode, r.stderr[-300:]))
+        cli.command([rsvg, "-o", base + ".png", base + ".svg"])
         root = ET.parse(base + ".svg").getroot()
         want = (int(float(root.get("width"))), int(float(root.get("height"))))
         got = png_size(base + ".png") if os.path.exists(base + ".png") and os.path.getsize(base + ".png") > 0 else None
@@ -154,7 +148,4 @@ for family, vpp in [("1f1b", 1), ("interleaved-1f1b", 2)]:
                       "%s: rank %d has %d compute rects for %d compute steps" % (what, rank, len(rects), sum(expected.get(rank, {}).values())))
         check(n_labelled > 0 or m > 4, "%s: the small picture keeps its labels" % what)
 
-if failures:
-    print("\n".join(failures))
-    sys.exit(1)
-print("svg_render: ok, %d SVGs rendered by %s" % (rendered, rsvg))
+cli.finish("svg_render: %d SVGs rendered by %s" % (rendered, rsvg))

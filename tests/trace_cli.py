@@ -13,7 +13,7 @@ import os
 import sys
 import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
-from cli import run  # noqa: E402
+from cli import Cli  # noqa: E402
 
 # The quick start's families and flags (tools/quickstart).
 FAMILIES = [
@@ -32,56 +32,52 @@ FAMILIES = [
 
 
 
-def lines_within(text, width, what):
+def lines_within(cli, text, width, what):
     worst = max((len(l) for l in text.splitlines()), default=0)
-    if worst > width:
-        raise SystemExit(f"FAILED: {what}: a line of {worst} characters, wider than {width}:\n{text}")
+    cli.check(worst <= width, f"{what}: a line of {worst} characters, wider than {width}:\n{text}")
     print(f"{what}: {len(text.splitlines())} lines, the longest {worst} <= {width}")
 
 
 def main():
     ppsched, validate = sys.argv[1], sys.argv[2]
+    cli = Cli(ppsched, timeout=120, stop="first")
     with tempfile.TemporaryDirectory() as tmp:
         traces = []
         for k, fam in enumerate(FAMILIES):
             sched = os.path.join(tmp, f"s{k}.json")
-            run([ppsched, "generate", fam[0], "--pp", "4", "--micro", "8"] + fam[1:] + ["-o", sched])
+            cli.run("generate", fam[0], "--pp", "4", "--micro", "8", *fam[1:], "-o", sched)
             trace = os.path.join(tmp, f"s{k}.trace.json")
             per_rank = os.path.join(tmp, "per-rank", f"s{k}", "nested")  # none of it exists yet
-            run([ppsched, "simulate", sched, "--trace", trace, "--trace-per-rank", per_rank])
+            cli.run("simulate", sched, "--trace", trace, "--trace-per-rank", per_rank)
             ranks = sorted(os.listdir(per_rank))
-            if ranks != [f"rank{r}.json" for r in range(4)]:
-                raise SystemExit(f"FAILED: --trace-per-rank {per_rank} wrote {ranks}")
+            cli.check(ranks == [f"rank{r}.json" for r in range(4)], f"--trace-per-rank {per_rank} wrote {ranks}")
             traces += [trace] + [os.path.join(per_rank, r) for r in ranks]
-        p = run([validate] + traces, expect=None)
+        p = cli.command([validate] + traces, expect=None)
         print(p.stdout)
-        if p.returncode != 0:
-            raise SystemExit(f"FAILED: the validator rejects a quick-start trace (exit {p.returncode})")
+        cli.check(p.returncode == 0, f"the validator rejects a quick-start trace (exit {p.returncode})")
 
         # A folder that cannot be made: exit 2, the path in the message.
         blocker = os.path.join(tmp, "a-file")
         with open(blocker, "w") as f:
             f.write("x")
         sched = os.path.join(tmp, "s0.json")
-        p = run([ppsched, "simulate", sched, "--trace-per-rank", os.path.join(blocker, "sub")], expect=2)
-        if "a-file" not in p.stderr:
-            raise SystemExit(f"FAILED: --trace-per-rank under a file: {p.stderr}")
+        p = cli.run("simulate", sched, "--trace-per-rank", os.path.join(blocker, "sub"), expect=2)
+        cli.check("a-file" in p.stderr, f"--trace-per-rank under a file: {p.stderr}")
         print("--trace-per-rank under a file:", p.stderr.strip())
 
         # show: --width, then $COLUMNS, then 120 (stdout is a pipe here).
         mpipe = os.path.join(tmp, "s7.json")
         env = dict(os.environ)
         env.pop("COLUMNS", None)
-        lines_within(run([ppsched, "show", mpipe, "--width", "60"], env=env).stdout, 60, "show --width 60")
-        narrow = run([ppsched, "show", mpipe], env=dict(env, COLUMNS="45")).stdout
-        lines_within(narrow, 45, "show with COLUMNS=45")
-        default = run([ppsched, "show", mpipe], env=env).stdout
-        lines_within(default, 120, "show through a pipe without COLUMNS")
-        if max(len(l) for l in default.splitlines()) <= 100:
-            raise SystemExit("FAILED: the default width is not 120: " + default)
-        if run([ppsched, "show", mpipe, "--width", "200"], env=dict(env, COLUMNS="45")).stdout == narrow:
-            raise SystemExit("FAILED: --width does not override $COLUMNS")
-        run([ppsched, "show", mpipe, "--width", "0"], env=env, expect=2)
+        lines_within(cli, cli.run("show", mpipe, "--width", "60", env=env).stdout, 60, "show --width 60")
+        narrow = cli.run("show", mpipe, env=dict(env, COLUMNS="45")).stdout
+        lines_within(cli, narrow, 45, "show with COLUMNS=45")
+        default = cli.run("show", mpipe, env=env).stdout
+        lines_within(cli, default, 120, "show through a pipe without COLUMNS")
+        cli.check(max(len(l) for l in default.splitlines()) > 100, "the default width is not 120: " + default)
+        cli.check(cli.run("show", mpipe, "--width", "200", env=dict(env, COLUMNS="45")).stdout != narrow,
+                  "--width does not override $COLUMNS")
+        cli.run("show", mpipe, "--width", "0", env=env, expect=2)
 
         # show --json escapes the schedule's name.
         with open(mpipe) as f:
@@ -90,10 +86,9 @@ def main():
         odd = os.path.join(tmp, "odd.json")
         with open(odd, "w") as f:
             json.dump(doc, f)
-        got = json.loads(run([ppsched, "show", odd, "--json"], env=env).stdout)
-        if got["name"] != doc["name"]:
-            raise SystemExit(f"FAILED: show --json name {got['name']!r}")
-    print("ok")
+        got = cli.json("show", odd, env=env)
+        cli.check(got["name"] == doc["name"], f"show --json name {got['name']!r}")
+    cli.finish("trace_cli")
 
 
 if __name__ == "__main__":

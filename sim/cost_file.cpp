@@ -132,8 +132,9 @@ class Reader {
  public:
   explicit Reader(const std::string& file) : f_(file) {}
 
-  CostModel read(std::string_view text) {
-    json root = parse_json_strict(text, f_.file(), false);
+  CostModel read(std::string_view text) { return read(parse_json_strict(text, f_.file(), false)); }
+
+  CostModel read(const json& root) {
     if (!root.is_object()) fail("", "expected a JSON object at the top level, got " + type_of(root));
     check_format(root);
     check_keys(root, "", kTopKeys);
@@ -332,6 +333,8 @@ CostModel read_cost_model(std::string_view text, const std::string& file_name) {
   return Reader(file_name).read(text);
 }
 
+CostModel read_cost_document(const nlohmann::json& doc, const std::string& file_name) { return Reader(file_name).read(doc); }
+
 CostModel read_cost_file(const std::string& path) {
   return read_cost_model(read_input_file(path, kMaxCostFileBytes), path);
 }
@@ -497,6 +500,8 @@ ordered_json model_json(const CostModel& c, const Comments* k) {
 }  // namespace
 
 std::string write_cost_model(const CostModel& model) { return model_json(model, nullptr).dump(2) + "\n"; }
+
+nlohmann::json cost_document(const CostModel& model) { return model_json(model, nullptr); }
 
 std::string cost_template() { return cost_template(kDefaultCostStages); }
 

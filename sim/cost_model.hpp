@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "lowering/options.hpp"
 #include "platform/interconnect.hpp"
 #include "platform/protocol.hpp"
@@ -142,6 +144,12 @@ CostModel default_cost_model(int stages);
 // The model as a complete "ppsched-costs" file (derived values written out); read_cost_model
 // reads it back to an equal model.
 std::string write_cost_model(const CostModel& model);
+
+// The model as a cost file's document (what write_cost_model writes), and a document read as a
+// cost file (read_cost_model's checks, its errors located in `file_name`): `--costs` over a
+// model's cost model overlays the file on this document, no text in between.
+nlohmann::json cost_document(const CostModel& model);
+CostModel read_cost_document(const nlohmann::json& doc, const std::string& file_name);
 
 // The embedded default (documented sources in cost_model.cpp and the README), for
 // kDefaultCostStages stages.

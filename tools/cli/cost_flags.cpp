@@ -184,11 +184,11 @@ namespace {
 // flags applied.
 CostModel finish_model_costs(NetworkCosts nc, const CostFlags& f, NetworkCosts* out) {
   if (!f.costs.empty()) {
-    nlohmann::json base = nlohmann::json::parse(write_cost_model(nc.costs));
+    nlohmann::json base = cost_document(nc.costs);
     const nlohmann::json top = parse_json_strict(read_input_file(f.costs, kMaxCostFileBytes), f.costs, false);
     if (!top.is_object()) throw InputError(in_file(f.costs), "expected a JSON object (a ppsched-costs file)");
     overlay(base, top);
-    CostModel merged = read_cost_model(base.dump(), f.costs);
+    CostModel merged = read_cost_document(base, f.costs);
     merged.source = nc.costs.source + " + " + f.costs;
     // The model's FSDP2 units stay unless the file sets the parameters they split.
     const auto sets = [&](const char* group, const char* key) {

@@ -19,6 +19,7 @@
 #include <map>
 
 #include "checkers/checks.hpp"
+#include "checkers/report.hpp"
 
 namespace ppsched {
 namespace {
@@ -32,20 +33,6 @@ struct StageState {
   int last_backward = -1;    // the last weight-gradient backward (BWD or BWD_WEIGHT)
   bool sharded_compute_reported = false;
 };
-
-bool accumulates_weight_grads(Op op) {
-  const ComputeKind k = info(op).compute;
-  return k == ComputeKind::Backward || k == ComputeKind::BackwardWeight;
-}
-
-Violation located(ViolationKind kind, const Schedule& s, int r, std::vector<std::pair<int, int>> steps, std::string msg) {
-  Violation v;
-  v.kind = kind;
-  v.ranks = {r};
-  for (auto [index, sub] : steps) v.steps.push_back(step_ref(s, r, index, sub));
-  v.message = std::move(msg);
-  return v;
-}
 
 std::string stage_name(int st) { return "stage " + std::to_string(st); }
 

@@ -13,6 +13,7 @@
 #include <map>
 
 #include "checkers/checks.hpp"
+#include "checkers/report.hpp"
 
 namespace ppsched {
 namespace {
@@ -21,20 +22,6 @@ struct CopyState {
   int synced_at = -1;       // the first REPLICA_GRAD_SYNC of the copy
   int last_backward = -1;   // the last weight-gradient backward
 };
-
-bool accumulates_weight_grads(Op op) {
-  const ComputeKind k = info(op).compute;
-  return k == ComputeKind::Backward || k == ComputeKind::BackwardWeight;
-}
-
-Violation located(ViolationKind kind, const Schedule& s, int r, std::vector<std::pair<int, int>> steps, std::string msg) {
-  Violation v;
-  v.kind = kind;
-  v.ranks = {r};
-  for (auto [index, sub] : steps) v.steps.push_back(step_ref(s, r, index, sub));
-  v.message = std::move(msg);
-  return v;
-}
 
 std::string copy_name(const Schedule& s, int stage) {
   return "stage " + std::to_string(stage) + " (copy " + std::to_string(s.pipe_of_stage(stage)) + " of model stage " +

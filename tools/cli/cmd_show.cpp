@@ -40,158 +40,187 @@ std::string json_string(const std::string& s) {
   return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-}  // namespace
+// What `ppsched show` was asked, as its flags say.
+struct ShowFlags {
+  std::string file;
+  GridOptions grid;
+  bool no_idle = false;
+  bool summary = false;
+  bool json = false;
+  int width = 0;  // 0: terminal_width()
+  bool compute = false, timeline = false;
+  double unit_ms = 0;  // 0: the shortest compute step
+  SimFlags sim;
+  std::vector<CLI::Option*> sim_options;  // given only with --timeline
+  CLI::Option *max_steps_opt = nullptr, *unit_opt = nullptr;
+};
 
-Action add_show(CLI::App& app) {
+CLI::App* declare_show_flags(CLI::App& app, ShowFlags& f) {
   auto* cmd = app.add_subcommand("show", "print a schedule as a per-rank grid in compact notation");
-  struct State {
-    std::string file;
-    GridOptions grid;
-    bool no_idle = false;
-    bool summary = false;
-    bool json = false;
-    int width = 0;  // 0: terminal_width()
-    bool compute = false, timeline = false;
-    double unit_ms = 0;  // 0: the shortest compute step
-    SimFlags sim;
-    std::vector<CLI::Option*> sim_options;  // given only with --timeline
-    CLI::Option *max_steps_opt = nullptr, *unit_opt = nullptr;
-  };
-  auto st = std::make_shared<State>();
-  cmd->add_option("file", st->file, "schedule file (.json or .csv)")->required();
-  cmd->add_option("--width", st->width, "wrap at N columns (20 to 100000; default: $COLUMNS, else the terminal's width, else 120)")
+  cmd->add_option("file", f.file, "schedule file (.json or .csv)")->required();
+  cmd->add_option("--width", f.width, "wrap at N columns (20 to 100000; default: $COLUMNS, else the terminal's width, else 120)")
       ->check(whole_in(20, 100000));
-  st->max_steps_opt = cmd->add_option("--max-steps", st->grid.max_steps,
+  f.max_steps_opt = cmd->add_option("--max-steps", f.grid.max_steps,
                                       "show at most N steps of each rank (with --compute: N compute steps; not with --timeline)")
                           ->check(whole_in(1, std::numeric_limits<int32_t>::max()));
-  cmd->add_flag("--no-idle", st->no_idle, "leave idle slots out (not with --compute, which has none, or --timeline)");
-  cmd->add_flag("--summary", st->summary, "one line per rank: step counts by kind (not with --compute or --timeline)");
-  cmd->add_flag("--json", st->json,
+  cmd->add_flag("--no-idle", f.no_idle, "leave idle slots out (not with --compute, which has none, or --timeline)");
+  cmd->add_flag("--summary", f.summary, "one line per rank: step counts by kind (not with --compute or --timeline)");
+  cmd->add_flag("--json", f.json,
                 "the grid as JSON: {\"ranks\": [[label, ...], ...]} (with --compute or --timeline: that view, with \"view\")");
-  cmd->add_flag("--compute", st->compute,
+  cmd->add_flag("--compute", f.compute,
                 "compute steps only (F, B, Bi, Bw, ...), per rank in program order: communication left out, like PyTorch "
                 "pipelining's compute-only schedule");
-  cmd->add_flag("--timeline", st->timeline,
+  cmd->add_flag("--timeline", f.timeline,
                 "a time-aligned grid of the simulated run, like PyTorch's schedule visualizer: one column per time unit, a "
                 "row per rank, a cell the compute step running then (\".\": none); priced as `simulate` prices it (--costs, "
                 "--model, ...)");
-  st->unit_opt = cmd->add_option("--unit", st->unit_ms,
+  f.unit_opt = cmd->add_option("--unit", f.unit_ms,
                                  "with --timeline: milliseconds per column (default: the shortest compute step, so that "
                                  "every step shows)")
                      ->check(number_in(0, 1e12));
   const size_t before = cmd->get_options().size();
-  add_sim_flags(*cmd, st->sim);
+  add_sim_flags(*cmd, f.sim);
   const auto all = cmd->get_options();
   for (size_t k = before; k < all.size(); ++k) {
     all[k]->description(all[k]->get_description() + " (--timeline only)");
-    st->sim_options.push_back(all[k]);
+    f.sim_options.push_back(all[k]);
   }
+  return cmd;
+}
+
+// The views exclude each other, and the timeline's flags apply to it alone.
+void refuse_inapplicable(const ShowFlags& f) {
+  const auto refuse = [](const std::string& flag, const std::string& why) {
+    throw InputError({}, flag + " does not apply: " + why);
+  };
+  if (f.compute && f.timeline)
+    throw InputError({}, "--compute and --timeline are two views of the schedule: give one of them");
+  if (!f.timeline) {
+    if (f.unit_opt->count() > 0) refuse("--unit", "it sets the length of a column of --timeline");
+    for (CLI::Option* o : f.sim_options)
+      if (o->count() > 0)
+        refuse(o->get_name(), "it sets how --timeline simulates the run; show without --timeline prints the program "
+                              "as written, without simulating it");
+  }
+  if (f.compute || f.timeline) {
+    const std::string view = f.compute ? "--compute" : "--timeline";
+    if (f.summary) refuse("--summary", "it is a view of its own, not one of " + view);
+    if (f.no_idle)
+      refuse("--no-idle", f.compute ? "the compute view leaves idle slots out already"
+                                      : "the timeline shows each rank's idle time, as \".\"");
+    if (f.timeline && f.max_steps_opt->count() > 0)
+      refuse("--max-steps", "the timeline's columns are time units, not steps; --unit sets a column's length and "
+                            "--width wraps the grid");
+  }
+}
+
+// The timeline's column length: --unit (within the cell limit), else the shortest compute step,
+// widened when it would make too many columns; `note` says which, for the header.
+double timeline_unit(const ShowFlags& f, const Schedule& s, const RunRecord& r, std::string& note) {
+  double unit = f.unit_ms;
+  note = "--unit";
+  if (unit > 0) {
+    const int64_t n = timeline_columns(r, unit);
+    if (n > kMaxCells / std::max(1, s.ranks))
+      throw InputError({}, "--unit " + ms_text(unit) + " makes " + std::to_string(n) + " columns of " + std::to_string(s.ranks) +
+                               " ranks, over " + std::to_string(kMaxCells) + " cells: give a larger --unit (the run takes " +
+                               ms_text(r.makespan_ms) + " ms)");
+  } else {
+    unit = shortest_compute_ms(s, r);
+    note = "the shortest compute step";
+    const int64_t most = std::max<int64_t>(1, std::min(kDefaultColumns, kMaxCells / std::max(1, s.ranks)));
+    if (!(unit > 0)) {
+      unit = r.makespan_ms > 0 ? r.makespan_ms : 1;
+      note = "no compute step ran";
+    } else if (timeline_columns(r, unit) > most) {
+      note = "the shortest compute step, " + ms_text(unit) + " ms, would make more than " + std::to_string(most) +
+             " columns; --unit sets it";
+      unit = r.makespan_ms / static_cast<double>(most);
+    }
+  }
+  return unit;
+}
+
+// `show --timeline`: the simulated run as a time-aligned grid.
+int show_timeline(const ShowFlags& f, const Schedule& s, const std::optional<CsvKind>& kind) {
+  SimFlags sim = f.sim;
+  CostModel c = load_cost_model(sim.cost, sim.dp, s);
+  const SimOptions so = sim_options(sim, c, s, f.file, true, selects_overlap_p2p(kind));
+  // As `simulate` says it: a compute_comms CSV runs under PyTorch's runtime semantics.
+  if (selects_overlap_p2p(kind) && !sim.check.overlap_p2p && so.check.overlap_p2p)
+    std::cerr << "note: " << clip(f.file) << " is a compute_comms CSV (PyTorch's lowered schedule): simulated under "
+              << "--overlap-p2p, PyTorch's runtime semantics; --no-overlap-p2p runs it blocking\n";
+  const RunRecord r = simulate(s, c, so);
+  std::string note;
+  const double unit = timeline_unit(f, s, r, note);
+  const TimelineGrid g = timeline_grid(s, r, unit);
+  const bool ok = r.completed && r.check.ok();
+  if (f.json) {
+    nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+    for (const auto& row : g.cells) {
+      nlohmann::ordered_json cells = nlohmann::ordered_json::array();
+      for (const auto& c : row) cells.push_back(c.empty() ? "." : c);
+      ranks.push_back(std::move(cells));
+    }
+    nlohmann::ordered_json j = {{"name", s.name},
+                        {"view", "timeline"},
+                        {"unit_ms", g.unit_ms},
+                        {"makespan_ms", g.makespan_ms},
+                        {"completed", g.completed},
+                        {"violations", r.check.violations.size()},
+                        {"columns", g.cells.empty() ? 0 : g.cells.front().size()},
+                        {"hidden_steps", g.hidden_steps},
+                        {"costs", c.source},
+                        {"ranks", std::move(ranks)}};
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return ok ? kOk : kFound;
+  }
+  TimelineOptions to;
+  to.width = f.grid.width;
+  to.unit_note = note;
+  to.costs = c.source;
+  std::cout << render_timeline(s, g, to);
+  if (!r.check.ok())
+    std::cout << "verification: " << r.check.violations.size() << " violation" << (r.check.violations.size() == 1 ? "" : "s")
+              << ": ppsched simulate " << clip(f.file) << " lists them\n";
+  return ok ? kOk : kFound;
+}
+
+// The program as written, as JSON: a label per slot and rank (with --compute, its compute steps).
+void print_grid_json(const ShowFlags& f, const Schedule& s) {
+  std::cout << "{\"name\": " << json_string(s.name) << (f.compute ? ", \"view\": \"compute\"" : "") << ", \"ranks\": [";
+  for (int r = 0; r < s.ranks; ++r) {
+    std::cout << (r ? "," : "") << "\n  [";
+    bool first = true;
+    int shown = 0;
+    for (const auto& slot : s.programs[static_cast<size_t>(r)]) {
+      if (!slot && (f.no_idle || f.compute)) continue;
+      if (f.compute && !shown_as_compute(*slot)) continue;
+      if (f.compute && f.grid.max_steps >= 0 && shown >= f.grid.max_steps) break;
+      std::cout << (first ? "" : ", ") << "\"" << (slot ? short_label(*slot) : ".") << "\"";
+      first = false;
+      ++shown;
+    }
+    std::cout << "]";
+}
+std::cout << "\n]}\n";
+}
+
+}  // namespace
+
+Action add_show(CLI::App& app) {
+  auto st = std::make_shared<ShowFlags>();
+  declare_show_flags(app, *st);
   return [st]() {
-    const auto refuse = [](const std::string& flag, const std::string& why) {
-      throw InputError({}, flag + " does not apply: " + why);
-    };
-    if (st->compute && st->timeline)
-      throw InputError({}, "--compute and --timeline are two views of the schedule: give one of them");
-    if (!st->timeline) {
-      if (st->unit_opt->count() > 0) refuse("--unit", "it sets the length of a column of --timeline");
-      for (CLI::Option* o : st->sim_options)
-        if (o->count() > 0)
-          refuse(o->get_name(), "it sets how --timeline simulates the run; show without --timeline prints the program "
-                                "as written, without simulating it");
-    }
-    if (st->compute || st->timeline) {
-      const std::string view = st->compute ? "--compute" : "--timeline";
-      if (st->summary) refuse("--summary", "it is a view of its own, not one of " + view);
-      if (st->no_idle)
-        refuse("--no-idle", st->compute ? "the compute view leaves idle slots out already"
-                                        : "the timeline shows each rank's idle time, as \".\"");
-      if (st->timeline && st->max_steps_opt->count() > 0)
-        refuse("--max-steps", "the timeline's columns are time units, not steps; --unit sets a column's length and "
-                              "--width wraps the grid");
-    }
+    refuse_inapplicable(*st);
     std::optional<CsvKind> kind;
     Schedule s = read_schedule_input(st->file, {}, {}, &kind);
     st->grid.keep_idle = !st->no_idle;
     st->grid.compute_only = st->compute;
     st->grid.width = st->width > 0 ? st->width : terminal_width();
-    if (st->timeline) {
-      CostModel c = load_cost_model(st->sim.cost, st->sim.dp, s);
-      const SimOptions so = sim_options(st->sim, c, s, st->file, true, selects_overlap_p2p(kind));
-      // As `simulate` says it: a compute_comms CSV runs under PyTorch's runtime semantics.
-      if (selects_overlap_p2p(kind) && !st->sim.check.overlap_p2p && so.check.overlap_p2p)
-        std::cerr << "note: " << clip(st->file) << " is a compute_comms CSV (PyTorch's lowered schedule): simulated under "
-                  << "--overlap-p2p, PyTorch's runtime semantics; --no-overlap-p2p runs it blocking\n";
-      const RunRecord r = simulate(s, c, so);
-      double unit = st->unit_ms;
-      std::string note = "--unit";
-      if (unit > 0) {
-        const int64_t n = timeline_columns(r, unit);
-        if (n > kMaxCells / std::max(1, s.ranks))
-          throw InputError({}, "--unit " + ms_text(unit) + " makes " + std::to_string(n) + " columns of " + std::to_string(s.ranks) +
-                                   " ranks, over " + std::to_string(kMaxCells) + " cells: give a larger --unit (the run takes " +
-                                   ms_text(r.makespan_ms) + " ms)");
-      } else {
-        unit = shortest_compute_ms(s, r);
-        note = "the shortest compute step";
-        const int64_t most = std::max<int64_t>(1, std::min(kDefaultColumns, kMaxCells / std::max(1, s.ranks)));
-        if (!(unit > 0)) {
-          unit = r.makespan_ms > 0 ? r.makespan_ms : 1;
-          note = "no compute step ran";
-        } else if (timeline_columns(r, unit) > most) {
-          note = "the shortest compute step, " + ms_text(unit) + " ms, would make more than " + std::to_string(most) +
-                 " columns; --unit sets it";
-          unit = r.makespan_ms / static_cast<double>(most);
-        }
-      }
-      const TimelineGrid g = timeline_grid(s, r, unit);
-      const bool ok = r.completed && r.check.ok();
-      if (st->json) {
-        nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
-        for (const auto& row : g.cells) {
-          nlohmann::ordered_json cells = nlohmann::ordered_json::array();
-          for (const auto& c : row) cells.push_back(c.empty() ? "." : c);
-          ranks.push_back(std::move(cells));
-        }
-        nlohmann::ordered_json j = {{"name", s.name},
-                            {"view", "timeline"},
-                            {"unit_ms", g.unit_ms},
-                            {"makespan_ms", g.makespan_ms},
-                            {"completed", g.completed},
-                            {"violations", r.check.violations.size()},
-                            {"columns", g.cells.empty() ? 0 : g.cells.front().size()},
-                            {"hidden_steps", g.hidden_steps},
-                            {"costs", c.source},
-                            {"ranks", std::move(ranks)}};
-        std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-        return ok ? kOk : kFound;
-      }
-      TimelineOptions to;
-      to.width = st->grid.width;
-      to.unit_note = note;
-      to.costs = c.source;
-      std::cout << render_timeline(s, g, to);
-      if (!r.check.ok())
-        std::cout << "verification: " << r.check.violations.size() << " violation" << (r.check.violations.size() == 1 ? "" : "s")
-                  << ": ppsched simulate " << clip(st->file) << " lists them\n";
-      return ok ? kOk : kFound;
-    }
+    if (st->timeline) return show_timeline(*st, s, kind);
     if (st->json) {
-      std::cout << "{\"name\": " << json_string(s.name) << (st->compute ? ", \"view\": \"compute\"" : "") << ", \"ranks\": [";
-      for (int r = 0; r < s.ranks; ++r) {
-        std::cout << (r ? "," : "") << "\n  [";
-        bool first = true;
-        int shown = 0;
-        for (const auto& slot : s.programs[static_cast<size_t>(r)]) {
-          if (!slot && (st->no_idle || st->compute)) continue;
-          if (st->compute && !shown_as_compute(*slot)) continue;
-          if (st->compute && st->grid.max_steps >= 0 && shown >= st->grid.max_steps) break;
-          std::cout << (first ? "" : ", ") << "\"" << (slot ? short_label(*slot) : ".") << "\"";
-          first = false;
-          ++shown;
-        }
-        std::cout << "]";
-      }
-      std::cout << "\n]}\n";
+      print_grid_json(*st, s);
       return kOk;
     }
     std::cout << (st->summary ? render_summary(s) : render_grid(s, st->grid));

@@ -186,6 +186,272 @@ Schedule build(const Case& c, std::vector<std::string>* applied, std::vector<Mut
   return s;
 }
 
+namespace {
+
+// What a property judges: the case, its switches and check options, the schedule it builds
+// (the mutated one) and the generated one before the mutations, with what each edit did.
+struct Judged {
+  const Case& c;
+  const Switches& sw;
+  const CheckOptions& o;
+  const Schedule& s;
+  const Schedule& base;
+  const std::vector<std::string>& applied;
+  const std::vector<MutationOutcome>& outcomes;
+};
+
+// A generated schedule verifies, and its timed simulation completes.
+std::string generated_clean(const Judged& j, Verdict&) {
+  const Schedule& s = j.s;
+  const CheckOptions& o = j.o;
+  CheckReport r = verify(s, o);
+  if (!r.ok()) return "a generated schedule has violations: " + kinds(r) + "; first: " + r.violations[0].message;
+  SimOptions so;
+  so.check = o;
+  so.record_trace = false;
+  RunRecord sim = simulate(s, default_cost_model(s.stages), so);
+  if (!sim.completed) return "the timed simulation of a generated schedule did not complete";
+  return "";
+}
+
+// The reference oracle derives the communication without the lowering: its run and its
+// matching must give the verdicts of the replay, the happens-before graph, the matcher and the
+// timed simulation.
+std::string verdicts_agree(const Judged& j, Verdict& v) {
+  const Schedule& s = j.s;
+  const CheckOptions& o = j.o;
+  const Case& c = j.c;
+  // The reference oracle derives the communication without the lowering: its run and its
+  // matching must give the verdicts of the replay and of the matcher.
+  const oracle::RankComm reference = oracle::reference_comm(s, o);
+  {
+    CommModel model = build_comm_model(s, o);
+    std::vector<Violation> p2p;
+    CheckStats stats;
+    check_p2p_matching(s, model, p2p, stats);
+    for (const auto& pr : model.problems)
+      if (pr.kind == ViolationKind::P2PMismatch) p2p.push_back(pr);
+    std::string why = oracle::matching(s, reference);
+    if (why.empty() != p2p.empty())
+      return p2p.empty() ? "the matcher accepts every channel, but the reference oracle finds: " + why
+                              : "the matcher reports " + p2p[0].message + " but the reference oracle matches every channel";
+  }
+  for (CommMode mode : {CommMode::Rendezvous, CommMode::Eager}) {
+    CheckOptions mo = o;
+    mo.comm = mode;
+    CommModel model = build_comm_model(s, mo);
+    bool replayed = replay(s, model, mode).completed;
+    bool graph = static_deadlock_free(model, mode);
+    if (mode == CommMode::Rendezvous) v.deadlocks = !replayed;
+    if (replayed != graph)
+      return std::string("under ") + (mode == CommMode::Eager ? "eager" : "rendezvous") + " the replay says " +
+                  (replayed ? "completes" : "deadlocks") + " but the happens-before graph says " +
+                  (graph ? "completes" : "deadlocks");
+    bool referenced = oracle::completes(s, reference, mode);
+    if (replayed != referenced)
+      return std::string("under ") + (mode == CommMode::Eager ? "eager" : "rendezvous") + " the replay says " +
+                  (replayed ? "completes" : "deadlocks") + " but the reference oracle's run " +
+                  (referenced ? "completes" : "deadlocks");
+    if (mode == CommMode::Rendezvous) {
+      SimOptions so;
+      so.check = mo;
+      so.record_trace = false;
+      RunRecord sim = simulate(s, random_costs(c.cost_seed, s.stages), so);
+      if (sim.completed != replayed)
+        return std::string("timing changed the verdict: the replay ") + (replayed ? "completes" : "deadlocks") +
+                    ", the timed simulation " + (sim.completed ? "completes" : "stops");
+    }
+  }
+  return "";
+}
+
+// A mutated schedule is reported by a kind its edits imply, or, when verified, the independent
+// oracles and the simulation agree; then each edit is judged alone.
+std::string mutations_reported(const Judged& j, Verdict& v) {
+  const Schedule& s = j.s;
+  const CheckOptions& o = j.o;
+  const Case& c = j.c;
+  const Switches& sw = j.sw;
+  const Schedule& base = j.base;
+  const std::vector<std::string>& applied = j.applied;
+  const std::vector<MutationOutcome>& outcomes = j.outcomes;
+  if (v.effective.empty()) {
+    v.discarded = true;  // no mutation changed the schedule: nothing to judge
+    return "";
+  }
+  auto report_of = [&](const Schedule& x) {
+    CheckReport r = verify(x, o);
+    if (sw.planted_misreport)
+      for (auto& viol : r.violations)
+        if (viol.kind == ViolationKind::Deadlock) viol.kind = ViolationKind::P2PMismatch;
+    return r;
+  };
+  // Claimed valid: the independent oracles and the simulation must agree ("" when they do).
+  auto disagreement = [&](const Schedule& x) -> std::string {
+    std::string why = oracle::check_compute_coverage(x);
+    if (why.empty()) why = oracle::check_send_recv_placement(x);
+    if (why.empty() && !has_batches(x)) why = oracle::rendezvous_replay(x);
+    if (why.empty()) {
+      const oracle::RankComm reference = oracle::reference_comm(x, o);
+      why = oracle::matching(x, reference);
+      if (why.empty() && !oracle::completes(x, reference, CommMode::Rendezvous))
+        why = "its communication does not complete under rendezvous";
+    }
+    if (!why.empty()) return "the reference oracle finds: " + why;
+    SimOptions so;
+    so.check = o;
+    so.record_trace = false;
+    if (!simulate(x, default_cost_model(x.stages), so).completed) return "its simulation does not complete";
+    return "";
+  };
+  CheckReport r = report_of(s);
+  for (const auto& viol : r.violations) {
+    std::string k(to_string(viol.kind));
+    if (std::find(v.reported.begin(), v.reported.end(), k) == v.reported.end()) v.reported.push_back(k);
+    if (viol.kind == ViolationKind::Deadlock) v.deadlocks = true;
+  }
+  if (r.ok()) {
+    const std::string why = disagreement(s);
+    if (!why.empty()) return "the checks verified the mutated schedule, but " + why;
+  } else {
+    // The edits together: some reported kind is one that one of them implies (their
+    // interplay: a transfer dropped on both ends, an edit masking another).
+    std::set<ViolationKind> want;
+    for (size_t k = 0; k < outcomes.size(); ++k) {
+      if (!outcomes[k].applied) continue;
+      auto kinds = implied(c.mutations[k].kind, outcomes[k]);
+      want.insert(kinds.begin(), kinds.end());
+      // A transfer dropped (or duplicated) on both ends keeps its channel matched: what is
+      // left is the caches of the steps around it (an output never sent, an input never
+      // received).
+      const MutationKind mk = c.mutations[k].kind;
+      if ((mk == MutationKind::DropStep || mk == MutationKind::DuplicateStep) && !outcomes[k].touched.empty() &&
+          is_p2p(outcomes[k].touched[0].op)) {
+        const Step& x = outcomes[k].touched[0];
+        for (size_t j = 0; j < outcomes.size(); ++j)
+          if (j != k && outcomes[j].applied && c.mutations[j].kind == mk)
+            for (const Step& y : outcomes[j].touched)
+              if (y.op == info(x.op).partner && y.micro == x.micro) want.insert({ViolationKind::Dependency, ViolationKind::CacheViolation});
+      }
+      // A collective removed from every member of its group leaves nobody waiting: what is
+      // left is what it was for (a replicated stage's gradients never synchronised, a
+      // dependency). Found by this property once remove-collective was drawn more often; the
+      // other member's part may also go by a drop-step (chimera: RSs7 removed on rank 0, its
+      // partner RSs3 dropped on rank 3).
+      if (mk == MutationKind::RemoveCollective && !outcomes[k].touched.empty()) {
+        const Step& x = outcomes[k].touched[0];
+        for (size_t j = 0; j < outcomes.size(); ++j)
+          if (j != k && outcomes[j].applied &&
+              (c.mutations[j].kind == mk || c.mutations[j].kind == MutationKind::DropStep))
+            for (const Step& y : outcomes[j].touched)
+              if (y.op == x.op) want.insert(ViolationKind::Dependency);
+      }
+    }
+    // Edits that touch the same step (a receive moved after its consumer, then swapped back
+    // above it elsewhere) have a net effect neither implies: the report is not attributable,
+    // and each edit is judged alone below.
+    bool interplay = false;
+    for (size_t k = 0; k < outcomes.size() && !interplay; ++k)
+      for (size_t j = 0; j < k && !interplay; ++j)
+        if (outcomes[k].applied && outcomes[j].applied)
+          for (const Step& x : outcomes[k].touched)
+            for (const Step& y : outcomes[j].touched)
+              interplay = interplay || (x.op == y.op && x.micro == y.micro && x.stage == y.stage);
+    bool matched = interplay;
+    for (const auto& viol : r.violations) matched = matched || want.count(viol.kind) > 0;
+    if (!matched) {
+      std::string muts, wanted;
+      for (const auto& a : applied) muts += (muts.empty() ? "" : "; ") + a;
+      for (auto k : want) wanted += (wanted.empty() ? "" : ", ") + std::string(to_string(k));
+      return "mutations (" + muts + ") were reported only as " + kinds(r) + ", none of the kinds their edits imply (" +
+                  (wanted.empty() ? "none: the edits should keep the schedule valid" : wanted) + ")";
+    }
+  }
+  // Each edit on its own: applied alone to the generated schedule, judged by its own
+  // implied kinds (the pooled kinds above would let a misclassified report pass).
+  for (size_t k = 0; k < outcomes.size(); ++k) {
+    if (!outcomes[k].applied) continue;
+    Schedule alone = base;
+    const MutationOutcome once = apply_mutation(alone, c.mutations[k]);
+    if (!once.applied) continue;
+    const CheckReport ra = c.mutations.size() == 1 ? r : report_of(alone);
+    if (ra.ok()) {
+      if (c.mutations.size() == 1) continue;  // judged above
+      const std::string why = disagreement(alone);
+      if (!why.empty())
+        return "the checks verified the schedule with " + std::string(to_string(c.mutations[k].kind)) + " (" +
+                    once.description + ") alone, but " + why;
+      continue;
+    }
+    std::vector<ViolationKind> got;
+    for (const auto& viol : ra.violations) got.push_back(viol.kind);
+    const std::string why = judge_edit(c.mutations[k], once, got);
+    if (!why.empty()) return why;
+    v.judged_alone.push_back(c.mutations[k].kind);
+  }
+  return "";
+}
+
+// Every runtime mode: the lowering's per-rank posts, waits, groups and metas are the
+// reference's, and so are the deadlock verdicts under both semantics.
+std::string lowering_matches_reference(const Judged& j, Verdict& v) {
+  const Schedule& s = j.s;
+  const CheckOptions& o = j.o;
+  // Every runtime mode: the lowering's per-rank posts, waits, groups and metas are the
+  // reference's, and so are the deadlock verdicts under both semantics.
+  for (int mode = 0; mode < 8; ++mode) {
+    CheckOptions mo = o;
+    mo.overlap_p2p = mode & 1;
+    mo.dyn_shape = mode & 2;
+    mo.mpipe_batched_recv = mode & 4;
+    if (mo.mpipe_batched_recv && !s.mpipe) continue;  // the same lowering as without
+    std::string name = std::string(mo.overlap_p2p ? " overlap_p2p" : "") + (mo.dyn_shape ? " dyn_shape" : "") +
+                       (mo.mpipe_batched_recv ? " mpipe_batched_recv" : "");
+    name = name.empty() ? "the default mode" : name.substr(1);
+    const CommModel model = build_comm_model(s, mo);
+    const oracle::RankComm reference = oracle::reference_comm(s, mo);
+    std::string diff = oracle::first_difference(s, reference, oracle::lowered_comm(s, model));
+    if (diff.empty()) diff = oracle::posting_order(s, model);
+    if (!diff.empty()) return "under " + name + " the lowering differs from the reference: " + diff;
+    for (CommMode comm : {CommMode::Rendezvous, CommMode::Eager}) {
+      bool replayed = replay(s, model, comm).completed;
+      if (mode == 0 && comm == CommMode::Rendezvous) v.deadlocks = !replayed;
+      if (replayed != oracle::completes(s, reference, comm))
+        return "under " + name + (comm == CommMode::Eager ? ", eager" : ", rendezvous") + " the replay " +
+                    (replayed ? "completes" : "deadlocks") + " but the reference run does not";
+    }
+  }
+  return "";
+}
+
+// The JSON and CSV writers read back equal; two simulations of one input trace the same.
+std::string round_trips(const Judged& j, Verdict&) {
+  const Schedule& s = j.s;
+  const Case& c = j.c;
+  Schedule back = read_schedule_json(write_schedule_json(s), "roundtrip.json");
+  if (!(back == s)) return "JSON round trip changed the schedule";
+  if (!s.mpipe && s.pipes == 1) {  // PyTorch CSV holds neither the MPipe layer nor replicated stages
+    Schedule csv = read_pytorch_csv(write_pytorch_csv(s, CsvKind::ComputeComms), "roundtrip.csv");
+    csv.name = s.name;
+    // A CSV carries no placement kind: where the loop and V maps coincide (one rank, or
+    // one stage per rank) only the stage-to-rank map can survive. Idle slots are not
+    // written (PyTorch's compute_comms loader refuses blank cells): every step must come
+    // back, in order.
+    auto steps_only = [](std::vector<Program> programs) {
+      for (Program& p : programs) p.erase(std::remove(p.begin(), p.end(), Slot{}), p.end());
+      return programs;
+    };
+    if (!(csv.programs == steps_only(s.programs)) || csv.placement.stage_to_rank != s.placement.stage_to_rank)
+      return "CSV round trip changed the programs or the placement";
+  }
+  CostModel costs = random_costs(c.cost_seed, s.stages);
+  RunRecord a = simulate(s, costs), b = simulate(s, costs);
+  if (chrome_trace_json(s, a) != chrome_trace_json(s, b)) return "two simulations of the same input wrote different traces";
+  return "";
+}
+
+}  // namespace
+
 Verdict check(Property p, const Case& c, const Switches& sw) {
   Verdict v;
   Schedule s, base;
@@ -208,232 +474,16 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
   o.testing_disable_recv_rule = sw.planted_bug;
   o.testing_meta_after_payload = sw.planted_lowering_bug;
   o.testing_replay_buffers_sends = sw.planted_deadlock_verdict;
-  auto fail = [&](const std::string& why) {
-    v.failure = why;
-    return v;
-  };
+  const Judged j{c, sw, o, s, base, applied, outcomes};
+  std::string why;
   switch (p) {
-    case Property::GeneratedClean: {
-      CheckReport r = verify(s, o);
-      if (!r.ok()) return fail("a generated schedule has violations: " + kinds(r) + "; first: " + r.violations[0].message);
-      SimOptions so;
-      so.check = o;
-      so.record_trace = false;
-      RunRecord sim = simulate(s, default_cost_model(s.stages), so);
-      if (!sim.completed) return fail("the timed simulation of a generated schedule did not complete");
-      return v;
-    }
-    case Property::VerdictsAgree: {
-      // The reference oracle derives the communication without the lowering: its run and its
-      // matching must give the verdicts of the replay and of the matcher.
-      const oracle::RankComm reference = oracle::reference_comm(s, o);
-      {
-        CommModel model = build_comm_model(s, o);
-        std::vector<Violation> p2p;
-        CheckStats stats;
-        check_p2p_matching(s, model, p2p, stats);
-        for (const auto& pr : model.problems)
-          if (pr.kind == ViolationKind::P2PMismatch) p2p.push_back(pr);
-        std::string why = oracle::matching(s, reference);
-        if (why.empty() != p2p.empty())
-          return fail(p2p.empty() ? "the matcher accepts every channel, but the reference oracle finds: " + why
-                                  : "the matcher reports " + p2p[0].message + " but the reference oracle matches every channel");
-      }
-      for (CommMode mode : {CommMode::Rendezvous, CommMode::Eager}) {
-        CheckOptions mo = o;
-        mo.comm = mode;
-        CommModel model = build_comm_model(s, mo);
-        bool replayed = replay(s, model, mode).completed;
-        bool graph = static_deadlock_free(model, mode);
-        if (mode == CommMode::Rendezvous) v.deadlocks = !replayed;
-        if (replayed != graph)
-          return fail(std::string("under ") + (mode == CommMode::Eager ? "eager" : "rendezvous") + " the replay says " +
-                      (replayed ? "completes" : "deadlocks") + " but the happens-before graph says " +
-                      (graph ? "completes" : "deadlocks"));
-        bool referenced = oracle::completes(s, reference, mode);
-        if (replayed != referenced)
-          return fail(std::string("under ") + (mode == CommMode::Eager ? "eager" : "rendezvous") + " the replay says " +
-                      (replayed ? "completes" : "deadlocks") + " but the reference oracle's run " +
-                      (referenced ? "completes" : "deadlocks"));
-        if (mode == CommMode::Rendezvous) {
-          SimOptions so;
-          so.check = mo;
-          so.record_trace = false;
-          RunRecord sim = simulate(s, random_costs(c.cost_seed, s.stages), so);
-          if (sim.completed != replayed)
-            return fail(std::string("timing changed the verdict: the replay ") + (replayed ? "completes" : "deadlocks") +
-                        ", the timed simulation " + (sim.completed ? "completes" : "stops"));
-        }
-      }
-      return v;
-    }
-    case Property::MutationsReported: {
-      if (v.effective.empty()) {
-        v.discarded = true;  // no mutation changed the schedule: nothing to judge
-        return v;
-      }
-      auto report_of = [&](const Schedule& x) {
-        CheckReport r = verify(x, o);
-        if (sw.planted_misreport)
-          for (auto& viol : r.violations)
-            if (viol.kind == ViolationKind::Deadlock) viol.kind = ViolationKind::P2PMismatch;
-        return r;
-      };
-      // Claimed valid: the independent oracles and the simulation must agree ("" when they do).
-      auto disagreement = [&](const Schedule& x) -> std::string {
-        std::string why = oracle::check_compute_coverage(x);
-        if (why.empty()) why = oracle::check_send_recv_placement(x);
-        if (why.empty() && !has_batches(x)) why = oracle::rendezvous_replay(x);
-        if (why.empty()) {
-          const oracle::RankComm reference = oracle::reference_comm(x, o);
-          why = oracle::matching(x, reference);
-          if (why.empty() && !oracle::completes(x, reference, CommMode::Rendezvous))
-            why = "its communication does not complete under rendezvous";
-        }
-        if (!why.empty()) return "the reference oracle finds: " + why;
-        SimOptions so;
-        so.check = o;
-        so.record_trace = false;
-        if (!simulate(x, default_cost_model(x.stages), so).completed) return "its simulation does not complete";
-        return "";
-      };
-      CheckReport r = report_of(s);
-      for (const auto& viol : r.violations) {
-        std::string k(to_string(viol.kind));
-        if (std::find(v.reported.begin(), v.reported.end(), k) == v.reported.end()) v.reported.push_back(k);
-        if (viol.kind == ViolationKind::Deadlock) v.deadlocks = true;
-      }
-      if (r.ok()) {
-        const std::string why = disagreement(s);
-        if (!why.empty()) return fail("the checks verified the mutated schedule, but " + why);
-      } else {
-        // The edits together: some reported kind is one that one of them implies (their
-        // interplay: a transfer dropped on both ends, an edit masking another).
-        std::set<ViolationKind> want;
-        for (size_t k = 0; k < outcomes.size(); ++k) {
-          if (!outcomes[k].applied) continue;
-          auto kinds = implied(c.mutations[k].kind, outcomes[k]);
-          want.insert(kinds.begin(), kinds.end());
-          // A transfer dropped (or duplicated) on both ends keeps its channel matched: what is
-          // left is the caches of the steps around it (an output never sent, an input never
-          // received).
-          const MutationKind mk = c.mutations[k].kind;
-          if ((mk == MutationKind::DropStep || mk == MutationKind::DuplicateStep) && !outcomes[k].touched.empty() &&
-              is_p2p(outcomes[k].touched[0].op)) {
-            const Step& x = outcomes[k].touched[0];
-            for (size_t j = 0; j < outcomes.size(); ++j)
-              if (j != k && outcomes[j].applied && c.mutations[j].kind == mk)
-                for (const Step& y : outcomes[j].touched)
-                  if (y.op == info(x.op).partner && y.micro == x.micro) want.insert({ViolationKind::Dependency, ViolationKind::CacheViolation});
-          }
-          // A collective removed from every member of its group leaves nobody waiting: what is
-          // left is what it was for (a replicated stage's gradients never synchronised, a
-          // dependency). Found by this property once remove-collective was drawn more often; the
-          // other member's part may also go by a drop-step (chimera: RSs7 removed on rank 0, its
-          // partner RSs3 dropped on rank 3).
-          if (mk == MutationKind::RemoveCollective && !outcomes[k].touched.empty()) {
-            const Step& x = outcomes[k].touched[0];
-            for (size_t j = 0; j < outcomes.size(); ++j)
-              if (j != k && outcomes[j].applied &&
-                  (c.mutations[j].kind == mk || c.mutations[j].kind == MutationKind::DropStep))
-                for (const Step& y : outcomes[j].touched)
-                  if (y.op == x.op) want.insert(ViolationKind::Dependency);
-          }
-        }
-        // Edits that touch the same step (a receive moved after its consumer, then swapped back
-        // above it elsewhere) have a net effect neither implies: the report is not attributable,
-        // and each edit is judged alone below.
-        bool interplay = false;
-        for (size_t k = 0; k < outcomes.size() && !interplay; ++k)
-          for (size_t j = 0; j < k && !interplay; ++j)
-            if (outcomes[k].applied && outcomes[j].applied)
-              for (const Step& x : outcomes[k].touched)
-                for (const Step& y : outcomes[j].touched)
-                  interplay = interplay || (x.op == y.op && x.micro == y.micro && x.stage == y.stage);
-        bool matched = interplay;
-        for (const auto& viol : r.violations) matched = matched || want.count(viol.kind) > 0;
-        if (!matched) {
-          std::string muts, wanted;
-          for (const auto& a : applied) muts += (muts.empty() ? "" : "; ") + a;
-          for (auto k : want) wanted += (wanted.empty() ? "" : ", ") + std::string(to_string(k));
-          return fail("mutations (" + muts + ") were reported only as " + kinds(r) + ", none of the kinds their edits imply (" +
-                      (wanted.empty() ? "none: the edits should keep the schedule valid" : wanted) + ")");
-        }
-      }
-      // Each edit on its own: applied alone to the generated schedule, judged by its own
-      // implied kinds (the pooled kinds above would let a misclassified report pass).
-      for (size_t k = 0; k < outcomes.size(); ++k) {
-        if (!outcomes[k].applied) continue;
-        Schedule alone = base;
-        const MutationOutcome once = apply_mutation(alone, c.mutations[k]);
-        if (!once.applied) continue;
-        const CheckReport ra = c.mutations.size() == 1 ? r : report_of(alone);
-        if (ra.ok()) {
-          if (c.mutations.size() == 1) continue;  // judged above
-          const std::string why = disagreement(alone);
-          if (!why.empty())
-            return fail("the checks verified the schedule with " + std::string(to_string(c.mutations[k].kind)) + " (" +
-                        once.description + ") alone, but " + why);
-          continue;
-        }
-        std::vector<ViolationKind> got;
-        for (const auto& viol : ra.violations) got.push_back(viol.kind);
-        const std::string why = judge_edit(c.mutations[k], once, got);
-        if (!why.empty()) return fail(why);
-        v.judged_alone.push_back(c.mutations[k].kind);
-      }
-      return v;
-    }
-    case Property::LoweringMatchesReference: {
-      // Every runtime mode: the lowering's per-rank posts, waits, groups and metas are the
-      // reference's, and so are the deadlock verdicts under both semantics.
-      for (int mode = 0; mode < 8; ++mode) {
-        CheckOptions mo = o;
-        mo.overlap_p2p = mode & 1;
-        mo.dyn_shape = mode & 2;
-        mo.mpipe_batched_recv = mode & 4;
-        if (mo.mpipe_batched_recv && !s.mpipe) continue;  // the same lowering as without
-        std::string name = std::string(mo.overlap_p2p ? " overlap_p2p" : "") + (mo.dyn_shape ? " dyn_shape" : "") +
-                           (mo.mpipe_batched_recv ? " mpipe_batched_recv" : "");
-        name = name.empty() ? "the default mode" : name.substr(1);
-        const CommModel model = build_comm_model(s, mo);
-        const oracle::RankComm reference = oracle::reference_comm(s, mo);
-        std::string diff = oracle::first_difference(s, reference, oracle::lowered_comm(s, model));
-        if (diff.empty()) diff = oracle::posting_order(s, model);
-        if (!diff.empty()) return fail("under " + name + " the lowering differs from the reference: " + diff);
-        for (CommMode comm : {CommMode::Rendezvous, CommMode::Eager}) {
-          bool replayed = replay(s, model, comm).completed;
-          if (mode == 0 && comm == CommMode::Rendezvous) v.deadlocks = !replayed;
-          if (replayed != oracle::completes(s, reference, comm))
-            return fail("under " + name + (comm == CommMode::Eager ? ", eager" : ", rendezvous") + " the replay " +
-                        (replayed ? "completes" : "deadlocks") + " but the reference run does not");
-        }
-      }
-      return v;
-    }
-    case Property::RoundTrips: {
-      Schedule back = read_schedule_json(write_schedule_json(s), "roundtrip.json");
-      if (!(back == s)) return fail("JSON round trip changed the schedule");
-      if (!s.mpipe && s.pipes == 1) {  // PyTorch CSV holds neither the MPipe layer nor replicated stages
-        Schedule csv = read_pytorch_csv(write_pytorch_csv(s, CsvKind::ComputeComms), "roundtrip.csv");
-        csv.name = s.name;
-        // A CSV carries no placement kind: where the loop and V maps coincide (one rank, or
-        // one stage per rank) only the stage-to-rank map can survive. Idle slots are not
-        // written (PyTorch's compute_comms loader refuses blank cells): every step must come
-        // back, in order.
-        auto steps_only = [](std::vector<Program> programs) {
-          for (Program& p : programs) p.erase(std::remove(p.begin(), p.end(), Slot{}), p.end());
-          return programs;
-        };
-        if (!(csv.programs == steps_only(s.programs)) || csv.placement.stage_to_rank != s.placement.stage_to_rank)
-          return fail("CSV round trip changed the programs or the placement");
-      }
-      CostModel costs = random_costs(c.cost_seed, s.stages);
-      RunRecord a = simulate(s, costs), b = simulate(s, costs);
-      if (chrome_trace_json(s, a) != chrome_trace_json(s, b)) return fail("two simulations of the same input wrote different traces");
-      return v;
-    }
+    case Property::GeneratedClean: why = generated_clean(j, v); break;
+    case Property::VerdictsAgree: why = verdicts_agree(j, v); break;
+    case Property::MutationsReported: why = mutations_reported(j, v); break;
+    case Property::LoweringMatchesReference: why = lowering_matches_reference(j, v); break;
+    case Property::RoundTrips: why = round_trips(j, v); break;
   }
+  if (!why.empty()) v.failure = why;
   return v;
 }
 

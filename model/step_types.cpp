@@ -69,16 +69,19 @@ StepTypeInfo& p2p(StepTypeInfo& i, PeerRule peer, Op partner, int delta, Payload
   return i;
 }
 
-std::array<StepTypeInfo, kOpCount> make_table() {
+using Table = std::array<StepTypeInfo, kOpCount>;
+
+// Puts row `i` in its op's slot; returns the slot, to fill in the columns row() does not take.
+StepTypeInfo& put(Table& t, StepTypeInfo i) {
+  auto& slot = t[static_cast<int>(i.op)];
+  slot = std::move(i);
+  return slot;
+}
+
+void compute_rows(Table& t) {
   using K = StepKind;
   using F = Field;
-  std::array<StepTypeInfo, kOpCount> t{};
-  auto add = [&](StepTypeInfo i) -> StepTypeInfo& {
-    auto& slot = t[static_cast<int>(i.op)];
-    slot = std::move(i);
-    return slot;
-  };
-
+  auto add = [&t](StepTypeInfo i) -> StepTypeInfo& { return put(t, std::move(i)); };
   // ---- compute ---------------------------------------------------------------------------
   // A forward takes its input from the previous stage (a receive buffer, or the previous
   // local stage's output under V placement; reference §4) and keeps its graph for backward.
@@ -135,7 +138,12 @@ std::array<StepTypeInfo, kOpCount> make_table() {
   auto& obf = add(row(Op::OVERLAP_B_F, "OVERLAP_B_F", "BF", "OVERLAP_B_F", K::Composite, F::None, F::None,
                       "a backward and a forward run together (sub_steps: backward, forward)"));
   obf.composite = CompositeKind::Overlap;
+}
 
+void body_p2p_rows(Table& t) {
+  using K = StepKind;
+  using F = Field;
+  auto add = [&t](StepTypeInfo i) -> StepTypeInfo& { return put(t, std::move(i)); };
   // ---- body P2P --------------------------------------------------------------------------
   auto& fs = add(row(Op::FWD_SEND, "FWD_SEND", "FS", "SEND_F", K::P2PSend, F::Required, F::Required,
                      "send a stage's output to the next stage"));
@@ -164,7 +172,12 @@ std::array<StepTypeInfo, kOpCount> make_table() {
   auto& batch = add(row(Op::BATCH_SEND_RECV, "BATCH_SEND_RECV", "BATCH", "BATCH_SEND_RECV", K::Composite, F::None,
                         F::None, "P2P sub-steps issued as one group (batch_isend_irecv / ncclGroupStart..End)"));
   batch.composite = CompositeKind::Batch;
+}
 
+void data_rows(Table& t) {
+  using K = StepKind;
+  using F = Field;
+  auto add = [&t](StepTypeInfo i) -> StepTypeInfo& { return put(t, std::move(i)); };
   // ---- data ------------------------------------------------------------------------------
   // Two forms (reference hyper_parallel.md §1.2): the MPipe prefix (no stage) routes a
   // micro-batch owner -> rank 0; the body form (a stage) rides the forward chain, DATA_SEND at
@@ -183,7 +196,12 @@ std::array<StepTypeInfo, kOpCount> make_table() {
                      "receive raw inputs and labels (rank 0 from the owner in the MPipe prefix, else from stage s-1)"));
   p2p(dr, PeerRule::DataChain, Op::DATA_SEND, -1, Payload::Data, Meta::EveryStep);
   dr.effects = {{C::data_batch, E::Produce, Prefix | MPipe}, {C::data_batch, E::Produce, Body}};
+}
 
+void data_parallel_rows(Table& t) {
+  using K = StepKind;
+  using F = Field;
+  auto add = [&t](StepTypeInfo i) -> StepTypeInfo& { return put(t, std::move(i)); };
   // ---- FSDP / DP -------------------------------------------------------------------------
   // Data-parallel collectives: priced as compute (ComputeKind::Fsdp), no pipeline rank waits.
   auto dp = [&](Op op, std::string_view name, std::string_view short_name, std::string_view token, CollectiveKind kind,
@@ -209,7 +227,12 @@ std::array<StepTypeInfo, kOpCount> make_table() {
   rs.collective = CollectiveScope::Replicas;
   rs.collective_kind = CollectiveKind::AllReduce;
   rs.collective_bytes = CollectiveBytes::StageGrads;
+}
 
+void swap_rows(Table& t) {
+  using K = StepKind;
+  using F = Field;
+  auto add = [&t](StepTypeInfo i) -> StepTypeInfo& { return put(t, std::move(i)); };
   // ---- swap (lifecycle: LAUNCH_OFFLOAD < WAIT_OFFLOAD < LAUNCH_LOAD < WAIT_LOAD < backward) --
   auto swap = [&](Op op, std::string_view name, std::string_view short_name, Cache in, Cache out,
                   std::string_view summary) {
@@ -225,7 +248,12 @@ std::array<StepTypeInfo, kOpCount> make_table() {
        "start copying the activation back to the device");
   swap(Op::SWAP_WAIT_LOAD, "SWAP_WAIT_LOAD", "SWL", C::swap_loading, C::fwd_cache,
        "wait for the reload; the backward may run");
+}
 
+void mpipe_rows(Table& t) {
+  using K = StepKind;
+  using F = Field;
+  auto add = [&t](StepTypeInfo i) -> StepTypeInfo& { return put(t, std::move(i)); };
   // ---- MPipe Transpose (reference §1.3, §2.5, §4) ------------------------------------------
   // hyper-parallel writes the emitting rank in its micro field (reference §1.1): a tag.
   auto& bcast = add(row(Op::MPIPE_PARAM_BROADCAST, "MPIPE_PARAM_BROADCAST", "BCAST", "", K::Collective,
@@ -309,7 +337,17 @@ std::array<StepTypeInfo, kOpCount> make_table() {
                 Op::MPIPE_GRAPH_SEND, Op::MPIPE_GRAPH_RECV, Op::MPIPE_TRANSPOSE_BWD, Op::MPIPE_GRAD_SEND,
                 Op::MPIPE_GRAD_RECV_WITH_BACKWARD, Op::MPIPE_GRAD_REDUCE})
     t[static_cast<size_t>(op)].mpipe = true;
+}
 
+// The table, section by section (each section's comment says what its step types share).
+Table make_table() {
+  Table t{};
+  compute_rows(t);
+  body_p2p_rows(t);
+  data_rows(t);
+  data_parallel_rows(t);
+  swap_rows(t);
+  mpipe_rows(t);
   return t;
 }
 

@@ -87,17 +87,17 @@ void check_tied(const Schedule& s, const ModelConfig& m, std::vector<std::string
 // data_parallel pass, which ppsched-exec runs under the same --dp options, places the FSDP
 // steps: a stage computing on sharded parameters, a missing or early REDUCE_GRAD, a trainable
 // tower's gradients).
-void check_data_parallel(const Schedule& s, const ModelConfig& m, const DataParallelConfig& dp,
+void check_data_parallel(const Schedule& s, const ModelConfig& m, const DataParallelOptions& dp,
                          std::vector<std::string>& errors) {
   if (dp.fsdp && m.tie_embeddings)
     errors.push_back("--fsdp cannot shard tied parameters (--tie-embeddings): the tied weight belongs to two stages");
-  if (dp.dp <= 1) return;
+  if (dp.degree <= 1) return;
   // The checker only notes a schedule without FSDP steps (its author may reduce outside it);
   // the executor adds no communication the schedule does not list, so the replicas would diverge.
   bool any = false;
   for_each_leaf(s, [&](int, int, const Step& st) { any = any || info(st.op).collective == CollectiveScope::DataParallel; });
   if (!any)
-    errors.push_back("--dp " + std::to_string(dp.dp) + ": the schedule has no FSDP_* steps, so nothing would average "
+    errors.push_back("--dp " + std::to_string(dp.degree) + ": the schedule has no FSDP_* steps, so nothing would average "
                      "the gradients over the data-parallel groups and the replicas would diverge; the executor adds "
                      "no communication a schedule file does not list: ppsched convert --fsdp-steps inserts PyTorch's "
                      "FSDP steps (FSDP_REDUCE_GRAD right after each stage's last BWD / BWD_WEIGHT, and the tower's), "
@@ -107,7 +107,7 @@ void check_data_parallel(const Schedule& s, const ModelConfig& m, const DataPara
 }  // namespace
 
 Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& m,
-                          const std::function<bool(Op)>& has_handler, const DataParallelConfig& dp) {
+                          const std::function<bool(Op)>& has_handler, const DataParallelOptions& dp) {
   Agreement a;
   auto& errors = a.errors;
   if (const std::string e = mesh_mismatch(dp.mesh(s.ranks), world_size); !e.empty()) errors.push_back(e);

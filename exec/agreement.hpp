@@ -31,7 +31,7 @@ struct Agreement {
 // every compute step of a stage must find its parameters gathered (an FSDP_UNSHARD before it,
 // no FSDP_RESHARD in between).
 Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& model,
-                          const std::function<bool(Op)>& has_handler, const DataParallelConfig& dp = {});
+                          const std::function<bool(Op)>& has_handler, const DataParallelOptions& dp = {});
 
 // The runtime modes (ppsched check's flags) this executor cannot run, one sentence each naming
 // the flag; empty when it runs `mode`. Its transports block a send until the receive is posted

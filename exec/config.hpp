@@ -64,17 +64,6 @@ struct ModelConfig {
 
 enum class TransportKind { Auto, Gloo, Nccl };
 
-// Pipeline x data parallel (--dp, --mesh-order, --fsdp): DP replicas of the schedule's pipeline,
-// laid out as exec/mesh.hpp says. The schedule's FSDP_REDUCE_GRAD steps average each stage's
-// gradients over its data-parallel group; with `fsdp` the stage's parameters are sharded over
-// that group (FSDP_UNSHARD all-gathers, FSDP_RESHARD frees, FSDP_REDUCE_GRAD reduce-scatters).
-struct DataParallelConfig {
-  int dp = 1;
-  MeshOrder order = MeshOrder::DpPp;
-  bool fsdp = false;
-  DeviceMesh mesh(int pipeline_ranks) const { return DeviceMesh{pipeline_ranks, dp, order}; }
-};
-
 // A deliberately injected fault, for the fault tests: at `step` of `rank`'s program in
 // iteration `iteration`, throw, die (SIGKILL), hang, or (the parity check's negative control)
 // silently scale this rank's gradients by 1.001 after the step.
@@ -100,7 +89,6 @@ struct RunConfig {
   // The runtime mode, with ppsched check's flags (--comm, --overlap-p2p, --mpipe-batched-recv,
   // --dyn-shape): what the schedule is verified under and the lowering the run must match.
   CheckOptions mode;
-  DataParallelConfig data_parallel;
   // --cpu-bind: which CPUs each local rank's process runs on (exec/cpu_binding.hpp).
   CpuBindMode cpu_bind = CpuBindMode::Auto;
 };

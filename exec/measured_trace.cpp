@@ -9,6 +9,11 @@
 namespace ppsched::exec {
 
 RunRecord assemble_measured_run(const Schedule& s, const std::vector<RankTrace>& ranks, const MeasuredRunInfo& info) {
+  return assemble_measured_run(s, ranks, info, build_comm_model(s, info.mode));
+}
+
+RunRecord assemble_measured_run(const Schedule& s, const std::vector<RankTrace>& ranks, const MeasuredRunInfo& info,
+                                const CommModel& model) {
   RunProvenance p = provenance_of(s, RunSource::Measured);
   p.transport = info.transport;
   // The mode that ran: the Gloo and NCCL transports block a send until its receive is posted
@@ -35,7 +40,6 @@ RunRecord assemble_measured_run(const Schedule& s, const std::vector<RankTrace>&
   const bool shared_clock = p.shared_clock;
   RunRecorder rec(std::move(p), s.ranks);
 
-  const CommModel model = build_comm_model(s, info.mode);
   std::vector<int32_t> slice_of_message(model.messages.size(), -1);
   int64_t first_epoch = ranks.empty() ? 0 : ranks.front().epoch_ns;
   for (const RankTrace& rt : ranks) first_epoch = std::min(first_epoch, rt.epoch_ns);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "exec/cpu_binding.hpp"
+#include "lowering/comm_model.hpp"
 #include "model/schedule.hpp"
 #include "results/run_record.hpp"
 
@@ -88,5 +89,8 @@ struct MeasuredRunInfo {
 // metas go once per process, so later iterations have none); any other difference stops
 // pairing that rank's messages and is reported in provenance.notes.
 RunRecord assemble_measured_run(const Schedule& s, const std::vector<RankTrace>& ranks, const MeasuredRunInfo& info = {});
+// The same with the run's lowering (of `s` under info.mode), as the executor built it once.
+RunRecord assemble_measured_run(const Schedule& s, const std::vector<RankTrace>& ranks, const MeasuredRunInfo& info,
+                                const CommModel& model);
 
 }  // namespace ppsched::exec

@@ -11,29 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "lowering/options.hpp"  // MeshOrder: one enum for the simulator's --mesh-order and this
+#include "lowering/mesh.hpp"  // DeviceMesh: one mesh for the simulator's --dp and this
 
 namespace ppsched::exec {
-
-struct DeviceMesh {
-  int pp = 1;  // pipeline ranks (the schedule's ranks)
-  int dp = 1;  // replicas of the pipeline (--dp)
-  MeshOrder order = MeshOrder::DpPp;
-
-  int world() const { return pp * dp; }
-  int global_rank(int replica, int pipeline_rank) const {
-    return order == MeshOrder::DpPp ? replica * pp + pipeline_rank : pipeline_rank * dp + replica;
-  }
-  int pipeline_rank(int global) const { return order == MeshOrder::DpPp ? global % pp : global / dp; }
-  int replica(int global) const { return order == MeshOrder::DpPp ? global / pp : global % dp; }
-  // Global ranks, ascending: the replicas of pipeline rank r; the pipeline ranks of replica d.
-  std::vector<int> dp_group(int pipeline_rank) const;
-  std::vector<int> replica_ranks(int replica) const;
-  // "rank 3 (dp 1, pp 1)", or "rank 3" without data parallelism.
-  std::string name(int global) const;
-};
-
-const char* to_string(MeshOrder o);  // "dp,pp" / "pp,dp"
 
 // Why WORLD_SIZE does not fit the mesh, or "" when it does.
 std::string mesh_mismatch(const DeviceMesh& mesh, int world_size);

@@ -187,9 +187,9 @@ void Runtime::corrupt_after(int index) {
     if (p.grad().defined()) p.mutable_grad().mul_(1.001);
 }
 
-Runtime::Runtime(RunContext& ctx, const CheckOptions& mode, Progress& progress, std::function<void()> poll_peers,
+Runtime::Runtime(RunContext& ctx, const CommModel& lowering, Progress& progress, std::function<void()> poll_peers,
                  std::optional<FaultInjection> fault)
-    : ctx_(ctx), lowering_(build_comm_model(ctx.schedule, mode)), progress_(progress),
+    : ctx_(ctx), lowering_(lowering), progress_(progress),
       poll_peers_(std::move(poll_peers)), fault_(fault) {
   const auto& prog = ctx_.schedule.programs[static_cast<size_t>(ctx_.rank)];
   payload_count_.assign((prog.size() + 1) * kMaxSubKey, 0);

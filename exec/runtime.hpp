@@ -235,7 +235,9 @@ const TensorMeta& arrived_meta(const RunContext& c, const StepAt& at, const Arri
 // (hyper-parallel's abort()) and surfaces as a StepFailure (located) or a PeerFailure.
 class Runtime {
  public:
-  Runtime(RunContext& ctx, const CheckOptions& mode, Progress& progress, std::function<void()> poll_peers,
+  // `lowering`: the schedule lowered under the run's mode, the one the verifier judged; it
+  // outlives the runtime.
+  Runtime(RunContext& ctx, const CommModel& lowering, Progress& progress, std::function<void()> poll_peers,
           std::optional<FaultInjection> fault);
   void run_iteration(int iteration);
   // reset(): refuses to start while an entry is left over (names the caches and micros).
@@ -268,7 +270,7 @@ class Runtime {
   int peer_at(int index) const;
 
   RunContext& ctx_;
-  CommModel lowering_;               // the schedule under the run's mode; this rank's actions
+  const CommModel& lowering_;        // the schedule under the run's mode; this rank's actions
   std::vector<int32_t> payload_count_;  // per (step index, sub + 1) of this rank: payload messages
   std::map<int32_t, InFlight> in_flight_;  // keyed like payload_count_
   std::map<int32_t, int> post_of_;           // posted message id -> transport handle (this run)

@@ -49,8 +49,8 @@ std::string digest_of(const ExecConfig& cfg, const Schedule& s) {
     << ' ' << m.tower_layers << ' ' << static_cast<int>(m.tower.value_or(Tower::None)) << '|' << cfg.run.iterations << ' '
     << cfg.run.check_parity << ' ' << cfg.run.lr << ' ' << static_cast<int>(cfg.run.transport) << ' '
     << !cfg.run.trace.empty() << ' ' << static_cast<int>(cfg.run.mode.comm) << cfg.run.mode.overlap_p2p
-    << cfg.run.mode.mpipe_batched_recv << cfg.run.mode.dyn_shape << '|' << cfg.run.data_parallel.dp << ' '
-    << static_cast<int>(cfg.run.data_parallel.order) << ' ' << cfg.run.data_parallel.fsdp;
+    << cfg.run.mode.mpipe_batched_recv << cfg.run.mode.dyn_shape << '|' << cfg.run.mode.dp.degree << ' '
+    << static_cast<int>(cfg.run.mode.dp.mesh_order) << ' ' << cfg.run.mode.dp.fsdp;
   if (m.stage_modules) o << '|' << m.stage_modules->dir << ' ' << m.stage_modules->stages;
   o << "|layout " << m.layout;
   return std::to_string(std::hash<std::string>{}(o.str()));
@@ -128,9 +128,9 @@ std::vector<StageLayers> stage_layers(const ModelConfig& m, const ModelLayout& l
 }
 
 // Rank 0: replica 0's records (by pipeline rank), one RunRecord, one Chrome trace file.
-TraceWritten write_measured_trace(const std::vector<RankTrace>& ranks, const Schedule& s, const MeasuredRunInfo& info,
-                                  const std::string& path, bool cuda) {
-  const RunRecord run = assemble_measured_run(s, ranks, info);
+TraceWritten write_measured_trace(const std::vector<RankTrace>& ranks, const Schedule& s, const CommModel& lowering,
+                                  const MeasuredRunInfo& info, const std::string& path, bool cuda) {
+  const RunRecord run = assemble_measured_run(s, ranks, info, lowering);
   const std::string doc = chrome_trace_json(s, run);
   std::ofstream out(path, std::ios::binary);
   out << doc;
@@ -196,6 +196,7 @@ bool holds_last_stage(const Schedule& s, int r) {
 // replicas', each the sum over its last-stage ranks of their micro-batches' share), the parity
 // check, the trace of replica 0, where each rank ran and what it held.
 void collect_on_rank0(const compat::StorePtr& store, const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout,
+                      const CommModel& lowering,
                       const DeviceMesh& mesh, const MeasuredRunInfo& info, bool cuda, ExecOutcome& outcome) {
   const int world = mesh.world();
   std::vector<RankReport> reports;
@@ -220,7 +221,7 @@ void collect_on_rank0(const compat::StorePtr& store, const ExecConfig& cfg, cons
       if (!rep.trace) throw std::runtime_error("rank " + std::to_string(rep.rank) + " sent no trace record");
       traces.push_back(*rep.trace);
     }
-    outcome.trace = write_measured_trace(traces, s, info, cfg.run.trace, cuda);
+    outcome.trace = write_measured_trace(traces, s, lowering, info, cfg.run.trace, cuda);
   }
   for (const RankReport& r : reports) {
     outcome.cpu_binding.push_back(r.cpu);
@@ -252,20 +253,9 @@ ExecOutcome failed(std::string message) {
   o.errors = {std::move(message)};
   return o;
 }
-}  // namespace
-
-ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout) {
-  std::signal(SIGPIPE, SIG_IGN);  // a peer that died must surface as an error, not kill us
-  const int rank = cfg.env.rank, world = cfg.env.world_size;
-  // With --dp this process is pipeline rank `prank` of replica `replica` (exec/mesh.hpp); the
-  // schedule, the model and the runtime speak pipeline ranks.
-  const DeviceMesh mesh = cfg.run.data_parallel.mesh(s.ranks);
-  const int prank = mesh.pipeline_rank(rank), replica = mesh.replica(rank);
-  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.run.timeout_s * 1000));
-  const double hb_s = cfg.run.heartbeat_timeout_s > 0 ? cfg.run.heartbeat_timeout_s : std::min(10.0, cfg.run.timeout_s);
-  const auto heartbeat = std::chrono::milliseconds(static_cast<int64_t>(hb_s * 1000));
-
-  TransportKind kind = cfg.run.transport;
+// --transport auto picks NCCL where it runs (a CUDA libtorch and the NCCL transport built),
+// else Gloo; a transport that cannot run this configuration is refused on every rank.
+std::optional<ExecOutcome> choose_transport(const ExecConfig& cfg, TransportKind& kind) {
   const bool nccl_ok = nccl_transport_built() && compat::cuda_available();
   if (kind == TransportKind::Auto) kind = nccl_ok ? TransportKind::Nccl : TransportKind::Gloo;
   if (kind == TransportKind::Nccl && !nccl_ok)
@@ -278,6 +268,95 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
                     (cfg.run.mode.overlap_p2p ? std::string(", or blocking with --no-overlap-p2p (a compute_comms CSV "
                                                             "selects --overlap-p2p by default)")
                                               : std::string())});
+  return std::nullopt;
+}
+
+// Stage modules that do not fit together are refused like any other mismatch: on every rank,
+// before anyone connects.
+std::optional<ExecOutcome> check_stage_modules(const ExecConfig& cfg, int rank) {
+  if (cfg.model.kind != ModelKind::StageModules) return std::nullopt;
+  std::vector<std::string> problems;
+  try {
+    problems = check_stage_chain(cfg.model);
+  } catch (const std::exception& e) {
+    problems.push_back(message_of(e));
+  }
+  if (!problems.empty()) {
+    std::vector<std::string> errors;
+    for (const auto& p : problems) errors.push_back("rank " + std::to_string(rank) + ": " + p);
+    errors.push_back("rank " + std::to_string(rank) + ": the stage modules in " + cfg.model.stage_modules->dir +
+                     " do not fit together; nothing was run");
+    return refused(std::move(errors));
+  }
+  return std::nullopt;
+}
+
+// How this rank's transport meets the others: through the store, on GLOO_SOCKET_IFNAME's
+// interface, else loopback for a local master, else this host's name.
+TransportSetup transport_setup(const ExecConfig& cfg, const compat::StorePtr& store, std::chrono::milliseconds timeout) {
+  TransportSetup ts;
+  ts.rank = cfg.env.rank;
+  ts.world_size = cfg.env.world_size;
+  ts.local_rank = cfg.env.local_rank;
+  ts.store = compat::prefix_store("transport", store);
+  ts.timeout = timeout;
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+    ts.address = ifname;
+    ts.is_interface = true;
+  } else {
+    ts.address = cfg.env.master_addr == "127.0.0.1" || cfg.env.master_addr == "localhost" ? "127.0.0.1" : "";
+  }
+  if (ts.address.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    ts.address = host;
+  }
+  return ts;
+}
+
+// The optimizer step after the commit point: plain SGD, each replica on its own shard under --fsdp.
+void sgd_step(RunContext& ctx, RankModel& model, double lr) {
+  torch::NoGradGuard no_grad;
+  if (ctx.dp.sharded()) {
+    sgd_step_on_shards(ctx, lr);  // each replica updates its own shard
+  } else {
+    for (auto& [name, p] : model.named_parameters())
+      if (p.grad().defined()) p.sub_(p.grad() * lr);
+  }
+}
+
+// What rank 0's record says of the run beyond its slices: mode, transport, mesh (which replica
+// the trace is, and the global rank of each of its pipeline ranks), CPU binding, layers.
+MeasuredRunInfo measured_run_info(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout, const DeviceMesh& mesh,
+                                  const Transport& transport) {
+  MeasuredRunInfo info;
+  info.mode = cfg.run.mode;
+  info.transport = transport_from_name(transport.name()).value_or(RunTransport::None);
+  RunMesh m;  // which replica the trace is (--dp), and the global rank of each of its pipeline ranks
+  m.dp = mesh.dp;
+  m.pp = mesh.pp;
+  m.order = to_string(mesh.order);
+  for (int r = 0; r < mesh.pp; ++r) m.global_ranks.push_back(mesh.global_rank(0, r));
+  info.mesh = m;
+  info.cpu_bind = cfg.run.cpu_bind;
+  info.layers = stage_layers(cfg.model, layout, s.stages);
+  return info;
+}
+}  // namespace
+
+ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout, const CommModel& lowering) {
+  std::signal(SIGPIPE, SIG_IGN);  // a peer that died must surface as an error, not kill us
+  const int rank = cfg.env.rank, world = cfg.env.world_size;
+  // With --dp this process is pipeline rank `prank` of replica `replica` (exec/mesh.hpp); the
+  // schedule, the model and the runtime speak pipeline ranks.
+  const DeviceMesh mesh = cfg.run.mode.dp.mesh(s.ranks);
+  const int prank = mesh.pipeline_rank(rank), replica = mesh.replica(rank);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.run.timeout_s * 1000));
+  const double hb_s = cfg.run.heartbeat_timeout_s > 0 ? cfg.run.heartbeat_timeout_s : std::min(10.0, cfg.run.timeout_s);
+  const auto heartbeat = std::chrono::milliseconds(static_cast<int64_t>(hb_s * 1000));
+
+  TransportKind kind = cfg.run.transport;
+  if (auto refusal = choose_transport(cfg, kind)) return *refusal;
   const at::Device device = kind == TransportKind::Gloo
                                 ? at::Device(at::kCPU)
                                 : at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cfg.env.local_rank % compat::cuda_device_count()));
@@ -286,22 +365,7 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
   CpuPlacement placement;
   if (auto refusal = bind_cpus(cfg, kind == TransportKind::Gloo, placement)) return *refusal;
 
-  if (cfg.model.kind == ModelKind::StageModules) {
-    // Refused like any other mismatch: on every rank, before anyone connects.
-    std::vector<std::string> problems;
-    try {
-      problems = check_stage_chain(cfg.model);
-    } catch (const std::exception& e) {
-      problems.push_back(message_of(e));
-    }
-    if (!problems.empty()) {
-      std::vector<std::string> errors;
-      for (const auto& p : problems) errors.push_back("rank " + std::to_string(rank) + ": " + p);
-      errors.push_back("rank " + std::to_string(rank) + ": the stage modules in " + cfg.model.stage_modules->dir +
-                       " do not fit together; nothing was run");
-      return refused(std::move(errors));
-    }
-  }
+  if (auto refusal = check_stage_modules(cfg, rank)) return *refusal;
   // ---- rendezvous ----------------------------------------------------------------------
   // Rank 0 hosts the store, except under torchrun's static rendezvous, whose agent already
   // hosts one on MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE): then every rank is
@@ -365,23 +429,7 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
     Dataset data(cfg.model, device, replica * s.micro_batches);  // replica d: global micro-batches d*M ..
     phase = "while connecting";
 
-    TransportSetup ts;
-    ts.rank = rank;
-    ts.world_size = world;
-    ts.local_rank = cfg.env.local_rank;
-    ts.store = compat::prefix_store("transport", store);
-    ts.timeout = timeout;
-    if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
-      ts.address = ifname;
-      ts.is_interface = true;
-    } else {
-      ts.address = cfg.env.master_addr == "127.0.0.1" || cfg.env.master_addr == "localhost" ? "127.0.0.1" : "";
-    }
-    if (ts.address.empty()) {
-      char host[256] = {0};
-      gethostname(host, sizeof host - 1);
-      ts.address = host;
-    }
+    const TransportSetup ts = transport_setup(cfg, store, timeout);
     transport = kind == TransportKind::Gloo ? make_gloo_transport(ts) : make_nccl_transport(ts);
     live_transport = transport.get();
     for (const auto& g : mesh_groups(s, mesh))
@@ -392,13 +440,13 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
     ctx.dp.mesh = mesh;
     ctx.dp.global_rank = rank;
     ctx.dp.replica = replica;
-    ctx.dp.fsdp = cfg.run.data_parallel.fsdp;
+    ctx.dp.fsdp = cfg.run.mode.dp.fsdp;
     ctx.dp.world = transport.get();
     ctx.dp.group = mesh.dp_group(prank);
     phase = "while sharding its parameters";
     shard_parameters(ctx);
     phase = "while connecting";
-    Runtime runtime(ctx, cfg.run.mode, progress, [&] { watchdog->poll(); }, cfg.run.fault);
+    Runtime runtime(ctx, lowering, progress, [&] { watchdog->poll(); }, cfg.run.fault);
     const bool tracing = !cfg.run.trace.empty();
     // The trace also carries each stage's split-backward cost, probed after the run on the
     // stage's first input (replica 0, whole parameters: not under --fsdp's shards).
@@ -434,15 +482,7 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
     // Commit point: every rank finished every step, or nobody reports success or updates.
     progress.step = -1;
     transport->barrier();
-    if (cfg.run.lr > 0) {
-      torch::NoGradGuard no_grad;
-      if (ctx.dp.sharded()) {
-        sgd_step_on_shards(ctx, cfg.run.lr);  // each replica updates its own shard
-      } else {
-        for (auto& [name, p] : model.named_parameters())
-          if (p.grad().defined()) p.sub_(p.grad() * cfg.run.lr);
-      }
-    }
+    if (cfg.run.lr > 0) sgd_step(ctx, model, cfg.run.lr);
 
     if (probe_split) {
       const std::string before = phase;
@@ -475,18 +515,8 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
       store->set("grads/" + std::to_string(rank), pack_grads(model));
     }
     if (rank == 0) {
-      MeasuredRunInfo info;
-      info.mode = cfg.run.mode;
-      info.transport = transport_from_name(transport->name()).value_or(RunTransport::None);
-      RunMesh m;  // which replica the trace is (--dp), and the global rank of each of its pipeline ranks
-      m.dp = mesh.dp;
-      m.pp = mesh.pp;
-      m.order = to_string(mesh.order);
-      for (int r = 0; r < mesh.pp; ++r) m.global_ranks.push_back(mesh.global_rank(0, r));
-      info.mesh = m;
-      info.cpu_bind = cfg.run.cpu_bind;
-      info.layers = stage_layers(cfg.model, layout, s.stages);
-      collect_on_rank0(store, cfg, s, layout, mesh, info, clock.cuda(), outcome);
+      const MeasuredRunInfo info = measured_run_info(cfg, s, layout, mesh, *transport);
+      collect_on_rank0(store, cfg, s, layout, lowering, mesh, info, clock.cuda(), outcome);
       outcome.transport = transport->name();
       if (outcome.parity && !outcome.parity->ok) outcome.status = ExecOutcome::Status::Failed;
     }

@@ -9,6 +9,7 @@
 #include "exec/config.hpp"
 #include "exec/model_layout.hpp"
 #include "exec/outcome.hpp"
+#include "lowering/comm_model.hpp"
 #include "model/schedule.hpp"
 
 namespace ppsched::exec {
@@ -16,7 +17,7 @@ namespace ppsched::exec {
 // Connects to the other ranks, runs the iterations and gathers the results on rank 0. A
 // refusal that needs the libtorch build to notice (--transport nccl without CUDA, ranks
 // started with different arguments) is Refused, before any rank talked to another.
-ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout);
+ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout, const CommModel& lowering);
 
 // The process prints one final error: the watchdog thread prints its own when it ends a hung
 // or orphaned process; the command line prints a Failed outcome's message only when this

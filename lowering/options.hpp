@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lowering/fsdp2_gather.hpp"
+#include "lowering/mesh.hpp"
 #include "model/step_types.hpp"
 
 namespace ppsched {
@@ -121,13 +122,9 @@ struct MemoryModel {
 };
 
 // How a job replicates its pipeline over data-parallel ranks (README "Pipeline x data
-// parallel"). The world is pipeline ranks x degree global ranks, laid out as torch's 2-D
-// DeviceMesh: ("dp", "pp") by default, mesh = arange(PP * N).reshape(N, PP), so global rank g
-// is pipeline rank g % PP of replica g / PP, and pipeline rank r's DP group is
-// {r, r + PP, ..., r + (N - 1) PP}; ("pp", "dp") is reshape(PP, N): g = r * N + replica.
-// The FSDP_* steps are collectives over that group (their CollectiveKind in the step table is
-// the sharded one; `effective` says what they do under these options).
-enum class MeshOrder : uint8_t { DpPp, PpDp };
+// parallel"): `degree` replicas of every pipeline rank, laid out as lowering/mesh.hpp says.
+// The FSDP_* steps are collectives over a pipeline rank's replicas (their CollectiveKind in the
+// step table is the sharded one; `effective` says what they do under these options).
 
 struct DataParallelOptions {
   int degree = 1;                       // N, data-parallel replicas of every pipeline rank
@@ -138,6 +135,8 @@ struct DataParallelOptions {
   // The bytes an FSDP_UNSHARD of a stage with `params` bytes of parameters makes live: the
   // (N-1)/N of them the rank does not hold (0 without --fsdp or with one replica).
   int64_t gathered_bytes(int64_t params) const { return fsdp && degree > 1 ? params - params / degree : 0; }
+  // The mesh of a pipeline of `pipeline_ranks` ranks under these options.
+  DeviceMesh mesh(int pipeline_ranks) const { return DeviceMesh{pipeline_ranks, degree, mesh_order}; }
   // The global rank of pipeline rank `rank` in replica `replica` (0 <= replica < degree) of a
   // pipeline of `pipeline_ranks` ranks.
   int64_t global_rank(int rank, int replica, int pipeline_ranks) const {

@@ -21,6 +21,7 @@
 #include "checkers/checks.hpp"
 #include "exec/agreement.hpp"
 #include "exec/error_file.hpp"
+#include "lowering/comm_model.hpp"
 #include "exec/flag_limits.hpp"
 #include "exec/launch_env.hpp"
 #include "exec/model_description.hpp"
@@ -90,9 +91,9 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o
               {"stages", s.stages},
               {"micro_batches", s.micro_batches},
               {"transport", transport},
-              {"dp", cfg.run.data_parallel.dp},
+              {"dp", cfg.run.mode.dp.degree},
               {"world_size", cfg.env.world_size},
-              {"fsdp", cfg.run.data_parallel.fsdp},
+              {"fsdp", cfg.run.mode.dp.fsdp},
               {"overlap_p2p", cfg.run.mode.overlap_p2p},
               {"model", model},
               {"iterations", o.seconds.size()},
@@ -102,7 +103,7 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o
               {"iteration_times_s", o.seconds}};
     {
       // Every global rank's (dp, pp) coordinates: rank g is mesh.coordinates[g].
-      const DeviceMesh mesh = cfg.run.data_parallel.mesh(s.ranks);
+      const DeviceMesh mesh = cfg.run.mode.dp.mesh(s.ranks);
       json coords = json::array();
       for (int g = 0; g < mesh.world(); ++g) coords.push_back({{"dp", mesh.replica(g)}, {"pp", mesh.pipeline_rank(g)}});
       j["mesh"] = {{"dim_names", {"dp", "pp"}}, {"shape", {mesh.dp, mesh.pp}}, {"order", to_string(mesh.order)},
@@ -137,13 +138,13 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
     return;
   }
-  const auto& dpc = cfg.run.data_parallel;
+  const DataParallelOptions& dpc = cfg.run.mode.dp;
   std::cout << "ppsched-exec: " << s.name << " on " << s.ranks << " ranks";
-  if (dpc.dp > 1)
-    std::cout << " x " << dpc.dp << " data-parallel replicas (" << cfg.env.world_size << " processes, mesh "
-              << to_string(dpc.order) << (dpc.fsdp ? ", fsdp" : "") << ")";
+  if (dpc.degree > 1)
+    std::cout << " x " << dpc.degree << " data-parallel replicas (" << cfg.env.world_size << " processes, mesh "
+              << to_string(dpc.mesh_order) << (dpc.fsdp ? ", fsdp" : "") << ")";
   std::cout << " (" << transport << "), " << model << ", " << s.stages << " stages, " << s.micro_batches
-            << " micro-batches" << (dpc.dp > 1 ? " per replica" : "") << (cfg.run.mode.overlap_p2p ? ", --overlap-p2p" : "")
+            << " micro-batches" << (dpc.degree > 1 ? " per replica" : "") << (cfg.run.mode.overlap_p2p ? ", --overlap-p2p" : "")
             << "\n";
   {
     // One line for the CPUs: each rank's, or the reason nobody was bound (the same on every rank).
@@ -197,176 +198,160 @@ int report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o) {
   return cli::kFound;
 }
 
-int run(int argc, char** argv) {
-  CLI::App app{"ppsched-exec: run a pipeline-parallel schedule with libtorch, one process per rank "
-               "(RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT from torchrun, Slurm or tools/launch-local)"};
+// What ppsched-exec was asked, as its flags say; cfg collects what the run needs.
+struct ExecFlags {
+  ExecConfig cfg;
   std::string schedule_file;
   cli::GeneratorFlags gen;
-  ExecConfig cfg;
-  std::string model_kind = "gpt", transport = "auto", fail_at;
+  std::string model_kind = "gpt", transport = "auto", fail_at, layout_text, stage_module_dir, cpu_bind = "auto";
+  std::string model_out, mesh_order = to_string(MeshOrder::DpPp);
+  cli::ModeFlags mode;
   int stages = 0, global_batch = 0;
+  bool no_verify = false, verbose = false;
+  CLI::Option *tower_opt = nullptr, *stage_module_opt = nullptr;
+};
 
-  app.add_option("--schedule", schedule_file, "schedule file (.json or .csv)");
-  cli::add_generator_flags(app, gen, /*family_required=*/false);
-  auto* tower_opt = app.get_option("--tower");
-  app.add_option("--model", model_kind, "built-in model: gpt|mlp")->check(CLI::IsMember({"gpt", "mlp"}));
-  app.add_option("--layers", cfg.model.layers, "blocks, split over the virtual stages (default: 4, or one per stage when there are more, or --layout's)")->check(CLI::PositiveNumber);
-  std::string layout_text;
-  app.add_option("--layout", layout_text,
+// The schedule and the model: a file or a generator's flags, a built-in model or stage modules.
+void declare_model_flags(CLI::App& app, ExecFlags& f) {
+  app.add_option("--schedule", f.schedule_file, "schedule file (.json or .csv)");
+  cli::add_generator_flags(app, f.gen, /*family_required=*/false);
+  f.tower_opt = app.get_option("--tower");
+  app.add_option("--model", f.model_kind, "built-in model: gpt|mlp")->check(CLI::IsMember({"gpt", "mlp"}));
+  app.add_option("--layers", f.cfg.model.layers, "blocks, split over the virtual stages (default: 4, or one per stage when there are more, or --layout's)")->check(CLI::PositiveNumber);
+  app.add_option("--layout", f.layout_text,
                  "blocks per virtual stage, stage order (\"3,5\"), or Megatron's layout (\"Et*3|t*5L\"), as `ppsched simulate "
                  "--layout` reads them (default: torchtitan's even split, the embedding and the head counting one block each, "
                  "as the simulator and calibrate split)");
-  app.add_option("--hidden", cfg.model.hidden, "hidden size")->check(CLI::PositiveNumber);
-  app.add_option("--heads", cfg.model.heads, "gpt: attention heads")->check(CLI::PositiveNumber);
-  app.add_option("--seq", cfg.model.seq, "gpt: tokens per sample")->check(CLI::PositiveNumber);
-  app.add_option("--vocab", cfg.model.vocab, "gpt: vocabulary size")->check(CLI::PositiveNumber);
-  app.add_option("--micro-batch-size", cfg.model.micro_batch_size, "samples per micro-batch")->check(CLI::PositiveNumber);
-  app.add_option("--seed", cfg.model.seed, "seed of the parameters and the data")->check(limit(check_seed, "UINT64"));
-  app.add_flag("--tie-embeddings", cfg.model.tie_embeddings, "gpt: the LM head shares the token embedding (needs ALL_REDUCE steps when they sit on different ranks)");
-  app.add_option("--tower-layers", cfg.model.tower_layers, "MPipe tower: the first T units of stage 0 (default 1 with a tower, 0 without)")
+  app.add_option("--hidden", f.cfg.model.hidden, "hidden size")->check(CLI::PositiveNumber);
+  app.add_option("--heads", f.cfg.model.heads, "gpt: attention heads")->check(CLI::PositiveNumber);
+  app.add_option("--seq", f.cfg.model.seq, "gpt: tokens per sample")->check(CLI::PositiveNumber);
+  app.add_option("--vocab", f.cfg.model.vocab, "gpt: vocabulary size")->check(CLI::PositiveNumber);
+  app.add_option("--micro-batch-size", f.cfg.model.micro_batch_size, "samples per micro-batch")->check(CLI::PositiveNumber);
+  app.add_option("--seed", f.cfg.model.seed, "seed of the parameters and the data")->check(limit(check_seed, "UINT64"));
+  app.add_flag("--tie-embeddings", f.cfg.model.tie_embeddings, "gpt: the LM head shares the token embedding (needs ALL_REDUCE steps when they sit on different ranks)");
+  app.add_option("--tower-layers", f.cfg.model.tower_layers, "MPipe tower: the first T units of stage 0 (default 1 with a tower, 0 without)")
       ->check(limit([](const std::string& t) { return check_count(t, 0, 1 << 20); }, "T"));
-  app.add_option("--model-stages", stages, "virtual stages the model is cut into (default: the schedule's; must agree)");
-  app.add_option("--global-batch-size", global_batch, "samples per iteration (must be micro-batches x micro-batch size)");
-  std::string stage_module_dir;
-  auto* stage_module_opt = app.add_option(
-      "--stage-module", stage_module_dir,
+  app.add_option("--model-stages", f.stages, "virtual stages the model is cut into (default: the schedule's; must agree)");
+  app.add_option("--global-batch-size", f.global_batch, "samples per iteration (must be micro-batches x micro-batch size)");
+  f.stage_module_opt = app.add_option(
+      "--stage-module", f.stage_module_dir,
       "directory with stages.json and one TorchScript module per virtual stage (stage0.pt, ...) instead of a built-in model");
-  app.add_option("--transport", transport, "auto|gloo|nccl (auto: nccl with a CUDA libtorch, else gloo)")
+}
+
+// How it runs: transport, CPUs, timeouts, iterations, outputs, the runtime mode and the mesh.
+void declare_run_flags(CLI::App& app, ExecFlags& f) {
+  app.add_option("--transport", f.transport, "auto|gloo|nccl (auto: nccl with a CUDA libtorch, else gloo)")
       ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
-  std::string cpu_bind = "auto";
-  app.add_option("--cpu-bind", cpu_bind,
+  app.add_option("--cpu-bind", f.cpu_bind,
                  "which CPUs each local rank's process runs on: auto (default: a CPU run with no more local ranks than "
                  "CPUs, not yet bound by its launcher, gives local rank r of LOCAL_WORLD_SIZE L the r-th of L equal "
                  "blocks of the CPUs, so two ranks never take turns on one core), none (where the launcher put it), "
                  "blocks (that split always, also for GPU ranks or with more ranks than CPUs)")
       ->check(CLI::IsMember({"auto", "none", "blocks"}));
-  app.add_option("--timeout", cfg.run.timeout_s, "seconds any blocking operation may take (default 300; 0.001..86400)")
+  app.add_option("--timeout", f.cfg.run.timeout_s, "seconds any blocking operation may take (default 300; 0.001..86400)")
       ->check(limit([](const std::string& t) { return check_seconds(t, kMinTimeoutS, kMaxTimeoutS); }, "SECONDS"));
-  app.add_option("--heartbeat-timeout", cfg.run.heartbeat_timeout_s,
+  app.add_option("--heartbeat-timeout", f.cfg.run.heartbeat_timeout_s,
                  "seconds without a heartbeat before a rank is declared dead (default min(10, timeout); 0.5..86400)")
       ->check(limit([](const std::string& t) { return check_seconds(t, kMinHeartbeatS, kMaxTimeoutS); }, "SECONDS"));
-  app.add_option("--iterations", cfg.run.iterations, "iterations, gradients accumulating (default 1)")->check(CLI::PositiveNumber);
-  app.add_flag("--json", cfg.run.json, "rank 0 prints one JSON summary line");
-  app.add_flag("--check-parity", cfg.run.check_parity, "compare loss and every gradient with a single-process reference");
-  bool no_verify = false;
-  app.add_flag("--no-verify", no_verify, "run even if the verifier finds violations (may hang or fail)");
-  app.add_option("--lr", cfg.run.lr, "SGD step after the last iteration, only when every rank succeeded (default 0: none)")
+  app.add_option("--iterations", f.cfg.run.iterations, "iterations, gradients accumulating (default 1)")->check(CLI::PositiveNumber);
+  app.add_flag("--json", f.cfg.run.json, "rank 0 prints one JSON summary line");
+  app.add_flag("--check-parity", f.cfg.run.check_parity, "compare loss and every gradient with a single-process reference");
+  app.add_flag("--no-verify", f.no_verify, "run even if the verifier finds violations (may hang or fail)");
+  app.add_option("--lr", f.cfg.run.lr, "SGD step after the last iteration, only when every rank succeeded (default 0: none)")
       ->check(limit(check_learning_rate, "LR"));
-  app.add_option("--trace", cfg.run.trace,
+  app.add_option("--trace", f.cfg.run.trace,
                  "write a Chrome trace (Perfetto) of the LAST iteration to FILE on rank 0: every rank's steps, host "
                  "clock on CPU, CUDA events on GPU, the format of ppsched simulate --trace (ppsched calibrate reads it); "
                  "the first iteration includes warm-up costs, so trace with --iterations 2 or more");
-  app.add_option("--fail-at", fail_at,
+  app.add_option("--fail-at", f.fail_at,
                  "testing: RANK:STEP[:throw|kill|hang|corrupt[:ITERATION]] injects a fault (corrupt: scales the rank's "
                  "gradients by 1.001 after the step; after a DATA_RECV, perturbs the micro-batch it received)");
-  std::string model_out;
-  app.add_option("--model-out", model_out,
+  app.add_option("--model-out", f.model_out,
                  "rank 0 writes the built-in model as a ppsched-model file (one layer per unit, named as the trace's "
                  "otherData.layers names them), for ppsched calibrate TRACE --model FILE");
-  bool verbose = false;
-  app.add_flag("--verbose", verbose, "errors from libtorch keep their C++ backtrace");
+  app.add_flag("--verbose", f.verbose, "errors from libtorch keep their C++ backtrace");
   // The runtime mode, with ppsched check's flags: verified under it, refused when the
   // executor cannot run it (exec/agreement.hpp unsupported_modes).
-  std::string comm = "rendezvous";
-  app.add_option("--comm", comm, "P2P semantics the schedule is verified under: rendezvous (default) or eager")
-      ->check(CLI::IsMember({"rendezvous", "eager"}));
-  app.add_flag("--overlap-p2p", cfg.run.mode.overlap_p2p,
-               "receives waited by their consumer, sends drained at the end (the default for a compute_comms CSV)");
-  bool no_overlap_p2p = false;
-  app.add_flag("--no-overlap-p2p", no_overlap_p2p,
-               "run a compute_comms CSV blocking instead of under PyTorch's runtime semantics")
-      ->excludes("--overlap-p2p");
-  app.add_flag("--mpipe-batched-recv", cfg.run.mode.mpipe_batched_recv,
-               "MPipe executor's batched feature receive (HYPER_PARALLEL_MPIPE_RECV_BATCH=1)");
-  app.add_flag("--dyn-shape", cfg.run.mode.dyn_shape, "body FWD P2P exchanges shape/dtype meta at every step");
+  // (no --p2p-backend: the transport carries the posted operations, below).
+  cli::add_mode_flags(app, f.mode, /*with_backend=*/false);
   // Pipeline x data parallel (exec/mesh.hpp): WORLD_SIZE = pipeline ranks x N.
-  auto& dpc = cfg.run.data_parallel;
-  app.add_option("--dp", dpc.dp,
+  auto& dpc = f.cfg.run.mode.dp;
+  app.add_option("--dp", dpc.degree,
                  "N replicas of the pipeline, each on its own micro-batches; the schedule's FSDP_REDUCE_GRAD steps "
                  "average each stage's gradients over its N replicas (default 1; WORLD_SIZE = pipeline ranks x N)")
       ->check(limit([](const std::string& t) { return check_count(t, 1, 1 << 16); }, "N"));
-  std::string mesh_order = "dp,pp";
-  app.add_option("--mesh-order", mesh_order,
+  app.add_option("--mesh-order", f.mesh_order,
                  "rank layout of the 2-D mesh: dp,pp (default, torch's DeviceMesh (\"dp\", \"pp\"): rank g is pipeline "
                  "rank g % PP of replica g / PP) or pp,dp (g = pipeline rank x N + replica)")
-      ->check(CLI::IsMember({"dp,pp", "pp,dp"}));
+      ->check(CLI::IsMember({to_string(MeshOrder::DpPp), to_string(MeshOrder::PpDp)}));
   app.add_flag("--fsdp", dpc.fsdp,
                "shard each stage's parameters over its data-parallel group: FSDP_UNSHARD all-gathers, FSDP_RESHARD "
                "frees, FSDP_REDUCE_GRAD reduce-scatters (without it, or with --dp 1, UNSHARD/RESHARD are no-ops)");
+}
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : cli::kBadInput;
+// The parsed flags made a run: the launch environment, the schedule (a generated one with --dp
+// gets PyTorch's FSDP steps), the model and the runtime mode. Throws on bad input, before any
+// communication.
+Schedule configure(ExecFlags& f, CLI::App& app) {
+  f.cfg.env = read_launch_env();
+  install_terminate_handler("rank " + std::to_string(f.cfg.env.rank), describe_exception);
+  if (f.schedule_file.empty() == f.gen.family.empty())
+    throw InputError({}, "give exactly one of --schedule FILE or --generate FAMILY (with --pp, --micro, ...)");
+  std::optional<CsvKind> csv_kind;
+  // --dp, --mesh-order and --fsdp are the runtime mode's: the verifier judges the job that runs
+  // (its data-parallel pass holds the FSDP steps to PyTorch's rules, as ppsched check --dp N [--fsdp]).
+  auto& dpc = f.cfg.run.mode.dp;
+  // A generated order with --dp N gets PyTorch's FSDP steps, as PyTorch's lowering adds them
+  // to a compute-only order: without them nothing would reduce the gradients over the replicas.
+  // A file is run as written (the agreement check refuses one that lacks them).
+  const bool add_fsdp = f.schedule_file.empty() && dpc.degree > 1 && !f.gen.fsdp_steps;
+  if (add_fsdp) f.gen.fsdp_steps = true;
+  Schedule s = f.schedule_file.empty() ? cli::build_generated(f.gen) : read_schedule_file(f.schedule_file, {}, {}, &csv_kind);
+  if (add_fsdp && f.cfg.env.rank == 0)
+    std::cerr << "note: --dp " << dpc.degree << ": added PyTorch's FSDP steps to the generated " << f.gen.family
+              << " schedule (FSDP_UNSHARD / FSDP_RESHARD around each stage's steps, FSDP_REDUCE_GRAD after its last backward"
+              << (dpc.fsdp ? "" : "; without --fsdp the unshard and reshard do nothing") << "), as PyTorch's lowering does\n";
+  f.cfg.model.kind = f.model_kind == "mlp" ? ModelKind::Mlp : ModelKind::Gpt;
+  f.cfg.model.layout = f.layout_text;
+  if (f.stage_module_opt->count() > 0) {
+    // The modules define the model: the built-in model's options would be silently ignored.
+    for (const char* flag : {"--model", "--layers", "--layout", "--hidden", "--heads", "--seq", "--vocab",
+                             "--micro-batch-size", "--tie-embeddings"})
+      if (app.get_option(flag)->count() > 0)
+        throw InputError({}, std::string(flag) + " describes a built-in model; with --stage-module the modules and "
+                             "stages.json define the model (micro-batch size = dim 0 of the manifest's input shape)");
+    f.cfg.model.kind = ModelKind::StageModules;
+    f.cfg.model.stage_modules = read_stage_modules(f.stage_module_dir);
+    f.cfg.model.micro_batch_size = static_cast<int>(f.cfg.model.stage_modules->input.shape[0]);
   }
-
-  set_verbose_errors(verbose);
-  Schedule s;
-  try {
-    cfg.env = read_launch_env();
-    install_terminate_handler("rank " + std::to_string(cfg.env.rank), describe_exception);
-    if (schedule_file.empty() == gen.family.empty())
-      throw InputError({}, "give exactly one of --schedule FILE or --generate FAMILY (with --pp, --micro, ...)");
-    std::optional<CsvKind> csv_kind;
-    // A generated order with --dp N gets PyTorch's FSDP steps, as PyTorch's lowering adds them
-    // to a compute-only order: without them nothing would reduce the gradients over the replicas.
-    // A file is run as written (the agreement check refuses one that lacks them).
-    const bool add_fsdp = schedule_file.empty() && dpc.dp > 1 && !gen.fsdp_steps;
-    if (add_fsdp) gen.fsdp_steps = true;
-    s = schedule_file.empty() ? cli::build_generated(gen) : read_schedule_file(schedule_file, {}, {}, &csv_kind);
-    if (add_fsdp && cfg.env.rank == 0)
-      std::cerr << "note: --dp " << dpc.dp << ": added PyTorch's FSDP steps to the generated " << gen.family
-                << " schedule (FSDP_UNSHARD / FSDP_RESHARD around each stage's steps, FSDP_REDUCE_GRAD after its last backward"
-                << (dpc.fsdp ? "" : "; without --fsdp the unshard and reshard do nothing") << "), as PyTorch's lowering does\n";
-    // PyTorch's lowered schedule runs under PyTorch's runtime semantics (schedule_io.hpp).
-    if (selects_overlap_p2p(csv_kind) && !no_overlap_p2p) cfg.run.mode.overlap_p2p = true;
-    cfg.model.kind = model_kind == "mlp" ? ModelKind::Mlp : ModelKind::Gpt;
-    cfg.model.layout = layout_text;
-    if (stage_module_opt->count() > 0) {
-      // The modules define the model: the built-in model's options would be silently ignored.
-      for (const char* flag : {"--model", "--layers", "--layout", "--hidden", "--heads", "--seq", "--vocab",
-                               "--micro-batch-size", "--tie-embeddings"})
-        if (app.get_option(flag)->count() > 0)
-          throw InputError({}, std::string(flag) + " describes a built-in model; with --stage-module the modules and "
-                               "stages.json define the model (micro-batch size = dim 0 of the manifest's input shape)");
-      cfg.model.kind = ModelKind::StageModules;
-      cfg.model.stage_modules = read_stage_modules(stage_module_dir);
-      cfg.model.micro_batch_size = static_cast<int>(cfg.model.stage_modules->input.shape[0]);
-    }
-    if (tower_opt->count() > 0 && !schedule_file.empty())
-      cfg.model.tower = gen.tower == "frozen" ? Tower::Frozen : gen.tower == "none" ? Tower::None : Tower::Trainable;
-    if (stages > 0) cfg.model.stages = stages;
-    if (global_batch > 0) cfg.model.global_batch_size = global_batch;
-    cfg.run.transport = transport == "gloo" ? TransportKind::Gloo : transport == "nccl" ? TransportKind::Nccl : TransportKind::Auto;
-    cfg.run.cpu_bind = cpu_bind == "none" ? CpuBindMode::None : cpu_bind == "blocks" ? CpuBindMode::Blocks : CpuBindMode::Auto;
-    cfg.run.verify = !no_verify;
-    cfg.run.mode.comm = comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
-    // The verdict for operations posted without waiting is the transport's: only Gloo's has
-    // non-blocking P2P (the NCCL transport refuses the posting modes, exec/transport.hpp), so
-    // a run that posts runs on Gloo, each posted operation progressing on its own.
-    cfg.run.mode.backend = cfg.run.transport == TransportKind::Nccl ? P2PBackend::Nccl : P2PBackend::Gloo;
-    dpc.order = mesh_order == "pp,dp" ? MeshOrder::PpDp : MeshOrder::DpPp;
-    // The verifier judges the job that runs: its data-parallel pass holds the FSDP steps to
-    // PyTorch's rules under the same --dp / --fsdp (ppsched check --dp N [--fsdp]).
-    cfg.run.mode.dp.degree = dpc.dp;
-    cfg.run.mode.dp.mesh_order = dpc.order;
-    cfg.run.mode.dp.fsdp = dpc.fsdp;
-    if (!fail_at.empty()) {
-      cfg.run.fault = parse_fault(fail_at);
-      std::vector<std::string> errors = check_fault(*cfg.run.fault, s, cfg.run.iterations, dpc.mesh(s.ranks));
-      for (size_t k = 0; k + 1 < errors.size(); ++k) std::cerr << "error: " << errors[k] << "\n";
-      if (!errors.empty()) throw InputError({}, errors.back());
-    }
-  } catch (const std::exception& e) {
-    // InputError, and anything else a file or a generator threw: all before any communication.
-    std::cerr << "error: " << describe_exception(e) << "\n";
-    return cli::kBadInput;
+  if (f.tower_opt->count() > 0 && !f.schedule_file.empty())
+    f.cfg.model.tower = f.gen.tower == "frozen" ? Tower::Frozen : f.gen.tower == "none" ? Tower::None : Tower::Trainable;
+  if (f.stages > 0) f.cfg.model.stages = f.stages;
+  if (f.global_batch > 0) f.cfg.model.global_batch_size = f.global_batch;
+  f.cfg.run.transport = f.transport == "gloo" ? TransportKind::Gloo : f.transport == "nccl" ? TransportKind::Nccl : TransportKind::Auto;
+  f.cfg.run.cpu_bind = f.cpu_bind == "none" ? CpuBindMode::None : f.cpu_bind == "blocks" ? CpuBindMode::Blocks : CpuBindMode::Auto;
+  f.cfg.run.verify = !f.no_verify;
+  // PyTorch's lowered schedule runs under PyTorch's runtime semantics (schedule_io.hpp).
+  cli::apply_mode(f.mode, f.schedule_file, selects_overlap_p2p(csv_kind), f.cfg.run.mode);
+  // The verdict for operations posted without waiting is the transport's: only Gloo's has
+  // non-blocking P2P (the NCCL transport refuses the posting modes, exec/transport.hpp), so
+  // a run that posts runs on Gloo, each posted operation progressing on its own.
+  f.cfg.run.mode.backend = f.cfg.run.transport == TransportKind::Nccl ? P2PBackend::Nccl : P2PBackend::Gloo;
+  dpc.mesh_order = *mesh_order_named(f.mesh_order);  // checked by the flag
+  if (!f.fail_at.empty()) {
+    f.cfg.run.fault = parse_fault(f.fail_at);
+    std::vector<std::string> errors = check_fault(*f.cfg.run.fault, s, f.cfg.run.iterations, dpc.mesh(s.ranks));
+    for (size_t k = 0; k + 1 < errors.size(); ++k) std::cerr << "error: " << errors[k] << "\n";
+    if (!errors.empty()) throw InputError({}, errors.back());
   }
+  return s;
+}
 
+// The schedule must verify in the mode it runs in (unless --no-verify): kBadInput when it does not.
+int refuse_unverified(const ExecConfig& cfg, const Schedule& s, const CommModel& lowering) {
   const int rank = cfg.env.rank;
   if (cfg.run.verify) {
-    CheckReport report = verify(s, cfg.run.mode);
+    CheckReport report = verify(s, cfg.run.mode, lowering);
     if (!report.ok()) {
       for (const auto& v : report.violations)
         std::cerr << "error: rank " << rank << ": schedule violation (" << to_string(v.kind) << "): " << v.message << "\n";
@@ -378,24 +363,72 @@ int run(int argc, char** argv) {
     std::cerr << "warning: rank " << rank << ": --no-verify: running '" << s.name
               << "' unverified; a schedule with violations may hang until --timeout or fail mid-run\n";
   }
+  return cli::kOk;
+}
 
-  {
-    // Every rank decides the same, before any communication.
-    bool rendezvous_ok = true;
-    if (cfg.run.mode.comm == CommMode::Eager) {
-      CheckOptions strict = cfg.run.mode;
-      strict.comm = CommMode::Rendezvous;
-      rendezvous_ok = verify(s, strict).completes;
-    }
-    const std::vector<std::string> modes = unsupported_modes(cfg.run.mode, rendezvous_ok);
-    if (!modes.empty()) {
-      for (const auto& m : modes) std::cerr << "error: rank " << rank << ": " << m << "\n";
-      std::cerr << "error: rank " << rank << ": refusing to run '" << s.name << "' in this mode; nothing was run\n";
-      return cli::kBadInput;
-    }
+// A mode the executor cannot run is refused; every rank decides the same, before any communication.
+int refuse_unsupported_mode(const ExecConfig& cfg, const Schedule& s) {
+  const int rank = cfg.env.rank;
+  // Every rank decides the same, before any communication.
+  bool rendezvous_ok = true;
+  if (cfg.run.mode.comm == CommMode::Eager) {
+    CheckOptions strict = cfg.run.mode;
+    strict.comm = CommMode::Rendezvous;
+    rendezvous_ok = verify(s, strict).completes;
   }
+  const std::vector<std::string> modes = unsupported_modes(cfg.run.mode, rendezvous_ok);
+  if (!modes.empty()) {
+    for (const auto& m : modes) std::cerr << "error: rank " << rank << ": " << m << "\n";
+    std::cerr << "error: rank " << rank << ": refusing to run '" << s.name << "' in this mode; nothing was run\n";
+    return cli::kBadInput;
+  }
+  return cli::kOk;
+}
 
-  Agreement a = check_agreement(s, cfg.env.world_size, cfg.model, executor_has_handler, cfg.run.data_parallel);
+// Rank 0 writes the built-in model as a ppsched-model file (--model-out).
+int write_model_out(const ExecConfig& cfg, const std::string& path, const Agreement& a) {
+  try {
+    const int blocks = a.layout.units - (cfg.model.kind == ModelKind::Gpt ? 2 : 0);
+    const std::string text = describe_model(cfg.model, blocks);
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+    out.close();
+    if (!out) throw InputError({}, "--model-out: cannot write '" + path + "'");
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << describe_exception(e) << "\n";
+    return cli::kBadInput;
+  }
+  return cli::kOk;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"ppsched-exec: run a pipeline-parallel schedule with libtorch, one process per rank "
+               "(RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT from torchrun, Slurm or tools/launch-local)"};
+  ExecFlags f;
+  declare_model_flags(app, f);
+  declare_run_flags(app, f);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : cli::kBadInput;
+  }
+  set_verbose_errors(f.verbose);
+  Schedule s;
+  try {
+    s = configure(f, app);
+  } catch (const std::exception& e) {
+    // InputError, and anything else a file or a generator threw: all before any communication.
+    std::cerr << "error: " << describe_exception(e) << "\n";
+    return cli::kBadInput;
+  }
+  ExecConfig& cfg = f.cfg;
+  // Lowered once: the verifier judges, the runtime runs and rank 0's record times this lowering.
+  const CommModel lowering = build_comm_model(s, cfg.run.mode);
+  if (const int rc = refuse_unverified(cfg, s, lowering); rc != cli::kOk) return rc;
+  if (const int rc = refuse_unsupported_mode(cfg, s); rc != cli::kOk) return rc;
+  const int rank = cfg.env.rank;
+  Agreement a = check_agreement(s, cfg.env.world_size, cfg.model, executor_has_handler, cfg.run.mode.dp);
   if (!a.ok()) {
     // One failure, one message: a lone reason says that nothing ran; several get a count.
     for (size_t k = 0; k < a.errors.size(); ++k)
@@ -404,20 +437,9 @@ int run(int argc, char** argv) {
       std::cerr << "error: rank " << rank << ": " << a.errors.size() << " problems with the schedule, the model or the launch; nothing was run\n";
     return cli::kBadInput;
   }
-  if (!model_out.empty() && rank == 0) {
-    try {
-      const int blocks = a.layout.units - (cfg.model.kind == ModelKind::Gpt ? 2 : 0);
-      const std::string text = describe_model(cfg.model, blocks);
-      std::ofstream out(model_out, std::ios::binary);
-      out << text;
-      out.close();
-      if (!out) throw InputError({}, "--model-out: cannot write '" + model_out + "'");
-    } catch (const std::exception& e) {
-      std::cerr << "error: " << describe_exception(e) << "\n";
-      return cli::kBadInput;
-    }
-  }
-  return report(cfg, s, run_executor(cfg, s, a.layout));
+  if (!f.model_out.empty() && rank == 0)
+    if (const int rc = write_model_out(cfg, f.model_out, a); rc != cli::kOk) return rc;
+  return report(cfg, s, run_executor(cfg, s, a.layout, lowering));
 }
 
 }  // namespace

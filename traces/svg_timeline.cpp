@@ -165,8 +165,8 @@ struct RowGeometry {
   double memory = 0;   // memory strip
 };
 
-// Where things go: the time scale (ms to x) and a row per rank.
-struct Layout {
+// The canvas: the time scale (ms to x) and a row per rank.
+struct Canvas {
   int nranks = 0;
   double span_ms = 1.0;  // the makespan; 1 when there is none to scale by
   double width = 0;      // of the time axis, pixels
@@ -185,8 +185,8 @@ struct Layout {
 
 // Every rank the schedule, the summaries, the slices or the samples name gets a row; the time
 // axis spans the makespan or, when a slice ends later (a measured run), that slice.
-Layout layout_of(const Schedule& s, const RunRecord& r, const SvgOptions& options) {
-  Layout l;
+Canvas canvas_of(const Schedule& s, const RunRecord& r, const SvgOptions& options) {
+  Canvas l;
   l.nranks = shown_ranks(s, r);
   double makespan = r.makespan_ms;
   for (const auto& sl : r.slices)
@@ -236,7 +236,7 @@ struct MicroLabels {
   bool shown = false;   // the labels are drawn
 };
 
-MicroLabels micro_labels(const Schedule& s, const RunRecord& r, const std::vector<uint32_t>& order, const Layout& l) {
+MicroLabels micro_labels(const Schedule& s, const RunRecord& r, const std::vector<uint32_t>& order, const Canvas& l) {
   constexpr double kMaxLabelFont = 10, kMinLabelFont = 6, kCharEm = 0.62;
   MicroLabels out;
   double font = kMaxLabelFont;
@@ -346,7 +346,7 @@ struct MemoryScale {
 class Timeline {
  public:
   Timeline(const Schedule& s, const RunRecord& r, const SvgOptions& options)
-      : s_(s), r_(r), options_(options), l_(layout_of(s, r, options)), order_(drawing_order(r, l_.nranks)),
+      : s_(s), r_(r), options_(options), l_(canvas_of(s, r, options)), order_(drawing_order(r, l_.nranks)),
         samples_of_(samples_by_rank(r, l_.nranks)), labels_(micro_labels(s, r, order_, l_)), stages_(s),
         tooltips_(r.slices.size() <= static_cast<size_t>(std::max(0, options.max_tooltips))),
         arrows_(!r.flows.empty() && r.flows.size() <= static_cast<size_t>(std::max(0, options.max_arrows))) {
@@ -693,7 +693,7 @@ class Timeline {
   const Schedule& s_;
   const RunRecord& r_;
   const SvgOptions& options_;
-  const Layout l_;
+  const Canvas l_;
   const std::vector<uint32_t> order_;
   const std::vector<std::vector<const MemorySample*>> samples_of_;
   const MicroLabels labels_;

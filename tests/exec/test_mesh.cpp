@@ -41,7 +41,7 @@ Schedule with_fsdp_steps(Schedule s, bool unshard = true) {
   return s;
 }
 
-std::string all_errors(const Schedule& s, int world, DataParallelConfig dp) {
+std::string all_errors(const Schedule& s, int world, DataParallelOptions dp) {
   ModelConfig m;
   m.layers = 4;
   std::string out;
@@ -94,14 +94,14 @@ std::string violations(const Schedule& s, int dp, bool fsdp) {
 
 TEST_CASE("at --dp 2 the executor needs the schedule's FSDP steps; where they go is the verifier's rule",
           "[mesh][agreement]") {
-  DataParallelConfig dp2;
-  dp2.dp = 2;
+  DataParallelOptions dp2;
+  dp2.degree = 2;
   const Schedule plain = one_f_one_b(2, 4);
   const std::string e = all_errors(plain, 4, dp2);
   CHECK_THAT(e, Catch::Contains("--dp 2: the schedule has no FSDP_* steps"));
   CHECK_THAT(e, Catch::Contains("--fsdp-steps"));
   // At --dp 1 nothing is needed, and PyTorch's placement is accepted at --dp 2.
-  CHECK(all_errors(plain, 2, DataParallelConfig{}).empty());
+  CHECK(all_errors(plain, 2, DataParallelOptions{}).empty());
   CHECK(all_errors(with_fsdp_steps(plain), 4, dp2).empty());
   CHECK(violations(with_fsdp_steps(plain), 2, false).empty());
   // A REDUCE_GRAD before a backward of its stage leaves that backward unreduced: the
@@ -118,15 +118,15 @@ TEST_CASE("at --dp 2 the executor needs the schedule's FSDP steps; where they go
 }
 
 TEST_CASE("--fsdp needs each stage gathered (FSDP_UNSHARD) before it computes: the verifier's rule", "[mesh][agreement]") {
-  DataParallelConfig fsdp;
-  fsdp.dp = 2;
+  DataParallelOptions fsdp;
+  fsdp.degree = 2;
   fsdp.fsdp = true;
   const Schedule plain = one_f_one_b(2, 4);
   CHECK(all_errors(with_fsdp_steps(plain), 4, fsdp).empty());
   CHECK(violations(with_fsdp_steps(plain), 2, true).empty());
   CHECK_THAT(violations(with_fsdp_steps(plain, false), 2, true), Catch::Contains("F0s0 computes stage 0 on sharded parameters"));
   // --fsdp at --dp 1: nothing is sharded, nothing is required.
-  fsdp.dp = 1;
+  fsdp.degree = 1;
   CHECK(all_errors(plain, 2, fsdp).empty());
   CHECK(violations(plain, 1, true).empty());
 }

@@ -14,29 +14,18 @@ Action add_check(CLI::App& app) {
   struct State {
     std::vector<std::string> files;
     GeneratorFlags gen;
-    std::string comm = "rendezvous";
     std::string budget, activation_bytes;
     CostFlags cost;
-    CheckOptions options;
+    ModeFlags mode;
     DataParallelFlags dp;
-    bool json = false, suggest = false, no_overlap_p2p = false;
-    std::string fix_out, backend;
+    bool json = false, suggest = false;
+    std::string fix_out;
   };
   auto st = std::make_shared<State>();
   cmd->add_option("files", st->files, "schedule files (.json or .csv)");
   add_generator_flags(*cmd, st->gen, false);
   generator_flags_need_generate(*cmd);
-  cmd->add_option("--comm", st->comm, "P2P semantics: rendezvous (NCCL-like, default) or eager (buffered sends)")
-      ->check(CLI::IsMember({"rendezvous", "eager"}));
-  cmd->add_flag("--overlap-p2p", st->options.overlap_p2p,
-                "receives waited by their consumer, sends drained at the end (the default for a compute_comms CSV)");
-  cmd->add_flag("--no-overlap-p2p", st->no_overlap_p2p,
-                "check a compute_comms CSV blocking instead of under PyTorch's runtime semantics")
-      ->excludes("--overlap-p2p");
-  cmd->add_flag("--mpipe-batched-recv", st->options.mpipe_batched_recv,
-                "MPipe executor: the first MPIPE_FWD_RECV receives every outstanding micro; MPipe sends deferred");
-  cmd->add_flag("--dyn-shape", st->options.dyn_shape, "body FWD P2P exchanges shape/dtype meta at every step");
-  add_p2p_backend_flag(*cmd, st->backend);
+  add_mode_flags(*cmd, st->mode);
   add_data_parallel_flags(*cmd, st->dp);
   add_cost_flags(*cmd, st->cost);
   // check times nothing and marks nothing tight: refused (as unknown) rather than ignored.
@@ -49,33 +38,28 @@ Action add_check(CLI::App& app) {
   cmd->add_flag("--suggest", st->suggest, "for a failing schedule, search the smallest edit (steps moved within their rank) that verifies");
   cmd->add_option("--fix-out", st->fix_out, "with --suggest: write the fixed schedule here")->needs("--suggest");
   return [st]() {
-    CheckOptions o = st->options;
-    o.comm = st->comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
+    CheckOptions o;
     if (!st->budget.empty()) o.memory_budget = parse_bytes(st->budget, "--memory-budget");
     std::vector<std::pair<std::string, Schedule>> inputs;
-    std::vector<bool> overlap;  // per input: checked under --overlap-p2p
-    std::vector<bool> by_csv;   // ... because it is a compute_comms CSV
+    std::vector<bool> by_csv;  // per input: under --overlap-p2p because it is a compute_comms CSV
     if (!st->gen.family.empty()) {
       Schedule s = build_generated(st->gen);
       inputs.emplace_back(st->gen.family + " P=" + std::to_string(st->gen.options.pp) + " V=" +
                               std::to_string(st->gen.options.vpp) + " M=" + std::to_string(st->gen.options.micro),
                           std::move(s));
-      overlap.push_back(o.overlap_p2p);
       by_csv.push_back(false);
     }
     for (const auto& f : st->files) {
       std::optional<CsvKind> kind;
       inputs.emplace_back(f, read_schedule_input(f, {}, {}, &kind));
-      by_csv.push_back(!o.overlap_p2p && selects_overlap_p2p(kind) && !st->no_overlap_p2p);
-      overlap.push_back(o.overlap_p2p || by_csv.back());
+      by_csv.push_back(overlap_by_csv(st->mode, selects_overlap_p2p(kind)));
     }
     if (inputs.empty()) throw InputError({}, "give schedule files or --generate FAMILY --pp P --micro M");
     bool all_ok = true;
     nlohmann::json files = nlohmann::json::array();
     for (size_t k = 0; k < inputs.size(); ++k) {
       auto& [name, s] = inputs[k];
-      o.overlap_p2p = overlap[k];
-      apply_p2p_backend(st->backend, name, o);
+      apply_mode(st->mode, name, by_csv[k], o);
       if (by_csv[k])
         std::cerr << "note: " << name << " is a compute_comms CSV (PyTorch's lowered schedule): checked under "
                   << "--overlap-p2p, PyTorch's runtime semantics; --no-overlap-p2p checks it blocking\n";
@@ -92,7 +76,7 @@ Action add_check(CLI::App& app) {
         auto j = report_json(s, report);
         j["file"] = name;
         j["data_parallel"] = {{"degree", o.dp.degree},
-                              {"mesh_order", o.dp.mesh_order == MeshOrder::PpDp ? "pp,dp" : "dp,pp"},
+                              {"mesh_order", to_string(o.dp.mesh_order)},
                               {"fsdp", o.dp.fsdp},
                               {"world_ranks", static_cast<int64_t>(s.ranks) * o.dp.degree}};
         j["overlap_p2p"] = o.overlap_p2p;

@@ -147,7 +147,7 @@ int show_timeline(const ShowFlags& f, const Schedule& s, const std::optional<Csv
   CostModel c = load_cost_model(sim.cost, sim.dp, s);
   const SimOptions so = sim_options(sim, c, s, f.file, true, selects_overlap_p2p(kind));
   // As `simulate` says it: a compute_comms CSV runs under PyTorch's runtime semantics.
-  if (selects_overlap_p2p(kind) && !sim.check.overlap_p2p && so.check.overlap_p2p)
+  if (overlap_by_csv(sim.mode, selects_overlap_p2p(kind)))
     std::cerr << "note: " << clip(f.file) << " is a compute_comms CSV (PyTorch's lowered schedule): simulated under "
               << "--overlap-p2p, PyTorch's runtime semantics; --no-overlap-p2p runs it blocking\n";
   const RunRecord r = simulate(s, c, so);

@@ -150,7 +150,7 @@ nlohmann::json result_json(const Schedule& s, const RunRecord& r, const CostMode
   j["assumptions"] = assumptions_json(c, budget ? std::optional<double>(static_cast<double>(*budget)) : std::nullopt,
                                       budget_flag_given);
   j["data_parallel"] = {{"degree", r.dp_degree},
-                        {"mesh_order", dp.mesh_order == MeshOrder::PpDp ? "pp,dp" : "dp,pp"},
+                        {"mesh_order", to_string(dp.mesh_order)},
                         {"fsdp", dp.fsdp},
                         {"gather_rule", gather_rule_label(c.memory_model(s.stages), dp)},
                         {"world_ranks", static_cast<int64_t>(s.ranks) * r.dp_degree},
@@ -322,7 +322,7 @@ Action add_simulate(CLI::App& app) {
       c.check_fits(s.stages, s.micro_batches);
       bool trace = !st->trace.empty() || !st->svg.empty() || !st->trace_dir.empty();
       const SimOptions so = sim_options(st->sim, c, s, name, trace, comms_csv[k]);
-      if (comms_csv[k] && !st->sim.check.overlap_p2p && so.check.overlap_p2p)
+      if (overlap_by_csv(st->sim.mode, comms_csv[k]))
         std::cerr << "note: " << name << " is a compute_comms CSV (PyTorch's lowered schedule): simulated under "
                   << "--overlap-p2p, PyTorch's runtime semantics; --no-overlap-p2p runs it blocking\n";
       RunRecord r = simulate(s, c, so);

@@ -126,7 +126,7 @@ struct DataParallelFlags {
   int degree = 1;
   bool fsdp = false;
   bool distributed_optimizer = false;
-  std::string mesh_order = "dp,pp";
+  std::string mesh_order = to_string(MeshOrder::DpPp);
   CLI::Option *degree_opt = nullptr, *fsdp_opt = nullptr, *dist_opt = nullptr;  // given on the command line?
 };
 void add_data_parallel_flags(CLI::App& cmd, DataParallelFlags& flags);
@@ -188,20 +188,30 @@ void note_rank_times_unused(const Network& net, const CostFlags& f, const char* 
 // The flags of a simulated run, shared by `simulate`, `compare` and `show --timeline`
 // (tools/cli/sim_flags.cpp): the cost flags above, --memory-budget, --comm, --overlap-p2p,
 // --no-overlap-p2p, --dyn-shape, --mpipe-batched-recv and the data-parallel flags.
-struct SimFlags {
-  CostFlags cost;
-  std::string comm = "rendezvous", budget;
-  CheckOptions check;
-  DataParallelFlags dp;
-  bool no_overlap_p2p = false;
+// The runtime mode's flags, declared once for check, simulate, compare, show --timeline and
+// ppsched-exec: --comm, --overlap-p2p, --no-overlap-p2p, --mpipe-batched-recv, --dyn-shape and,
+// where no transport decides it (not ppsched-exec), --p2p-backend.
+struct ModeFlags {
+  std::string comm = "rendezvous";
+  bool overlap_p2p = false, no_overlap_p2p = false, mpipe_batched_recv = false, dyn_shape = false;
   std::string backend;  // --p2p-backend; empty: NCCL's stream order
 };
+void add_mode_flags(CLI::App& cmd, ModeFlags& f, bool with_backend = true);
+// Whether input `comms_csv` (read from a compute_comms CSV) runs under --overlap-p2p because it
+// is one: PyTorch's runtime semantics, unless --overlap-p2p was given or --no-overlap-p2p refuses it.
+bool overlap_by_csv(const ModeFlags& f, bool comms_csv);
+// The flags' mode on `o` for input `name`. --p2p-backend (what carries the P2P operations a
+// rank posts without waiting) is refused (InputError) where nothing is posted without waiting
+// (neither --overlap-p2p nor --mpipe-batched-recv).
+void apply_mode(const ModeFlags& f, const std::string& name, bool comms_csv, CheckOptions& o);
+
+struct SimFlags {
+  CostFlags cost;
+  std::string budget;
+  ModeFlags mode;
+  DataParallelFlags dp;
+};
 void add_sim_flags(CLI::App& cmd, SimFlags& f);
-// --p2p-backend (check, simulate, compare, show): what carries the P2P operations a rank posts
-// without waiting. apply_p2p_backend sets it on `o` for input `name`, refusing it (InputError)
-// where nothing is posted without waiting (neither --overlap-p2p nor --mpipe-batched-recv).
-void add_p2p_backend_flag(CLI::App& cmd, std::string& backend);
-void apply_p2p_backend(const std::string& backend, const std::string& name, CheckOptions& o);
 // The engine's options for schedule `s` priced by `c`. `comms_csv`: the schedule was read from a
 // compute_comms CSV, which selects --overlap-p2p unless --no-overlap-p2p
 // (model/formats/schedule_io.hpp, selects_overlap_p2p). Throws InputError (--dp, --memory-budget).

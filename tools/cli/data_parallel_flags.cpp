@@ -21,7 +21,7 @@ void add_data_parallel_flags(CLI::App& cmd, DataParallelFlags& f) {
                  "replica g / PP) or pp,dp (rank g is pipeline rank g / N of replica g % N)")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
-            if (text == "dp,pp" || text == "pp,dp") return {};
+            if (mesh_order_named(text)) return {};
             return "expected dp,pp (torch's DeviceMesh (\"dp\", \"pp\"), the default) or pp,dp, got '" +
                    text.substr(0, 40) + "'";
           },
@@ -33,7 +33,7 @@ DataParallelOptions data_parallel_options(const DataParallelFlags& f, int pipeli
   dp.degree = f.degree;
   dp.fsdp = f.fsdp;
   dp.distributed_optimizer = f.distributed_optimizer;
-  dp.mesh_order = f.mesh_order == "pp,dp" ? MeshOrder::PpDp : MeshOrder::DpPp;
+  dp.mesh_order = *mesh_order_named(f.mesh_order);  // checked by the flag
   if (const std::string why = data_parallel_problem(dp, pipeline_ranks); !why.empty()) {
     Location where = in_file(input);
     where.field = "--dp";
@@ -43,7 +43,7 @@ DataParallelOptions data_parallel_options(const DataParallelFlags& f, int pipeli
 }
 
 std::string data_parallel_label(const DataParallelOptions& dp) {
-  return "DP " + std::to_string(dp.degree) + " (mesh " + (dp.mesh_order == MeshOrder::PpDp ? "pp,dp" : "dp,pp") +
+  return "DP " + std::to_string(dp.degree) + " (mesh " + to_string(dp.mesh_order) +
          (dp.fsdp ? ", FSDP" : "") + (dp.distributed_optimizer ? ", distributed optimizer" : "") + ")";
 }
 

@@ -22,8 +22,8 @@
 // Events (host wake-ups) are ordered by (time, sequence) in a binary heap: the same inputs
 // give the same outputs, and every event costs O(log n).
 //
-// The parts: this file holds the event loop, the host's compute and collective actions and
-// the results; sim/engine_transfers.cpp the P2P actions and the transfer protocol;
+// The parts: this file holds the event loop, the host's actions (compute, P2P posts and waits,
+// collectives) and the results; sim/engine_transfers.cpp the transfer protocol;
 // sim/engine_state.hpp the engine's per-rank state. What it reads and keeps apart:
 // sim/engine_prices.hpp (what an action costs), sim/memory_ledger.hpp (live bytes and peaks),
 // sim/engine_messages.hpp (message state), sim/engine_slices.hpp (the recorded slices).
@@ -172,6 +172,71 @@ void Engine::launch_compute(int r, const Action& a) {
     dp_ms_[ri] += prices_.dp_busy_ms(leaf_of(r, a));
     dp_exposed_[ri] += prices_.dp_exposed_ms(leaf_of(r, a));
   }
+}
+
+// ---- P2P actions: posting and waiting (the protocol: sim/engine_transfers.cpp) --------------
+bool Engine::run_p2p(int r, const Action& a) {
+  const size_t ri = static_cast<size_t>(r);
+  if (a.kind != ActionKind::Wait && !posted_[ri]) post_action(r, a);
+  if (a.kind == ActionKind::Post) {
+    // A posted receive's buffer exists from its post on (PyTorch allocates it just
+    // before the irecv), as the checks' cache walk counts it; nothing later delivers it.
+    memory_.deliver_posted(r, host_[ri]);
+    pass(a);
+    posted_[ri] = false;
+    return true;
+  }
+  double t = host_[ri];
+  int32_t cause = host_cause_[ri];
+  if (!completion(a, t, cause)) {
+    blocked_[ri] = true;
+    begin_wait(r);
+    return false;
+  }
+  if (t > host_[ri]) {
+    // Resume at the completion through the event queue, in time order.
+    begin_wait(r, t);
+    host_[ri] = t;
+    host_cause_[ri] = cause;
+  }
+  if (a.kind == ActionKind::Phase && action_slice_[ri] >= 0) {
+    slices_.set_end(action_slice_[ri], host_[ri]);
+    bool meta_only = slices_[static_cast<size_t>(action_slice_[ri])].meta;
+    if (!meta_only && last_action_of_step(r)) {
+      memory_.deliver_posted(r, host_[ri]);  // a receive delivers its buffer
+      if (info(a.op).compute != ComputeKind::None && is_p2p(a.op)) launch_compute(r, a);
+    }
+  } else if (a.kind == ActionKind::Wait) {
+    for (int j = 0; j < a.count; ++j) {
+      const MsgState& m = msgs_[model_.message_of(a, j)];
+      if (m.slice >= 0) slices_.set_end(m.slice, std::max(slices_[static_cast<size_t>(m.slice)].end_ms, m.end));
+    }
+  }
+  pass(a);
+  posted_[ri] = false;
+  action_slice_[ri] = -1;
+  return true;
+}
+
+// Posts action `a`'s messages under one slice, starting now on rank r's host.
+void Engine::post_action(int r, const Action& a) {
+  const size_t ri = static_cast<size_t>(r);
+  posted_[ri] = true;
+  bool sends = false;
+  double bytes = 0;
+  bool meta = a.count > 0;
+  for (int j = 0; j < a.count; ++j) {
+    const int32_t id = model_.message_of(a, j);
+    const Message& m = model_.messages[static_cast<size_t>(id)];
+    sends = sends || m.send;
+    meta = meta && m.meta;
+    if (o_.record_trace) bytes += price(m);  // the slice's bytes, kept only in a trace
+  }
+  action_slice_[ri] =
+      add_slice(r, a.step_index, sends ? Lane::Send : Lane::Recv, host_[ri], host_[ri], bytes, meta, host_cause_[ri]);
+  // Once per step: a multi-tensor transfer posts one payload action per tensor.
+  if (!meta && !timing_only_) memory_.release_posted(r, a, host_[ri]);
+  for (int j = 0; j < a.count; ++j) post(r, model_.message_of(a, j), action_slice_[ri]);
 }
 
 // ---- collectives --------------------------------------------------------------------------

@@ -1,10 +1,9 @@
-// The discrete-event engine's interpreter and its per-rank state (sim/engine.cpp), shared by the
-// files that define its parts: sim/engine.cpp (the event loop, compute and collective actions,
-// the results) and sim/engine_transfers.cpp (P2P actions and the transfer protocol). What it
-// reads and keeps apart lives in sim/engine_prices.hpp (what an action costs),
-// sim/memory_ledger.hpp (live bytes and peaks), sim/engine_messages.hpp (message state) and
-// sim/engine_slices.hpp (the recorded slices). Private to sim/: the public API is
-// sim/engine.hpp.
+// The discrete-event engine's interpreter and its per-rank state, shared by the files that
+// define its parts: sim/engine.cpp (the event loop, the host's actions, the results) and
+// sim/engine_transfers.cpp (the transfer protocol). What it reads and keeps apart lives in
+// sim/engine_prices.hpp (what an action costs), sim/memory_ledger.hpp (live bytes and peaks),
+// sim/engine_messages.hpp (message state) and sim/engine_slices.hpp (the recorded slices).
+// Private to sim/: the public API is sim/engine.hpp.
 #pragma once
 
 #include <algorithm>
@@ -70,11 +69,17 @@ class Engine {
     slices_.collect([&](auto&& fn) { for_each_root(fn); });
   }
 
-  // ---- the host and compute (sim/engine.cpp) ----------------------------------------------
-  void advance(int r);
-  void launch_compute(int r, const Action& a);
+  // Declared inline: a function called per event, action or message and only from the file
+  // that defines it, which may then inline it into its caller as when the engine was one file.
+
+  // ---- the host and its actions (sim/engine.cpp) ------------------------------------------
+  inline void advance(int r);
+  inline void launch_compute(int r, const Action& a);
+  // A Post, Phase or Wait action: false while rank r waits for its messages.
+  inline bool run_p2p(int r, const Action& a);
+  inline void post_action(int r, const Action& a);
   // A collective action: false while rank r waits for its group.
-  bool run_collective(int r, const Action& a);
+  inline bool run_collective(int r, const Action& a);
   int collective_step(int q, const CollectiveCall& call) const;
   bool last_action_of_step(int r) const {
     const auto& acts = model_.actions[static_cast<size_t>(r)];
@@ -84,10 +89,7 @@ class Engine {
   RunRecord finish();
   void summarize_ranks();
 
-  // ---- P2P actions and the transfer protocol (sim/engine_transfers.cpp) -------------------
-  // A Post, Phase or Wait action: false while rank r waits for its messages.
-  bool run_p2p(int r, const Action& a);
-  void post_action(int r, const Action& a);
+  // ---- the transfer protocol (sim/engine_transfers.cpp) -----------------------------------
   void post(int r, int32_t id, int32_t slice);
   // The rank passed action `a`: it reads its messages' states no more for it.
   void pass(const Action& a) {
@@ -106,7 +108,7 @@ class Engine {
     }
     return true;
   }
-  void maybe_wake(int r);
+  inline void maybe_wake(int r);
   // A message's bytes (its step's, or one sub-step's of a batch): priced from the step when the
   // message is posted and again when it is settled, from the same table, instead of kept per
   // message (8 bytes a message).
@@ -119,9 +121,9 @@ class Engine {
     return des::leaf_of(m.sub >= 0 ? top.sub_steps()[static_cast<size_t>(m.sub)] : top);
   }
   double posted_at(const MsgState& m) const { return slices_[static_cast<size_t>(m.slice)].start_ms; }
-  void complete(int32_t id, double end, int32_t cause);
-  void settle(int32_t send_id, int32_t recv_id);
-  void transfer(int32_t send_id, int32_t recv_id, double start, double bytes);
+  inline void complete(int32_t id, double end, int32_t cause);
+  inline void settle(int32_t send_id, int32_t recv_id);
+  inline void transfer(int32_t send_id, int32_t recv_id, double start, double bytes);
   void account(const Channel& ch, double bytes) {
     if (timing_only_) return;
     const size_t k = static_cast<size_t>(&ch - model_.channels.data());

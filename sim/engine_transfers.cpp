@@ -1,7 +1,7 @@
-// The engine's P2P actions and transfer protocol (sim/engine_state.hpp, the engine in
-// sim/engine.cpp): posting sends and receives, waiting for them, and timing each transfer,
-// eager or rendezvous, on its link; with background_progress false, a receiver that takes a
-// payload in only while it waits.
+// The engine's transfer protocol (sim/engine_state.hpp, the engine in sim/engine.cpp): a posted
+// send or receive meets its partner, each transfer is timed, eager or rendezvous, on its link,
+// completions wake the ranks that wait for them; with background_progress false, a receiver
+// takes a payload in only while it waits.
 #include <algorithm>
 #include <limits>
 
@@ -9,71 +9,7 @@
 
 namespace ppsched::des {
 
-// ---- P2P actions ----------------------------------------------------------------------------
-bool Engine::run_p2p(int r, const Action& a) {
-  const size_t ri = static_cast<size_t>(r);
-  if (a.kind != ActionKind::Wait && !posted_[ri]) post_action(r, a);
-  if (a.kind == ActionKind::Post) {
-    // A posted receive's buffer exists from its post on (PyTorch allocates it just
-    // before the irecv), as the checks' cache walk counts it; nothing later delivers it.
-    memory_.deliver_posted(r, host_[ri]);
-    pass(a);
-    posted_[ri] = false;
-    return true;
-  }
-  double t = host_[ri];
-  int32_t cause = host_cause_[ri];
-  if (!completion(a, t, cause)) {
-    blocked_[ri] = true;
-    begin_wait(r);
-    return false;
-  }
-  if (t > host_[ri]) {
-    // Resume at the completion through the event queue, in time order.
-    begin_wait(r, t);
-    host_[ri] = t;
-    host_cause_[ri] = cause;
-  }
-  if (a.kind == ActionKind::Phase && action_slice_[ri] >= 0) {
-    slices_.set_end(action_slice_[ri], host_[ri]);
-    bool meta_only = slices_[static_cast<size_t>(action_slice_[ri])].meta;
-    if (!meta_only && last_action_of_step(r)) {
-      memory_.deliver_posted(r, host_[ri]);  // a receive delivers its buffer
-      if (info(a.op).compute != ComputeKind::None && is_p2p(a.op)) launch_compute(r, a);
-    }
-  } else if (a.kind == ActionKind::Wait) {
-    for (int j = 0; j < a.count; ++j) {
-      const MsgState& m = msgs_[model_.message_of(a, j)];
-      if (m.slice >= 0) slices_.set_end(m.slice, std::max(slices_[static_cast<size_t>(m.slice)].end_ms, m.end));
-    }
-  }
-  pass(a);
-  posted_[ri] = false;
-  action_slice_[ri] = -1;
-  return true;
-}
-
-// Posts action `a`'s messages under one slice, starting now on rank r's host.
-void Engine::post_action(int r, const Action& a) {
-  const size_t ri = static_cast<size_t>(r);
-  posted_[ri] = true;
-  bool sends = false;
-  double bytes = 0;
-  bool meta = a.count > 0;
-  for (int j = 0; j < a.count; ++j) {
-    const int32_t id = model_.message_of(a, j);
-    const Message& m = model_.messages[static_cast<size_t>(id)];
-    sends = sends || m.send;
-    meta = meta && m.meta;
-    if (o_.record_trace) bytes += price(m);  // the slice's bytes, kept only in a trace
-  }
-  action_slice_[ri] =
-      add_slice(r, a.step_index, sends ? Lane::Send : Lane::Recv, host_[ri], host_[ri], bytes, meta, host_cause_[ri]);
-  // Once per step: a multi-tensor transfer posts one payload action per tensor.
-  if (!meta && !timing_only_) memory_.release_posted(r, a, host_[ri]);
-  for (int j = 0; j < a.count; ++j) post(r, model_.message_of(a, j), action_slice_[ri]);
-}
-
+// ---- posting -------------------------------------------------------------------------------
 void Engine::post(int r, int32_t id, int32_t slice) {
   const size_t ri = static_cast<size_t>(r);
   const Message& m = model_.messages[static_cast<size_t>(id)];

@@ -8,6 +8,9 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "model/errors.hpp"
 #include "model/step_types.hpp"
@@ -324,70 +327,91 @@ void fit_protocol(const CalibrateOptions& options, Calibration& cal) {
 }
 
 // ---- link: least squares over single-message transfers ---------------------------------
-void fit_link(const std::vector<Slice>& slices, const std::vector<MessageFlow>& flows, const std::string& file,
-              const CalibrateOptions& options, Calibration& cal) {
-  CostModel& c = cal.costs;
-  const bool fit_handoff = options.send_handoff.value_or(cal.transport == RunTransport::Gloo);
-  std::vector<std::pair<int, int>> pairs;  // (send slice, recv slice)
-  pairs.reserve(flows.size());
-  for (const MessageFlow& f : flows) pairs.push_back({f.send_slice, f.recv_slice});
-  // The end of the last compute slice issued before a step, per rank (a send's payload is
-  // ready then at the earliest).
-  std::map<int, std::vector<std::pair<int, double>>> compute_ends;  // pid -> (step_index, end), by step
-  std::map<int, std::vector<std::pair<double, double>>> computes;   // pid -> (start, end), by start
-  for (const auto& s : slices)
-    if (s.lane == Lane::Compute) {
-      compute_ends[s.pid].push_back({s.step_index, s.end()});
-      computes[s.pid].push_back({s.ts, s.end()});
+// Each rank's compute slices, as the link fit reads them: when a send's payload was ready,
+// and whether a receive's rank computed while it waited.
+class ComputeTimeline {
+ public:
+  explicit ComputeTimeline(const std::vector<Slice>& slices) {
+    for (const auto& s : slices)
+      if (s.lane == Lane::Compute) {
+        compute_ends_[s.pid].push_back({s.step_index, s.end()});
+        computes_[s.pid].push_back({s.ts, s.end()});
+      }
+    for (auto& [pid, v] : computes_) std::sort(v.begin(), v.end());
+    for (auto& [pid, v] : compute_ends_) {
+      std::sort(v.begin(), v.end());
+      for (size_t k = 1; k < v.size(); ++k) v[k].second = std::max(v[k].second, v[k - 1].second);
     }
-  for (auto& [pid, v] : computes) std::sort(v.begin(), v.end());
-  for (auto& [pid, v] : compute_ends) {
-    std::sort(v.begin(), v.end());
-    for (size_t k = 1; k < v.size(); ++k) v[k].second = std::max(v[k].second, v[k - 1].second);
   }
-  auto ready_at = [&](int pid, int step) {
-    auto it = compute_ends.find(pid);
-    if (it == compute_ends.end()) return -1e300;
+  // The end of the last compute slice issued before step `step` of rank `pid` (a send's
+  // payload is ready then at the earliest); -1e300: none.
+  double ready_at(int pid, int step) const {
+    auto it = compute_ends_.find(pid);
+    if (it == compute_ends_.end()) return -1e300;
     const auto& v = it->second;
     auto pos = std::lower_bound(v.begin(), v.end(), std::make_pair(step, -1e300));
     return pos == v.begin() ? -1e300 : (pos - 1)->second;
-  };
-  // Where compute blocks the host (a Gloo run), a receive posted early and waited later
-  // (--overlap-p2p, a batched MPipe receive) ends when its wait returned, which may be long
-  // after the payload arrived: the rank computed meanwhile. Such a receive times no transfer.
-  // (A simulated trace ends every receive at the arrival.)
+  }
   // The end of the last compute of r's rank inside r (-1e300: none).
-  auto last_compute_in = [&](const Slice& r) {
+  double last_compute_in(const Slice& r) const {
     double last = -1e300;
-    auto it = computes.find(r.pid);
-    if (it == computes.end()) return last;
+    auto it = computes_.find(r.pid);
+    if (it == computes_.end()) return last;
     for (auto pos = std::lower_bound(it->second.begin(), it->second.end(), std::make_pair(r.ts, -1e300));
          pos != it->second.end() && pos->first < r.end(); ++pos)
       if (pos->second <= r.end()) last = std::max(last, pos->second);
     return last;
-  };
-  auto computed_during = [&](const Slice& r) { return c.protocol.compute_blocks_host && last_compute_in(r) > -1e300; };
+  }
+
+ private:
+  std::map<int, std::vector<std::pair<int, double>>> compute_ends_;  // pid -> (step_index, end), by step
+  std::map<int, std::vector<std::pair<double, double>>> computes_;   // pid -> (start, end), by start
+};
+
+// The link fit's samples: y = L a + s x, y in ms, x in bytes (a = 1 for a P2P transfer; a
+// collective instance's ring formula gives its own a and x), and what the walk over the
+// flows left out or found on the way.
+struct LinkSamples {
+  std::vector<double> as, xs, ys;
   // Receives posted early whose payload was ready before the receiver went to wait: (bytes,
-  // ms from that wait to the receive's end), for protocol.deferred_start_ms below.
+  // ms from that wait to the receive's end), for protocol.deferred_start_ms (fit_deferred_start).
   std::vector<std::pair<double, double>> deferred;
-  std::vector<double> xs, ys;
   double handoff_sum = 0;  // ms from a fitted single transfer's start to its send's return
   int singles = 0, skipped_negative = 0, skipped_deferred = 0, groups = 0;
+  void add(double a, double x, double y) {
+    as.push_back(a);
+    xs.push_back(x);
+    ys.push_back(y);
+  }
+};
+
+// One sample per single-message transfer, timed from the later of the two posts (and the
+// send's payload being ready) to the end of the receive, and one per slice that several flows
+// share.
+LinkSamples p2p_samples(const std::vector<Slice>& slices, const std::vector<MessageFlow>& flows,
+                        const ComputeTimeline& timeline, bool compute_blocks_host) {
+  // Where compute blocks the host (a Gloo run), a receive posted early and waited later
+  // (--overlap-p2p, a batched MPipe receive) ends when its wait returned, which may be long
+  // after the payload arrived: the rank computed meanwhile. Such a receive times no transfer.
+  // (A simulated trace ends every receive at the arrival.)
+  const auto computed_during = [&](const Slice& r) { return compute_blocks_host && timeline.last_compute_in(r) > -1e300; };
+  LinkSamples out;
   // A slice that several flows share (a batch's group, a batched MPipe receive) ends with the
   // last of its messages, as the simulator ends a group: it is one sample, timed from the
   // latest start of its flows (either way), of a message of the group's mean size.
   std::map<int, double> group_start;  // slice -> the latest start of its flows
-  for (const auto& [a, b] : pairs) {
+  for (const MessageFlow& f : flows) {
+    const int a = f.send_slice, b = f.recv_slice;
     const Slice& snd = slices[static_cast<size_t>(a)];
     const Slice& rcv = slices[static_cast<size_t>(b)];
     if (computed_during(rcv)) {
-      ++skipped_deferred;
-      const double waited = last_compute_in(rcv);
-      if (rcv.flows == 1 && std::max(snd.ts, ready_at(snd.pid, snd.step_index)) < waited - 1e-6)  // 1 ns
-        deferred.push_back({rcv.bytes, rcv.end() - waited});
+      ++out.skipped_deferred;
+      const double waited = timeline.last_compute_in(rcv);
+      if (rcv.flows == 1 && std::max(snd.ts, timeline.ready_at(snd.pid, snd.step_index)) < waited - 1e-6)  // 1 ns
+        out.deferred.push_back({rcv.bytes, rcv.end() - waited});
       continue;
     }
-    const double start = std::max({snd.ts, rcv.ts, ready_at(snd.pid, snd.step_index)});
+    const double start = std::max({snd.ts, rcv.ts, timeline.ready_at(snd.pid, snd.step_index)});
     for (int k : {a, b})
       if (slices[static_cast<size_t>(k)].flows > 1) {
         auto [it, fresh] = group_start.try_emplace(k, start);
@@ -396,127 +420,135 @@ void fit_link(const std::vector<Slice>& slices, const std::vector<MessageFlow>& 
     if (rcv.flows != 1) continue;
     const double t = rcv.end() - start;
     if (t < 0) {
-      ++skipped_negative;
+      ++out.skipped_negative;
       continue;
     }
-    xs.push_back(rcv.bytes);
-    ys.push_back(t);
+    out.add(1.0, rcv.bytes, t);
     // A group's send slice ends with the group; a send posted early and waited after a compute
     // (--overlap-p2p waits its sends at the end) ends with that wait.
     if (snd.flows == 1 && !computed_during(snd)) {
-      handoff_sum += std::max(0.0, snd.end() - start);
-      ++singles;
+      out.handoff_sum += std::max(0.0, snd.end() - start);
+      ++out.singles;
     }
   }
   for (const auto& [k, latest] : group_start) {
     const Slice& rcv = slices[static_cast<size_t>(k)];
     const double t = rcv.end() - latest;
     if (t < 0) {
-      ++skipped_negative;
+      ++out.skipped_negative;
       continue;
     }
-    xs.push_back(rcv.bytes / std::max(rcv.flows, 1));
-    ys.push_back(t);
-    ++groups;
+    out.add(1.0, rcv.bytes / std::max(rcv.flows, 1), t);
+    ++out.groups;
   }
-  if (fit_handoff && singles > 0) {
-    c.protocol.send_handoff_ms = to_ns_ms(handoff_sum / static_cast<double>(singles));
+  return out;
+}
+
+// The send hand-off a Gloo run's sends took, and notes on what the P2P samples left out.
+void note_p2p_samples(const LinkSamples& p2p, bool fit_handoff, Calibration& cal) {
+  CostModel& c = cal.costs;
+  if (fit_handoff && p2p.singles > 0) {
+    c.protocol.send_handoff_ms = to_ns_ms(p2p.handoff_sum / static_cast<double>(p2p.singles));
     cal.notes.push_back("a Gloo send returns once the transport took its payload, before the receive ends: "
                         "send_handoff_ms " + fixed(*c.protocol.send_handoff_ms, 3) + " (the mean from the start of the " +
-                        std::to_string(singles) + " fitted single transfers to their send's return)");
+                        std::to_string(p2p.singles) + " fitted single transfers to their send's return)");
   }
-  if (groups)
-    cal.notes.push_back(std::to_string(groups) +
+  if (p2p.groups)
+    cal.notes.push_back(std::to_string(p2p.groups) +
                         " slice(s) carry several messages (a batch's group, a batched receive): each is one sample, "
                         "from the latest start of its messages to its end, at their mean size");
-  if (skipped_deferred)
-    cal.notes.push_back(std::to_string(skipped_deferred) +
+  if (p2p.skipped_deferred)
+    cal.notes.push_back(std::to_string(p2p.skipped_deferred) +
                         " receive(s) were waited after a compute of their rank (posted early): their end is the wait's, "
                         "not the arrival, and they were left out of the link fit");
-  if (skipped_negative)
-    cal.notes.push_back(std::to_string(skipped_negative) +
+  if (p2p.skipped_negative)
+    cal.notes.push_back(std::to_string(p2p.skipped_negative) +
                         " transfer(s) ended before both ends were posted (clock skew between ranks) and were left out");
-  LinkFit& lf = cal.link;
-  lf.transfers = static_cast<int>(xs.size());
-  for (double y : ys) lf.mean_transfer_ms += y / static_cast<double>(ys.size());
-  // Pipeline-wide collectives (MPIPE_PARAM_BROADCAST, MPIPE_GRAD_REDUCE) are priced by the
-  // same link with the simulator's ring formulas, so each instance is a sample too:
-  // broadcast (n-1) L + B s, all-reduce 2(n-1) L + 2(n-1)/n B s (s = ms per byte). An
-  // instance is the k-th such slice of every rank; it runs from the last arrival to the last
-  // end. They reach payload sizes the P2P messages may not.
-  std::vector<double> as(xs.size(), 1.0);
-  {
-    std::map<std::pair<int, int>, std::vector<const Slice*>> by_op_rank;  // (op, pid) -> slices in time order
-    for (const auto& s : slices)
-      if (s.lane == Lane::Collective && info(s.op).collective == CollectiveScope::AllPipelineRanks)
-        by_op_rank[{static_cast<int>(s.op), s.pid}].push_back(&s);
-    std::map<int, std::vector<std::vector<const Slice*>>> per_op;  // op -> per rank
-    for (auto& [key, v] : by_op_rank) {
-      std::sort(v.begin(), v.end(), [](const Slice* a, const Slice* b) { return a->ts < b->ts; });
-      per_op[key.first].push_back(v);
-    }
-    for (const auto& [op, per_rank] : per_op) {
-      if (static_cast<int>(per_rank.size()) != cal.ranks || cal.ranks < 2) continue;
-      size_t count = per_rank[0].size();
-      for (const auto& v : per_rank) count = std::min(count, v.size());
-      const double n = static_cast<double>(cal.ranks);
-      for (size_t k = 0; k < count; ++k) {
-        double last_start = -1e300, last_end = -1e300;
-        for (const auto& v : per_rank) last_start = std::max(last_start, v[k]->ts), last_end = std::max(last_end, v[k]->end());
-        const double bytes = per_rank[0][k]->bytes;
-        const bool reduce = info(static_cast<Op>(op)).collective_kind == CollectiveKind::AllReduce;
-        as.push_back(reduce ? 2 * (n - 1) : n - 1);
-        xs.push_back(reduce ? 2 * (n - 1) / n * bytes : bytes);
-        ys.push_back(last_end - last_start);
-        ++lf.collectives;
-      }
+}
+
+// Pipeline-wide collectives (MPIPE_PARAM_BROADCAST, MPIPE_GRAD_REDUCE) are priced by the
+// same link with the simulator's ring formulas, so each instance is a sample too:
+// broadcast (n-1) L + B s, all-reduce 2(n-1) L + 2(n-1)/n B s (s = ms per byte). An
+// instance is the k-th such slice of every rank; it runs from the last arrival to the last
+// end. They reach payload sizes the P2P messages may not.
+void add_collective_samples(const std::vector<Slice>& slices, int ranks, LinkSamples& samples, LinkFit& lf) {
+  std::map<std::pair<int, int>, std::vector<const Slice*>> by_op_rank;  // (op, pid) -> slices in time order
+  for (const auto& s : slices)
+    if (s.lane == Lane::Collective && info(s.op).collective == CollectiveScope::AllPipelineRanks)
+      by_op_rank[{static_cast<int>(s.op), s.pid}].push_back(&s);
+  std::map<int, std::vector<std::vector<const Slice*>>> per_op;  // op -> per rank
+  for (auto& [key, v] : by_op_rank) {
+    std::sort(v.begin(), v.end(), [](const Slice* a, const Slice* b) { return a->ts < b->ts; });
+    per_op[key.first].push_back(v);
+  }
+  for (const auto& [op, per_rank] : per_op) {
+    if (static_cast<int>(per_rank.size()) != ranks || ranks < 2) continue;
+    size_t count = per_rank[0].size();
+    for (const auto& v : per_rank) count = std::min(count, v.size());
+    const double n = static_cast<double>(ranks);
+    for (size_t k = 0; k < count; ++k) {
+      double last_start = -1e300, last_end = -1e300;
+      for (const auto& v : per_rank) last_start = std::max(last_start, v[k]->ts), last_end = std::max(last_end, v[k]->end());
+      const double bytes = per_rank[0][k]->bytes;
+      const bool reduce = info(static_cast<Op>(op)).collective_kind == CollectiveKind::AllReduce;
+      samples.add(reduce ? 2 * (n - 1) : n - 1, reduce ? 2 * (n - 1) / n * bytes : bytes, last_end - last_start);
+      ++lf.collectives;
     }
   }
-  lf.sizes = static_cast<int>(std::set<double>(xs.begin(), xs.end()).size());
-  double slope = 0;  // ms per byte
+}
+
+// Least squares for y = L a + s x with L >= 0, s >= 0 over the samples: lf's latency, note
+// and residuals; returns s (ms per byte, 0: infinite bandwidth).
+double least_squares(const LinkSamples& samples, LinkFit& lf) {
+  const std::vector<double>& as = samples.as, &xs = samples.xs, &ys = samples.ys;
+  double slope = 0;
   if (xs.empty()) {
     lf.note = "no usable P2P transfers: latency 0, infinite bandwidth";
-  } else {
-    // Least squares for y = L a + s x with L >= 0, s >= 0.
-    double saa = 0, sax = 0, sxx = 0, say = 0, sxy = 0;
-    for (size_t k = 0; k < xs.size(); ++k) {
-      saa += as[k] * as[k], sax += as[k] * xs[k], sxx += xs[k] * xs[k];
-      say += as[k] * ys[k], sxy += xs[k] * ys[k];
-    }
-    auto sse = [&](double lat, double sl) {
-      double ss = 0;
-      for (size_t k = 0; k < xs.size(); ++k) {
-        const double r = ys[k] - (lat * as[k] + sl * xs[k]);
-        ss += r * r;
-      }
-      return ss;
-    };
-    const double det = saa * sxx - sax * sax;
-    const bool separable = det > 1e-9 * saa * sxx;  // at least two (a, x) directions
-    if (!separable) {
-      lf.latency_ms = say / saa;
-      lf.note = "one payload size only: the latency absorbs the whole transfer time, bandwidth infinite";
-    } else {
-      lf.latency_ms = (sxx * say - sax * sxy) / det;
-      slope = (saa * sxy - sax * say) / det;
-      if (slope <= 0 || lf.latency_ms < 0) {
-        // The constrained optimum lies on a boundary: a constant time (s = 0) or no latency.
-        const double lat_only = std::max(0.0, say / saa), slope_only = std::max(0.0, sxy / sxx);
-        if (sse(lat_only, 0) <= sse(0, slope_only)) {
-          slope = 0;
-          lf.latency_ms = lat_only;
-          lf.note = "transfer time does not grow with size here: latency only, bandwidth infinite";
-        } else {
-          slope = slope_only;
-          lf.latency_ms = 0;
-          lf.note = "the unconstrained fit gave a negative latency: refitted with latency 0";
-        }
-      }
-    }
-    for (size_t k = 0; k < xs.size(); ++k)
-      lf.max_residual_ms = std::max(lf.max_residual_ms, std::fabs(ys[k] - (lf.latency_ms * as[k] + slope * xs[k])));
-    lf.rms_residual_ms = std::sqrt(sse(lf.latency_ms, slope) / static_cast<double>(xs.size()));
+    return slope;
   }
+  double saa = 0, sax = 0, sxx = 0, say = 0, sxy = 0;
+  for (size_t k = 0; k < xs.size(); ++k) {
+    saa += as[k] * as[k], sax += as[k] * xs[k], sxx += xs[k] * xs[k];
+    say += as[k] * ys[k], sxy += xs[k] * ys[k];
+  }
+  auto sse = [&](double lat, double sl) {
+    double ss = 0;
+    for (size_t k = 0; k < xs.size(); ++k) {
+      const double r = ys[k] - (lat * as[k] + sl * xs[k]);
+      ss += r * r;
+    }
+    return ss;
+  };
+  const double det = saa * sxx - sax * sax;
+  const bool separable = det > 1e-9 * saa * sxx;  // at least two (a, x) directions
+  if (!separable) {
+    lf.latency_ms = say / saa;
+    lf.note = "one payload size only: the latency absorbs the whole transfer time, bandwidth infinite";
+  } else {
+    lf.latency_ms = (sxx * say - sax * sxy) / det;
+    slope = (saa * sxy - sax * say) / det;
+    if (slope <= 0 || lf.latency_ms < 0) {
+      // The constrained optimum lies on a boundary: a constant time (s = 0) or no latency.
+      const double lat_only = std::max(0.0, say / saa), slope_only = std::max(0.0, sxy / sxx);
+      if (sse(lat_only, 0) <= sse(0, slope_only)) {
+        slope = 0;
+        lf.latency_ms = lat_only;
+        lf.note = "transfer time does not grow with size here: latency only, bandwidth infinite";
+      } else {
+        slope = slope_only;
+        lf.latency_ms = 0;
+        lf.note = "the unconstrained fit gave a negative latency: refitted with latency 0";
+      }
+    }
+  }
+  for (size_t k = 0; k < xs.size(); ++k)
+    lf.max_residual_ms = std::max(lf.max_residual_ms, std::fabs(ys[k] - (lf.latency_ms * as[k] + slope * xs[k])));
+  lf.rms_residual_ms = std::sqrt(sse(lf.latency_ms, slope) / static_cast<double>(xs.size()));
+  return slope;
+}
+
+// The fitted link of slope s (ms per byte) and lf's latency, within a cost file's limits.
+Link fitted_link(double slope, LinkFit& lf, const std::string& file) {
   if (slope > 0) lf.bandwidth_GBps = 1e-6 / slope;
   if (lf.bandwidth_GBps && *lf.bandwidth_GBps > kMaxBandwidthGBps) {
     lf.bandwidth_GBps.reset();
@@ -532,16 +564,36 @@ void fit_link(const std::vector<Slice>& slices, const std::vector<MessageFlow>& 
   Link link;
   link.latency_ms = to_ns_ms(lf.latency_ms);
   link.bandwidth_GBps = lf.bandwidth_GBps;
-  // background_progress false starts such a transfer once its receiver waits; what it took
-  // beyond a transfer time is the sender's transport thread getting a core.
-  if (!c.protocol.background_progress && !deferred.empty()) {
-    double extra = 0;
-    for (const auto& [bytes, ms] : deferred) extra += std::max(0.0, ms - link.transfer_ms(bytes));
-    c.protocol.deferred_start_ms = to_ns_ms(extra / static_cast<double>(deferred.size()));
-    cal.notes.push_back(std::to_string(deferred.size()) + " receive(s) posted early were ready before their rank "
-                        "went to wait: they took deferred_start_ms " + fixed(c.protocol.deferred_start_ms, 3) +
-                        " beyond a transfer time on average from that wait (the sender's thread getting a core)");
-  }
+  return link;
+}
+
+// background_progress false starts such a transfer once its receiver waits; what it took
+// beyond a transfer time is the sender's transport thread getting a core.
+void fit_deferred_start(const std::vector<std::pair<double, double>>& deferred, const Link& link, Calibration& cal) {
+  CostModel& c = cal.costs;
+  if (c.protocol.background_progress || deferred.empty()) return;
+  double extra = 0;
+  for (const auto& [bytes, ms] : deferred) extra += std::max(0.0, ms - link.transfer_ms(bytes));
+  c.protocol.deferred_start_ms = to_ns_ms(extra / static_cast<double>(deferred.size()));
+  cal.notes.push_back(std::to_string(deferred.size()) + " receive(s) posted early were ready before their rank "
+                      "went to wait: they took deferred_start_ms " + fixed(c.protocol.deferred_start_ms, 3) +
+                      " beyond a transfer time on average from that wait (the sender's thread getting a core)");
+}
+
+void fit_link(const std::vector<Slice>& slices, const std::vector<MessageFlow>& flows, const std::string& file,
+              const CalibrateOptions& options, Calibration& cal) {
+  CostModel& c = cal.costs;
+  const bool fit_handoff = options.send_handoff.value_or(cal.transport == RunTransport::Gloo);
+  LinkSamples samples = p2p_samples(slices, flows, ComputeTimeline(slices), c.protocol.compute_blocks_host);
+  note_p2p_samples(samples, fit_handoff, cal);
+  LinkFit& lf = cal.link;
+  lf.transfers = static_cast<int>(samples.xs.size());
+  for (double y : samples.ys) lf.mean_transfer_ms += y / static_cast<double>(samples.ys.size());
+  add_collective_samples(slices, cal.ranks, samples, lf);
+  lf.sizes = static_cast<int>(std::set<double>(samples.xs.begin(), samples.xs.end()).size());
+  const double slope = least_squares(samples, lf);
+  const Link link = fitted_link(slope, lf, file);
+  fit_deferred_start(samples.deferred, link, cal);
   c.links.intra_node = c.links.inter_node = link;
   c.links.pairs.clear();
 }

@@ -95,28 +95,13 @@ uint64_t mix(uint64_t x) {  // splitmix64: independent streams from (seed, job)
   return x ^ (x >> 31);
 }
 
-// Runs job(k) for k in [0, n) on `threads` threads; each job writes only its own result.
-template <class F>
-void parallel_for(size_t n, int threads, F job) {
-  const int t = std::max(1, std::min<int>(threads, static_cast<int>(n)));
-  if (t <= 1) {
-    for (size_t k = 0; k < n; ++k) job(k);
-    return;
-  }
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> pool;
-  for (int i = 0; i < t; ++i)
-    pool.emplace_back([&] {
-      for (size_t k; (k = next.fetch_add(1)) < n;) job(k);
-    });
-  for (auto& th : pool) th.join();
-}
-
-// The caller and threads - 1 helpers, kept for many short rounds: run(n, job) calls job(k,
-// worker) for k in [0, n), worker in [0, threads), and returns when every call has. A round of a
-// DES hill climb is a few runs of ~0.1 ms, shorter than a thread takes to start or to wake
-// from a condition variable here, so between rounds a helper spins (about a millisecond)
-// before it sleeps, and the caller spins for the helpers' last calls.
+// The one thread crew of tune: the caller and threads - 1 helpers. run(n, job) calls job(k,
+// worker) for k in [0, n), worker in [0, threads), and returns when every call has; each job
+// writes only its own result. It serves both kinds of work: a few long jobs (the list scheduler's
+// parameters, the local searches: seconds each) and many short rounds (a DES hill climb's runs of
+// ~0.1 ms, shorter than a thread takes to start or to wake from a condition variable here). So
+// between rounds a helper spins (about a millisecond) before it sleeps, and the caller, its own
+// share done, spins as long for the helpers' last calls, then sleeps until the last one ends.
 class Crew {
  public:
   explicit Crew(int threads) {
@@ -150,10 +135,11 @@ class Crew {
       if (sleepers_ > 0) wake_.notify_all();
     }
     for (size_t k; (k = next_.fetch_add(1)) < n;) f(k, 0);
-    // A helper may have been preempted holding a call: after a short spin, give the core away.
-    for (int spin = 0; busy_.load(std::memory_order_acquire) > 0; ++spin) {
-      if (spin < 2000) relax();
-      else std::this_thread::yield();
+    // Short rounds end within the spin; a long job (or a preempted helper) is waited for asleep.
+    for (int spin = 0; spin < 2000 && busy_.load(std::memory_order_acquire) > 0; ++spin) relax();
+    if (busy_.load(std::memory_order_acquire) > 0) {
+      std::unique_lock<std::mutex> lock(mu_);
+      done_.wait(lock, [&] { return busy_.load(std::memory_order_acquire) == 0; });
     }
   }
 
@@ -187,11 +173,15 @@ class Crew {
       const auto* job = job_;
       const size_t n = n_;
       for (size_t k; (k = next_.fetch_add(1)) < n;) (*job)(k, w);
-      busy_.fetch_sub(1, std::memory_order_acq_rel);
+      if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        // The last helper of the round: the caller may be asleep (it checks busy_ under mu_).
+        { std::lock_guard<std::mutex> lock(mu_); }
+        done_.notify_one();
+      }
     }
   }
   std::mutex mu_;
-  std::condition_variable wake_;
+  std::condition_variable wake_, done_;
   int sleepers_ = 0;  // under mu_
   const std::function<void(size_t, int)>* job_ = nullptr;
   size_t n_ = 0;
@@ -329,7 +319,8 @@ SearchOutcome search(const Problem& p, const std::vector<Found>& seeds, const Se
   // 1. The list scheduler over its parameter space.
   const std::vector<ListParams> space = list_parameter_space(p);
   std::vector<std::optional<Found>> listed(space.size());
-  parallel_for(space.size(), threads, [&](size_t k) {
+  Crew crew(std::max(1, threads));
+  crew.run(space.size(), [&](size_t k, int) {
     if (stop.load(std::memory_order_relaxed)) return;
     auto order = list_schedule(p, space[k]);
     if (!order) return;
@@ -390,7 +381,7 @@ SearchOutcome search(const Problem& p, const std::vector<Found>& seeds, const Se
       jobs.emplace_back(k / 2, mix(st.seed * 1000003ULL + static_cast<uint64_t>(round) * 7919ULL + k));
     improved.assign(jobs.size(), Found{});
     std::vector<long> round_evals(jobs.size(), 0);
-    parallel_for(jobs.size(), threads, [&](size_t k) {
+    crew.run(jobs.size(), [&](size_t k, int) {
       tl_progress = &progress;
       tl_start = &t0;
       improved[k] = improve(p, starts[jobs[k].first], st.objective, st.iterations, jobs[k].second, &stop, &round_evals[k], k % 2 == 0);

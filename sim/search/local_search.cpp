@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -130,118 +131,184 @@ Found improve(const Problem& p, const Found& start, Objective obj, long iteratio
   return best;
 }
 
-SearchOutcome search(const Problem& p, const std::vector<Found>& seeds, const SearchSettings& st) {
-  SearchOutcome out;
-  const auto t0 = Clock::now();
-  Progress progress;
-  progress.callback = &st.progress;
-  std::atomic<bool> stop{false};
-  const int threads = thread_count(st.threads);
-  std::thread timer;
-  std::mutex timer_mu;
-  std::condition_variable timer_cv;
-  bool finished = false;
-  if (st.seconds > 0) {
-    timer = std::thread([&] {
-      std::unique_lock<std::mutex> lock(timer_mu);
-      if (!timer_cv.wait_for(lock, std::chrono::duration<double>(st.seconds), [&] { return finished; })) stop = true;
-    });
+namespace {
+
+// Sets `stop` once `seconds` have passed (0: never), unless the search finishes first.
+class Deadline {
+ public:
+  Deadline(double seconds, std::atomic<bool>& stop) {
+    if (seconds > 0)
+      timer_ = std::thread([this, seconds, &stop] {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (!cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return finished_; })) stop = true;
+      });
   }
-  // 1. The list scheduler over its parameter space.
-  const std::vector<ListParams> space = list_parameter_space(p);
+  ~Deadline() { finish(); }
+  Deadline(const Deadline&) = delete;
+  Deadline& operator=(const Deadline&) = delete;
+  // The search is done: from here on `stop` is final.
+  void finish() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      finished_ = true;
+    }
+    cv_.notify_all();
+    if (timer_.joinable()) timer_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool finished_ = false;  // under mu_
+  std::thread timer_;
+};
+
+// One search(): its steps share the problem, the settings, the clock, the progress line, the
+// time limit and the crew.
+class OrderSearch {
+ public:
+  OrderSearch(const Problem& p, const SearchSettings& st)
+      : p_(p), st_(st), deadline_(st.seconds, stop_), crew_(std::max(1, thread_count(st.threads))) {
+    progress_.callback = &st.progress;
+  }
+  SearchOutcome run(const std::vector<Found>& seeds);
+
+ private:
+  std::vector<Found> list_scheduler_seeds();
+  std::vector<Found> seed_pool(const std::vector<Found>& seeds);
+  std::vector<Found> local_search_rounds(std::vector<Found>& starts);
+  void rank(std::vector<Found>& orders) const;
+  std::vector<Found> best_distinct(const std::vector<Found>& ranked, size_t most) const;
+  std::vector<Found> best_distinct_of(const std::vector<Found>& improved, const std::vector<Found>& starts,
+                                      size_t most) const;
+  size_t restarts() const { return static_cast<size_t>(std::max(0, st_.restarts)); }
+
+  const Problem& p_;
+  const SearchSettings& st_;
+  const Clock::time_point t0_ = Clock::now();
+  Progress progress_;
+  std::atomic<bool> stop_{false};
+  Deadline deadline_;
+  Crew crew_;
+  long evaluations_ = 0;
+};
+
+SearchOutcome OrderSearch::run(const std::vector<Found>& seeds) {
+  SearchOutcome out;
+  const std::vector<Found> pool = seed_pool(seeds);
+  std::vector<Found> starts = best_distinct(pool, restarts());
+  if (!pool.empty()) progress_.offer(score_of(pool.front().eval, st_.objective).primary, true);
+  const std::vector<Found> improved = local_search_rounds(starts);
+  deadline_.finish();
+  out.evaluations = evaluations_;
+  out.stopped_by_time = stop_.load();
+  out.finalists = best_distinct_of(improved, starts, std::numeric_limits<size_t>::max());
+  if (!out.finalists.empty()) {
+    out.best = out.finalists.front();
+    progress_.offer(score_of(out.best.eval, st_.objective).primary, true);
+  }
+  out.seconds = std::chrono::duration<double>(Clock::now() - t0_).count();
+  return out;
+}
+
+// The list scheduler over its parameter space, a job per parameter set: the orders that run, in
+// the space's order.
+std::vector<Found> OrderSearch::list_scheduler_seeds() {
+  const std::vector<ListParams> space = list_parameter_space(p_);
   std::vector<std::optional<Found>> listed(space.size());
-  Crew crew(std::max(1, threads));
-  crew.run(space.size(), [&](size_t k, int) {
-    if (stop.load(std::memory_order_relaxed)) return;
-    auto order = list_schedule(p, space[k]);
+  crew_.run(space.size(), [&](size_t k, int) {
+    if (stop_.load(std::memory_order_relaxed)) return;
+    auto order = list_schedule(p_, space[k]);
     if (!order) return;
-    Evaluation e = evaluate(p, *order);
+    Evaluation e = evaluate(p_, *order);
     if (!e.ok) return;
     listed[k] = Found{std::move(*order), std::move(e), Origin::of(Origin::Seed::ListScheduler, space[k].describe()),
-                      std::chrono::duration<double>(Clock::now() - t0).count()};
+                      std::chrono::duration<double>(Clock::now() - t0_).count()};
   });
-  std::vector<Found> pool;
+  evaluations_ += static_cast<long>(space.size());
+  std::vector<Found> out;
   for (auto& f : listed)
-    if (f) pool.push_back(std::move(*f));
-  out.evaluations += static_cast<long>(space.size());
-  // 1b. On V placement, the controllable-memory paper's building blocks, repeated.
-  for (Found& f : building_block_seeds(p)) pool.push_back(std::move(f));
+    if (f) out.push_back(std::move(*f));
+  return out;
+}
+
+// Every start the local search may take, best first: the list scheduler's orders, on V
+// placement the controllable-memory paper's building blocks (repeated), the caller's seeds that
+// run, and the best 16 of those with their idle gaps filled (the paper's last reordering step).
+std::vector<Found> OrderSearch::seed_pool(const std::vector<Found>& seeds) {
+  std::vector<Found> pool = list_scheduler_seeds();
+  for (Found& f : building_block_seeds(p_)) pool.push_back(std::move(f));
   for (const Found& s : seeds) {
-    Evaluation e = evaluate(p, s.order);
+    Evaluation e = evaluate(p_, s.order);
     if (e.ok) pool.push_back(Found{s.order, e, s.origin});
   }
-  auto by_score = [&](const Found& a, const Found& b) {
-    return score_of(a.eval, st.objective) < score_of(b.eval, st.objective);
-  };
-  std::stable_sort(pool.begin(), pool.end(), by_score);
-  // 1c. The best few with their idle gaps filled (the paper's last reordering step).
-  {
-    std::vector<Found> filled;
-    for (size_t i = 0; i < pool.size() && i < 16; ++i) {
-      Found f = fill_gaps(p, pool[i]);
-      if (f.order != pool[i].order) filled.push_back(std::move(f));
-    }
-    for (Found& f : filled) pool.push_back(std::move(f));
-    std::stable_sort(pool.begin(), pool.end(), by_score);
+  rank(pool);
+  std::vector<Found> filled;
+  for (size_t i = 0; i < pool.size() && i < 16; ++i) {
+    Found f = fill_gaps(p_, pool[i]);
+    if (f.order != pool[i].order) filled.push_back(std::move(f));
   }
-  std::vector<Found> starts;
-  for (const Found& f : pool) {
-    if (static_cast<int>(starts.size()) >= st.restarts) break;
-    bool dup = std::any_of(starts.begin(), starts.end(), [&](const Found& g) { return g.order == f.order; });
-    if (!dup) starts.push_back(f);
-  }
-  if (!pool.empty()) progress.offer(score_of(pool.front().eval, st.objective).primary, true);
-  // 2. Local search from the best distinct starts, each twice: once steered by the per-rank
-  // sum, once walking the plateaus of the objective freely. Each further round starts again
-  // from the best distinct orders so far, with fresh random streams and acceptance history.
+  for (Found& f : filled) pool.push_back(std::move(f));
+  rank(pool);
+  return pool;
+}
+
+// Local search from the best distinct starts, each twice: once steered by the per-rank sum,
+// once walking the plateaus of the objective freely. Each further round starts again from the
+// best distinct orders so far, with fresh random streams and acceptance history. Returns the
+// last round's results; `starts` ends as that round's starts.
+std::vector<Found> OrderSearch::local_search_rounds(std::vector<Found>& starts) {
   std::vector<Found> improved;
-  std::vector<long> evals;
-  for (int round = 0; round < std::max(1, st.rounds); ++round) {
-    if (round > 0) {
-      std::vector<Found> so_far = improved;
-      so_far.insert(so_far.end(), starts.begin(), starts.end());
-      std::stable_sort(so_far.begin(), so_far.end(), by_score);
-      starts.clear();
-      for (const Found& f : so_far) {
-        if (static_cast<int>(starts.size()) >= st.restarts) break;
-        if (std::none_of(starts.begin(), starts.end(), [&](const Found& g) { return g.order == f.order; })) starts.push_back(f);
-      }
-    }
-    std::vector<std::pair<size_t, uint64_t>> jobs;
+  for (int round = 0; round < std::max(1, st_.rounds); ++round) {
+    if (round > 0) starts = best_distinct_of(improved, starts, restarts());
+    std::vector<std::pair<size_t, uint64_t>> jobs;  // (start, seed of its random stream)
     for (size_t k = 0; k < 2 * starts.size(); ++k)
-      jobs.emplace_back(k / 2, mix(st.seed * 1000003ULL + static_cast<uint64_t>(round) * 7919ULL + k));
+      jobs.emplace_back(k / 2, mix(st_.seed * 1000003ULL + static_cast<uint64_t>(round) * 7919ULL + k));
     improved.assign(jobs.size(), Found{});
     std::vector<long> round_evals(jobs.size(), 0);
-    crew.run(jobs.size(), [&](size_t k, int) {
-      tl_progress = &progress;
-      tl_start = &t0;
-      improved[k] = improve(p, starts[jobs[k].first], st.objective, st.iterations, jobs[k].second, &stop, &round_evals[k], k % 2 == 0);
+    crew_.run(jobs.size(), [&](size_t k, int) {
+      tl_progress = &progress_;
+      tl_start = &t0_;
+      improved[k] = improve(p_, starts[jobs[k].first], st_.objective, st_.iterations, jobs[k].second, &stop_,
+                            &round_evals[k], k % 2 == 0);
       tl_progress = nullptr;
       tl_start = nullptr;
     });
-    evals.insert(evals.end(), round_evals.begin(), round_evals.end());
+    for (long e : round_evals) evaluations_ += e;
   }
-  for (long e : evals) out.evaluations += e;
-  {
-    std::lock_guard<std::mutex> lock(timer_mu);
-    finished = true;
+  return improved;
+}
+
+// Best first by the objective (steered); stable, so equal scores keep their order.
+void OrderSearch::rank(std::vector<Found>& orders) const {
+  std::stable_sort(orders.begin(), orders.end(), [&](const Found& a, const Found& b) {
+    return score_of(a.eval, st_.objective) < score_of(b.eval, st_.objective);
+  });
+}
+
+// The first `most` distinct orders of `ranked`.
+std::vector<Found> OrderSearch::best_distinct(const std::vector<Found>& ranked, size_t most) const {
+  std::vector<Found> out;
+  for (const Found& f : ranked) {
+    if (out.size() >= most) break;
+    if (std::none_of(out.begin(), out.end(), [&](const Found& g) { return g.order == f.order; })) out.push_back(f);
   }
-  timer_cv.notify_all();
-  if (timer.joinable()) timer.join();
-  out.stopped_by_time = stop.load();
+  return out;
+}
+
+// The best `most` distinct orders of a round: its results, then its starts (ties to the results).
+std::vector<Found> OrderSearch::best_distinct_of(const std::vector<Found>& improved, const std::vector<Found>& starts,
+                                                 size_t most) const {
   std::vector<Found> all = improved;
   all.insert(all.end(), starts.begin(), starts.end());
-  std::stable_sort(all.begin(), all.end(), by_score);
-  for (Found& f : all) {
-    bool dup = std::any_of(out.finalists.begin(), out.finalists.end(), [&](const Found& g) { return g.order == f.order; });
-    if (!dup) out.finalists.push_back(std::move(f));
-  }
-  if (!out.finalists.empty()) {
-    out.best = out.finalists.front();
-    progress.offer(score_of(out.best.eval, st.objective).primary, true);
-  }
-  out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  return out;
+  rank(all);
+  return best_distinct(all, most);
+}
+
+}  // namespace
+
+SearchOutcome search(const Problem& p, const std::vector<Found>& seeds, const SearchSettings& st) {
+  return OrderSearch(p, st).run(seeds);
 }
 
 }  // namespace ppsched::search

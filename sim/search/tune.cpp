@@ -173,206 +173,268 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-}  // namespace
+struct Shape {
+  int vpp;
+  PlacementKind placement;
+};
 
-TuneResult tune(const TuneRequest& rq) {
-  TuneResult res;
-  const auto t0 = Clock::now();
-  if (rq.pp < 1 || rq.micro < 1) throw InputError({}, "tune: --pp and --micro must be >= 1");
-  if (rq.vpp_min < 1 || rq.vpp_max < rq.vpp_min) throw InputError({}, "tune: --vpp must be >= 1");
-  struct Shape {
-    int vpp;
-    PlacementKind placement;
-  };
-  std::vector<Shape> shapes;
-  std::vector<CostModel> models(static_cast<size_t>(rq.vpp_max + 1));
-  std::vector<bool> fits(static_cast<size_t>(rq.vpp_max + 1), false);
+// What tune prices its candidates with, per stage count P x V: the cost model (when it fits),
+// the memory cap, the DES's options, and the verdict of the request's memory rule.
+class Pricing {
+ public:
+  // Every V of the request's range that the cost model describes, each with its placements; an
+  // InputError when it describes none.
+  explicit Pricing(const TuneRequest& rq);
+  const std::vector<Shape>& shapes() const { return shapes_; }
+  bool fits(int vpp) const { return fits_[static_cast<size_t>(vpp)]; }
+  const CostModel& model_for(int stages) const { return models_[static_cast<size_t>(stages / rq_.pp)]; }
+  std::optional<double> cap_for(int stages) const { return rq_.budget ? rq_.budget : model_for(stages).capacity_bytes; }
+  SimOptions sim_for(int stages) const;
+  // `s` measured by the DES, with its origin, judged by the memory rule.
+  Entry price(const Schedule& s, const Origin& origin) const;
+
+ private:
+  void judge_memory(Entry& e, const Schedule& s) const;
+
+  const TuneRequest& rq_;
+  std::vector<CostModel> models_;  // per V
+  std::vector<bool> fits_;         // per V
+  std::vector<Shape> shapes_;
+};
+
+Pricing::Pricing(const TuneRequest& rq)
+    : rq_(rq), models_(static_cast<size_t>(rq.vpp_max + 1)), fits_(static_cast<size_t>(rq.vpp_max + 1), false) {
   std::string why;
   for (int v = rq.vpp_min; v <= rq.vpp_max; ++v) {
     try {
-      models[static_cast<size_t>(v)] = rq.costs(rq.pp * v);
-      models[static_cast<size_t>(v)].check_fits(rq.pp * v, rq.micro);
-      fits[static_cast<size_t>(v)] = true;
+      models_[static_cast<size_t>(v)] = rq.costs(rq.pp * v);
+      models_[static_cast<size_t>(v)].check_fits(rq.pp * v, rq.micro);
+      fits_[static_cast<size_t>(v)] = true;
     } catch (const InputError& e) {
       why = e.what();
       continue;  // this V is not described by the cost file
     }
     if (v == 1) {
-      shapes.push_back({1, PlacementKind::Loop});
+      shapes_.push_back({1, PlacementKind::Loop});
       continue;
     }
-    for (PlacementKind k : rq.placements) shapes.push_back({v, k});
+    for (PlacementKind k : rq.placements) shapes_.push_back({v, k});
   }
-  if (shapes.empty()) throw InputError({}, "tune: the cost model fits no V in the range: " + why);
-  auto model_for = [&](int stages) -> const CostModel& { return models[static_cast<size_t>(stages / rq.pp)]; };
-  auto cap_for = [&](int stages) { return rq.budget ? rq.budget : model_for(stages).capacity_bytes; };
-  auto sim_for = [&](int stages) {
-    SimOptions o = rq.sim;
-    o.check.memory = model_for(stages).memory_model(stages);
-    // Under another rule than ppsched's the cap is judged by that rule (judge_memory below).
-    if (auto cap = cap_for(stages); cap && rq.memory_rule == MemoryRule::Ppsched) o.check.memory_budget = static_cast<int64_t>(*cap);
-    return o;
-  };
-  // Under --memory-rule zero-bubble: each rank's peak by ZB's accounting, against the cap.
-  auto judge_memory = [&](Entry& e, const Schedule& s) {
-    if (rq.memory_rule == MemoryRule::Ppsched) return;
-    const MemoryModel mm = model_for(s.stages).memory_model(s.stages);
-    e.rule_peak = memory_peaks(s, mm, rq.memory_rule);
-    // What each rank holds for the whole step comes on top of the rule's activations.
-    const auto held = mm.resident_by_rank(static_cast<int>(e.rule_peak.size()), s.stages, [&](int st) { return s.rank_of(st); },
-                                          rq.sim.check.dp);
-    for (size_t r = 0; r < held.size(); ++r) e.rule_peak[r] += static_cast<double>(held[r].total());
-    const auto cap = cap_for(s.stages);
-    if (!cap || !e.verified) return;
-    for (size_t r = 0; r < e.rule_peak.size(); ++r)
-      if (e.rule_peak[r] > *cap * (1 + 1e-12) + 1e-9) {
-        e.verified = false;
-        e.verdict = "memory: rank " + std::to_string(r) + " keeps " + human_bytes(e.rule_peak[r]) +
-                    " by the zero-bubble rule (activations and what it holds for the whole step), over the budget of " +
-                    human_bytes(*cap);
-        return;
-      }
-  };
-  // Families: each one fitting a shape is measured once and seeds the search of that shape.
-  std::vector<std::pair<Schedule, std::string>> family_schedules;
-  std::vector<int> family_vpp;
-  for (int v = rq.vpp_min; v <= rq.vpp_max && rq.families; ++v)
-    if (fits[static_cast<size_t>(v)])
-    for (const auto& fv : family_variants(rq.pp, v, rq.micro, rq.only_families)) {
+  if (shapes_.empty()) throw InputError({}, "tune: the cost model fits no V in the range: " + why);
+}
+
+SimOptions Pricing::sim_for(int stages) const {
+  SimOptions o = rq_.sim;
+  o.check.memory = model_for(stages).memory_model(stages);
+  // Under another rule than ppsched's the cap is judged by that rule (judge_memory below).
+  if (auto cap = cap_for(stages); cap && rq_.memory_rule == MemoryRule::Ppsched) o.check.memory_budget = static_cast<int64_t>(*cap);
+  return o;
+}
+
+Entry Pricing::price(const Schedule& s, const Origin& origin) const {
+  Entry e = measure(s, model_for(s.stages), sim_for(s.stages));
+  e.origin = origin;
+  judge_memory(e, s);
+  return e;
+}
+
+// Under --memory-rule zero-bubble: each rank's peak by ZB's accounting, against the cap.
+void Pricing::judge_memory(Entry& e, const Schedule& s) const {
+  if (rq_.memory_rule == MemoryRule::Ppsched) return;
+  const MemoryModel mm = model_for(s.stages).memory_model(s.stages);
+  e.rule_peak = memory_peaks(s, mm, rq_.memory_rule);
+  // What each rank holds for the whole step comes on top of the rule's activations.
+  const auto held = mm.resident_by_rank(static_cast<int>(e.rule_peak.size()), s.stages, [&](int st) { return s.rank_of(st); },
+                                        rq_.sim.check.dp);
+  for (size_t r = 0; r < held.size(); ++r) e.rule_peak[r] += static_cast<double>(held[r].total());
+  const auto cap = cap_for(s.stages);
+  if (!cap || !e.verified) return;
+  for (size_t r = 0; r < e.rule_peak.size(); ++r)
+    if (e.rule_peak[r] > *cap * (1 + 1e-12) + 1e-9) {
+      e.verified = false;
+      e.verdict = "memory: rank " + std::to_string(r) + " keeps " + human_bytes(e.rule_peak[r]) +
+                  " by the zero-bubble rule (activations and what it holds for the whole step), over the budget of " +
+                  human_bytes(*cap);
+      return;
+    }
+}
+
+// One tune(): the families measured, a search per shape and backward kind, the leaderboard.
+class TuneRun {
+ public:
+  explicit TuneRun(const TuneRequest& rq) : rq_(rq), pricing_(rq) {}
+  TuneResult run();
+
+ private:
+  void add_families();
+  void search_shape(const Shape& sh, bool split);
+  void search_orders(const Problem& p, const Shape& sh, bool split);
+  SearchSettings settings_for_search();
+  void add_found(const Problem& p, const Order& order, const std::string& name, const Origin& origin);
+  void rank_leaderboard();
+  void describe_best();
+
+  const TuneRequest& rq_;
+  const Clock::time_point t0_ = Clock::now();
+  const Pricing pricing_;
+  // The search's time limit, shared out evenly over the shapes and backward kinds.
+  const double deadline_share_ = rq_.settings.seconds > 0 ? rq_.settings.seconds / static_cast<double>(pricing_.shapes().size() * 2) : 0;
+  double global_best_ = -1;  // the progress line's best over every shape so far
+  std::vector<Schedule> family_schedules_;  // each fitting a shape; named by its label
+  std::vector<std::unique_ptr<Schedule>> found_schedules_;  // the searches' candidates
+  std::vector<Entry> entries_;
+  std::vector<const Schedule*> entry_schedules_;  // entries_[i]'s schedule
+  std::vector<LowerBound> bounds_;                // per shape searched
+  TuneResult res_;
+};
+
+TuneResult TuneRun::run() {
+  add_families();
+  for (const Shape& sh : pricing_.shapes())
+    for (bool split : {true, false}) search_shape(sh, split);
+  rank_leaderboard();
+  describe_best();
+  res_.seconds = std::chrono::duration<double>(Clock::now() - t0_).count();
+  return std::move(res_);
+}
+
+// Families: each one fitting a shape is measured once and seeds the search of that shape.
+void TuneRun::add_families() {
+  for (int v = rq_.vpp_min; v <= rq_.vpp_max && rq_.families; ++v) {
+    if (!pricing_.fits(v)) continue;
+    for (const auto& fv : family_variants(rq_.pp, v, rq_.micro, rq_.only_families)) {
       Schedule s;
       try {
         s = generate(fv.family, fv.options);
       } catch (const std::exception&) {
         continue;  // does not fit this shape
       }
-      if (v > 1 && std::none_of(rq.placements.begin(), rq.placements.end(),
+      if (v > 1 && std::none_of(rq_.placements.begin(), rq_.placements.end(),
                                 [&](PlacementKind k) { return k == s.placement.kind; }))
         continue;
       s.name = fv.label;
-      family_schedules.emplace_back(std::move(s), fv.label);
+      family_schedules_.push_back(std::move(s));
     }
-  std::vector<Entry> entries;
-  std::vector<const Schedule*> entry_schedules;  // entries[i]'s schedule
-  std::vector<std::unique_ptr<Schedule>> found_schedules;
-  for (const auto& [s, label] : family_schedules) {
-    Entry e = measure(s, model_for(s.stages), sim_for(s.stages));
-    e.origin = Origin::of(Origin::Seed::Family);
-    judge_memory(e, s);
-    entries.push_back(std::move(e));
-    entry_schedules.push_back(&s);
   }
-  // The search, per shape and backward kind; the time limit is shared out evenly.
-  const double deadline_share = rq.settings.seconds > 0 ? rq.settings.seconds / static_cast<double>(shapes.size() * 2) : 0;
-  std::vector<std::pair<Schedule, std::string>> found;
-  double global_best = -1;
-  std::vector<LowerBound> bounds;
-  for (const Shape& sh : shapes)
-    for (bool split : {true, false}) {
-      const int stages = rq.pp * sh.vpp;
-      Problem p = problem_from_costs(model_for(stages), rq.pp, sh.vpp, rq.micro, sh.placement, split, rq.memory_rule,
-                                     cap_for(stages), rq.sim.check.dp);
-      if (!rq.search_orders) {
-        if (split) bounds.push_back(lower_bound(p));
-        continue;
-      }
-      std::vector<Found> seeds;
-      for (const auto& [s, label] : family_schedules) {
-        auto o = order_of(s, p);
-        if (o) seeds.push_back(Found{std::move(*o), {}, Origin::of(Origin::Seed::FamilyOrder, label)});
-      }
-      SearchSettings st = rq.settings;
-      st.seconds = deadline_share * 2 / 3;  // the last third for the DES hill climb
-      if (rq.settings.progress)  // one line for the whole tune: the best over every shape so far
-        st.progress = [&](double best, double) {
-          if (global_best < 0 || best < global_best) global_best = best;
-          rq.settings.progress(global_best, std::chrono::duration<double>(Clock::now() - t0).count());
-        };
-      SearchOutcome so = search(p, seeds, st);
-      res.evaluations += so.evaluations;
-      res.stopped_by_time = res.stopped_by_time || so.stopped_by_time;
-      // The DES decides: the evaluator's best few and the families' orders are timed by it,
-      // and a short hill climb on the DES itself starts from the fastest (the evaluator does
-      // not see rendezvous waits; the DES does).
-      std::vector<Found> starts(so.finalists.begin(), so.finalists.begin() + std::min<size_t>(5, so.finalists.size()));
-      for (const Found& f : seeds) starts.push_back(f);
-      const std::string name = "found V=" + std::to_string(sh.vpp) +
-                               (sh.vpp > 1 ? (sh.placement == PlacementKind::V ? " v" : " loop") : "") +
-                               (split ? " F/I/W" : " F/B");
-      DesClimb climb;
-      Found refined = des_refine(p, starts, model_for(stages), sim_for(stages), rq.settings.des_iterations,
-                                 deadline_share > 0 ? deadline_share / 3 : 0, rq.settings.seed,
-                                 thread_count(rq.settings.threads), &climb);
-      res.evaluations += climb.evaluations;
-      res.des_moves += climb.moves;
-      res.stopped_by_time = res.stopped_by_time || climb.stopped_by_time;
-      if (!refined.order.empty()) {
-        Schedule s = to_schedule(p, refined.order, name);
-        Entry e = measure(s, model_for(s.stages), sim_for(s.stages));
-        e.origin = refined.origin;
-        judge_memory(e, s);
-        entries.push_back(e);
-        found_schedules.push_back(std::make_unique<Schedule>(s));
-        entry_schedules.push_back(found_schedules.back().get());
-        found.emplace_back(std::move(s), name);
-      }
-      // The search's own best under its objective, as the evaluator ranks it (the DES hill climb
-      // above chases the makespan): what `--pareto --objective span` needs.
-      if (rq.keep_search_best && !so.finalists.empty() && (refined.order.empty() || so.best.order != refined.order)) {
-        const std::string own = name + " (best " + (rq.settings.objective == Objective::Span ? "span" : "makespan") + ")";
-        Schedule s = to_schedule(p, so.best.order, own);
-        Entry e = measure(s, model_for(s.stages), sim_for(s.stages));
-        e.origin = so.best.origin;
-        judge_memory(e, s);
-        entries.push_back(e);
-        found_schedules.push_back(std::make_unique<Schedule>(s));
-        entry_schedules.push_back(found_schedules.back().get());
-        found.emplace_back(std::move(s), own);
-      }
-      if (split) bounds.push_back(lower_bound(p));  // F/B has the same work, fewer freedoms
-    }
-  // Rank: verified first, then DES makespan; among equal makespans the found one first only
-  // when strictly better (a family that ties keeps its place ahead).
-  std::vector<size_t> idx(entries.size());
+  for (const Schedule& s : family_schedules_) {  // (no longer grows: entries point into it)
+    entries_.push_back(pricing_.price(s, Origin::of(Origin::Seed::Family)));
+    entry_schedules_.push_back(&s);
+  }
+}
+
+void TuneRun::search_shape(const Shape& sh, bool split) {
+  const int stages = rq_.pp * sh.vpp;
+  const Problem p = problem_from_costs(pricing_.model_for(stages), rq_.pp, sh.vpp, rq_.micro, sh.placement, split,
+                                       rq_.memory_rule, pricing_.cap_for(stages), rq_.sim.check.dp);
+  if (rq_.search_orders) search_orders(p, sh, split);
+  if (split) bounds_.push_back(lower_bound(p));  // F/B has the same work, fewer freedoms
+}
+
+// The order search, then the DES decides: the evaluator's best few and the families' orders are
+// timed by it, and a short hill climb on the DES itself starts from the fastest (the evaluator
+// does not see rendezvous waits; the DES does).
+void TuneRun::search_orders(const Problem& p, const Shape& sh, bool split) {
+  std::vector<Found> seeds;
+  for (const Schedule& s : family_schedules_) {
+    auto o = order_of(s, p);
+    if (o) seeds.push_back(Found{std::move(*o), {}, Origin::of(Origin::Seed::FamilyOrder, s.name)});
+  }
+  SearchOutcome so = search(p, seeds, settings_for_search());
+  res_.evaluations += so.evaluations;
+  res_.stopped_by_time = res_.stopped_by_time || so.stopped_by_time;
+  std::vector<Found> starts(so.finalists.begin(), so.finalists.begin() + std::min<size_t>(5, so.finalists.size()));
+  for (const Found& f : seeds) starts.push_back(f);
+  const std::string name = "found V=" + std::to_string(sh.vpp) +
+                           (sh.vpp > 1 ? (sh.placement == PlacementKind::V ? " v" : " loop") : "") +
+                           (split ? " F/I/W" : " F/B");
+  DesClimb climb;
+  const int stages = rq_.pp * sh.vpp;
+  Found refined = des_refine(p, starts, pricing_.model_for(stages), pricing_.sim_for(stages), rq_.settings.des_iterations,
+                             deadline_share_ > 0 ? deadline_share_ / 3 : 0, rq_.settings.seed,
+                             thread_count(rq_.settings.threads), &climb);
+  res_.evaluations += climb.evaluations;
+  res_.des_moves += climb.moves;
+  res_.stopped_by_time = res_.stopped_by_time || climb.stopped_by_time;
+  if (!refined.order.empty()) add_found(p, refined.order, name, refined.origin);
+  // The search's own best under its objective, as the evaluator ranks it (the DES hill climb
+  // above chases the makespan): what `--pareto --objective span` needs.
+  if (rq_.keep_search_best && !so.finalists.empty() && (refined.order.empty() || so.best.order != refined.order))
+    add_found(p, so.best.order, name + " (best " + (rq_.settings.objective == Objective::Span ? "span" : "makespan") + ")",
+              so.best.origin);
+}
+
+// The request's search settings with the search's part of the time (the last third of each
+// share is the DES hill climb's) and one progress line for the whole tune.
+SearchSettings TuneRun::settings_for_search() {
+  SearchSettings st = rq_.settings;
+  st.seconds = deadline_share_ * 2 / 3;
+  if (rq_.settings.progress)
+    st.progress = [this](double best, double) {
+      if (global_best_ < 0 || best < global_best_) global_best_ = best;
+      rq_.settings.progress(global_best_, std::chrono::duration<double>(Clock::now() - t0_).count());
+    };
+  return st;
+}
+
+void TuneRun::add_found(const Problem& p, const Order& order, const std::string& name, const Origin& origin) {
+  found_schedules_.push_back(std::make_unique<Schedule>(to_schedule(p, order, name)));
+  entries_.push_back(pricing_.price(*found_schedules_.back(), origin));
+  entry_schedules_.push_back(found_schedules_.back().get());
+}
+
+// Rank: verified first, then DES makespan; among equal makespans the found one first only when
+// strictly better (a family that ties keeps its place ahead). One row per distinct name (the
+// best of each), families and found alike.
+void TuneRun::rank_leaderboard() {
+  std::vector<size_t> idx(entries_.size());
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
   std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
-    const Entry &x = entries[a], &y = entries[b];
+    const Entry &x = entries_[a], &y = entries_[b];
     if (x.verified != y.verified) return x.verified;
     if (std::abs(x.makespan_ms - y.makespan_ms) > 1e-9 * std::max(1.0, x.makespan_ms)) return x.makespan_ms < y.makespan_ms;
     return x.origin.is_family() > y.origin.is_family();
   });
-  // Keep one row per distinct name (the best of each), families and found alike.
   std::vector<std::string> seen;
   for (size_t i : idx) {
-    if (std::find(seen.begin(), seen.end(), entries[i].name) != seen.end()) continue;
-    seen.push_back(entries[i].name);
-    res.leaderboard.push_back(entries[i]);
-    if (rq.keep_schedules) res.schedules.push_back(*entry_schedules[i]);
+    if (std::find(seen.begin(), seen.end(), entries_[i].name) != seen.end()) continue;
+    seen.push_back(entries_[i].name);
+    res_.leaderboard.push_back(entries_[i]);
+    if (rq_.keep_schedules) res_.schedules.push_back(*entry_schedules_[i]);
   }
-  if (!res.leaderboard.empty() && res.leaderboard.front().verified) {
-    res.best = 0;
-    const Entry& b = res.leaderboard.front();
-    bool done = false;
-    for (auto& [s, label] : found)
-      if (!done && s.name == b.name) {
-        Entry again = measure(s, model_for(s.stages), sim_for(s.stages), &res.best_sim);
-        if (std::abs(again.makespan_ms - b.makespan_ms) <= 1e-9 * std::max(1.0, b.makespan_ms)) {
-          res.best_schedule = s;
-          done = true;
-        }
-      }
-    for (auto& [s, label] : family_schedules)
-      if (!done && s.name == b.name) {
-        measure(s, model_for(s.stages), sim_for(s.stages), &res.best_sim);
-        res.best_schedule = s;
+}
+
+// The best verified entry's schedule, its DES run (with trace), its bound and its gap.
+void TuneRun::describe_best() {
+  if (res_.leaderboard.empty() || !res_.leaderboard.front().verified) return;
+  res_.best = 0;
+  const Entry& b = res_.leaderboard.front();
+  bool done = false;
+  for (const auto& s : found_schedules_)
+    if (!done && s->name == b.name) {
+      Entry again = measure(*s, pricing_.model_for(s->stages), pricing_.sim_for(s->stages), &res_.best_sim);
+      if (std::abs(again.makespan_ms - b.makespan_ms) <= 1e-9 * std::max(1.0, b.makespan_ms)) {
+        res_.best_schedule = *s;
         done = true;
       }
-    // The bound: the weakest over the shapes searched (every candidate is one of them).
-    for (size_t k = 0; k < bounds.size(); ++k)
-      if (k == 0 || bounds[k].makespan < res.bound.makespan) res.bound = bounds[k];
-    res.gap = res.bound.makespan > 0 ? b.makespan_ms / res.bound.makespan - 1 : 0;
-  }
-  res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  return res;
+    }
+  for (const Schedule& s : family_schedules_)
+    if (!done && s.name == b.name) {
+      measure(s, pricing_.model_for(s.stages), pricing_.sim_for(s.stages), &res_.best_sim);
+      res_.best_schedule = s;
+      done = true;
+    }
+  // The bound: the weakest over the shapes searched (every candidate is one of them).
+  for (size_t k = 0; k < bounds_.size(); ++k)
+    if (k == 0 || bounds_[k].makespan < res_.bound.makespan) res_.bound = bounds_[k];
+  res_.gap = res_.bound.makespan > 0 ? b.makespan_ms / res_.bound.makespan - 1 : 0;
+}
+
+}  // namespace
+
+TuneResult tune(const TuneRequest& rq) {
+  if (rq.pp < 1 || rq.micro < 1) throw InputError({}, "tune: --pp and --micro must be >= 1");
+  if (rq.vpp_min < 1 || rq.vpp_max < rq.vpp_min) throw InputError({}, "tune: --vpp must be >= 1");
+  return TuneRun(rq).run();
 }
 
 }  // namespace ppsched::search

@@ -29,208 +29,272 @@ struct Wake {
 
 constexpr double kUnknown = -1.0;
 
+// What a free rank may run at its wake-up time: the stage of its chosen F, B and W (-1: none).
+struct Candidates {
+  int forward = -1, backward = -1, weight = -1;
+  bool forward_blocked_by_memory = false;  // a forward is ready but the cap refuses it
+  double next_arrival = -1;                // the earliest F/B input still on its way (-1: none known)
+  void note_arrival(double x, double now) {
+    if (x > now && (next_arrival < 0 || x < next_arrival)) next_arrival = x;
+  }
+};
+
+// One run of the list scheduler: the ranks are simulated in time order, and whenever a rank is
+// free (a wake-up from the heap) it runs the task its priorities pick, or idles until an
+// arrival wakes it again.
+class ListScheduler {
+ public:
+  ListScheduler(const Problem& p, const ListParams& q);
+  std::optional<Order> schedule();
+
+ private:
+  size_t per_rank() const { return static_cast<size_t>(R_); }
+  double forward_ready(int s) const;
+  double backward_ready(int s) const;
+  double backward_earliest(int s) const;
+  void choose_forward(int r, double t, Candidates& c) const;
+  bool forward_fits_before_backward(int r, double t, int s) const;
+  void choose_backward(int r, double t, Candidates& c) const;
+  void choose_weight(int r, Candidates& c) const;
+  bool weight_goes_now(int r, double t, const Candidates& c) const;
+  Task weight_of(int s) const { return Task{Kind::W, s, nw_[static_cast<size_t>(s)]}; }
+  void decide(int r, double t);
+  void run(int r, double t, const Task& task);
+
+  const Problem& p_;
+  const ListParams& q_;
+  const int R_, S_, M_, V_;
+  std::vector<std::vector<int>> stages_of_;  // per rank, ascending
+  // Per (stage, micro): when its F and its B (or I) ended (kUnknown: not yet).
+  std::vector<double> end_f_, end_b_;
+  // Per stage: the F, B (or I) and W run so far; each kind runs in micro order.
+  std::vector<int> nf_, nb_, nw_;
+  // Per rank: when it is free, its memory, what `reserve` holds back for admitted micros' later
+  // forwards, what admitting one more micro takes, and `reserve_one`'s largest later-stage forward.
+  std::vector<double> free_at_, mem_, reserved_, admit_, one_more_;
+  std::vector<double> idle_;  // per rank, since its first task
+  double max_idle_ = 0;
+  std::vector<int> inflight_, left_fb_, left_, limit_;  // per rank
+  Order order_;
+  std::priority_queue<Wake, std::vector<Wake>, std::greater<Wake>> heap_;
+  uint64_t seq_ = 0;
+  size_t remaining_ = 0;
+};
+
+ListScheduler::ListScheduler(const Problem& p, const ListParams& q)
+    : p_(p), q_(q), R_(p.ranks), S_(p.stages), M_(p.micros), V_(S_ / std::max(R_, 1)), stages_of_(per_rank()) {
+  for (int s = 0; s < S_; ++s) stages_of_[static_cast<size_t>(p.rank_of(s))].push_back(s);
+  const size_t n = static_cast<size_t>(S_) * static_cast<size_t>(M_);
+  end_f_.assign(n, kUnknown);
+  end_b_.assign(n, kUnknown);
+  for (auto* count : {&nf_, &nb_, &nw_}) count->assign(static_cast<size_t>(S_), 0);
+  for (auto* x : {&free_at_, &mem_, &reserved_, &admit_, &one_more_, &idle_}) x->assign(per_rank(), 0.0);
+  for (int s = 0; s < S_; ++s) admit_[static_cast<size_t>(p.rank_of(s))] += std::max(0.0, p.mem_f[static_cast<size_t>(s)]);
+  for (int s = 0; s < S_; ++s)
+    if (s != stages_of_[static_cast<size_t>(p.rank_of(s))].front())
+      one_more_[static_cast<size_t>(p.rank_of(s))] = std::max(one_more_[static_cast<size_t>(p.rank_of(s))], p.mem_f[static_cast<size_t>(s)]);
+  inflight_.assign(per_rank(), 0);
+  left_fb_.assign(per_rank(), 0);
+  left_.assign(per_rank(), 0);
+  limit_.assign(per_rank(), 1);
+  for (int r = 0; r < R_; ++r) {
+    const int per = static_cast<int>(stages_of_[static_cast<size_t>(r)].size());
+    left_fb_[static_cast<size_t>(r)] = per * M_ * 2;
+    left_[static_cast<size_t>(r)] = per * M_ * (p.split ? 3 : 2);
+    limit_[static_cast<size_t>(r)] = std::max(1, q.inflight_scale * (R_ - r) + q.inflight_extra + (V_ - 1) * R_);
+  }
+  order_.resize(per_rank());
+  for (int r = 0; r < R_; ++r) heap_.push({0.0, seq_++, r});
+  remaining_ = p.task_count();
+}
+
+std::optional<Order> ListScheduler::schedule() {
+  while (!heap_.empty() && remaining_ > 0) {
+    const Wake e = heap_.top();
+    heap_.pop();
+    const size_t ru = static_cast<size_t>(e.rank);
+    if (left_[ru] == 0 || free_at_[ru] > e.time) continue;  // busy: its own wake-up comes later
+    decide(e.rank, e.time);
+  }
+  if (remaining_ > 0) return std::nullopt;
+  return std::move(order_);
+}
+
+double ListScheduler::forward_ready(int s) const {  // kUnknown: input not produced yet
+  const int m = nf_[static_cast<size_t>(s)];
+  if (m >= M_) return kUnknown;
+  if (s == 0) return 0.0;
+  const size_t j = p_.at(s - 1, m);
+  return end_f_[j] < 0 ? kUnknown : end_f_[j] + p_.comm_fwd[j];
+}
+
+double ListScheduler::backward_ready(int s) const {
+  const int m = nb_[static_cast<size_t>(s)];
+  if (m >= M_ || m >= nf_[static_cast<size_t>(s)]) return kUnknown;
+  const size_t i = p_.at(s, m);
+  if (end_f_[i] < 0) return kUnknown;
+  if (s == S_ - 1) return end_f_[i];
+  const size_t j = p_.at(s + 1, m);
+  return end_b_[j] < 0 ? kUnknown : std::max(end_f_[i], end_b_[j] + p_.comm_bwd[j]);
+}
+
+// The earliest the next backward of stage s can arrive, from how far its micro has got (no
+// waiting assumed): a lower bound, infinite while its forward has not run here.
+double ListScheduler::backward_earliest(int s) const {
+  const int m = nb_[static_cast<size_t>(s)];
+  if (m >= M_ || m >= nf_[static_cast<size_t>(s)]) return kNoCap;
+  int q = s + 1;
+  while (q < S_ && end_b_[p_.at(q, m)] < 0) ++q;
+  double back = 0;  // from the B at stage q (or the last F) back to stage s
+  if (q < S_) {
+    for (int x = q; x > s; --x) back += (x < q ? p_.b[p_.at(x, m)] : 0.0) + p_.comm_bwd[p_.at(x, m)];
+    return end_b_[p_.at(q, m)] + back;
+  }
+  int d = s;
+  while (d + 1 < S_ && end_f_[p_.at(d + 1, m)] >= 0) ++d;
+  double t = end_f_[p_.at(d, m)];
+  for (int x = d + 1; x < S_; ++x) t += p_.comm_fwd[p_.at(x - 1, m)] + p_.f[p_.at(x, m)];
+  for (int x = S_ - 1; x > s; --x) t += p_.b[p_.at(x, m)] + p_.comm_bwd[p_.at(x, m)];
+  return t;
+}
+
+// The first ready forward in the rank's stage priority that the in-flight limit and the memory
+// cap (with what `reserve` or `reserve_one` holds back) allow.
+void ListScheduler::choose_forward(int r, double t, Candidates& c) const {
+  const size_t ru = static_cast<size_t>(r);
+  const auto& mine = stages_of_[ru];
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const int s = q_.deep_forward ? mine[mine.size() - 1 - k] : mine[k];
+    const double fr = forward_ready(s);
+    if (fr < 0) continue;
+    const bool admits = s == mine.front();
+    const double need = q_.reserve_one ? mem_[ru] + p_.mem_f[static_cast<size_t>(s)] + (admits ? one_more_[ru] : 0.0)
+                        : !q_.reserve  ? mem_[ru] + p_.mem_f[static_cast<size_t>(s)]
+                        : admits       ? mem_[ru] + reserved_[ru] + admit_[ru]
+                                       : mem_[ru] + reserved_[ru];  // already reserved
+    const bool fits = need <= p_.cap[ru] * (1 + 1e-12) + 1e-9;
+    const bool allowed = inflight_[ru] < limit_[ru];
+    if (!allowed) continue;
+    if (!fits) {
+      if (fr <= t) c.forward_blocked_by_memory = true;
+      continue;
+    }
+    if (fr <= t) {
+      if (c.forward < 0) c.forward = s;
+    } else {
+      c.note_arrival(fr, t);
+    }
+  }
+}
+
+// forward_fit: a forward beyond 1F1B's P - r in flight only when it ends (less f_slack
+// forwards) before the rank's next backward can arrive.
+bool ListScheduler::forward_fits_before_backward(int r, double t, int s) const {
+  if (!q_.forward_fit || inflight_[static_cast<size_t>(r)] < (R_ - r) * V_) return true;
+  double arrival = kNoCap;
+  for (int x : stages_of_[static_cast<size_t>(r)]) arrival = std::min(arrival, backward_earliest(x));
+  return t + p_.f[p_.at(s, nf_[static_cast<size_t>(s)])] * (1.0 - q_.f_slack) <= arrival + 1e-12;
+}
+
+void ListScheduler::choose_backward(int r, double t, Candidates& c) const {
+  const auto& mine = stages_of_[static_cast<size_t>(r)];
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const int s = q_.deep_backward ? mine[mine.size() - 1 - k] : mine[k];
+    const double br = backward_ready(s);
+    if (br < 0) continue;
+    if (br <= t) {
+      if (c.backward < 0) c.backward = s;
+    } else {
+      c.note_arrival(br, t);
+    }
+  }
+}
+
+// The oldest pending weight pass of the rank (split problems only).
+void ListScheduler::choose_weight(int r, Candidates& c) const {
+  if (!p_.split) return;
+  for (int s : stages_of_[static_cast<size_t>(r)])
+    if (nw_[static_cast<size_t>(s)] < nb_[static_cast<size_t>(s)] &&
+        (c.weight < 0 || nw_[static_cast<size_t>(s)] < nw_[static_cast<size_t>(c.weight)]))
+      c.weight = s;
+}
+
+// With no F or B to run: whether the pending W runs now by the W policy, or the rank idles
+// until an arrival wakes it.
+bool ListScheduler::weight_goes_now(int r, double t, const Candidates& c) const {
+  switch (q_.w_policy) {
+    case WPolicy::Immediate:
+    case WPolicy::Fill: return true;
+    case WPolicy::FitFill:
+      return c.forward_blocked_by_memory || c.next_arrival < 0 ||
+             t + p_.cost(weight_of(c.weight)) * (1.0 - q_.w_slack) <= c.next_arrival + 1e-12 ||
+             (q_.w_balance && c.next_arrival - t > max_idle_ - idle_[static_cast<size_t>(r)] + 1e-12);
+    case WPolicy::Late: return c.forward_blocked_by_memory || left_fb_[static_cast<size_t>(r)] == 0;
+  }
+  return false;
+}
+
+// Rank r is free at t: it runs its pending W at once (Immediate), else a B (or an F first with
+// forward_first), else an F, else a W as its policy allows.
+void ListScheduler::decide(int r, double t) {
+  Candidates c;
+  choose_forward(r, t, c);
+  if (c.forward >= 0 && !forward_fits_before_backward(r, t, c.forward)) c.forward = -1;
+  choose_backward(r, t, c);
+  choose_weight(r, c);
+  if (c.weight >= 0 && q_.w_policy == WPolicy::Immediate) return run(r, t, weight_of(c.weight));
+  const bool prefer_f = q_.forward_first && c.forward >= 0;
+  if (c.backward >= 0 && !prefer_f)
+    return run(r, t, Task{p_.split ? Kind::I : Kind::B, c.backward, nb_[static_cast<size_t>(c.backward)]});
+  if (c.forward >= 0) return run(r, t, Task{Kind::F, c.forward, nf_[static_cast<size_t>(c.forward)]});
+  if (c.weight >= 0 && weight_goes_now(r, t, c)) run(r, t, weight_of(c.weight));
+}
+
+// Task starts on rank r at t: the rank's time, idle and memory, the stage's counts, and the
+// wake-ups of the ranks its output goes to (and of r itself, when it ends).
+void ListScheduler::run(int r, double t, const Task& task) {
+  const size_t ru = static_cast<size_t>(r);
+  const double end = t + p_.cost(task);
+  const size_t i = p_.at(task.stage, task.micro);
+  if (!order_[ru].empty()) {
+    idle_[ru] += t - free_at_[ru];
+    max_idle_ = std::max(max_idle_, idle_[ru]);
+  }
+  order_[ru].push_back(task);
+  mem_[ru] += p_.mem_delta(task);
+  free_at_[ru] = end;
+  --left_[ru];
+  --remaining_;
+  switch (task.kind) {
+    case Kind::F:
+      if (q_.reserve) {
+        const bool first_local = task.stage == stages_of_[ru].front();
+        if (first_local) reserved_[ru] += admit_[ru];
+        reserved_[ru] -= std::max(0.0, p_.mem_f[static_cast<size_t>(task.stage)]);
+      }
+      end_f_[i] = end;
+      ++nf_[static_cast<size_t>(task.stage)];
+      ++inflight_[ru];
+      --left_fb_[ru];
+      if (task.stage + 1 < S_) heap_.push({end + p_.comm_fwd[i], seq_++, p_.rank_of(task.stage + 1)});
+      break;
+    case Kind::B:
+    case Kind::I:
+      end_b_[i] = end;
+      ++nb_[static_cast<size_t>(task.stage)];
+      --inflight_[ru];
+      --left_fb_[ru];
+      if (!p_.split) ++nw_[static_cast<size_t>(task.stage)];
+      if (task.stage > 0) heap_.push({end + p_.comm_bwd[i], seq_++, p_.rank_of(task.stage - 1)});
+      break;
+    case Kind::W: ++nw_[static_cast<size_t>(task.stage)]; break;
+  }
+  heap_.push({end, seq_++, r});
+}
+
 }  // namespace
 
-std::optional<Order> list_schedule(const Problem& p, const ListParams& q) {
-  const int R = p.ranks, S = p.stages, M = p.micros;
-  const int V = S / std::max(R, 1);
-  std::vector<std::vector<int>> stages_of(static_cast<size_t>(R));
-  for (int s = 0; s < S; ++s) stages_of[static_cast<size_t>(p.rank_of(s))].push_back(s);
-  const size_t n = static_cast<size_t>(S) * static_cast<size_t>(M);
-  std::vector<double> end_f(n, kUnknown), end_b(n, kUnknown);
-  std::vector<int> nf(static_cast<size_t>(S), 0), nb(static_cast<size_t>(S), 0), nw(static_cast<size_t>(S), 0);
-  std::vector<double> free_at(static_cast<size_t>(R), 0.0), mem(static_cast<size_t>(R), 0.0),
-      reserved(static_cast<size_t>(R), 0.0), admit(static_cast<size_t>(R), 0.0);
-  for (int s = 0; s < S; ++s) admit[static_cast<size_t>(p.rank_of(s))] += std::max(0.0, p.mem_f[static_cast<size_t>(s)]);
-  std::vector<double> one_more(static_cast<size_t>(R), 0.0);  // reserve_one: the largest later-stage forward
-  for (int s = 0; s < S; ++s)
-    if (s != stages_of[static_cast<size_t>(p.rank_of(s))].front())
-      one_more[static_cast<size_t>(p.rank_of(s))] = std::max(one_more[static_cast<size_t>(p.rank_of(s))], p.mem_f[static_cast<size_t>(s)]);
-  std::vector<double> idle(static_cast<size_t>(R), 0.0);  // since the rank's first task
-  double max_idle = 0;
-  std::vector<int> inflight(static_cast<size_t>(R), 0), left_fb(static_cast<size_t>(R), 0), left(static_cast<size_t>(R), 0);
-  std::vector<int> limit(static_cast<size_t>(R), 1);
-  for (int r = 0; r < R; ++r) {
-    const int per = static_cast<int>(stages_of[static_cast<size_t>(r)].size());
-    left_fb[static_cast<size_t>(r)] = per * M * 2;
-    left[static_cast<size_t>(r)] = per * M * (p.split ? 3 : 2);
-    limit[static_cast<size_t>(r)] = std::max(1, q.inflight_scale * (R - r) + q.inflight_extra + (V - 1) * R);
-  }
-  Order order(static_cast<size_t>(R));
-  std::priority_queue<Wake, std::vector<Wake>, std::greater<Wake>> heap;
-  uint64_t seq = 0;
-  for (int r = 0; r < R; ++r) heap.push({0.0, seq++, r});
-  size_t remaining = p.task_count();
-
-  auto f_ready = [&](int s) -> double {  // kUnknown: input not produced yet
-    const int m = nf[static_cast<size_t>(s)];
-    if (m >= M) return kUnknown;
-    if (s == 0) return 0.0;
-    const size_t j = p.at(s - 1, m);
-    return end_f[j] < 0 ? kUnknown : end_f[j] + p.comm_fwd[j];
-  };
-  auto b_ready = [&](int s) -> double {
-    const int m = nb[static_cast<size_t>(s)];
-    if (m >= M || m >= nf[static_cast<size_t>(s)]) return kUnknown;
-    const size_t i = p.at(s, m);
-    if (end_f[i] < 0) return kUnknown;
-    if (s == S - 1) return end_f[i];
-    const size_t j = p.at(s + 1, m);
-    return end_b[j] < 0 ? kUnknown : std::max(end_f[i], end_b[j] + p.comm_bwd[j]);
-  };
-
-  // The earliest the next backward of stage s can arrive, from how far its micro has got
-  // (no waiting assumed): a lower bound, infinite while its forward has not run here.
-  auto b_earliest = [&](int s) -> double {
-    const int m = nb[static_cast<size_t>(s)];
-    if (m >= M || m >= nf[static_cast<size_t>(s)]) return kNoCap;
-    int q = s + 1;
-    while (q < S && end_b[p.at(q, m)] < 0) ++q;
-    double back = 0;  // from the B at stage q (or the last F) back to stage s
-    if (q < S) {
-      for (int x = q; x > s; --x) back += (x < q ? p.b[p.at(x, m)] : 0.0) + p.comm_bwd[p.at(x, m)];
-      return end_b[p.at(q, m)] + back;
-    }
-    int d = s;
-    while (d + 1 < S && end_f[p.at(d + 1, m)] >= 0) ++d;
-    double t = end_f[p.at(d, m)];
-    for (int x = d + 1; x < S; ++x) t += p.comm_fwd[p.at(x - 1, m)] + p.f[p.at(x, m)];
-    for (int x = S - 1; x > s; --x) t += p.b[p.at(x, m)] + p.comm_bwd[p.at(x, m)];
-    return t;
-  };
-
-  auto run = [&](int r, double t, const Task& task) {
-    const size_t ru = static_cast<size_t>(r);
-    const double end = t + p.cost(task);
-    const size_t i = p.at(task.stage, task.micro);
-    if (!order[ru].empty()) {
-      idle[ru] += t - free_at[ru];
-      max_idle = std::max(max_idle, idle[ru]);
-    }
-    order[ru].push_back(task);
-    mem[ru] += p.mem_delta(task);
-    free_at[ru] = end;
-    --left[ru];
-    --remaining;
-    switch (task.kind) {
-      case Kind::F:
-        if (q.reserve) {
-          const bool first_local = task.stage == stages_of[ru].front();
-          if (first_local) reserved[ru] += admit[ru];
-          reserved[ru] -= std::max(0.0, p.mem_f[static_cast<size_t>(task.stage)]);
-        }
-        end_f[i] = end;
-        ++nf[static_cast<size_t>(task.stage)];
-        ++inflight[ru];
-        --left_fb[ru];
-        if (task.stage + 1 < S) heap.push({end + p.comm_fwd[i], seq++, p.rank_of(task.stage + 1)});
-        break;
-      case Kind::B:
-      case Kind::I:
-        end_b[i] = end;
-        ++nb[static_cast<size_t>(task.stage)];
-        --inflight[ru];
-        --left_fb[ru];
-        if (!p.split) ++nw[static_cast<size_t>(task.stage)];
-        if (task.stage > 0) heap.push({end + p.comm_bwd[i], seq++, p.rank_of(task.stage - 1)});
-        break;
-      case Kind::W: ++nw[static_cast<size_t>(task.stage)]; break;
-    }
-    heap.push({end, seq++, r});
-  };
-
-  while (!heap.empty() && remaining > 0) {
-    const Wake e = heap.top();
-    heap.pop();
-    const int r = e.rank;
-    const size_t ru = static_cast<size_t>(r);
-    if (left[ru] == 0 || free_at[ru] > e.time) continue;  // busy: its own wake-up comes later
-    const double t = e.time;
-    const auto& mine = stages_of[ru];
-    // Candidates: the next F and B of each local stage, the oldest pending W.
-    int best_f = -1, best_b = -1, pending_w = -1;
-    bool f_blocked_by_memory = false;
-    double next_arrival = -1;
-    auto note_arrival = [&](double x) {
-      if (x > t && (next_arrival < 0 || x < next_arrival)) next_arrival = x;
-    };
-    for (size_t k = 0; k < mine.size(); ++k) {
-      const int s = q.deep_forward ? mine[mine.size() - 1 - k] : mine[k];
-      const double fr = f_ready(s);
-      if (fr < 0) continue;
-      const bool admits = s == mine.front();
-      const double need = q.reserve_one ? mem[ru] + p.mem_f[static_cast<size_t>(s)] + (admits ? one_more[ru] : 0.0)
-                          : !q.reserve ? mem[ru] + p.mem_f[static_cast<size_t>(s)]
-                          : admits     ? mem[ru] + reserved[ru] + admit[ru]
-                                       : mem[ru] + reserved[ru];  // already reserved
-      const bool fits = need <= p.cap[ru] * (1 + 1e-12) + 1e-9;
-      const bool allowed = inflight[ru] < limit[ru];
-      if (!allowed) continue;
-      if (!fits) {
-        if (fr <= t) f_blocked_by_memory = true;
-        continue;
-      }
-      if (fr <= t) {
-        if (best_f < 0) best_f = s;
-      } else {
-        note_arrival(fr);
-      }
-    }
-    if (best_f >= 0 && q.forward_fit && inflight[ru] >= (R - r) * V) {
-      double arrival = kNoCap;
-      for (int s : mine) arrival = std::min(arrival, b_earliest(s));
-      if (t + p.f[p.at(best_f, nf[static_cast<size_t>(best_f)])] * (1.0 - q.f_slack) > arrival + 1e-12) best_f = -1;
-    }
-    for (size_t k = 0; k < mine.size(); ++k) {
-      const int s = q.deep_backward ? mine[mine.size() - 1 - k] : mine[k];
-      const double br = b_ready(s);
-      if (br < 0) continue;
-      if (br <= t) {
-        if (best_b < 0) best_b = s;
-      } else {
-        note_arrival(br);
-      }
-    }
-    if (p.split)
-      for (int s : mine)
-        if (nw[static_cast<size_t>(s)] < nb[static_cast<size_t>(s)] &&
-            (pending_w < 0 || nw[static_cast<size_t>(s)] < nw[static_cast<size_t>(pending_w)]))
-          pending_w = s;
-    auto task_w = [&](int s) { return Task{Kind::W, s, nw[static_cast<size_t>(s)]}; };
-    if (pending_w >= 0 && q.w_policy == WPolicy::Immediate) {
-      run(r, t, task_w(pending_w));
-      continue;
-    }
-    const bool prefer_f = q.forward_first && best_f >= 0;
-    if (best_b >= 0 && !prefer_f) {
-      run(r, t, Task{p.split ? Kind::I : Kind::B, best_b, nb[static_cast<size_t>(best_b)]});
-      continue;
-    }
-    if (best_f >= 0) {
-      run(r, t, Task{Kind::F, best_f, nf[static_cast<size_t>(best_f)]});
-      continue;
-    }
-    if (pending_w < 0) continue;  // idle until an arrival wakes this rank
-    bool go = false;
-    switch (q.w_policy) {
-      case WPolicy::Immediate:
-      case WPolicy::Fill: go = true; break;
-      case WPolicy::FitFill:
-        go = f_blocked_by_memory || next_arrival < 0 ||
-             t + p.cost(task_w(pending_w)) * (1.0 - q.w_slack) <= next_arrival + 1e-12 ||
-             (q.w_balance && next_arrival - t > max_idle - idle[ru] + 1e-12);
-        break;
-      case WPolicy::Late: go = f_blocked_by_memory || left_fb[ru] == 0; break;
-    }
-    if (go) {
-      run(r, t, task_w(pending_w));
-    } else if (next_arrival < 0) {
-      // Late: nothing is on its way yet; an arrival will wake the rank.
-    }
-  }
-  if (remaining > 0) return std::nullopt;
-  return order;
-}
+std::optional<Order> list_schedule(const Problem& p, const ListParams& q) { return ListScheduler(p, q).schedule(); }
 
 std::vector<ListParams> list_parameter_space(const Problem& p) {
   std::vector<ListParams> out;

@@ -342,19 +342,28 @@ CostModel read_cost_file(const std::string& path) {
 // ---- writing ----------------------------------------------------------------------------------
 namespace {
 
-ordered_json quantity(double v) { return json_number(v); }
+// A figure as the file writes it; one the reader would refuse (over the limits, not finite) is
+// refused here, naming its key, so that what is written always reads back.
+ordered_json quantity(double v, const std::string& path, Quantity q) {
+  const ordered_json j = json_number(v);
+  if (!JsonFields::quantity_problem(v, q, {}).empty())  // (the figure spelt only for the message)
+    throw InputError({}, path + ": " + JsonFields::quantity_problem(v, q, j.dump()));
+  return j;
+}
 
-ordered_json stage_json(const StageValue& v) {
+ordered_json stage_json(const StageValue& v, const std::string& path, Quantity q) {
   if (v.rows.empty()) return 0;
-  if (v.rows.size() == 1 && v.rows[0].size() == 1) return quantity(v.rows[0][0]);
+  if (v.rows.size() == 1 && v.rows[0].size() == 1) return quantity(v.rows[0][0], path, q);
   ordered_json out = ordered_json::array();
-  for (const auto& row : v.rows) {
+  for (size_t s = 0; s < v.rows.size(); ++s) {
+    const auto& row = v.rows[s];
+    const std::string at = path + "[" + std::to_string(s) + "]";
     if (row.size() == 1) {
-      out.push_back(quantity(row[0]));
+      out.push_back(quantity(row[0], at, q));
       continue;
     }
     ordered_json micro = ordered_json::array();
-    for (double x : row) micro.push_back(quantity(x));
+    for (size_t m = 0; m < row.size(); ++m) micro.push_back(quantity(row[m], at + "[" + std::to_string(m) + "]", q));
     out.push_back(std::move(micro));
   }
   return out;
@@ -448,12 +457,14 @@ ordered_json model_json(const CostModel& c, const Comments* k) {
   if (!k) root["x-source"] = c.source;
   ordered_json compute;
   note(compute, k ? k->compute : Comment{});
-  for (const auto& f : kComputeFields) compute[std::string(f.key)] = stage_json(c.*f.value);
+  for (const auto& f : kComputeFields)
+    compute[std::string(f.key)] = stage_json(c.*f.value, "compute." + std::string(f.key), Quantity::Time);
   root["compute"] = std::move(compute);
   ordered_json bytes;
   note(bytes, k ? k->bytes : Comment{});
   for (const auto& f : kByteFields)
-    bytes[std::string(f.key)] = f.per_stage ? stage_json(c.*f.per_stage) : quantity(c.*f.scalar);
+    bytes[std::string(f.key)] = f.per_stage ? stage_json(c.*f.per_stage, "bytes." + std::string(f.key), Quantity::Bytes)
+                                            : quantity(c.*f.scalar, "bytes." + std::string(f.key), Quantity::Bytes);
   root["bytes"] = std::move(bytes);
   ordered_json link;
   note(link, k ? k->link : Comment{});
@@ -470,10 +481,11 @@ ordered_json model_json(const CostModel& c, const Comments* k) {
   root["overlap_efficiency"] = c.overlap_efficiency;
   ordered_json memory;
   note(memory, k ? k->memory : Comment{});
-  memory["capacity_bytes"] = c.capacity_bytes ? quantity(*c.capacity_bytes) : ordered_json(nullptr);
+  memory["capacity_bytes"] =
+      c.capacity_bytes ? quantity(*c.capacity_bytes, "memory.capacity_bytes", Quantity::Bytes) : ordered_json(nullptr);
   if (!c.capacity_basis.empty()) memory["capacity_basis"] = c.capacity_basis;
   memory["margin"] = c.memory_margin;
-  memory["activation_bytes"] = stage_json(c.kept_activation_bytes);
+  memory["activation_bytes"] = stage_json(c.kept_activation_bytes, "memory.activation_bytes", Quantity::Bytes);
   // Written only when set: a model without them reads back equal (weight_grad_bytes missing
   // means half the activation).
   for (auto [key, field] : {std::pair{"weight_grad_bytes", &CostModel::weight_grad_bytes},
@@ -481,16 +493,22 @@ ordered_json model_json(const CostModel& c, const Comments* k) {
                             std::pair{"weights_bytes", &CostModel::weights_bytes},
                             std::pair{"grads_bytes", &CostModel::grads_bytes},
                             std::pair{"optimizer_bytes", &CostModel::optimizer_bytes}})
-    if (!(c.*field).rows.empty()) memory[key] = stage_json(c.*field);
-  memory["tower_graph_bytes"] = quantity(c.tower_graph_bytes);
-  memory["tower_copy_bytes"] = quantity(c.tower_copy_bytes);
+    if (!(c.*field).rows.empty()) memory[key] = stage_json(c.*field, std::string("memory.") + key, Quantity::Bytes);
+  memory["tower_graph_bytes"] = quantity(c.tower_graph_bytes, "memory.tower_graph_bytes", Quantity::Bytes);
+  memory["tower_copy_bytes"] = quantity(c.tower_copy_bytes, "memory.tower_copy_bytes", Quantity::Bytes);
   if (!c.shared_weights.empty()) {
     ordered_json shared = ordered_json::array();
-    for (const SharedWeights& w : c.shared_weights)
+    for (size_t i = 0; i < c.shared_weights.size(); ++i) {
+      const SharedWeights& w = c.shared_weights[i];
+      const std::string at = "memory.shared_weights[" + std::to_string(i) + "].";
+      const auto bytes = [&](int64_t b, const char* key) {
+        return quantity(static_cast<double>(b), at + key, Quantity::Bytes);
+      };
       shared.push_back({{"stages", w.stages},
-                        {"weights_bytes", w.bytes.weights},
-                        {"grads_bytes", w.bytes.grads},
-                        {"optimizer_bytes", w.bytes.optimizer}});
+                        {"weights_bytes", bytes(w.bytes.weights, "weights_bytes")},
+                        {"grads_bytes", bytes(w.bytes.grads, "grads_bytes")},
+                        {"optimizer_bytes", bytes(w.bytes.optimizer, "optimizer_bytes")}});
+    }
     memory["shared_weights"] = std::move(shared);
   }
   root["memory"] = std::move(memory);

@@ -75,6 +75,16 @@ with tempfile.TemporaryDirectory() as tmp:
     by_file = cli.json("simulate", "--generate", "1f1b", "--pp", "4", "--micro", "8", "--costs", costs)
     check(abs(by_model.get("makespan_ms", 0) - by_file.get("makespan_ms", 1)) < 1e-9, "model -o reproduces the makespan")
     check(by_model.get("memory") == by_file.get("memory"), "model -o reproduces the memory")
+    # A figure over a cost file's limits is refused by the writer, naming it; nothing is written.
+    huge = os.path.join(tmp, "huge.json")
+    with open(huge, "w") as f:
+        json.dump({"format": "ppsched-model", "version": 1, "layers": [
+            {"name": "big", "params": 10 ** 12, "fwd_flops": 1e12, "activation_bytes": 10 ** 6, "output_bytes": 10 ** 6}]}, f)
+    too_big = os.path.join(tmp, "too_big.json")
+    p = run("model", huge, "-o", too_big, expect=2)
+    check("-o: the costs of this layout do not fit a cost file" in p.stderr and "bytes is over the limit" in p.stderr
+          and "(1 TiB)" in p.stderr, "model -o names the figure over the limits: " + p.stderr)
+    check(not os.path.exists(too_big), "model -o writes nothing it could not read back")
     # A cost file given with --model overrides what it sets.
     override = os.path.join(tmp, "slow.json")
     with open(override, "w") as f:

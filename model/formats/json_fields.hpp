@@ -83,18 +83,23 @@ class JsonFields {
   double quantity(const nlohmann::json& j, const std::string& path, Quantity q, const std::string& forms = "") const {
     if (!j.is_number()) fail(path, "expected " + expected(q) + forms + ", got " + type_of(j));
     const double v = j.get<double>();
+    if (const std::string why = quantity_problem(v, q, j.dump()); !why.empty()) fail(path, why);
+    return v;
+  }
+  // What is wrong with `v` as a `q` ("" when nothing), `shown` as the file spells it. The cost
+  // file's writer refuses by the same rules what its reader would refuse.
+  static std::string quantity_problem(double v, Quantity q, const std::string& shown) {
     const bool ok = q == Quantity::Bandwidth ? v > 0
                     : q == Quantity::Fraction ? v >= 0 && v <= 1
                     : q == Quantity::Bytes    ? v >= 0 && v == std::floor(v)
                                               : v >= 0;
-    if (!ok || !std::isfinite(v)) fail(path, "expected " + expected(q) + ", got " + j.dump());
+    if (!ok || !std::isfinite(v)) return "expected " + expected(q) + ", got " + shown;
     if (q == Quantity::Bytes && v > kMaxBytes)
-      fail(path, j.dump() + " bytes is over the limit of " + std::to_string(static_cast<int64_t>(kMaxBytes)) +
-                     " bytes (1 TiB)");
-    if (q == Quantity::Time && v > kMaxTimeMs) fail(path, j.dump() + " ms is over the limit of 1e9 ms (11.6 days)");
+      return shown + " bytes is over the limit of " + std::to_string(static_cast<int64_t>(kMaxBytes)) + " bytes (1 TiB)";
+    if (q == Quantity::Time && v > kMaxTimeMs) return shown + " ms is over the limit of 1e9 ms (11.6 days)";
     if (q == Quantity::Bandwidth && (v < kMinBandwidthGBps || v > kMaxBandwidthGBps))
-      fail(path, j.dump() + " GB/s is outside the limits of 1e-6 to 1e9 GB/s (null for infinite)");
-    return v;
+      return shown + " GB/s is outside the limits of 1e-6 to 1e9 GB/s (null for infinite)";
+    return "";
   }
   static std::string expected(Quantity q) {
     switch (q) {

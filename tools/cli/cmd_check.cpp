@@ -41,30 +41,31 @@ Action add_check(CLI::App& app) {
     CheckOptions o;
     if (!st->budget.empty()) o.memory_budget = parse_bytes(st->budget, "--memory-budget");
     std::vector<std::pair<std::string, Schedule>> inputs;
-    std::vector<bool> by_csv;  // per input: under --overlap-p2p because it is a compute_comms CSV
+    std::vector<bool> comms_csv;  // per input: read from a compute_comms CSV
     if (!st->gen.family.empty()) {
       Schedule s = build_generated(st->gen);
       inputs.emplace_back(st->gen.family + " P=" + std::to_string(st->gen.options.pp) + " V=" +
                               std::to_string(st->gen.options.vpp) + " M=" + std::to_string(st->gen.options.micro),
                           std::move(s));
-      by_csv.push_back(false);
+      comms_csv.push_back(false);
     }
     for (const auto& f : st->files) {
       std::optional<CsvKind> kind;
       inputs.emplace_back(f, read_schedule_input(f, {}, {}, &kind));
-      by_csv.push_back(overlap_by_csv(st->mode, selects_overlap_p2p(kind)));
+      comms_csv.push_back(selects_overlap_p2p(kind));
     }
     if (inputs.empty()) throw InputError({}, "give schedule files or --generate FAMILY --pp P --micro M");
+    const CostSource costs_from = cost_source(st->cost, st->dp);  // read once for every input
     bool all_ok = true;
     nlohmann::json files = nlohmann::json::array();
     for (size_t k = 0; k < inputs.size(); ++k) {
       auto& [name, s] = inputs[k];
-      apply_mode(st->mode, name, by_csv[k], o);
-      if (by_csv[k])
+      apply_mode(st->mode, name, comms_csv[k], o);
+      if (overlap_by_csv(st->mode, comms_csv[k]))
         std::cerr << "note: " << name << " is a compute_comms CSV (PyTorch's lowered schedule): checked under "
                   << "--overlap-p2p, PyTorch's runtime semantics; --no-overlap-p2p checks it blocking\n";
       // Bytes per cache entry come from the cost model, so check and simulate count alike.
-      CostModel costs = load_cost_model(st->cost, st->dp, s);
+      CostModel costs = schedule_costs(costs_from, s);
       o.memory = costs.memory_model(s.stages);
       if (!st->activation_bytes.empty()) o.memory.activation_bytes = {parse_bytes(st->activation_bytes, "--activation-bytes")};
       const bool given_costs = !st->cost.costs.empty() || !st->cost.model.empty();

@@ -258,17 +258,17 @@ Action add_model(CLI::App& app) {
   return [st]() {
     const int64_t stages = int64_t{st->pp} * st->vpp;
     if (stages > kMaxCount) throw InputError({}, "--pp x --vpp is over the limit of 2^20 stages");
-    NetworkCosts nc;
-    load_cost_model(st->cost, st->dp, static_cast<int>(stages), &nc);
-    note_rank_times_unused(nc.network, st->cost, "model");
+    const CostSource src = cost_source(st->cost, st->dp);
+    const NetworkCosts nc = assemble_costs(src, static_cast<int>(stages));
+    note_rank_times_unused(src, "model");
     const DataParallelOptions dp = data_parallel_options(st->dp, st->pp, st->cost.model);
     const std::vector<std::string> notes = check_positions(nc.network, st->cost.seq_len > 0 ? "--seq-len" : "training.seq_len");
     if (!st->out.empty()) {
       refuse_overwriting_input(st->out, {st->cost.model}, "-o");
-      const std::string text = write_cost_model(nc.costs);
-      // What is written must read back: a figure over a cost file's limits is refused here.
+      // The writer refuses a figure over a cost file's limits (what is written always reads back).
+      std::string text;
       try {
-        (void)read_cost_model(text, st->out);
+        text = write_cost_model(nc.costs);
       } catch (const InputError& e) {
         throw InputError({}, "-o: the costs of this layout do not fit a cost file: " + e.message() +
                                  " (README \"Limits\"; more stages or --tp make each stage smaller)");

@@ -316,9 +316,10 @@ Action add_simulate(CLI::App& app) {
         write_errors.push_back(e.what());
       }
     };
+    const CostSource costs_from = cost_source(st->sim.cost, st->sim.dp);  // read once for every input
     for (size_t k = 0; k < inputs.size(); ++k) {
       auto& [name, s] = inputs[k];
-      CostModel c = load_cost_model(st->sim.cost, st->sim.dp, s);
+      CostModel c = schedule_costs(costs_from, s);
       c.check_fits(s.stages, s.micro_batches);
       bool trace = !st->trace.empty() || !st->svg.empty() || !st->trace_dir.empty();
       const SimOptions so = sim_options(st->sim, c, s, name, trace, comms_csv[k]);
@@ -399,10 +400,11 @@ Action add_compare(CLI::App& app) {
                "), marked *; --body-only prices each schedule as written\n";
     table += "schedule                                   makespan ms   bubble   peak memory   messages   steps  verdict\n";
     bool ok = true;
+    const CostSource costs_from = cost_source(st->sim.cost, st->sim.dp);  // read once for every schedule
     for (size_t k = 0; k < schedules.size(); ++k) {
       const std::string& f = st->files[k];
       const Schedule& s = schedules[k];
-      CostModel c = load_cost_model(st->sim.cost, st->sim.dp, s);
+      CostModel c = schedule_costs(costs_from, s);
       c.check_fits(s.stages, s.micro_batches);
       const bool tower_on_stage0 = tower != Tower::None && !s.mpipe;
       if (tower_on_stage0) c = with_tower_on_stage0(c, s.stages, tower);

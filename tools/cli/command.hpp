@@ -20,6 +20,7 @@
 #include "model/schedule.hpp"
 #include "network/network.hpp"
 #include "sim/engine.hpp"
+#include "sim/cost_assembly.hpp"
 #include "sim/network_costs.hpp"
 #include <nlohmann/json.hpp>
 
@@ -129,7 +130,9 @@ struct DataParallelFlags {
   std::string mesh_order = to_string(MeshOrder::DpPp);
   CLI::Option *degree_opt = nullptr, *fsdp_opt = nullptr, *dist_opt = nullptr;  // given on the command line?
 };
-void add_data_parallel_flags(CLI::App& cmd, DataParallelFlags& flags);
+// --dp, --fsdp, --mesh-order and (`with_distributed_optimizer`: where the optimizer state is
+// priced; the executor has none to shard) --distributed-optimizer.
+void add_data_parallel_flags(CLI::App& cmd, DataParallelFlags& flags, bool with_distributed_optimizer = true);
 // The options the flags give a job of `pipeline_ranks` ranks; throws InputError naming the
 // flag when the world (pipeline ranks x N) is over the rank limit.
 DataParallelOptions data_parallel_options(const DataParallelFlags& flags, int pipeline_ranks,
@@ -158,32 +161,26 @@ struct CostFlags {
 void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file = true, bool positional_model = false);
 // The network --model names with the training flags applied (a flag wins over the file); the
 // data-parallel flags not given on the command line take the model file's training values.
+// check_positions' notes go to stderr unless the command renders them (notes_in_output).
 Network load_network(const CostFlags& f, DataParallelFlags& dp);
-// --overlap-efficiency and --memory-margin laid over a cost model (whatever its source).
-void apply_cost_assumptions(const CostFlags& f, CostModel& c);
+// Where the command's costs come from (sim/cost_assembly.hpp), from its flags: the model with
+// the training flags applied, --layout, --costs over the model (read once) or alone, and the
+// pricing assumptions (--overlap-efficiency, --memory-margin). Throws InputError.
+CostSource cost_source(const CostFlags& f, DataParallelFlags& dp);
+PricingAssumptions pricing_assumptions(const CostFlags& f);
 // Where a run's memory budget came from: --memory-budget (`flag_given`), else the cost model's
 // capacity and how it was derived.
 std::string budget_basis(bool flag_given, const CostModel& c);
 // The figures a priced result assumed, as --json gives them (simulate's and tune's
 // "assumptions"): the overlap, the budget and its basis (null without one), the margin.
 nlohmann::json assumptions_json(const CostModel& c, std::optional<double> budget, bool budget_flag_given);
-// The cost model for a schedule of `stages` stages; `net` (when --model) also gets the layout
-// and per-stage figures; `dp` takes the model's data-parallel settings where no flag gave them.
-// Throws InputError.
-CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, int stages, NetworkCosts* net = nullptr);
-// The same for a network already loaded, laid out by `layout` ("" : the file's or the even
-// split); --costs still overrides what it sets.
-CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, const std::string& layout,
-                           NetworkCosts* out = nullptr);
-// The same for a layout already made (tune --partition search's candidates: no text between).
-CostModel model_cost_model(const Network& net, const CostFlags& f, Layout layout, NetworkCosts* out = nullptr);
-// The cost model of schedule `s`: as above for its stages, or, with replicated stages, for its
-// model stages repeated once per copy (CostModel::per_copies). A model's measured ranks
-// (device.rank_time_factors) price the stages each rank of `s` runs.
+// costs_for(src, s) with its notes on stderr.
+CostModel schedule_costs(const CostSource& src, const Schedule& s);
+// The same from the flags.
 CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, const Schedule& s);
-// A note on stderr when --model carries per-rank time factors that `command`, which prices
+// A note on stderr when the model carries per-rank time factors that `command`, which prices
 // stages rather than a schedule's ranks, does not apply.
-void note_rank_times_unused(const Network& net, const CostFlags& f, const char* command);
+void note_rank_times_unused(const CostSource& src, const char* command);
 
 // The flags of a simulated run, shared by `simulate`, `compare` and `show --timeline`
 // (tools/cli/sim_flags.cpp): the cost flags above, --memory-budget, --comm, --overlap-p2p,
@@ -196,7 +193,14 @@ struct ModeFlags {
   bool overlap_p2p = false, no_overlap_p2p = false, mpipe_batched_recv = false, dyn_shape = false;
   std::string backend;  // --p2p-backend; empty: NCCL's stream order
 };
-void add_mode_flags(CLI::App& cmd, ModeFlags& f, bool with_backend = true);
+// Which of the mode flags a command takes: `reads_schedules` (a schedule file, maybe a
+// compute_comms CSV or an MPipe schedule: --no-overlap-p2p and --mpipe-batched-recv; tune makes
+// its own schedules, no MPipe among them), `backend` (--p2p-backend; the executor's transport
+// carries its posted operations itself).
+struct ModeFlagSet {
+  bool reads_schedules = true, backend = true;
+};
+void add_mode_flags(CLI::App& cmd, ModeFlags& f, ModeFlagSet set = {});
 // Whether input `comms_csv` (read from a compute_comms CSV) runs under --overlap-p2p because it
 // is one: PyTorch's runtime semantics, unless --overlap-p2p was given or --no-overlap-p2p refuses it.
 bool overlap_by_csv(const ModeFlags& f, bool comms_csv);

@@ -27,29 +27,6 @@ CLI::Validator one_of(std::vector<std::string> choices) {
       names);
 }
 
-// A cost file's keys laid over a model's cost model (as a document): objects merge key by key,
-// anything else replaces. A backward the file gives replaces all of the model's (BWD and its
-// halves derive from each other), and so does an activation message its gradient.
-void overlay(nlohmann::json& base, const nlohmann::json& top) {
-  if (top.contains("compute") && top["compute"].is_object() && base.contains("compute")) {
-    const auto& c = top["compute"];
-    if (c.contains("BWD") || c.contains("BWD_INPUT") || c.contains("BWD_WEIGHT"))
-      for (const char* k : {"BWD", "BWD_INPUT", "BWD_WEIGHT"}) base["compute"].erase(k);
-  }
-  if (top.contains("bytes") && top["bytes"].is_object() && base.contains("bytes") && top["bytes"].contains("activation") &&
-      !top["bytes"].contains("gradient"))
-    base["bytes"].erase("gradient");
-  if (top.contains("memory") && top["memory"].is_object() && base.contains("memory") &&
-      top["memory"].contains("activation_bytes") && !top["memory"].contains("weight_grad_bytes"))
-    base["memory"].erase("weight_grad_bytes");
-  for (auto it = top.begin(); it != top.end(); ++it) {
-    if (it.value().is_object() && base.contains(it.key()) && base[it.key()].is_object() && it.key() != "link")
-      overlay(base[it.key()], it.value());
-    else
-      base[it.key()] = it.value();
-  }
-}
-
 }  // namespace
 
 void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file, bool positional_model) {
@@ -100,10 +77,7 @@ void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file, bool posi
       ->check(CLI::Range(0.0, 1.0));
 }
 
-void apply_cost_assumptions(const CostFlags& f, CostModel& c) {
-  if (f.overlap_efficiency) c.overlap_efficiency = *f.overlap_efficiency;
-  if (f.memory_margin) c.memory_margin = *f.memory_margin;
-}
+PricingAssumptions pricing_assumptions(const CostFlags& f) { return {f.overlap_efficiency, f.memory_margin}; }
 
 std::string budget_basis(bool flag_given, const CostModel& c) {
   if (flag_given) return "--memory-budget";
@@ -117,134 +91,75 @@ nlohmann::json assumptions_json(const CostModel& c, std::optional<double> budget
           {"memory_margin", c.memory_margin}};
 }
 
-Network load_network(const CostFlags& f, DataParallelFlags& dp) {
-  Network net = read_network_file(f.model);
-  Training& t = net.training;
-  const bool listed = !net.arch.has_value();
-  const auto refuse_listed = [&](bool given, const char* flag) {
-    if (given && listed)
-      throw InputError(in_file(f.model), std::string(flag) +
-                                             " does not apply: the model lists its layers with their figures (it applies "
-                                             "to a Hugging Face config or a model file's hf_config)");
-  };
-  refuse_listed(f.seq_len > 0, "--seq-len");
-  refuse_listed(f.micro_batch_size > 0, "--micro-batch-size");
-  refuse_listed(!f.recompute.empty(), "--recompute");
-  refuse_listed(!f.flash_attention.empty(), "--flash-attention");
-  refuse_listed(!f.attention_core.empty(), "--attention-core");
-  if (f.seq_len > 0) t.seq_lens = {f.seq_len};
-  if (f.micro_batch_size > 0) t.micro_batch_size = f.micro_batch_size;
-  if (!f.recompute.empty())
-    t.recompute = {f.recompute == "full" ? Recompute::Full : f.recompute == "selective" ? Recompute::Selective : Recompute::None};
-  if (!f.flash_attention.empty()) t.flash_attention = f.flash_attention == "on";
-  if (!f.attention_core.empty()) t.attention_core = f.attention_core == "causal" ? AttentionCore::Causal : AttentionCore::Full;
-  if (const std::string why = attention_core_problem(t); !why.empty())
-    throw InputError(in_file(f.attention_core.empty() ? f.model : ""),
-                     (f.attention_core.empty() ? "the model file's training.attention_core is causal: " : "--attention-core causal: ") +
-                         why + (f.flash_attention == "off" ? " (--flash-attention off)" : ""));
-  if (f.tp > 0) t.tp = f.tp;
-  if (!f.precision.empty()) t.precision = f.precision == "fp32" ? Precision::Fp32 : f.precision == "fp16" ? Precision::Fp16 : Precision::Bf16;
-  if (!f.optimizer.empty()) t.optimizer = f.optimizer == "sgd" ? Optimizer::Sgd : Optimizer::Adam;
-  // The data-parallel flags win; those not given take the model file's training values.
-  const auto given = [](CLI::Option* o) { return o && o->count() > 0; };
-  if (!given(dp.degree_opt)) dp.degree = t.dp;
-  if (!given(dp.fsdp_opt) && !given(dp.dist_opt)) {
-    dp.fsdp = t.fsdp;
-    dp.distributed_optimizer = t.distributed_optimizer;
-  }
-  t.dp = dp.degree;
-  t.fsdp = dp.fsdp;
-  t.distributed_optimizer = dp.distributed_optimizer;
-  if (!f.memory_reserve.empty()) {
-    net.device.memory_reserve_bytes = parse_bytes(f.memory_reserve, "--memory-reserve");
-    if (net.device.memory_bytes && net.device.memory_reserve_bytes >= *net.device.memory_bytes)
-      throw InputError({}, "--memory-reserve " + f.memory_reserve + " leaves nothing of the device's " +
-                               human_bytes(*net.device.memory_bytes) + " (" + f.model + ": device.memory_bytes)");
-  }
-  // A sequence past learned positions is refused; past a RoPE model's trained length, noted
-  // (`model` shows the notes in its output).
-  const std::vector<std::string> notes = check_positions(net, f.seq_len > 0 ? "--seq-len" : "training.seq_len");
-  if (!f.notes_in_output)
-    for (const std::string& n : notes) std::cerr << "note: " << n << "\n";
-  return net;
-}
-
-CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, int stages, NetworkCosts* out) {
-  if (f.model.empty()) {
-    CostModel c = f.costs.empty() ? default_cost_model(stages) : read_cost_file(f.costs);
-    apply_cost_assumptions(f, c);
-    return c;
-  }
-  return model_cost_model(load_network(f, dp), f, stages, f.layout, out);
-}
-
 namespace {
 
-// A network's cost model with --costs overriding what it sets and the pricing assumptions'
-// flags applied.
-CostModel finish_model_costs(NetworkCosts nc, const CostFlags& f, NetworkCosts* out) {
-  if (!f.costs.empty()) {
-    nlohmann::json base = cost_document(nc.costs);
-    const nlohmann::json top = parse_json_strict(read_input_file(f.costs, kMaxCostFileBytes), f.costs, false);
-    if (!top.is_object()) throw InputError(in_file(f.costs), "expected a JSON object (a ppsched-costs file)");
-    overlay(base, top);
-    CostModel merged = read_cost_document(base, f.costs);
-    merged.source = nc.costs.source + " + " + f.costs;
-    // The model's FSDP2 units stay unless the file sets the parameters they split.
-    const auto sets = [&](const char* group, const char* key) {
-      return top.contains(group) && top[group].is_object() && top[group].contains(key);
-    };
-    if (!sets("bytes", "params") && !sets("memory", "weights_bytes")) {
-      merged.fsdp_units = nc.costs.fsdp_units;
-      merged.fsdp_layers = nc.costs.fsdp_layers;
-    }
-    nc.costs = std::move(merged);
+TrainingOverrides training_overrides(const CostFlags& f, const DataParallelFlags& dp) {
+  TrainingOverrides o;
+  if (f.seq_len > 0) o.seq_len = f.seq_len;
+  if (f.micro_batch_size > 0) o.micro_batch_size = f.micro_batch_size;
+  if (!f.recompute.empty())
+    o.recompute = f.recompute == "full" ? Recompute::Full : f.recompute == "selective" ? Recompute::Selective : Recompute::None;
+  if (!f.flash_attention.empty()) o.flash_attention = f.flash_attention == "on";
+  if (!f.attention_core.empty()) o.attention_core = f.attention_core == "causal" ? AttentionCore::Causal : AttentionCore::Full;
+  if (f.tp > 0) o.tp = f.tp;
+  if (!f.precision.empty()) o.precision = f.precision == "fp32" ? Precision::Fp32 : f.precision == "fp16" ? Precision::Fp16 : Precision::Bf16;
+  if (!f.optimizer.empty()) o.optimizer = f.optimizer == "sgd" ? Optimizer::Sgd : Optimizer::Adam;
+  // The data-parallel flags given win over the model file's training values.
+  const auto given = [](CLI::Option* opt) { return opt && opt->count() > 0; };
+  if (given(dp.degree_opt)) o.dp = dp.degree;
+  if (given(dp.fsdp_opt) || given(dp.dist_opt)) {
+    o.fsdp = dp.fsdp;
+    o.distributed_optimizer = dp.distributed_optimizer;
   }
-  apply_cost_assumptions(f, nc.costs);
-  CostModel c = nc.costs;
-  if (out) *out = std::move(nc);
-  return c;
+  if (!f.memory_reserve.empty()) {
+    o.memory_reserve_bytes = parse_bytes(f.memory_reserve, "--memory-reserve");
+    o.memory_reserve_text = f.memory_reserve;
+  }
+  return o;
 }
 
 }  // namespace
 
-CostModel model_cost_model(const Network& net, const CostFlags& f, int stages, const std::string& layout, NetworkCosts* out) {
-  return finish_model_costs(network_costs(net, stages, layout, "--layout"), f, out);
+Network load_network(const CostFlags& f, DataParallelFlags& dp) {
+  Network net = read_network_file(f.model);
+  // `model` shows the notes in its output.
+  const std::vector<std::string> notes = apply_training(net, training_overrides(f, dp), f.model);
+  if (!f.notes_in_output)
+    for (const std::string& n : notes) std::cerr << "note: " << n << "\n";
+  // The data-parallel flags not given take the model file's training values.
+  dp.degree = net.training.dp;
+  dp.fsdp = net.training.fsdp;
+  dp.distributed_optimizer = net.training.distributed_optimizer;
+  return net;
 }
 
-CostModel model_cost_model(const Network& net, const CostFlags& f, Layout layout, NetworkCosts* out) {
-  return finish_model_costs(network_costs(net, std::move(layout)), f, out);
-}
-
-CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, const Schedule& s) {
-  std::optional<Network> net;
-  if (!f.model.empty()) net = load_network(f, dp);
-  auto costs = [&](int stages) { return net ? model_cost_model(*net, f, stages, f.layout) : load_cost_model(f, dp, stages); };
-  // A per-stage array of another length would price the missing stages as its last one: refused
-  // here, for every command that prices a schedule.
-  CostModel c;
-  if (s.pipes <= 1) {
-    c = costs(s.stages);
-  } else {
-    // Replicated stages: the model is split into the model stages; each copy costs the same.
-    c = costs(s.model_stages());
-    if (c.stage_count() != s.stages || !c.shared_weights.empty()) {
-      c.check_fits(s.model_stages(), s.micro_batches);
-      c = c.per_copies(s.pipes, s.model_stages());
-    }
+CostSource cost_source(const CostFlags& f, DataParallelFlags& dp) {
+  CostSource src;
+  src.assumptions = pricing_assumptions(f);
+  if (f.model.empty()) {
+    if (!f.costs.empty()) src.file_costs = read_cost_file(f.costs);
+    return src;
   }
-  c.check_fits(s.stages, s.micro_batches);
-  // The ranks calibrate measured (device.rank_time_factors) price the stages each one runs.
-  if (net && !apply_rank_time(c, net->device, s))
-    std::cerr << "note: " << f.model << ": device.rank_time_factors describe " << net->device.rank_time.size()
-              << " ranks, the schedule has " << s.ranks << ": its stages are priced at the fitted rates alone\n";
+  src.network = load_network(f, dp);
+  src.network_file = f.model;
+  src.layout = f.layout;
+  if (!f.costs.empty()) src.overlay = read_cost_overlay(f.costs);
+  return src;
+}
+
+CostModel schedule_costs(const CostSource& src, const Schedule& s) {
+  std::vector<std::string> notes;
+  CostModel c = costs_for(src, s, &notes);
+  for (const std::string& n : notes) std::cerr << "note: " << n << "\n";
   return c;
 }
 
-void note_rank_times_unused(const Network& net, const CostFlags& f, const char* command) {
-  if (net.device.rank_time.empty()) return;
-  std::cerr << "note: " << f.model << ": `" << command << "` prices stages, not a schedule's ranks: its device.rank_time_factors ("
-            << net.device.rank_time.size() << " ranks) are not applied (simulate, check and calibrate --schedule apply them)\n";
+CostModel load_cost_model(const CostFlags& f, DataParallelFlags& dp, const Schedule& s) {
+  return schedule_costs(cost_source(f, dp), s);
+}
+
+void note_rank_times_unused(const CostSource& src, const char* command) {
+  if (const std::string n = rank_times_unused_note(src, command); !n.empty()) std::cerr << "note: " << n << "\n";
 }
 
 }  // namespace ppsched::cli

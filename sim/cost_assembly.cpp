@@ -1,0 +1,165 @@
+#include "sim/cost_assembly.hpp"
+
+#include "model/errors.hpp"
+#include "model/formats/json_support.hpp"
+#include "model/formats/schedule_io.hpp"
+#include "model/text_format.hpp"
+
+namespace ppsched {
+namespace {
+
+using nlohmann::json;
+
+void overlay_document(json& base, const json& top) {
+  if (top.contains("compute") && top["compute"].is_object() && base.contains("compute")) {
+    const auto& c = top["compute"];
+    if (c.contains("BWD") || c.contains("BWD_INPUT") || c.contains("BWD_WEIGHT"))
+      for (const char* k : {"BWD", "BWD_INPUT", "BWD_WEIGHT"}) base["compute"].erase(k);
+  }
+  if (top.contains("bytes") && top["bytes"].is_object() && base.contains("bytes") && top["bytes"].contains("activation") &&
+      !top["bytes"].contains("gradient"))
+    base["bytes"].erase("gradient");
+  if (top.contains("memory") && top["memory"].is_object() && base.contains("memory") &&
+      top["memory"].contains("activation_bytes") && !top["memory"].contains("weight_grad_bytes"))
+    base["memory"].erase("weight_grad_bytes");
+  for (auto it = top.begin(); it != top.end(); ++it) {
+    if (it.value().is_object() && base.contains(it.key()) && base[it.key()].is_object() && it.key() != "link")
+      overlay_document(base[it.key()], it.value());
+    else
+      base[it.key()] = it.value();
+  }
+}
+
+// The architecture-only settings a listed model refuses.
+void refuse_listed(const Network& net, const TrainingOverrides& o, const std::string& file) {
+  if (net.arch.has_value()) return;
+  const auto refuse = [&](bool given, const char* flag) {
+    if (given)
+      throw InputError(in_file(file), std::string(flag) +
+                                          " does not apply: the model lists its layers with their figures (it applies "
+                                          "to a Hugging Face config or a model file's hf_config)");
+  };
+  refuse(o.seq_len.has_value(), "--seq-len");
+  refuse(o.micro_batch_size.has_value(), "--micro-batch-size");
+  refuse(o.recompute.has_value(), "--recompute");
+  refuse(o.flash_attention.has_value(), "--flash-attention");
+  refuse(o.attention_core.has_value(), "--attention-core");
+}
+
+}  // namespace
+
+std::vector<std::string> apply_training(Network& net, const TrainingOverrides& o, const std::string& file) {
+  refuse_listed(net, o, file);
+  Training& t = net.training;
+  if (o.seq_len) t.seq_lens = {*o.seq_len};
+  if (o.micro_batch_size) t.micro_batch_size = *o.micro_batch_size;
+  if (o.recompute) t.recompute = {*o.recompute};
+  if (o.flash_attention) t.flash_attention = *o.flash_attention;
+  if (o.attention_core) t.attention_core = *o.attention_core;
+  if (const std::string why = attention_core_problem(t); !why.empty())
+    throw InputError(in_file(o.attention_core ? "" : file),
+                     (o.attention_core ? "--attention-core causal: " : "the model file's training.attention_core is causal: ") +
+                         why + (o.flash_attention && !*o.flash_attention ? " (--flash-attention off)" : ""));
+  if (o.tp) t.tp = *o.tp;
+  if (o.precision) t.precision = *o.precision;
+  if (o.optimizer) t.optimizer = *o.optimizer;
+  if (o.dp) t.dp = *o.dp;
+  if (o.fsdp) t.fsdp = *o.fsdp;
+  if (o.distributed_optimizer) t.distributed_optimizer = *o.distributed_optimizer;
+  if (o.memory_reserve_bytes) {
+    net.device.memory_reserve_bytes = *o.memory_reserve_bytes;
+    if (net.device.memory_bytes && net.device.memory_reserve_bytes >= *net.device.memory_bytes)
+      throw InputError({}, "--memory-reserve " + o.memory_reserve_text + " leaves nothing of the device's " +
+                               human_bytes(*net.device.memory_bytes) + " (" + file + ": device.memory_bytes)");
+  }
+  // A sequence past learned positions is refused; past a RoPE model's trained length, noted.
+  return check_positions(net, o.seq_len ? "--seq-len" : "training.seq_len");
+}
+
+void apply_assumptions(const PricingAssumptions& a, CostModel& c) {
+  if (a.overlap_efficiency) c.overlap_efficiency = *a.overlap_efficiency;
+  if (a.memory_margin) c.memory_margin = *a.memory_margin;
+}
+
+CostOverlay read_cost_overlay(const std::string& path) {
+  CostOverlay o{path, parse_json_strict(read_input_file(path, kMaxCostFileBytes), path, false)};
+  if (!o.doc.is_object()) throw InputError(in_file(path), "expected a JSON object (a ppsched-costs file)");
+  return o;
+}
+
+CostModel overlay_costs(const CostModel& base, const CostOverlay& top) {
+  json doc = cost_document(base);
+  overlay_document(doc, top.doc);
+  CostModel merged = read_cost_document(doc, top.file);
+  merged.source = base.source + " + " + top.file;
+  const auto sets = [&](const char* group, const char* key) {
+    return top.doc.contains(group) && top.doc[group].is_object() && top.doc[group].contains(key);
+  };
+  if (!sets("bytes", "params") && !sets("memory", "weights_bytes")) {
+    merged.fsdp_units = base.fsdp_units;
+    merged.fsdp_layers = base.fsdp_layers;
+  }
+  return merged;
+}
+
+namespace {
+
+NetworkCosts finish(NetworkCosts nc, const CostSource& src) {
+  if (src.overlay) nc.costs = overlay_costs(nc.costs, *src.overlay);
+  apply_assumptions(src.assumptions, nc.costs);
+  return nc;
+}
+
+const Network& network_of(const CostSource& src) {
+  if (!src.network) throw std::logic_error("assemble_costs: the cost source has no model description");
+  return *src.network;
+}
+
+}  // namespace
+
+NetworkCosts assemble_costs(const CostSource& src, int stages) {
+  return finish(network_costs(network_of(src), stages, src.layout, src.layout_where), src);
+}
+
+NetworkCosts assemble_costs(const CostSource& src, Layout layout) {
+  return finish(network_costs(network_of(src), std::move(layout)), src);
+}
+
+CostModel costs_for(const CostSource& src, int stages) {
+  if (src.network) return assemble_costs(src, stages).costs;
+  CostModel c = src.file_costs ? *src.file_costs : default_cost_model(stages);
+  apply_assumptions(src.assumptions, c);
+  return c;
+}
+
+CostModel costs_for(const CostSource& src, const Schedule& s, std::vector<std::string>* notes) {
+  // A per-stage array of another length would price the missing stages as its last one: refused
+  // here, for every command that prices a schedule.
+  CostModel c;
+  if (s.pipes <= 1) {
+    c = costs_for(src, s.stages);
+  } else {
+    // Replicated stages: the model is split into the model stages; each copy costs the same.
+    c = costs_for(src, s.model_stages());
+    if (c.stage_count() != s.stages || !c.shared_weights.empty()) {
+      c.check_fits(s.model_stages(), s.micro_batches);
+      c = c.per_copies(s.pipes, s.model_stages());
+    }
+  }
+  c.check_fits(s.stages, s.micro_batches);
+  // The ranks calibrate measured (device.rank_time_factors) price the stages each one runs.
+  if (src.network && !apply_rank_time(c, src.network->device, s) && notes)
+    notes->push_back(src.network_file + ": device.rank_time_factors describe " +
+                     std::to_string(src.network->device.rank_time.size()) + " ranks, the schedule has " +
+                     std::to_string(s.ranks) + ": its stages are priced at the fitted rates alone");
+  return c;
+}
+
+std::string rank_times_unused_note(const CostSource& src, const char* command) {
+  if (!src.network || src.network->device.rank_time.empty()) return "";
+  return src.network_file + ": `" + command + "` prices stages, not a schedule's ranks: its device.rank_time_factors (" +
+         std::to_string(src.network->device.rank_time.size()) +
+         " ranks) are not applied (simulate, check and calibrate --schedule apply them)";
+}
+
+}  // namespace ppsched

@@ -191,7 +191,8 @@ class Pricing {
   std::optional<double> cap_for(int stages) const { return rq_.budget ? rq_.budget : model_for(stages).capacity_bytes; }
   SimOptions sim_for(int stages) const;
   // `s` measured by the DES, with its origin, judged by the memory rule.
-  Entry price(const Schedule& s, const Origin& origin) const;
+  // `keep`: the run itself (trace and all), for the winner.
+  Entry price(const Schedule& s, const Origin& origin, RunRecord* keep = nullptr) const;
 
  private:
   void judge_memory(Entry& e, const Schedule& s) const;
@@ -231,8 +232,8 @@ SimOptions Pricing::sim_for(int stages) const {
   return o;
 }
 
-Entry Pricing::price(const Schedule& s, const Origin& origin) const {
-  Entry e = measure(s, model_for(s.stages), sim_for(s.stages));
+Entry Pricing::price(const Schedule& s, const Origin& origin, RunRecord* keep) const {
+  Entry e = measure(s, model_for(s.stages), sim_for(s.stages), keep);
   e.origin = origin;
   judge_memory(e, s);
   return e;
@@ -271,6 +272,7 @@ class TuneRun {
   void search_orders(const Problem& p, const Shape& sh, bool split);
   SearchSettings settings_for_search();
   void add_found(const Problem& p, const Order& order, const std::string& name, const Origin& origin);
+  void add_entry(const Schedule& s, const Origin& origin);
   void rank_leaderboard();
   void describe_best();
 
@@ -284,6 +286,10 @@ class TuneRun {
   std::vector<std::unique_ptr<Schedule>> found_schedules_;  // the searches' candidates
   std::vector<Entry> entries_;
   std::vector<const Schedule*> entry_schedules_;  // entries_[i]'s schedule
+  // The leader so far (the leaderboard's first row) and its run, kept as it is measured: the
+  // winner is never simulated again.
+  std::optional<size_t> leader_;
+  RunRecord leader_run_;
   std::vector<LowerBound> bounds_;                // per shape searched
   TuneResult res_;
 };
@@ -316,10 +322,8 @@ void TuneRun::add_families() {
       family_schedules_.push_back(std::move(s));
     }
   }
-  for (const Schedule& s : family_schedules_) {  // (no longer grows: entries point into it)
-    entries_.push_back(pricing_.price(s, Origin::of(Origin::Seed::Family)));
-    entry_schedules_.push_back(&s);
-  }
+  for (const Schedule& s : family_schedules_)  // (no longer grows: entries point into it)
+    add_entry(s, Origin::of(Origin::Seed::Family));
 }
 
 void TuneRun::search_shape(const Shape& sh, bool split) {
@@ -378,22 +382,33 @@ SearchSettings TuneRun::settings_for_search() {
 
 void TuneRun::add_found(const Problem& p, const Order& order, const std::string& name, const Origin& origin) {
   found_schedules_.push_back(std::make_unique<Schedule>(to_schedule(p, order, name)));
-  entries_.push_back(pricing_.price(*found_schedules_.back(), origin));
-  entry_schedules_.push_back(found_schedules_.back().get());
+  add_entry(*found_schedules_.back(), origin);
 }
 
-// Rank: verified first, then DES makespan; among equal makespans the found one first only when
-// strictly better (a family that ties keeps its place ahead). One row per distinct name (the
-// best of each), families and found alike.
+// The leaderboard's order: verified first, then DES makespan; among equal makespans the found
+// one first only when strictly better (a family that ties keeps its place ahead).
+bool ranks_before(const Entry& x, const Entry& y) {
+  if (x.verified != y.verified) return x.verified;
+  if (std::abs(x.makespan_ms - y.makespan_ms) > 1e-9 * std::max(1.0, x.makespan_ms)) return x.makespan_ms < y.makespan_ms;
+  return x.origin.is_family() > y.origin.is_family();
+}
+
+void TuneRun::add_entry(const Schedule& s, const Origin& origin) {
+  RunRecord run;
+  entries_.push_back(pricing_.price(s, origin, &run));
+  entry_schedules_.push_back(&s);
+  // The first of the best stays the leader, as the stable sort below keeps it first.
+  if (entries_.back().verified && (!leader_ || ranks_before(entries_.back(), entries_[*leader_]))) {
+    leader_ = entries_.size() - 1;
+    leader_run_ = std::move(run);
+  }
+}
+
+// Rank (ranks_before). One row per distinct name (the best of each), families and found alike.
 void TuneRun::rank_leaderboard() {
   std::vector<size_t> idx(entries_.size());
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
-    const Entry &x = entries_[a], &y = entries_[b];
-    if (x.verified != y.verified) return x.verified;
-    if (std::abs(x.makespan_ms - y.makespan_ms) > 1e-9 * std::max(1.0, x.makespan_ms)) return x.makespan_ms < y.makespan_ms;
-    return x.origin.is_family() > y.origin.is_family();
-  });
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return ranks_before(entries_[a], entries_[b]); });
   std::vector<std::string> seen;
   for (size_t i : idx) {
     if (std::find(seen.begin(), seen.end(), entries_[i].name) != seen.end()) continue;
@@ -403,26 +418,14 @@ void TuneRun::rank_leaderboard() {
   }
 }
 
-// The best verified entry's schedule, its DES run (with trace), its bound and its gap.
+// The best verified entry's schedule, its DES run (with trace, kept when it was measured), its
+// bound and its gap.
 void TuneRun::describe_best() {
-  if (res_.leaderboard.empty() || !res_.leaderboard.front().verified) return;
+  if (res_.leaderboard.empty() || !res_.leaderboard.front().verified || !leader_) return;
   res_.best = 0;
   const Entry& b = res_.leaderboard.front();
-  bool done = false;
-  for (const auto& s : found_schedules_)
-    if (!done && s->name == b.name) {
-      Entry again = measure(*s, pricing_.model_for(s->stages), pricing_.sim_for(s->stages), &res_.best_sim);
-      if (std::abs(again.makespan_ms - b.makespan_ms) <= 1e-9 * std::max(1.0, b.makespan_ms)) {
-        res_.best_schedule = *s;
-        done = true;
-      }
-    }
-  for (const Schedule& s : family_schedules_)
-    if (!done && s.name == b.name) {
-      measure(s, pricing_.model_for(s.stages), pricing_.sim_for(s.stages), &res_.best_sim);
-      res_.best_schedule = s;
-      done = true;
-    }
+  res_.best_schedule = *entry_schedules_[*leader_];
+  res_.best_sim = std::move(leader_run_);
   // The bound: the weakest over the shapes searched (every candidate is one of them).
   for (size_t k = 0; k < bounds_.size(); ++k)
     if (k == 0 || bounds_[k].makespan < res_.bound.makespan) res_.bound = bounds_[k];

@@ -204,7 +204,8 @@ struct ExecFlags {
   std::string schedule_file;
   cli::GeneratorFlags gen;
   std::string model_kind = "gpt", transport = "auto", fail_at, layout_text, stage_module_dir, cpu_bind = "auto";
-  std::string model_out, mesh_order = to_string(MeshOrder::DpPp);
+  std::string model_out;
+  cli::DataParallelFlags dp;
   cli::ModeFlags mode;
   int stages = 0, global_batch = 0;
   bool no_verify = false, verbose = false;
@@ -273,20 +274,10 @@ void declare_run_flags(CLI::App& app, ExecFlags& f) {
   // The runtime mode, with ppsched check's flags: verified under it, refused when the
   // executor cannot run it (exec/agreement.hpp unsupported_modes).
   // (no --p2p-backend: the transport carries the posted operations, below).
-  cli::add_mode_flags(app, f.mode, /*with_backend=*/false);
-  // Pipeline x data parallel (exec/mesh.hpp): WORLD_SIZE = pipeline ranks x N.
-  auto& dpc = f.cfg.run.mode.dp;
-  app.add_option("--dp", dpc.degree,
-                 "N replicas of the pipeline, each on its own micro-batches; the schedule's FSDP_REDUCE_GRAD steps "
-                 "average each stage's gradients over its N replicas (default 1; WORLD_SIZE = pipeline ranks x N)")
-      ->check(limit([](const std::string& t) { return check_count(t, 1, 1 << 16); }, "N"));
-  app.add_option("--mesh-order", f.mesh_order,
-                 "rank layout of the 2-D mesh: dp,pp (default, torch's DeviceMesh (\"dp\", \"pp\"): rank g is pipeline "
-                 "rank g % PP of replica g / PP) or pp,dp (g = pipeline rank x N + replica)")
-      ->check(CLI::IsMember({to_string(MeshOrder::DpPp), to_string(MeshOrder::PpDp)}));
-  app.add_flag("--fsdp", dpc.fsdp,
-               "shard each stage's parameters over its data-parallel group: FSDP_UNSHARD all-gathers, FSDP_RESHARD "
-               "frees, FSDP_REDUCE_GRAD reduce-scatters (without it, or with --dp 1, UNSHARD/RESHARD are no-ops)");
+  cli::add_mode_flags(app, f.mode, {.reads_schedules = true, .backend = false});
+  // Pipeline x data parallel, ppsched check's flags (WORLD_SIZE = pipeline ranks x N): N replicas
+  // of the pipeline, each on its own micro-batches; --fsdp shards each stage's parameters.
+  cli::add_data_parallel_flags(app, f.dp, /*with_distributed_optimizer=*/false);
 }
 
 // The parsed flags made a run: the launch environment, the schedule (a generated one with --dp
@@ -300,17 +291,16 @@ Schedule configure(ExecFlags& f, CLI::App& app) {
   std::optional<CsvKind> csv_kind;
   // --dp, --mesh-order and --fsdp are the runtime mode's: the verifier judges the job that runs
   // (its data-parallel pass holds the FSDP steps to PyTorch's rules, as ppsched check --dp N [--fsdp]).
-  auto& dpc = f.cfg.run.mode.dp;
   // A generated order with --dp N gets PyTorch's FSDP steps, as PyTorch's lowering adds them
   // to a compute-only order: without them nothing would reduce the gradients over the replicas.
   // A file is run as written (the agreement check refuses one that lacks them).
-  const bool add_fsdp = f.schedule_file.empty() && dpc.degree > 1 && !f.gen.fsdp_steps;
+  const bool add_fsdp = f.schedule_file.empty() && f.dp.degree > 1 && !f.gen.fsdp_steps;
   if (add_fsdp) f.gen.fsdp_steps = true;
   Schedule s = f.schedule_file.empty() ? cli::build_generated(f.gen) : read_schedule_file(f.schedule_file, {}, {}, &csv_kind);
   if (add_fsdp && f.cfg.env.rank == 0)
-    std::cerr << "note: --dp " << dpc.degree << ": added PyTorch's FSDP steps to the generated " << f.gen.family
+    std::cerr << "note: --dp " << f.dp.degree << ": added PyTorch's FSDP steps to the generated " << f.gen.family
               << " schedule (FSDP_UNSHARD / FSDP_RESHARD around each stage's steps, FSDP_REDUCE_GRAD after its last backward"
-              << (dpc.fsdp ? "" : "; without --fsdp the unshard and reshard do nothing") << "), as PyTorch's lowering does\n";
+              << (f.dp.fsdp ? "" : "; without --fsdp the unshard and reshard do nothing") << "), as PyTorch's lowering does\n";
   f.cfg.model.kind = f.model_kind == "mlp" ? ModelKind::Mlp : ModelKind::Gpt;
   f.cfg.model.layout = f.layout_text;
   if (f.stage_module_opt->count() > 0) {
@@ -337,7 +327,7 @@ Schedule configure(ExecFlags& f, CLI::App& app) {
   // non-blocking P2P (the NCCL transport refuses the posting modes, exec/transport.hpp), so
   // a run that posts runs on Gloo, each posted operation progressing on its own.
   f.cfg.run.mode.backend = f.cfg.run.transport == TransportKind::Nccl ? P2PBackend::Nccl : P2PBackend::Gloo;
-  dpc.mesh_order = *mesh_order_named(f.mesh_order);  // checked by the flag
+  const DataParallelOptions& dpc = f.cfg.run.mode.dp = cli::data_parallel_options(f.dp, s.ranks, f.schedule_file);
   if (!f.fail_at.empty()) {
     f.cfg.run.fault = parse_fault(f.fail_at);
     std::vector<std::string> errors = check_fault(*f.cfg.run.fault, s, f.cfg.run.iterations, dpc.mesh(s.ranks));

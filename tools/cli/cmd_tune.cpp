@@ -174,7 +174,8 @@ struct TuneFlags {
   long iterations = 20000, des_iterations = 300;
   CostFlags cost;
   DataParallelFlags dp;
-  std::string budget, placement = "any", out, trace, svg, comm = "rendezvous", objective = "makespan";
+  ModeFlags mode;  // --comm, --overlap-p2p, --dyn-shape, --p2p-backend: the DES's runtime mode
+  std::string budget, placement = "any", out, trace, svg, objective = "makespan";
   std::string memory_rule = "ppsched";
   std::string partition, layout_out;
   std::vector<std::string> only_families;
@@ -182,7 +183,7 @@ struct TuneFlags {
   double seconds = 20;
   uint64_t seed = 1;
   int pareto_searches = 32;
-  bool json = false, overlap_p2p = false, quiet = false, no_families = false, pareto = false, explain = false;
+  bool json = false, quiet = false, no_families = false, pareto = false, explain = false;
 };
 
 void declare_tune_flags(CLI::App& cmd, TuneFlags& f) {
@@ -208,8 +209,7 @@ void declare_tune_flags(CLI::App& cmd, TuneFlags& f) {
   cmd.add_option("--placement", f.placement, "stage placement for V > 1: loop, v or any")->check(CLI::IsMember({"loop", "v", "any"}));
   cmd.add_option("--objective", f.objective, "what the order search minimises: makespan (default) or span (ZB's longest rank span); the leaderboard is ranked by the DES makespan")
       ->check(CLI::IsMember({"makespan", "span"}));
-  cmd.add_option("--comm", f.comm, "P2P semantics of the DES: rendezvous (default) or eager")->check(CLI::IsMember({"rendezvous", "eager"}));
-  cmd.add_flag("--overlap-p2p", f.overlap_p2p, "DES: receives waited by their consumer, sends drained at the end");
+  add_mode_flags(cmd, f.mode, {.reads_schedules = false, .backend = true});
   cmd.add_option("-o,--output", f.out, "write the best schedule (P2P inserted) here: .json, or .csv (PyTorch compute_comms)");
   cmd.add_option("--trace", f.trace, "write a Chrome/Perfetto trace of the best schedule");
   cmd.add_option("--svg", f.svg, "write an SVG timeline of the best schedule");
@@ -294,6 +294,7 @@ struct TuneSetup {
   CostModel shown;
   std::optional<double> budget;
   std::string basis;  // where the budget came from
+  std::shared_ptr<const CostSource> source;  // the model, read once, the layouts' costs come from
 };
 
 TuneSetup tune_setup(const std::shared_ptr<TuneFlags>& st) {
@@ -316,15 +317,16 @@ TuneSetup tune_setup(const std::shared_ptr<TuneFlags>& st) {
   else if (st->placement == "v") rq.placements = {PlacementKind::V};
   else rq.placements = {PlacementKind::Loop, PlacementKind::V};
   // One cost model per stage count V x P: a model's layout depends on it.
-  setup.shown = load_cost_model(st->cost, st->dp, rq.pp * rq.vpp_min);
-  rq.costs = [st](int stages) { return load_cost_model(st->cost, st->dp, stages); };
+  auto src = std::make_shared<const CostSource>(cost_source(st->cost, st->dp));
+  setup.shown = costs_for(*src, rq.pp * rq.vpp_min);
+  rq.costs = [src](int stages) { return costs_for(*src, stages); };
+  setup.source = src;
   rq.sim.check.dp = data_parallel_options(st->dp, rq.pp, st->cost.model);
   if (!st->budget.empty()) rq.budget = static_cast<double>(parse_bytes(st->budget, "--memory-budget"));
   // The budget the table judges by, and where it came from (for the header and --json).
   setup.budget = rq.budget ? rq.budget : setup.shown.capacity_bytes;
   setup.basis = budget_basis(rq.budget.has_value(), setup.shown);
-  rq.sim.check.comm = st->comm == "eager" ? CommMode::Eager : CommMode::Rendezvous;
-  rq.sim.check.overlap_p2p = st->overlap_p2p;
+  apply_mode(st->mode, "tune", false, rq.sim.check);
   rq.families = !st->no_families;
   rq.memory_rule = st->memory_rule == "zero-bubble" ? search::MemoryRule::ZeroBubble : search::MemoryRule::Ppsched;
   rq.settings.objective = st->objective == "span" ? search::Objective::Span : search::Objective::Makespan;
@@ -357,24 +359,25 @@ struct Tuned {
 };
 
 // The search, with a model over the layouts of each V: searched (--partition search) or given.
-Tuned run_search(const std::shared_ptr<TuneFlags>& st, const search::TuneRequest& rq) {
+Tuned run_search(const std::shared_ptr<TuneFlags>& st, const TuneSetup& setup) {
+  const search::TuneRequest& rq = setup.rq;
   const bool with_model = !st->cost.model.empty();
   const bool partition_search = st->partition == "search";
   Tuned t;
+  const CostSource& src = *setup.source;
   if (with_model) {
-    DataParallelFlags dp = st->dp;
-    t.net = load_network(st->cost, dp);
+    t.net = *src.network;
     t.layers = t.net->layers();
-    note_rank_times_unused(*t.net, st->cost, "tune");
+    note_rank_times_unused(src, "tune");
   }
   if (partition_search) {
     search::PartitionRequest pr;
     pr.tune = rq;
     pr.max_layouts = st->partition_layouts;
     search::describe_network(pr, *t.net);
-    pr.costs = [st, &t](const std::vector<int>& counts) {
+    pr.costs = [&src, &t](const std::vector<int>& counts) {
       const std::vector<int64_t> c(counts.begin(), counts.end());
-      return model_cost_model(*t.net, st->cost, counts_layout(c, t.layers, static_cast<int>(c.size()), "tune --partition search"));
+      return assemble_costs(src, counts_layout(c, t.layers, static_cast<int>(c.size()), "tune --partition search")).costs;
     };
     if (!st->quiet)
       pr.progress = [last = -1.0](long n, double best, double elapsed) mutable {
@@ -395,8 +398,7 @@ Tuned run_search(const std::shared_ptr<TuneFlags>& st, const search::TuneRequest
       for (auto& e : t.r.leaderboard) {
         auto it = by_vpp.find(e.vpp);
         if (it == by_vpp.end()) {
-          NetworkCosts nc;
-          model_cost_model(*t.net, st->cost, rq.pp * e.vpp, st->cost.layout, &nc);
+          const NetworkCosts nc = assemble_costs(src, rq.pp * e.vpp);
           it = by_vpp.emplace(e.vpp, body_counts(nc.layout, nc.layers)).first;
         }
         e.layout = it->second;
@@ -414,49 +416,48 @@ struct TuneReport {
   const search::Entry& best;
   const search::Entry* best_family = nullptr;
   std::string best_counts, best_megatron;
+  // What both renderings read most.
+  const search::TuneRequest& rq = setup.rq;
+  const search::TuneResult& r = tuned.r;
+  const CostModel& shown = setup.shown;
+  const std::optional<double>& budget = setup.budget;
+  const std::string& basis = setup.basis;
+  const std::optional<search::PartitionResult>& part = tuned.part;
+  bool with_model() const { return tuned.net.has_value(); }
 };
 
 void print_tune_json(const TuneReport& rep) {
-  const search::TuneRequest& rq = rep.setup.rq;
-  const search::TuneResult& r = rep.tuned.r;
-  const search::Entry& best = rep.best;
-  const search::Entry* best_family = rep.best_family;
-  const bool with_model = rep.tuned.net.has_value();
-  const auto& part = rep.tuned.part;
-  const CostModel& shown = rep.setup.shown;
-  const std::optional<double>& budget = rep.setup.budget;
-  const std::string& best_megatron = rep.best_megatron;
   nlohmann::json j;
-  j["best"] = best.name;
-  j["makespan_ms"] = best.makespan_ms;
-  j["lower_bound_ms"] = r.bound.makespan;
-  j["lower_bound_binding"] = r.bound.makespan_binding;
-  j["lower_bound_formula"] = r.bound.formula;
-  j["span_ms"] = best.span_ms;
-  j["span_lower_bound_ms"] = r.bound.span;
-  j["span_lower_bound_binding"] = r.bound.span_binding;
-  j["gap"] = r.gap;
-  j["best_family"] = best_family ? nlohmann::json(best_family->name) : nlohmann::json(nullptr);
-  j["gain_over_best_family"] = best_family ? best_family->makespan_ms / best.makespan_ms - 1 : 0.0;
-  j["seconds"] = r.seconds;
-  j["evaluations"] = r.evaluations;
-  j["des_moves"] = r.des_moves;
-  j["stopped_by_time"] = r.stopped_by_time;
-  if (with_model) {
-    j["layout"] = best.layout;
-    j["layout_megatron"] = best_megatron;
+  j["best"] = rep.best.name;
+  j["makespan_ms"] = rep.best.makespan_ms;
+  j["lower_bound_ms"] = rep.r.bound.makespan;
+  j["lower_bound_binding"] = rep.r.bound.makespan_binding;
+  j["lower_bound_formula"] = rep.r.bound.formula;
+  j["span_ms"] = rep.best.span_ms;
+  j["span_lower_bound_ms"] = rep.r.bound.span;
+  j["span_lower_bound_binding"] = rep.r.bound.span_binding;
+  j["gap"] = rep.r.gap;
+  j["best_family"] = rep.best_family ? nlohmann::json(rep.best_family->name) : nlohmann::json(nullptr);
+  j["gain_over_best_family"] = rep.best_family ? rep.best_family->makespan_ms / rep.best.makespan_ms - 1 : 0.0;
+  j["seconds"] = rep.r.seconds;
+  j["evaluations"] = rep.r.evaluations;
+  j["des_moves"] = rep.r.des_moves;
+  j["stopped_by_time"] = rep.r.stopped_by_time;
+  if (rep.with_model()) {
+    j["layout"] = rep.best.layout;
+    j["layout_megatron"] = rep.best_megatron;
   }
-  if (part) {
-    j["partition"] = {{"layouts_evaluated", part->layouts},
-                      {"even_layout", part->even_counts},
-                      {"even_makespan_ms", part->even_makespan},
-                      {"searched_makespan_ms", part->searched_makespan},
-                      {"gain_over_even", part->even_makespan > 0 ? part->even_makespan / best.makespan_ms - 1 : 0.0},
-                      {"stopped_by_time", part->stopped_by_time}};
+  if (rep.part) {
+    j["partition"] = {{"layouts_evaluated", rep.part->layouts},
+                      {"even_layout", rep.part->even_counts},
+                      {"even_makespan_ms", rep.part->even_makespan},
+                      {"searched_makespan_ms", rep.part->searched_makespan},
+                      {"gain_over_even", rep.part->even_makespan > 0 ? rep.part->even_makespan / rep.best.makespan_ms - 1 : 0.0},
+                      {"stopped_by_time", rep.part->stopped_by_time}};
   }
-  j["assumptions"] = assumptions_json(shown, budget, rq.budget.has_value());
+  j["assumptions"] = assumptions_json(rep.shown, rep.budget, rep.rq.budget.has_value());
   j["leaderboard"] = nlohmann::json::array();
-  for (const auto& e : r.leaderboard)
+  for (const auto& e : rep.r.leaderboard)
     j["leaderboard"].push_back({{"name", e.name},
                                 {"origin", e.origin.text()},
                                 {"verified", e.verified},
@@ -466,83 +467,71 @@ void print_tune_json(const TuneReport& rep) {
                                 {"bubble", e.bubble},
                                 {"peak_memory_bytes", e.peak_bytes},
                                 {"rule_peak_bytes", e.rule_peak},
-                                {"memory_tight", tight(e, budget, shown.memory_margin)},
+                                {"memory_tight", tight(e, rep.budget, rep.shown.memory_margin)},
                                 {"messages", e.messages},
                                 {"vpp", e.vpp},
                                 {"placement", placement_name(e.placement)}});
-  if (with_model)
-    for (size_t i = 0; i < r.leaderboard.size(); ++i) j["leaderboard"][i]["layout"] = counts_text(r.leaderboard[i].layout);
+  if (rep.with_model())
+    for (size_t i = 0; i < rep.r.leaderboard.size(); ++i) j["leaderboard"][i]["layout"] = counts_text(rep.r.leaderboard[i].layout);
   std::cout << j.dump(2) << "\n";
 }
 
 int print_leaderboard(const TuneReport& rep) {
-  const TuneFlags& f = rep.flags;
-  const search::TuneRequest& rq = rep.setup.rq;
-  const search::TuneResult& r = rep.tuned.r;
-  const search::Entry& best = rep.best;
-  const search::Entry* best_family = rep.best_family;
-  const bool with_model = rep.tuned.net.has_value();
-  const auto& part = rep.tuned.part;
-  const CostModel& shown = rep.setup.shown;
-  const std::optional<double>& budget = rep.setup.budget;
-  const std::string& basis = rep.setup.basis;
-  const std::string& best_counts = rep.best_counts;
-  const std::string& best_megatron = rep.best_megatron;
-  std::cout << "tune P=" << rq.pp << " M=" << rq.micro << " V=" << rq.vpp_min
-            << (rq.vpp_max > rq.vpp_min ? ".." + std::to_string(rq.vpp_max) : "") << " (costs: " << shown.source
-            << ", budget " << (budget ? human_bytes(static_cast<int64_t>(*budget)) + " (" + basis + ")" : std::string("none"))
-            << (f.memory_rule == "ppsched" ? "" : ", memory rule " + f.memory_rule)
-            << ", overlap_efficiency " << fixed(shown.overlap_efficiency, 2) << ")\n";
+  std::cout << "tune P=" << rep.rq.pp << " M=" << rep.rq.micro << " V=" << rep.rq.vpp_min
+            << (rep.rq.vpp_max > rep.rq.vpp_min ? ".." + std::to_string(rep.rq.vpp_max) : "") << " (costs: " << rep.shown.source
+            << ", budget " << (rep.budget ? human_bytes(static_cast<int64_t>(*rep.budget)) + " (" + rep.basis + ")" : std::string("none"))
+            << (rep.flags.memory_rule == "ppsched" ? "" : ", memory rule " + rep.flags.memory_rule)
+            << ", overlap_efficiency " << fixed(rep.shown.overlap_efficiency, 2) << ")\n";
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"#", "schedule", "from", "makespan ms", "span ms", "bubble", "messages"});
-  if (with_model) rows.back().push_back("layout");
+  if (rep.with_model()) rows.back().push_back("layout");
   rows.back().push_back("peak memory per rank");
   rows.back().push_back("verdict");
-  for (size_t i = 0; i < r.leaderboard.size(); ++i) {
-    const auto& e = r.leaderboard[i];
+  for (size_t i = 0; i < rep.r.leaderboard.size(); ++i) {
+    const auto& e = rep.r.leaderboard[i];
     std::vector<std::string> row = {std::to_string(i + 1), e.name, origin_kind(e.origin), fixed(e.makespan_ms, 3),
                                     fixed(e.span_ms, 3),
                                     fixed(100 * e.bubble, 1) + "%", std::to_string(e.messages)};
-    if (with_model) row.push_back(clip_words(counts_text(e.layout), 400));
+    if (rep.with_model()) row.push_back(clip_words(counts_text(e.layout), 400));
     row.push_back(peaks_text(e));
     // Whole words only; tune --json has every verdict whole.
-    row.push_back(e.verified ? (tight(e, budget, shown.memory_margin) ? "ok, memory tight" : "ok") : clip_words(e.verdict, 100));
+    row.push_back(e.verified ? (tight(e, rep.budget, rep.shown.memory_margin) ? "ok, memory tight" : "ok") : clip_words(e.verdict, 100));
     rows.push_back(std::move(row));
   }
   std::vector<bool> right = {true, false, false, true, true, true, true};
   std::cout << aligned(rows, right);
   std::cout << "  " << kBubbleLegend << "\n";
-  std::cout << "best: " << best.name << " (" << best.origin.text() << "), makespan " << fixed(best.makespan_ms, 3) << " ms";
-  if (best_family)
-    std::cout << "; best family " << best_family->name << " " << fixed(best_family->makespan_ms, 3) << " ms (gain "
-              << fixed(100 * (best_family->makespan_ms / best.makespan_ms - 1), 2) << "%)";
+  std::cout << "best: " << rep.best.name << " (" << rep.best.origin.text() << "), makespan " << fixed(rep.best.makespan_ms, 3) << " ms";
+  if (rep.best_family)
+    std::cout << "; best family " << rep.best_family->name << " " << fixed(rep.best_family->makespan_ms, 3) << " ms (gain "
+              << fixed(100 * (rep.best_family->makespan_ms / rep.best.makespan_ms - 1), 2) << "%)";
   std::cout << "\n";
-  if (with_model) std::cout << "layout: " << best_counts << " = Megatron \"" << best_megatron << "\"\n";
-  if (part) {
-    std::cout << "partition: " << part->layouts << " layouts timed with the families; even split "
-              << search::counts_string(part->even_counts) << " "
-              << (part->even_makespan > 0 ? fixed(part->even_makespan, 3) + " ms" : std::string("(nothing fits)"))
-              << (part->even_makespan > 0 ? ", gain " + fixed(100 * (part->even_makespan / best.makespan_ms - 1), 2) + "%" : "")
+  if (rep.with_model()) std::cout << "layout: " << rep.best_counts << " = Megatron \"" << rep.best_megatron << "\"\n";
+  if (rep.part) {
+    std::cout << "partition: " << rep.part->layouts << " layouts timed with the families; even split "
+              << search::counts_string(rep.part->even_counts) << " "
+              << (rep.part->even_makespan > 0 ? fixed(rep.part->even_makespan, 3) + " ms" : std::string("(nothing fits)"))
+              << (rep.part->even_makespan > 0 ? ", gain " + fixed(100 * (rep.part->even_makespan / rep.best.makespan_ms - 1), 2) + "%" : "")
               << "\n";
   }
-  std::cout << "lower bound: " << fixed(r.bound.makespan, 3) << " ms (binding: " << r.bound.makespan_binding
-            << "), gap " << fixed(100 * r.gap, 2) << "%"
-            << (r.gap < -1e-9 ? " (below the bound: the bound assumes one compute at a time; this schedule overlaps "
+  std::cout << "lower bound: " << fixed(rep.r.bound.makespan, 3) << " ms (binding: " << rep.r.bound.makespan_binding
+            << "), gap " << fixed(100 * rep.r.gap, 2) << "%"
+            << (rep.r.gap < -1e-9 ? " (below the bound: the bound assumes one compute at a time; this schedule overlaps "
                                 "F and B in OVERLAP steps)"
-                : r.gap <= 1e-9 ? " (optimal)" : "")
+                : rep.r.gap <= 1e-9 ? " (optimal)" : "")
             << "\n";
-  const double span_gap = r.bound.span > 0 ? best.span_ms / r.bound.span - 1 : 0;
-  std::cout << "span lower bound (ZB's objective, longest rank span): " << fixed(r.bound.span, 3) << " ms (binding: "
-            << r.bound.span_binding << "), best's span " << fixed(best.span_ms, 3) << " ms, gap "
+  const double span_gap = rep.r.bound.span > 0 ? rep.best.span_ms / rep.r.bound.span - 1 : 0;
+  std::cout << "span lower bound (ZB's objective, longest rank span): " << fixed(rep.r.bound.span, 3) << " ms (binding: "
+            << rep.r.bound.span_binding << "), best's span " << fixed(rep.best.span_ms, 3) << " ms, gap "
             << fixed(100 * span_gap, 2) << "%" << (std::abs(span_gap) <= 1e-9 ? " (optimal)" : "") << "\n";
-  if (f.explain) std::cout << "how the bounds are computed: " << r.bound.formula << "\n";
+  if (rep.flags.explain) std::cout << "how the bounds are computed: " << rep.r.bound.formula << "\n";
   else std::cout << "(tune --explain prints how the bounds are computed)\n";
-  std::cout << "search: " << fixed(r.seconds, 1) << " s, " << r.evaluations << " orders evaluated, "
-            << r.des_moves << " DES hill-climb moves"
-            << (r.stopped_by_time ? " (stopped by --seconds: the result may depend on timing)" : " (deterministic for --seed)")
+  std::cout << "search: " << fixed(rep.r.seconds, 1) << " s, " << rep.r.evaluations << " orders evaluated, "
+            << rep.r.des_moves << " DES hill-climb moves"
+            << (rep.r.stopped_by_time ? " (stopped by --seconds: the result may depend on timing)" : " (deterministic for --seed)")
             << "\n";
-  if (!f.out.empty()) std::cout << "wrote " << f.out << " (P2P steps inserted; verified)\n";
-  if (!f.layout_out.empty()) std::cout << "wrote " << f.layout_out << " (layer counts per stage; Megatron's layout)\n";
+  if (!rep.flags.out.empty()) std::cout << "wrote " << rep.flags.out << " (P2P steps inserted; verified)\n";
+  if (!rep.flags.layout_out.empty()) std::cout << "wrote " << rep.flags.layout_out << " (layer counts per stage; Megatron's layout)\n";
   return kOk;
 }
 
@@ -591,7 +580,7 @@ Action add_tune(CLI::App& app) {
     const TuneSetup setup = tune_setup(st);
     if (st->pareto)
       return print_pareto(setup.rq, setup.shown, st->memory_rule, st->objective, st->pareto_searches, st->json, st->quiet);
-    return report_tune(*st, setup, run_search(st, setup.rq));
+    return report_tune(*st, setup, run_search(st, setup));
   };
 }
 

@@ -4,7 +4,7 @@
 
 namespace ppsched::cli {
 
-void add_data_parallel_flags(CLI::App& cmd, DataParallelFlags& f) {
+void add_data_parallel_flags(CLI::App& cmd, DataParallelFlags& f, bool with_distributed_optimizer) {
   f.degree_opt = cmd.add_option("--dp", f.degree,
                  "data-parallel replicas N of every pipeline rank (default 1): the FSDP_* steps become collectives "
                  "over each pipeline rank's DP group of N ranks")
@@ -12,10 +12,11 @@ void add_data_parallel_flags(CLI::App& cmd, DataParallelFlags& f) {
   f.fsdp_opt = cmd.add_flag("--fsdp", f.fsdp,
                "parameters sharded over the DP group: FSDP_UNSHARD all-gathers, FSDP_REDUCE_GRAD reduce-scatters "
                "(without it REDUCE_GRAD all-reduces and UNSHARD/RESHARD move nothing)");
-  f.dist_opt = cmd.add_flag("--distributed-optimizer", f.distributed_optimizer,
-                            "optimizer state sharded over the DP group (Megatron's distributed optimizer, ZeRO-1): "
-                            "6 + 12/N bytes per parameter instead of 18")
-                   ->excludes(f.fsdp_opt);
+  if (with_distributed_optimizer)
+    f.dist_opt = cmd.add_flag("--distributed-optimizer", f.distributed_optimizer,
+                              "optimizer state sharded over the DP group (Megatron's distributed optimizer, ZeRO-1): "
+                              "6 + 12/N bytes per parameter instead of 18")
+                     ->excludes(f.fsdp_opt);
   cmd.add_option("--mesh-order", f.mesh_order,
                  "global rank layout, as torch's 2-D DeviceMesh: dp,pp (default; rank g is pipeline rank g % PP of "
                  "replica g / PP) or pp,dp (rank g is pipeline rank g / N of replica g % N)")

@@ -17,18 +17,22 @@ void add_sim_flags(CLI::App& cmd, SimFlags& f) {
   add_data_parallel_flags(cmd, f.dp);
 }
 
-void add_mode_flags(CLI::App& cmd, ModeFlags& f, bool with_backend) {
+void add_mode_flags(CLI::App& cmd, ModeFlags& f, ModeFlagSet set) {
   cmd.add_option("--comm", f.comm, "P2P semantics: rendezvous (NCCL-like, default) or eager (buffered sends)")
       ->check(CLI::IsMember({"rendezvous", "eager"}));
-  cmd.add_flag("--overlap-p2p", f.overlap_p2p,
-               "receives waited by their consumer, sends drained at the end (the default for a compute_comms CSV)");
-  cmd.add_flag("--no-overlap-p2p", f.no_overlap_p2p,
-               "run a compute_comms CSV blocking instead of under PyTorch's runtime semantics")
-      ->excludes("--overlap-p2p");
-  cmd.add_flag("--mpipe-batched-recv", f.mpipe_batched_recv,
-               "MPipe executor: the first MPIPE_FWD_RECV receives every outstanding micro; MPipe sends deferred");
+  if (!set.reads_schedules) {
+    cmd.add_flag("--overlap-p2p", f.overlap_p2p, "receives waited by their consumer, sends drained at the end");
+  } else {
+    cmd.add_flag("--overlap-p2p", f.overlap_p2p,
+                 "receives waited by their consumer, sends drained at the end (the default for a compute_comms CSV)");
+    cmd.add_flag("--no-overlap-p2p", f.no_overlap_p2p,
+                 "run a compute_comms CSV blocking instead of under PyTorch's runtime semantics")
+        ->excludes("--overlap-p2p");
+    cmd.add_flag("--mpipe-batched-recv", f.mpipe_batched_recv,
+                 "MPipe executor: the first MPIPE_FWD_RECV receives every outstanding micro; MPipe sends deferred");
+  }
   cmd.add_flag("--dyn-shape", f.dyn_shape, "body FWD P2P exchanges shape/dtype meta at every step");
-  if (!with_backend) return;
+  if (!set.backend) return;
   cmd.add_option("--p2p-backend", f.backend,
                  "what carries the P2P operations posted without waiting (--overlap-p2p, a compute_comms CSV, "
                  "--mpipe-batched-recv): nccl (default: a rank's operations run in posting order on its stream, so "

@@ -135,14 +135,9 @@ struct DataParallelOptions {
   // The bytes an FSDP_UNSHARD of a stage with `params` bytes of parameters makes live: the
   // (N-1)/N of them the rank does not hold (0 without --fsdp or with one replica).
   int64_t gathered_bytes(int64_t params) const { return fsdp && degree > 1 ? params - params / degree : 0; }
-  // The mesh of a pipeline of `pipeline_ranks` ranks under these options.
+  // The mesh of a pipeline of `pipeline_ranks` ranks under these options (its global ranks:
+  // DeviceMesh::global_rank; a world within kMaxWorldRanks, data_parallel_problem, fits an int).
   DeviceMesh mesh(int pipeline_ranks) const { return DeviceMesh{pipeline_ranks, degree, mesh_order}; }
-  // The global rank of pipeline rank `rank` in replica `replica` (0 <= replica < degree) of a
-  // pipeline of `pipeline_ranks` ranks.
-  int64_t global_rank(int rank, int replica, int pipeline_ranks) const {
-    return mesh_order == MeshOrder::DpPp ? int64_t{replica} * pipeline_ranks + rank
-                                         : int64_t{rank} * degree + replica;
-  }
   // What a DP collective declared as `declared` does: nothing with one replica; without
   // sharding the gradients are all-reduced (DDP) and UNSHARD/RESHARD have nothing to do; with
   // --fsdp UNSHARD all-gathers, REDUCE_GRAD reduce-scatters and RESHARD only frees.

@@ -61,15 +61,16 @@ double ActionPrices::collective_ms(Op op, int stage, const std::vector<int32_t>&
 }
 
 // ---- data parallelism ---------------------------------------------------------------------
-// Pipeline rank r's DP group is {global_rank(r, k) : k < N}, ascending in k in either mesh
+// Pipeline rank r's DP group is {mesh.global_rank(k, r) : k < N}, ascending in k in either mesh
 // order; ranks_per_node consecutive global ranks share a node, so the ring stays inside one
 // node exactly when its first and last member do. Any hop across nodes runs the whole ring
 // at the inter-node link.
 bool ActionPrices::dp_ring_inter_node(int r) const {
   const DataParallelOptions& dp = check_.dp;
   if (dp.degree <= 1) return false;
-  const int64_t per_node = std::max(c_.links.ranks_per_node, 1);
-  return dp.global_rank(r, 0, s_.ranks) / per_node != dp.global_rank(r, dp.degree - 1, s_.ranks) / per_node;
+  const int per_node = std::max(c_.links.ranks_per_node, 1);
+  const DeviceMesh mesh = dp.mesh(s_.ranks);
+  return mesh.global_rank(0, r) / per_node != mesh.global_rank(dp.degree - 1, r) / per_node;
 }
 
 // The DP-group collective of an FSDP_* step (0 for any other step, and for one replica):

@@ -75,7 +75,7 @@ class ActionPrices {
   // ---- data parallelism -----------------------------------------------------------------------
   // The global rank of pipeline rank r in replica 0: the rank the pipeline's links are read at
   // (r itself under the default ("dp", "pp") mesh, and whenever there is one replica).
-  int global(int r) const { return static_cast<int>(check_.dp.global_rank(r, 0, s_.ranks)); }
+  int global(int r) const { return check_.dp.mesh(s_.ranks).global_rank(0, r); }
   bool dp_ring_inter_node(int r) const;
   // A step's time in DP-group collectives, and what they add to its duration: an FSDP_* step
   // waits for its whole collective; a forward or backward under FSDP2 without a pipeline for

@@ -1,16 +1,14 @@
 #include "exec/model_description.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include "model/errors.hpp"
+#include "network/model_file.hpp"
 
 namespace ppsched::exec {
 namespace {
 
-using json = nlohmann::json;
-
 // Matrix products count 2 FLOPs per multiply-add; a backward costs twice its forward, split
-// evenly between the input and the weight gradients (the reader's default without bwd_*).
+// evenly between the input and the weight gradients; half the kept activation waits for the
+// weight gradient (a model file's defaults without bwd_* and weight_grad_bytes).
 Layer layer(const std::string& name, LayerKind kind, double params, double fwd_flops, double activation_bytes,
             double output_bytes) {
   Layer l;
@@ -20,6 +18,7 @@ Layer layer(const std::string& name, LayerKind kind, double params, double fwd_f
   l.fwd_flops = fwd_flops;
   l.bwd_input_flops = l.bwd_weight_flops = fwd_flops;
   l.activation_bytes = static_cast<int64_t>(activation_bytes);
+  l.weight_grad_bytes = l.activation_bytes / 2;
   l.output_bytes = static_cast<int64_t>(output_bytes);
   return l;
 }
@@ -55,26 +54,25 @@ std::vector<Layer> builtin_layers(const ModelConfig& m, int layers) {
   return out;
 }
 
+Network builtin_network(const ModelConfig& m, int layers) {
+  Network net;
+  net.name = std::string(m.kind == ModelKind::Gpt ? "ppsched-exec gpt" : "ppsched-exec mlp") + " (" + std::to_string(layers) +
+             " blocks, hidden " + std::to_string(m.hidden) + ")";
+  net.explicit_layers = builtin_layers(m, layers);
+  // fp32 weights and gradients, SGD; the listed FLOPs are taken as achieved (a listed model's
+  // device, as a model file reads it).
+  net.training.precision = Precision::Fp32;
+  net.training.optimizer = Optimizer::Sgd;
+  net.device.mfu = 1.0;
+  return net;
+}
+
 std::string describe_model(const ModelConfig& m, int layers) {
   if (m.kind == ModelKind::StageModules)
     throw InputError({}, "--model-out describes a built-in model (--model gpt|mlp); stage modules have no closed form");
-  json out = json::array();
-  for (const Layer& l : builtin_layers(m, layers))
-    out.push_back({{"name", l.name},
-                   {"kind", to_string(l.kind)},
-                   {"params", l.params},
-                   {"fwd_flops", l.fwd_flops},
-                   {"activation_bytes", l.activation_bytes},
-                   {"output_bytes", l.output_bytes}});
-  const std::string name = m.kind == ModelKind::Gpt ? "ppsched-exec gpt" : "ppsched-exec mlp";
-  json doc = {{"format", "ppsched-model"},
-              {"version", 1},
-              {"name", name + " (" + std::to_string(layers) + " blocks, hidden " + std::to_string(m.hidden) + ")"},
-              {"comment", "written by ppsched-exec --model-out: the executor's built-in model, one layer per unit as "
-                          "its traces name them (otherData.layers); FLOPs per micro-batch"},
-              {"layers", out},
-              {"training", {{"precision", "fp32"}, {"optimizer", "sgd"}}}};
-  return doc.dump(2) + "\n";
+  return write_model(builtin_network(m, layers),
+                     "written by ppsched-exec --model-out: the executor's built-in model, one layer per unit as its "
+                     "traces name them (otherData.layers); FLOPs per micro-batch");
 }
 
 }  // namespace ppsched::exec

@@ -19,7 +19,13 @@ namespace ppsched::exec {
 // where a layout may put each), parameters, forward FLOPs per micro-batch, fp32 bytes.
 std::vector<Layer> builtin_layers(const ModelConfig& m, int layers);
 
-// The file's text. Stage modules (--stage-module) have no closed form: InputError.
+// The built-in model as a model description (a listed network, fp32, SGD): what the executor
+// lays out over its stages (network/layout.hpp network_layout, the planner's choice) and what
+// `--model-out` writes.
+Network builtin_network(const ModelConfig& m, int layers);
+
+// The model file's text (network/model_file.hpp write_model). Stage modules (--stage-module)
+// have no closed form: InputError.
 std::string describe_model(const ModelConfig& m, int layers);
 
 }  // namespace ppsched::exec

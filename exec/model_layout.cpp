@@ -47,10 +47,12 @@ ModelLayout make_layout(const ModelConfig& given, int stages, int tower_layers) 
   if (m.layers < stages)
     throw InputError({}, "--layers " + std::to_string(m.layers) + " cannot be split over " + std::to_string(stages) +
                              " virtual stages: every stage needs at least one block");
-  // The planner's split and parser (network/layout.hpp), so that the executor runs the layout
-  // that `ppsched simulate` and `calibrate` price: torchtitan's even split, or --layout.
-  const std::vector<Layer> layers = builtin_layers(m, m.layers);
-  const Layout split = m.layout.empty() ? even_layout(layers, stages) : parse_layout(m.layout, layers, stages, "--layout");
+  // The built-in model as a model description, laid out by the planner's choice
+  // (network/layout.hpp), so that the executor runs the layout that `ppsched simulate` and
+  // `calibrate` price: torchtitan's even split, or --layout.
+  const Network net = builtin_network(m, m.layers);
+  const std::vector<Layer> layers = net.layers();
+  const Layout split = network_layout(net, layers, stages, m.layout, "--layout");
   ModelLayout l;
   l.stages = stages;
   l.units = static_cast<int>(layers.size());

@@ -346,4 +346,14 @@ Layout named_layout(const std::vector<std::vector<std::string>>& stage_layers, c
   return out;
 }
 
+Layout network_layout(const Network& net, const std::vector<Layer>& layers, int stages, const std::string& text,
+                      const std::string& where) {
+  if (static_cast<int64_t>(stages) > static_cast<int64_t>(layers.size()) * 4 + 64 && text.empty() && net.default_layout.empty())
+    throw InputError(in_file(net.source), std::to_string(stages) + " stages for a model of " +
+                                              std::to_string(layers.size()) + " layers: give --layout");
+  if (!text.empty()) return parse_layout(text, layers, stages, where);
+  if (!net.default_layout.empty()) return parse_layout(net.default_layout, layers, stages, net.source + " (layout)");
+  return even_layout(layers, stages);
+}
+
 }  // namespace ppsched

@@ -32,6 +32,12 @@ struct Layout {
 // `where`: how a message names the source ("--layout", "model.json (layout)").
 Layout parse_layout(const std::string& text, const std::vector<Layer>& layers, int stages, const std::string& where);
 Layout even_layout(const std::vector<Layer>& layers, int stages);
+// The one choice of a network's layout over `stages` stages, for the planner, calibrate and the
+// executor alike: `text` (a --layout, `where`) when given, else the model file's "layout", else
+// the even split. `layers` are net.layers(). Refuses (InputError) a stage count far past the
+// layers without a layout.
+Layout network_layout(const Network& net, const std::vector<Layer>& layers, int stages, const std::string& text,
+                      const std::string& where);
 // Body-layer counts per stage, in stage order (what "8,9,8,7" says): the embedding on the first
 // stage, the norm, head and loss on the last. Refused (InputError, `where`) when the counts do
 // not give each of the `stages` stages its count or do not add up to the body layers.

@@ -299,19 +299,11 @@ Network read_network_file(const std::string& path) {
   return read_network(read_input_file(path, kMaxModelFileBytes), path);
 }
 
-std::string write_model_file(const std::string& path, const Network& net) {
-  nlohmann::json doc = parse_json_strict(read_input_file(path, kMaxModelFileBytes), path, false);
-  nlohmann::json out;
-  if (is_hf_config(doc)) {
-    out = {{"format", "ppsched-model"}, {"version", 1}, {"name", net.name}, {"hf_config", doc}};
-  } else {
-    out = doc;
-    if (out.contains("hf_config") && out["hf_config"].is_string()) {
-      std::filesystem::path p(out["hf_config"].get<std::string>());
-      if (p.is_relative()) p = std::filesystem::path(path).parent_path() / p;
-      out["hf_config"] = parse_json_strict(read_input_file(p.string(), kMaxModelFileBytes), p.string(), false);
-    }
-  }
+namespace {
+
+// The sections a model file gives beside its layers: training, device (fitted rates included),
+// the platform (link, collectives, protocol, overlap, meta bytes) and the layout.
+void write_sections(const Network& net, nlohmann::json& out) {
   const Training& t = net.training;
   nlohmann::json tr = nlohmann::json::object();
   if (net.arch) {
@@ -357,6 +349,48 @@ std::string write_model_file(const std::string& path, const Network& net) {
   if (net.overlap_efficiency) out["overlap_efficiency"] = *net.overlap_efficiency;
   if (net.meta_bytes) out["bytes"]["meta"] = json_number(*net.meta_bytes);
   if (!net.default_layout.empty()) out["layout"] = net.default_layout;
+}
+
+nlohmann::json layer_json(const Layer& l) {
+  return {{"name", l.name},
+          {"kind", to_string(l.kind)},
+          {"params", l.params},
+          {"fwd_flops", l.fwd_flops},
+          {"bwd_input_flops", l.bwd_input_flops},
+          {"bwd_weight_flops", l.bwd_weight_flops},
+          {"activation_bytes", l.activation_bytes},
+          {"output_bytes", l.output_bytes},
+          {"weight_grad_bytes", l.weight_grad_bytes},
+          {"workspace_bytes", l.workspace_bytes}};
+}
+
+}  // namespace
+
+std::string write_model_file(const std::string& path, const Network& net) {
+  nlohmann::json doc = parse_json_strict(read_input_file(path, kMaxModelFileBytes), path, false);
+  nlohmann::json out;
+  if (is_hf_config(doc)) {
+    out = {{"format", "ppsched-model"}, {"version", 1}, {"name", net.name}, {"hf_config", doc}};
+  } else {
+    out = doc;
+    if (out.contains("hf_config") && out["hf_config"].is_string()) {
+      std::filesystem::path p(out["hf_config"].get<std::string>());
+      if (p.is_relative()) p = std::filesystem::path(path).parent_path() / p;
+      out["hf_config"] = parse_json_strict(read_input_file(p.string(), kMaxModelFileBytes), p.string(), false);
+    }
+  }
+  write_sections(net, out);
+  return out.dump(2) + "\n";
+}
+
+std::string write_model(const Network& net, const std::string& comment) {
+  if (net.arch) throw std::logic_error("write_model: a network with an architecture is written by write_model_file");
+  nlohmann::json out = {{"format", "ppsched-model"}, {"version", 1}, {"name", net.name}};
+  if (!comment.empty()) out["comment"] = comment;
+  nlohmann::json layers = nlohmann::json::array();
+  for (const Layer& l : net.explicit_layers) layers.push_back(layer_json(l));
+  out["layers"] = std::move(layers);
+  write_sections(net, out);
   return out.dump(2) + "\n";
 }
 

@@ -42,6 +42,11 @@ Network read_network_file(const std::string& path);
 // back as `net`.
 std::string write_model_file(const std::string& path, const Network& net);
 
+// A ppsched-model file for a network that lists its layers (no source file: ppsched-exec's
+// built-in models), each layer with all its figures, and the sections write_model_file writes.
+// It reads back as `net`.
+std::string write_model(const Network& net, const std::string& comment = "");
+
 // The embedded default: a 7B-class transformer (hidden 4096, 32 layers of 12 h^2 parameters,
 // sequence 4096, micro-batch 1, bf16, FlashAttention) on H100-class GPUs; its layers are listed
 // (network/default_network.cpp states each figure), without embedding and head.

@@ -200,13 +200,7 @@ NetworkCosts laid_out(const Network& net, std::vector<Layer> layers, Layout layo
 NetworkCosts network_costs(const Network& net, int stages, const std::string& layout_text, const std::string& layout_where) {
   check_micro_tables(net, stages);
   std::vector<Layer> layers = net.layers();
-  if (static_cast<int64_t>(stages) > static_cast<int64_t>(layers.size()) * 4 + 64 && layout_text.empty() &&
-      net.default_layout.empty())
-    throw InputError(in_file(net.source), std::to_string(stages) + " stages for a model of " +
-                                              std::to_string(layers.size()) + " layers: give --layout");
-  Layout layout = !layout_text.empty()               ? parse_layout(layout_text, layers, stages, layout_where)
-                  : !net.default_layout.empty() ? parse_layout(net.default_layout, layers, stages, net.source + " (layout)")
-                                                : even_layout(layers, stages);
+  Layout layout = network_layout(net, layers, stages, layout_text, layout_where);
   return laid_out(net, std::move(layers), std::move(layout));
 }
 

@@ -21,6 +21,7 @@
 #include "model/errors.hpp"
 #include "model/generators/generator.hpp"
 #include "network/layout.hpp"
+#include "network/model_file.hpp"
 #include "tests/support/trace_validator.hpp"
 #include "traces/chrome_trace.hpp"
 
@@ -95,6 +96,46 @@ TEST_CASE("the executor's split is the planner's: every built-in model and stage
         for (size_t s = 0; s < want.stages.size(); ++s)
           CHECK(got.stage_units[s] == std::vector<int>(want.stages[s].begin(), want.stages[s].end()));
       }
+}
+
+TEST_CASE("the built-in model is a model description: --model-out's file reads back as the network the executor lays out",
+          "[exec]") {
+  for (ModelKind kind : {ModelKind::Gpt, ModelKind::Mlp}) {
+    ModelConfig m;
+    m.kind = kind;
+    m.hidden = 64;
+    m.seq = 16;
+    m.vocab = 128;
+    const Network net = builtin_network(m, 5);
+    const Network back = read_network(describe_model(m, 5), "model.json");
+    CHECK(back.name == net.name);
+    CHECK(back.training.precision == Precision::Fp32);
+    CHECK(back.training.optimizer == Optimizer::Sgd);
+    CHECK(back.device.mfu == net.device.mfu);
+    const std::vector<Layer> a = net.layers(), b = back.layers();
+    REQUIRE(a.size() == b.size());
+    REQUIRE(a.size() == (kind == ModelKind::Gpt ? 7u : 5u));
+    for (size_t i = 0; i < a.size(); ++i) {
+      CHECK(a[i].name == b[i].name);
+      CHECK(a[i].kind == b[i].kind);
+      CHECK(a[i].params == b[i].params);
+      CHECK(a[i].fwd_flops == b[i].fwd_flops);
+      CHECK(a[i].bwd_input_flops == b[i].bwd_input_flops);
+      CHECK(a[i].bwd_weight_flops == b[i].bwd_weight_flops);
+      CHECK(a[i].activation_bytes == b[i].activation_bytes);
+      // What a model file's reader gives a layer without the key: half the kept activation.
+      CHECK(a[i].weight_grad_bytes == a[i].activation_bytes / 2);
+      CHECK(a[i].weight_grad_bytes == b[i].weight_grad_bytes);
+      CHECK(a[i].output_bytes == b[i].output_bytes);
+    }
+    // Laid out by the same function the planner uses.
+    m.layers = 5;
+    const Layout planned = network_layout(back, b, 3, "", "--layout");
+    const ModelLayout got = make_layout(m, 3, 0);
+    REQUIRE(got.stage_units.size() == planned.stages.size());
+    for (size_t s = 0; s < planned.stages.size(); ++s)
+      CHECK(got.stage_units[s] == std::vector<int>(planned.stages[s].begin(), planned.stages[s].end()));
+  }
 }
 
 TEST_CASE("--layout puts the given blocks on each stage, and is refused when it does not fit the model or the schedule",

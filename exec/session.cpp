@@ -342,6 +342,87 @@ MeasuredRunInfo measured_run_info(const ExecConfig& cfg, const Schedule& s, cons
   info.layers = stage_layers(cfg.model, layout, s.stages);
   return info;
 }
+// Rank 0 hosts the store, except under torchrun's static rendezvous, whose agent already hosts
+// one on MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE): then every rank is a client,
+// under a prefix of its own (exec/launch_env.hpp). Every rank then checks that all were started
+// with the same schedule, model and options. An outcome when they cannot meet or disagree.
+std::optional<ExecOutcome> meet_through_store(const ExecConfig& cfg, const Schedule& s, std::chrono::milliseconds timeout,
+                                              compat::StorePtr& store, int& store_port) {
+  const int rank = cfg.env.rank, world = cfg.env.world_size;
+  const auto connect_start = Clock::now();
+  try {
+    compat::StorePtr tcp = compat::make_tcp_store(cfg.env.master_addr, cfg.env.master_port, cfg.env.hosts_store(), world, timeout);
+    store_port = compat::tcp_store_port(tcp);
+    store = compat::prefix_store(cfg.env.store_prefix, tcp);
+  } catch (const std::exception& e) {
+    const double waited = std::chrono::duration<double>(Clock::now() - connect_start).count();
+    return failed(store_failure_message(cfg.env, waited, cfg.run.timeout_s, message_of(e)));
+  }
+  try {
+    store->set("digest/" + std::to_string(rank), bytes(digest_of(cfg, s)));
+    const std::string mine = digest_of(cfg, s);
+    for (int q = 0; q < world; ++q) {
+      if (text(store->get("digest/" + std::to_string(q))) == mine) continue;
+      return refused({"rank " + std::to_string(q) + " was started with a different schedule, model or run options than rank " +
+                      std::to_string(rank) + "; every rank must get the same arguments"});
+    }
+  } catch (const std::exception& e) {
+    return failed("rank " + std::to_string(rank) + " cannot meet the other ranks through the store at " + cfg.env.master_addr +
+                  ":" + std::to_string(store_port) + " within " + general(cfg.run.timeout_s, 9) + " s: " + message_of(e));
+  }
+  return std::nullopt;
+}
+
+// The iterations, each timed; the last one traced (--trace). Returns the loss of each.
+std::vector<double> run_iterations(const ExecConfig& cfg, RunContext& ctx, Runtime& runtime, Transport& transport,
+                                   StepClock& clock, RankTrace& traced, ExecOutcome& outcome) {
+  const bool tracing = !cfg.run.trace.empty();
+  std::vector<double> losses;
+  for (int it = 0; it < cfg.run.iterations; ++it) {
+    const bool trace_this = tracing && it == cfg.run.iterations - 1;
+    if (trace_this) {
+      // Every rank's epoch right after one barrier: their clocks agree up to how far apart
+      // the barrier released them (one message latency on the transport).
+      transport.barrier();
+      clock.start();
+      ctx.clock = &clock;
+    }
+    auto t0 = Clock::now();
+    runtime.run_iteration(it);
+    ctx.clock = nullptr;
+    if (trace_this) {
+      char host[256] = {0};
+      gethostname(host, sizeof host - 1);
+      traced.rank = ctx.rank;
+      traced.host = host;
+      traced.epoch_ns = clock.epoch_ns();
+      traced.intervals = clock.resolve();
+      traced.messages = ctx.messages;
+    }
+    outcome.seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    losses.push_back(ctx.loss);
+  }
+  return losses;
+}
+
+// What this rank sends rank 0: its losses (the last stage's rank), CPUs, parameter counts and
+// (replica 0's pipeline, --trace) its trace; the other replicas only kept in step.
+RankReport rank_report(const ExecConfig& cfg, const RunContext& ctx, const CpuPlacement& placement,
+                       const std::vector<double>& losses, RankTrace traced) {
+  RankReport mine;
+  mine.rank = cfg.env.rank;
+  if (holds_last_stage(ctx.schedule, ctx.rank)) mine.losses = losses;
+  mine.cpu = {cfg.env.rank, placement.bound, placement.cpus.empty() ? "" : cpu_list(placement.cpus), placement.reason};
+  mine.parameter_elements = parameter_elements(ctx);
+  mine.held_parameter_elements = held_parameter_elements(ctx);
+  if (!cfg.run.trace.empty() && ctx.dp.replica == 0) {
+    traced.cpus = placement.cpus;
+    traced.cpu_bound = placement.bound;
+    mine.trace = std::move(traced);
+  }
+  return mine;
+}
+
 }  // namespace
 
 ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout, const CommModel& lowering) {
@@ -366,34 +447,11 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
   if (auto refusal = bind_cpus(cfg, kind == TransportKind::Gloo, placement)) return *refusal;
 
   if (auto refusal = check_stage_modules(cfg, rank)) return *refusal;
-  // ---- rendezvous ----------------------------------------------------------------------
-  // Rank 0 hosts the store, except under torchrun's static rendezvous, whose agent already
-  // hosts one on MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE): then every rank is
-  // a client, under a prefix of its own (exec/launch_env.hpp).
+  // ---- rendezvous (meet_through_store) --------------------------------------------------
   compat::StorePtr store;
   int store_port = cfg.env.master_port;  // 0 (one process): the port the store took
+  if (auto refusal = meet_through_store(cfg, s, timeout, store, store_port)) return *refusal;
   std::unique_ptr<Watchdog> watchdog;
-  const auto connect_start = Clock::now();
-  try {
-    compat::StorePtr tcp = compat::make_tcp_store(cfg.env.master_addr, cfg.env.master_port, cfg.env.hosts_store(), world, timeout);
-    store_port = compat::tcp_store_port(tcp);
-    store = compat::prefix_store(cfg.env.store_prefix, tcp);
-  } catch (const std::exception& e) {
-    const double waited = std::chrono::duration<double>(Clock::now() - connect_start).count();
-    return failed(store_failure_message(cfg.env, waited, cfg.run.timeout_s, message_of(e)));
-  }
-  try {
-    store->set("digest/" + std::to_string(rank), bytes(digest_of(cfg, s)));
-    const std::string mine = digest_of(cfg, s);
-    for (int q = 0; q < world; ++q) {
-      if (text(store->get("digest/" + std::to_string(q))) == mine) continue;
-      return refused({"rank " + std::to_string(q) + " was started with a different schedule, model or run options than rank " +
-                      std::to_string(rank) + "; every rank must get the same arguments"});
-    }
-  } catch (const std::exception& e) {
-    return failed("rank " + std::to_string(rank) + " cannot meet the other ranks through the store at " + cfg.env.master_addr +
-                  ":" + std::to_string(store_port) + " within " + general(cfg.run.timeout_s, 9) + " s: " + message_of(e));
-  }
 
   Progress progress;
   std::atomic<Transport*> live_transport{nullptr};
@@ -454,31 +512,8 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
     ctx.keep_probe_inputs = probe_split;
     StepClock clock(device.is_cuda(), device.is_cuda() ? device.index() : -1);
     RankTrace traced;
-    std::vector<double> local_losses;  // per iteration (meaningful on the last stage's rank)
-    for (int it = 0; it < cfg.run.iterations; ++it) {
-      const bool trace_this = tracing && it == cfg.run.iterations - 1;
-      if (trace_this) {
-        // Every rank's epoch right after one barrier: their clocks agree up to how far apart
-        // the barrier released them (one message latency on the transport).
-        transport->barrier();
-        clock.start();
-        ctx.clock = &clock;
-      }
-      auto t0 = Clock::now();
-      runtime.run_iteration(it);
-      ctx.clock = nullptr;
-      if (trace_this) {
-        char host[256] = {0};
-        gethostname(host, sizeof host - 1);
-        traced.rank = prank;
-        traced.host = host;
-        traced.epoch_ns = clock.epoch_ns();
-        traced.intervals = clock.resolve();
-        traced.messages = ctx.messages;
-      }
-      outcome.seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-      local_losses.push_back(ctx.loss);
-    }
+    // Per iteration (meaningful on the last stage's rank).
+    const std::vector<double> local_losses = run_iterations(cfg, ctx, runtime, *transport, clock, traced, outcome);
     // Commit point: every rank finished every step, or nobody reports success or updates.
     progress.step = -1;
     transport->barrier();
@@ -495,18 +530,7 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
     }
 
     // ---- results to rank 0 (through the store, outside the schedule's channels) ---------
-    RankReport mine;
-    mine.rank = rank;
-    if (holds_last_stage(s, prank)) mine.losses = local_losses;
-    mine.cpu = {rank, placement.bound, placement.cpus.empty() ? "" : cpu_list(placement.cpus), placement.reason};
-    mine.parameter_elements = parameter_elements(ctx);
-    mine.held_parameter_elements = held_parameter_elements(ctx);
-    // The trace is replica 0's pipeline (the schedule's ranks); the others only kept in step.
-    if (tracing && replica == 0) {
-      traced.cpus = placement.cpus;
-      traced.cpu_bound = placement.bound;
-      mine.trace = std::move(traced);
-    }
+    const RankReport mine = rank_report(cfg, ctx, placement, local_losses, std::move(traced));
     store->set("report/" + std::to_string(rank), bytes(serialize(mine)));
     if (cfg.run.check_parity) {
       // --fsdp: the full gradients back from the shards (a DP all-gather outside the schedule,

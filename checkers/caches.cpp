@@ -452,8 +452,8 @@ class Walk {
 
 }  // namespace
 
-void check_caches(const Schedule& s, const CheckOptions& o, std::vector<Violation>& out, CheckStats& stats) {
-  Walk(s, o, out, stats).run();
+void check_caches(const PassInput& in, CheckReport& out) {
+  Walk(in.schedule, in.options, out.violations, out.stats).run();
 }
 
 }  // namespace ppsched

@@ -13,34 +13,61 @@
 
 namespace ppsched {
 
+// What every verification pass reads: the schedule, its lowering, and the options (runtime
+// mode) it was lowered under.
+struct PassInput {
+  const Schedule& schedule;
+  const CommModel& lowering;
+  const CheckOptions& options;
+};
+// One pass: reads the input, appends located violations, notes and stats to the report (the
+// one diagnostics sink); never prints.
+struct Pass {
+  std::string_view name;
+  void (*run)(const PassInput& in, CheckReport& out);
+};
+
 // Every (stage, micro) has one FWD and one full backward (BWD, or BWD_INPUT + BWD_WEIGHT),
 // each step with a stage runs on the rank that owns it.
-void check_coverage(const Schedule& s, std::vector<Violation>& out);
+void check_coverage(const PassInput& in, CheckReport& out);
 
 // Walks each rank's program applying the cache effects of the step table: consuming a missing
 // entry (a compute step's input: `dependency`; anything else: `cache_violation`), producing an
 // entry twice, entries left at the end. Also computes the per-rank peak of live bytes and,
-// with a budget, reports `memory`; and counts the steps (stats.steps), since it visits every
-// slot anyway (a separate count is one more pass over a schedule of millions of steps).
-void check_caches(const Schedule& s, const CheckOptions& o, std::vector<Violation>& out, CheckStats& stats);
+// with a budget (in.options), reports `memory`; and counts the steps (out.stats.steps), since it
+// visits every slot anyway (a separate count is one more pass over a schedule of millions of steps).
+void check_caches(const PassInput& in, CheckReport& out);
 
-// Positional matching on every channel: the k-th send and the k-th receive agree (step type,
-// micro, stage, tensors, meta vs payload), counts agree, batches mirror their peer's batch.
-void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Violation>& out, CheckStats& stats);
+// What the lowering itself could not lower (a P2P step without a peer, a bad group): appends
+// in.lowering.problems.
+void check_lowering_problems(const PassInput& in, CheckReport& out);
 
-// Every member of a group reaches the same collectives in the same order.
-void check_collectives(const Schedule& s, const CommModel& m, std::vector<Violation>& out, CheckStats& stats);
+// Positional matching on every channel of in.lowering: the k-th send and the k-th receive agree
+// (step type, micro, stage, tensors, meta vs payload), counts agree, batches mirror their peer's
+// batch. Counts the messages (metas among them) and channels in out.stats.
+void check_p2p_matching(const PassInput& in, CheckReport& out);
 
-// A pipeline x data parallel job (o.dp.degree > 1): the FSDP steps as PyTorch's runtime runs
-// them -- with o.dp.fsdp, every stage computes on gathered parameters and each gather is used
+// Every member of a group reaches the same collectives in the same order. Counts the
+// collective calls in out.stats.
+void check_collectives(const PassInput& in, CheckReport& out);
+
+// A pipeline x data parallel job (in.options.dp.degree > 1): the FSDP steps as PyTorch's runtime
+// runs them -- with dp.fsdp, every stage computes on gathered parameters and each gather is used
 // and released; each stage's weight gradients are reduced once, after its last backward.
-// A schedule without FSDP steps gets a note (and, with fsdp, the sharded-compute violations).
-void check_data_parallel(const Schedule& s, const CheckOptions& o, std::vector<Violation>& out,
-                         std::vector<std::string>& notes);
+// A schedule without FSDP steps gets a note in out.notes (and, with fsdp, the sharded-compute
+// violations).
+void check_data_parallel(const PassInput& in, CheckReport& out);
 
 // Replicated stages (Schedule::pipes > 1): each copy of a stage syncs its weight gradients with
 // its other copies exactly once, after its last weight-gradient backward (REPLICA_GRAD_SYNC).
-void check_replicas(const Schedule& s, std::vector<Violation>& out);
+void check_replicas(const PassInput& in, CheckReport& out);
+
+// Replays in.lowering under in.options.comm and sets out.completes; each wait-for cycle (or stuck
+// set without a cycle) becomes a violation, except the stuck sets without a cycle that a P2P or
+// collective mismatch already in out.violations explains, so it runs after those passes. Each
+// deadlock says whether eager sends, or posted operations progressing on their own (Gloo), would
+// complete; under eager, a schedule that completes only thanks to buffering gets a note.
+void check_deadlock(const PassInput& in, CheckReport& out);
 
 // Outcome of replaying the lowered programs.
 struct ReplayResult {
@@ -64,19 +91,6 @@ Schedule coalesce_verified(const Schedule& s, const std::string& family);
 // waiting, what carries the posted operations (NCCL's stream order or Gloo's independence).
 std::string p2p_semantics(const CheckOptions& o, const CommModel& m);
 
-// What every verification pass reads: the schedule, its lowering, and the options (runtime
-// mode) it was lowered under.
-struct PassInput {
-  const Schedule& schedule;
-  const CommModel& lowering;
-  const CheckOptions& options;
-};
-// One pass: reads the input, appends located violations, notes and stats to the report (the
-// one diagnostics sink); never prints.
-struct Pass {
-  std::string_view name;
-  void (*run)(const PassInput& in, CheckReport& out);
-};
 // verify()'s passes, in reporting order: coverage, caches, lowering problems, P2P matching,
 // collectives, data parallelism, replicated stages, deadlock (the replay; it skips stuck sets the static passes explain).
 const std::vector<Pass>& verification_passes();

@@ -4,7 +4,9 @@
 
 namespace ppsched {
 
-void check_collectives(const Schedule& s, const CommModel& m, std::vector<Violation>& out, CheckStats& stats) {
+void check_collectives(const PassInput& in, CheckReport& out) {
+  const Schedule& s = in.schedule;
+  const CommModel& m = in.lowering;
   // calls[group][rank] = call ids in order
   std::vector<std::vector<std::vector<int32_t>>> calls(m.groups.size(),
                                                        std::vector<std::vector<int32_t>>(static_cast<size_t>(s.ranks)));
@@ -22,7 +24,7 @@ void check_collectives(const Schedule& s, const CommModel& m, std::vector<Violat
     const auto& group = m.groups[g];
     size_t longest = 0;
     for (int r : group.members) longest = std::max(longest, calls[g][static_cast<size_t>(r)].size());
-    stats.collectives += longest;
+    out.stats.collectives += longest;
     for (size_t k = 0; k < longest; ++k) {
       // Reference call: the first member that has a k-th call.
       const CollectiveCall* ref = nullptr;
@@ -60,7 +62,7 @@ void check_collectives(const Schedule& s, const CommModel& m, std::vector<Violat
       }
       v.message += ". Every member of a group must call the same collectives in the same order, or the ones that "
                    "arrived wait forever (or combine unrelated buffers).";
-      out.push_back(std::move(v));
+      out.violations.push_back(std::move(v));
       break;  // later positions of this group are shifted; one report per group
     }
   }

@@ -98,7 +98,8 @@ bool coverage_clean(const Schedule& s) {
 
 }  // namespace
 
-void check_coverage(const Schedule& s, std::vector<Violation>& out) {
+void check_coverage(const PassInput& in, CheckReport& out) {
+  const Schedule& s = in.schedule;
   if (coverage_clean(s)) return;
   // Something is wrong: the full pass below locates and explains it.
   const size_t M = static_cast<size_t>(s.micro_batches);
@@ -124,7 +125,7 @@ void check_coverage(const Schedule& s, std::vector<Violation>& out) {
           v.ranks = {r, want};
           v.steps = {step_ref(s, r, i, sub)};
           v.message = misplaced_message(s, st, r, want);
-          out.push_back(std::move(v));
+          out.violations.push_back(std::move(v));
           return;
         }
         int k = coverage_slot(st.op);
@@ -158,7 +159,7 @@ void check_coverage(const Schedule& s, std::vector<Violation>& out) {
                 std::to_string(st) + ", micro-batch " + std::to_string(mi) +
                 "): every (stage, micro) needs exactly one FWD and one full backward (BWD, or BWD_INPUT then "
                 "BWD_WEIGHT).";
-    out.push_back(std::move(v));
+    out.violations.push_back(std::move(v));
     return;
   }
   // Group the findings per stage and problem so a big schedule gives a short report.
@@ -200,7 +201,7 @@ void check_coverage(const Schedule& s, std::vector<Violation>& out) {
                   " for micro-batch" + (micros.size() > 1 ? "es " : " ") + list_micros(micros) +
                   ": every (stage, micro) needs exactly one FWD and one full backward (BWD, or BWD_INPUT then "
                   "BWD_WEIGHT).";
-      out.push_back(std::move(v));
+      out.violations.push_back(std::move(v));
     }
   }
 }

@@ -38,9 +38,10 @@ std::string stage_name(int st) { return "stage " + std::to_string(st); }
 
 }  // namespace
 
-void check_data_parallel(const Schedule& s, const CheckOptions& o, std::vector<Violation>& out,
-                         std::vector<std::string>& notes) {
-  const DataParallelOptions& dp = o.dp;
+void check_data_parallel(const PassInput& in, CheckReport& out) {
+  const Schedule& s = in.schedule;
+  const DataParallelOptions& dp = in.options.dp;
+  auto report = [&](Violation v) { out.violations.push_back(std::move(v)); };
   if (dp.degree <= 1) {
     // FSDP steps without data parallelism: each is a collective of one rank, checked and priced
     // as moving nothing. "verified" alone would hide that the job's DP layer was not checked.
@@ -48,9 +49,9 @@ void check_data_parallel(const Schedule& s, const CheckOptions& o, std::vector<V
     for (const auto& prog : s.programs)
       for (const auto& slot : prog) dp_steps += slot && info(slot->op).collective == CollectiveScope::DataParallel;
     if (dp_steps > 0)
-      notes.push_back("the schedule has " + std::to_string(dp_steps) +
-                      " FSDP_* steps but no data parallelism (--dp 1): each is a collective of one rank, which "
-                      "moves nothing; give --dp N (and --fsdp for sharded parameters) to check them as the job's");
+      out.notes.push_back("the schedule has " + std::to_string(dp_steps) +
+                          " FSDP_* steps but no data parallelism (--dp 1): each is a collective of one rank, which "
+                          "moves nothing; give --dp N (and --fsdp for sharded parameters) to check them as the job's");
     return;
   }
   const bool sharded = dp.fsdp;
@@ -59,19 +60,19 @@ void check_data_parallel(const Schedule& s, const CheckOptions& o, std::vector<V
   // mode every rank holds them after MPIPE_GRAD_REDUCE and no DP step averages them.
   const bool tower_grads = s.mpipe && s.mpipe->tower == Tower::Trainable;
   if (tower_grads && s.mpipe->owner_backward)
-    out.push_back(located(ViolationKind::Dependency, s, 0, {},
-                          "--dp " + std::to_string(dp.degree) + " with an owner-backward MPipe tower: every rank holds "
-                          "the tower's gradients after MPIPE_GRAD_REDUCE and no step averages them over the "
-                          "data-parallel group, so the replicas diverge; generate mpipe-transpose without "
-                          "--owner-backward (stage 0's FSDP_REDUCE_GRAD then averages the tower)"));
+    report(located(ViolationKind::Dependency, s, 0, {},
+                   "--dp " + std::to_string(dp.degree) + " with an owner-backward MPipe tower: every rank holds "
+                   "the tower's gradients after MPIPE_GRAD_REDUCE and no step averages them over the "
+                   "data-parallel group, so the replicas diverge; generate mpipe-transpose without "
+                   "--owner-backward (stage 0's FSDP_REDUCE_GRAD then averages the tower)"));
   bool any_dp_step = false;
   for (const auto& prog : s.programs)
     for (const auto& slot : prog) any_dp_step = any_dp_step || (slot && info(slot->op).collective == CollectiveScope::DataParallel);
   if (!any_dp_step) {
-    notes.push_back("the schedule has no FSDP_* steps: with --dp " + std::to_string(dp.degree) +
-                    " nothing in it reduces gradients over the DP groups" +
-                    (sharded ? " or gathers the sharded parameters" : "") +
-                    " (ppsched generate --fsdp-steps inserts them as PyTorch's lowering does)");
+    out.notes.push_back("the schedule has no FSDP_* steps: with --dp " + std::to_string(dp.degree) +
+                        " nothing in it reduces gradients over the DP groups" +
+                        (sharded ? " or gathers the sharded parameters" : "") +
+                        " (ppsched generate --fsdp-steps inserts them as PyTorch's lowering does)");
     if (!sharded) return;
   }
   const std::string mode = sharded ? "FSDP" : "DDP";
@@ -89,32 +90,32 @@ void check_data_parallel(const Schedule& s, const CheckOptions& o, std::vector<V
           case CollectiveKind::AllGather:
             if (!sharded) break;
             if (st.shard != Shard::Sharded)
-              out.push_back(located(ViolationKind::CacheViolation, s, r, {{i, -1}, {st.gathered_at, -1}},
-                                    label + " gathers the parameters of " + stage_name(top.stage) +
-                                        ", which step " + std::to_string(st.gathered_at) +
-                                        " already gathered and no FSDP_RESHARD released: PyTorch's runtime stops "
-                                        "('Unsharding the same stage twice')."));
+              report(located(ViolationKind::CacheViolation, s, r, {{i, -1}, {st.gathered_at, -1}},
+                             label + " gathers the parameters of " + stage_name(top.stage) +
+                                 ", which step " + std::to_string(st.gathered_at) +
+                                 " already gathered and no FSDP_RESHARD released: PyTorch's runtime stops "
+                                 "('Unsharding the same stage twice')."));
             st.shard = Shard::Gathering;
             st.gathered_at = i;
             break;
           case CollectiveKind::Release:
             if (!sharded) break;
             if (st.shard != Shard::Gathered)
-              out.push_back(located(
-                  ViolationKind::CacheViolation, s, r, {{i, -1}},
-                  label + " releases the parameters of " + stage_name(top.stage) + ", " +
-                      (st.shard == Shard::Gathering
-                           ? "whose gather at step " + std::to_string(st.gathered_at) + " no compute has waited"
-                           : std::string("which are not gathered")) +
-                      ": PyTorch's runtime stops ('Resharding stage without unsharding')."));
+              report(located(
+           ViolationKind::CacheViolation, s, r, {{i, -1}},
+           label + " releases the parameters of " + stage_name(top.stage) + ", " +
+               (st.shard == Shard::Gathering
+                    ? "whose gather at step " + std::to_string(st.gathered_at) + " no compute has waited"
+                    : std::string("which are not gathered")) +
+               ": PyTorch's runtime stops ('Resharding stage without unsharding')."));
             st.shard = Shard::Sharded;
             break;
           case CollectiveKind::ReduceScatter:
             if (st.reduced_at >= 0)
-              out.push_back(located(ViolationKind::CacheViolation, s, r, {{i, -1}, {st.reduced_at, -1}},
-                                    label + " reduces the gradients of " + stage_name(top.stage) +
-                                        " over its DP group a second time (first at step " +
-                                        std::to_string(st.reduced_at) + "): each stage is reduced once per step."));
+              report(located(ViolationKind::CacheViolation, s, r, {{i, -1}, {st.reduced_at, -1}},
+                             label + " reduces the gradients of " + stage_name(top.stage) +
+                                 " over its DP group a second time (first at step " +
+                                 std::to_string(st.reduced_at) + "): each stage is reduced once per step."));
             else
               st.reduced_at = i;
             break;
@@ -130,11 +131,11 @@ void check_data_parallel(const Schedule& s, const CheckOptions& o, std::vector<V
         if (tower_grads && !s.mpipe->owner_backward && info(leaf.op).compute == ComputeKind::TowerBackward) {
           StageState& st0 = stages[0];  // the tower's backward adds to stage 0's gradients
           if (st0.reduced_at >= 0)
-            out.push_back(located(ViolationKind::Dependency, s, r, {{i, sub}, {st0.reduced_at, -1}},
-                                  short_label(leaf) + " adds the tower's gradients to stage 0's after its "
-                                      "FSDP_REDUCE_GRAD at step " + std::to_string(st0.reduced_at) +
-                                      ": they are never reduced over the DP group, so the " +
-                                      std::to_string(dp.degree) + " replicas diverge."));
+            report(located(ViolationKind::Dependency, s, r, {{i, sub}, {st0.reduced_at, -1}},
+                           short_label(leaf) + " adds the tower's gradients to stage 0's after its "
+                               "FSDP_REDUCE_GRAD at step " + std::to_string(st0.reduced_at) +
+                               ": they are never reduced over the DP group, so the " +
+                               std::to_string(dp.degree) + " replicas diverge."));
           st0.last_backward = i;
           continue;
         }
@@ -142,42 +143,42 @@ void check_data_parallel(const Schedule& s, const CheckOptions& o, std::vector<V
         StageState& st = stages[leaf.stage];
         if (accumulates_weight_grads(leaf.op)) {
           if (st.reduced_at >= 0)
-            out.push_back(located(ViolationKind::Dependency, s, r, {{i, sub}, {st.reduced_at, -1}},
-                                  short_label(leaf) + " accumulates weight gradients of " + stage_name(leaf.stage) +
-                                      " after its FSDP_REDUCE_GRAD at step " + std::to_string(st.reduced_at) +
-                                      ": they are never reduced over the DP group (PyTorch reduces after the stage's "
-                                      "last B or W), so the " + std::to_string(dp.degree) + " replicas diverge."));
+            report(located(ViolationKind::Dependency, s, r, {{i, sub}, {st.reduced_at, -1}},
+                           short_label(leaf) + " accumulates weight gradients of " + stage_name(leaf.stage) +
+                               " after its FSDP_REDUCE_GRAD at step " + std::to_string(st.reduced_at) +
+                               ": they are never reduced over the DP group (PyTorch reduces after the stage's "
+                               "last B or W), so the " + std::to_string(dp.degree) + " replicas diverge."));
           st.last_backward = i;
         }
         if (!sharded) continue;
         if (st.shard == Shard::Gathering) st.shard = Shard::Gathered;
         if (st.shard == Shard::Sharded && !st.sharded_compute_reported) {
           st.sharded_compute_reported = true;  // once per stage: the rest follow from it
-          out.push_back(located(ViolationKind::Dependency, s, r, {{i, sub}},
-                                short_label(leaf) + " computes " + stage_name(leaf.stage) +
-                                    " on sharded parameters: under --fsdp an FSDP_UNSHARD of the stage must gather "
-                                    "them first (PyTorch's runtime stops: 'Attempted to compute on sharded stage')."));
+          report(located(ViolationKind::Dependency, s, r, {{i, sub}},
+                         short_label(leaf) + " computes " + stage_name(leaf.stage) +
+                             " on sharded parameters: under --fsdp an FSDP_UNSHARD of the stage must gather "
+                             "them first (PyTorch's runtime stops: 'Attempted to compute on sharded stage')."));
         }
       }
     }
     for (const auto& [stage, st] : stages) {
       if (sharded && st.shard == Shard::Gathering)
-        out.push_back(located(ViolationKind::CacheViolation, s, r, {{st.gathered_at, -1}},
-                              "the gather of " + stage_name(stage) + " at step " + std::to_string(st.gathered_at) +
-                                  " is never used by a compute step: PyTorch's runtime stops at the end "
-                                  "('Unused unshard operations')."));
+        report(located(ViolationKind::CacheViolation, s, r, {{st.gathered_at, -1}},
+                       "the gather of " + stage_name(stage) + " at step " + std::to_string(st.gathered_at) +
+                           " is never used by a compute step: PyTorch's runtime stops at the end "
+                           "('Unused unshard operations')."));
       else if (sharded && st.shard == Shard::Gathered)
-        out.push_back(located(ViolationKind::CacheViolation, s, r, {{st.gathered_at, -1}},
-                              stage_name(stage) + " is still gathered at the end (since step " +
-                                  std::to_string(st.gathered_at) +
-                                  "): its full parameters stay allocated and the next step's FSDP_UNSHARD of it "
-                                  "fails ('Unsharding the same stage twice'); end with an FSDP_RESHARD."));
+        report(located(ViolationKind::CacheViolation, s, r, {{st.gathered_at, -1}},
+                       stage_name(stage) + " is still gathered at the end (since step " +
+                           std::to_string(st.gathered_at) +
+                           "): its full parameters stay allocated and the next step's FSDP_UNSHARD of it "
+                           "fails ('Unsharding the same stage twice'); end with an FSDP_RESHARD."));
       if (any_dp_step && st.last_backward >= 0 && st.reduced_at < 0)
-        out.push_back(located(ViolationKind::Dependency, s, r, {{st.last_backward, -1}},
-                              "the weight gradients of " + stage_name(stage) + " are never reduced over its DP group (" +
-                                  mode + ", " + std::to_string(dp.degree) +
-                                  " replicas): no FSDP_REDUCE_GRAD of the stage follows its last backward, so the "
-                                  "replicas diverge."));
+        report(located(ViolationKind::Dependency, s, r, {{st.last_backward, -1}},
+                       "the weight gradients of " + stage_name(stage) + " are never reduced over its DP group (" +
+                           mode + ", " + std::to_string(dp.degree) +
+                           " replicas): no FSDP_REDUCE_GRAD of the stage follows its last backward, so the "
+                           "replicas diverge."));
     }
   }
 }

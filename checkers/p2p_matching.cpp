@@ -65,7 +65,9 @@ std::string disagreement(const Step& send, const Message& ms, const Step& recv, 
 
 }  // namespace
 
-void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Violation>& out, CheckStats& stats) {
+void check_p2p_matching(const PassInput& in, CheckReport& out) {
+  const Schedule& s = in.schedule;
+  const CommModel& m = in.lowering;
   // Each matched pair once, from its send, in message-id order: each channel's sends in FIFO
   // order (its sender lists them so), so a channel's k-th pair is the k-th met.
   const size_t C = m.channels.size();
@@ -77,8 +79,8 @@ void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Viola
     if (!ms.send || ms.partner < 0) continue;
     const size_t c = static_cast<size_t>(ms.channel);
     const int k = pairs_seen[c]++;
-    stats.messages++;
-    if (ms.meta) stats.meta_messages++;
+    out.stats.messages++;
+    if (ms.meta) out.stats.meta_messages++;
     if (reported[c]) continue;
     const Channel& ch = m.channels[c];
     const Message& mr = m.messages[static_cast<size_t>(ms.partner)];
@@ -109,8 +111,8 @@ void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Viola
   }
   for (size_t c = 0; c < C; ++c) {
     const Channel& ch = m.channels[c];
-    stats.channels++;
-    if (reported[c]) out.push_back(std::move(mismatch[c]));
+    out.stats.channels++;
+    if (reported[c]) out.violations.push_back(std::move(mismatch[c]));
     if (ch.sends != ch.recvs) {
       const bool extra_sends = ch.sends > ch.recvs;
       const Message& first = m.messages[static_cast<size_t>(first_unmatched[c])];
@@ -125,7 +127,7 @@ void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Viola
                   std::to_string(extra) + " " + (extra_sends ? "send" : "receive") + (extra == 1 ? " is" : "s are") +
                   " never matched, the first being " + describe_message(s, m, first) + " at rank " +
                   std::to_string(first_rank) + " step " + std::to_string(first.step_index) + ".";
-      out.push_back(std::move(v));
+      out.violations.push_back(std::move(v));
     }
   }
 
@@ -176,7 +178,7 @@ void check_p2p_matching(const Schedule& s, const CommModel& m, std::vector<Viola
                   " lone step(s) there. Toward one peer, a batch must face exactly one group whose transfers "
                   "mirror its own: a duplex batch facing split single steps (a one-sided split) hangs on "
                   "HCCL/NCCL (hyper-parallel §3.4-3.5).";
-      out.push_back(std::move(v));
+      out.violations.push_back(std::move(v));
     }
   }
 }

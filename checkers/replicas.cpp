@@ -30,7 +30,8 @@ std::string copy_name(const Schedule& s, int stage) {
 
 }  // namespace
 
-void check_replicas(const Schedule& s, std::vector<Violation>& out) {
+void check_replicas(const PassInput& in, CheckReport& out) {
+  const Schedule& s = in.schedule;
   bool any_sync = false;
   for (const auto& prog : s.programs)
     for (const auto& slot : prog) any_sync = any_sync || (slot && info(slot->op).collective == CollectiveScope::Replicas);
@@ -45,10 +46,11 @@ void check_replicas(const Schedule& s, std::vector<Violation>& out) {
         if (top.stage < 0 || top.stage >= s.stages) continue;  // the lowering located it
         CopyState& c = copies[top.stage];
         if (c.synced_at >= 0)
-          out.push_back(located(ViolationKind::CacheViolation, s, r, {{i, -1}, {c.synced_at, -1}},
-                                short_label(top) + " synchronises the gradients of " + copy_name(s, top.stage) +
-                                    " a second time (first at step " + std::to_string(c.synced_at) +
-                                    "): the other copies' gradients would be added twice."));
+          out.violations.push_back(located(ViolationKind::CacheViolation, s, r, {{i, -1}, {c.synced_at, -1}},
+                                           short_label(top) + " synchronises the gradients of " +
+                                               copy_name(s, top.stage) + " a second time (first at step " +
+                                               std::to_string(c.synced_at) +
+                                               "): the other copies' gradients would be added twice."));
         else
           c.synced_at = i;
         continue;
@@ -60,21 +62,23 @@ void check_replicas(const Schedule& s, std::vector<Violation>& out) {
         if (!accumulates_weight_grads(leaf.op) || leaf.stage < 0 || leaf.stage >= s.stages) continue;
         CopyState& c = copies[leaf.stage];
         if (c.synced_at >= 0)
-          out.push_back(located(ViolationKind::Dependency, s, r, {{i, composite ? k : -1}, {c.synced_at, -1}},
-                                short_label(leaf) + " accumulates weight gradients of " + copy_name(s, leaf.stage) +
-                                    " after its REPLICA_GRAD_SYNC at step " + std::to_string(c.synced_at) +
-                                    ": the other copies never receive them, so the copies diverge (a copy's sync "
-                                    "must follow its last weight-gradient step)."));
+          out.violations.push_back(
+              located(ViolationKind::Dependency, s, r, {{i, composite ? k : -1}, {c.synced_at, -1}},
+                      short_label(leaf) + " accumulates weight gradients of " + copy_name(s, leaf.stage) +
+                          " after its REPLICA_GRAD_SYNC at step " + std::to_string(c.synced_at) +
+                          ": the other copies never receive them, so the copies diverge (a copy's sync "
+                          "must follow its last weight-gradient step)."));
         c.last_backward = i;
       }
     }
     if (s.pipes <= 1) continue;
     for (const auto& [stage, c] : copies)
       if (c.last_backward >= 0 && c.synced_at < 0)
-        out.push_back(located(ViolationKind::Dependency, s, r, {{c.last_backward, -1}},
-                              "the weight gradients of " + copy_name(s, stage) +
-                                  " are never synchronised with its other copies: no REPLICA_GRAD_SYNC of the "
-                                  "stage follows its last backward, so the copies diverge."));
+        out.violations.push_back(
+            located(ViolationKind::Dependency, s, r, {{c.last_backward, -1}},
+                    "the weight gradients of " + copy_name(s, stage) +
+                        " are never synchronised with its other copies: no REPLICA_GRAD_SYNC of the "
+                        "stage follows its last backward, so the copies diverge."));
   }
 }
 

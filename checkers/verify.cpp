@@ -5,36 +5,14 @@
 #include "model/errors.hpp"
 
 namespace ppsched {
-namespace {
-
-// The passes over one input, in the order their findings are reported. Each reads the input
-// and appends to the report; the deadlock pass reads what the static passes found.
-void coverage_pass(const PassInput& in, CheckReport& out) { check_coverage(in.schedule, out.violations); }
-
-void caches_pass(const PassInput& in, CheckReport& out) {
-  check_caches(in.schedule, in.options, out.violations, out.stats);
-}
 
 // What the lowering itself could not lower (a P2P step without a peer, a bad group).
-void lowering_pass(const PassInput& in, CheckReport& out) {
+void check_lowering_problems(const PassInput& in, CheckReport& out) {
   out.violations.insert(out.violations.end(), in.lowering.problems.begin(), in.lowering.problems.end());
 }
 
-void p2p_pass(const PassInput& in, CheckReport& out) {
-  check_p2p_matching(in.schedule, in.lowering, out.violations, out.stats);
-}
-
-void collectives_pass(const PassInput& in, CheckReport& out) {
-  check_collectives(in.schedule, in.lowering, out.violations, out.stats);
-}
-
-void data_parallel_pass(const PassInput& in, CheckReport& out) {
-  check_data_parallel(in.schedule, in.options, out.violations, out.notes);
-}
-
-void replicas_pass(const PassInput& in, CheckReport& out) { check_replicas(in.schedule, out.violations); }
-
-void deadlock_pass(const PassInput& in, CheckReport& out) {
+// Runs after the static passes: it reads what they found.
+void check_deadlock(const PassInput& in, CheckReport& out) {
   const CommMode mode = in.options.comm;
   const bool static_comm_problems = std::any_of(out.violations.begin(), out.violations.end(), [](const Violation& v) {
     return v.kind == ViolationKind::P2PMismatch || v.kind == ViolationKind::CollectiveMismatch;
@@ -76,13 +54,17 @@ void deadlock_pass(const PassInput& in, CheckReport& out) {
   }
 }
 
-}  // namespace
-
 const std::vector<Pass>& verification_passes() {
+  // In the order their findings are reported; the deadlock pass reads what the others found.
   static const std::vector<Pass> passes = {
-      {"coverage", coverage_pass},       {"caches", caches_pass},          {"lowering", lowering_pass},
-      {"p2p_matching", p2p_pass},        {"collectives", collectives_pass}, {"data_parallel", data_parallel_pass},
-      {"replicas", replicas_pass},       {"deadlock", deadlock_pass},
+      {"coverage", check_coverage},
+      {"caches", check_caches},
+      {"lowering", check_lowering_problems},
+      {"p2p_matching", check_p2p_matching},
+      {"collectives", check_collectives},
+      {"data_parallel", check_data_parallel},
+      {"replicas", check_replicas},
+      {"deadlock", check_deadlock},
   };
   return passes;
 }

@@ -49,6 +49,14 @@ std::string dump(const CheckReport& r) {
   return out;
 }
 
+// One verification pass alone over `s`, lowered under `o` as verify() lowers it.
+CheckReport run_pass(void (*pass)(const PassInput&, CheckReport&), const Schedule& s, const CheckOptions& o = {}) {
+  const CommModel m = build_comm_model(s, o);
+  CheckReport report;
+  pass(PassInput{s, m, o}, report);
+  return report;
+}
+
 }  // namespace
 
 TEST_CASE("the regression catalogue is found with the right kind and location", "[checkers]") {
@@ -550,9 +558,8 @@ TEST_CASE("tables over (stage, micro) cost memory by steps, not by declared coun
   s.micro_batches = 3000;
   s.placement = Placement::loop(1, 3000);
   s.programs = {{make_step(Op::FWD, 0, 0)}};
-  std::vector<Violation> out;
-  check_coverage(s, out);
-  CHECK(out.size() == 2 * 3000);  // per stage: "no FWD" (for the micros it lacks) and "no backward"
+  const CheckReport r = run_pass(check_coverage, s);
+  CHECK(r.violations.size() == 2 * 3000);  // per stage: "no FWD" (for the micros it lacks) and "no backward"
 }
 
 TEST_CASE("the cache walk's fast clean-case proof agrees with the explaining walk", "[checkers]") {
@@ -576,10 +583,12 @@ TEST_CASE("the cache walk's fast clean-case proof agrees with the explaining wal
              CheckOptions fast, exact;
              if (budget) fast.memory_budget = exact.memory_budget = 3 * fast.memory.activation(0);
              exact.testing_exact_cache_walk = true;
-             std::vector<Violation> vf, ve;
-             CheckStats sf, se;
-             check_caches(s, fast, vf, sf);
-             check_caches(s, exact, ve, se);
+             const CheckReport rf = run_pass(check_caches, s, fast);
+             const CheckReport re = run_pass(check_caches, s, exact);
+             const std::vector<Violation>& vf = rf.violations;
+             const std::vector<Violation>& ve = re.violations;
+             const CheckStats& sf = rf.stats;
+             const CheckStats& se = re.stats;
              RC_TAG(vf.empty() ? "clean" : "violations");
              RC_ASSERT(sf.peak_memory_bytes == se.peak_memory_bytes);
              RC_ASSERT(sf.peak_memory_index == se.peak_memory_index);

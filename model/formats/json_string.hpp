@@ -1,4 +1,4 @@
-// The one JSON string escaper: the schedule writer (schedule_json.cpp) and the Chrome trace
+// The one JSON string escaper: the schedule writer (schedule_json_write.cpp) and the Chrome trace
 // writer (traces/chrome_trace.cpp) both write string literals through it.
 #pragma once
 

@@ -226,9 +226,9 @@ std::string verdicts_agree(const Judged& j, Verdict& v) {
   const oracle::RankComm reference = oracle::reference_comm(s, o);
   {
     CommModel model = build_comm_model(s, o);
-    std::vector<Violation> p2p;
-    CheckStats stats;
-    check_p2p_matching(s, model, p2p, stats);
+    CheckReport matched;
+    check_p2p_matching(PassInput{s, model, o}, matched);
+    std::vector<Violation>& p2p = matched.violations;
     for (const auto& pr : model.problems)
       if (pr.kind == ViolationKind::P2PMismatch) p2p.push_back(pr);
     std::string why = oracle::matching(s, reference);

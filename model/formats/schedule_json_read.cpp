@@ -1,4 +1,4 @@
-// The canonical schedule file (schedule_json.hpp).
+// The canonical schedule file's reader (schedule_json.hpp; the writer is schedule_json_write.cpp).
 //
 // Reading is a SAX handler on our own strict JSON parser (json_lexer.hpp, accepting exactly
 // what nlohmann's does, about three times faster) that builds the IR directly (no document):
@@ -7,13 +7,9 @@
 // located by rank, step index and field path; ranges and field presence are then checked by
 // validate_structure. A step in the writer's plain shape is read in one pass over its bytes
 // (Reader::claim_object) instead of through eight events: half the time of a file as written.
-//
-// Writing is by hand into one string buffer: the output is canonical (fixed key order, one
-// step per line) and must stay fast for millions of steps.
 #include "model/formats/schedule_json.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <initializer_list>
 #include <limits>
 #include <memory>
@@ -21,16 +17,12 @@
 
 #include "model/errors.hpp"
 #include "model/formats/json_lexer.hpp"
-#include "model/formats/json_string.hpp"
 #include "model/formats/json_support.hpp"
 #include "model/formats/action_notation.hpp"
 #include "model/validate.hpp"
 
 namespace ppsched {
 namespace {
-
-constexpr std::string_view kFormatTag = "ppsched-schedule";
-constexpr int kVersion = 1;
 
 using Keys = std::vector<std::string_view>;
 const Keys kTopKeys = {"format",        "version",   "name",  "ranks",      "stages",
@@ -49,8 +41,6 @@ enum TensorKey { kTensorShape, kTensorDtype };
 bool is_annotation(std::string_view key) { return key == "comment" || key.substr(0, 2) == "x-"; }
 
 std::string join(const Keys& keys) { return join_keys(keys); }
-
-// ---- reading ------------------------------------------------------------------------------
 
 // The reader is a SAX handler over parse_json_sax: it builds the IR as the events arrive
 // and keeps no document, so memory is the text plus the IR. A stack of frames says what
@@ -319,7 +309,12 @@ class Reader {
   }
 
   bool open(Kind kind);
+  void open_top_field(int key_id, Kind kind);
+  void open_mpipe_field(int key_id, Kind kind);
   bool scalar(const Value& v);
+  void top_field(const Frame& f, const Value& v);
+  void mpipe_field(int key_id, const Value& v);
+  void program_slot(const Value& v);
   bool close();
   void begin_element() {
     Frame& f = top();
@@ -458,6 +453,42 @@ const char* Reader::claim_object(const char* p, const char* end) {
   return p + 1;
 }
 
+// A container as the value of the top object's key `key_id`.
+void Reader::open_top_field(int key_id, Kind kind) {
+  const bool object = kind == Kind::Object;
+  if (key_id == kTopPlacement) {
+    if (object) wrong_type("\"loop\", \"v\" or an array with the rank of each stage", kind);
+    placement_map_.emplace();
+    placement_name_.reset();
+    push(Ctx::Placement, false);
+  } else if (key_id == kTopMPipe) {
+    if (!object) wrong_type("an object", kind);
+    s_.mpipe.emplace();
+    push(Ctx::MPipe, true);
+  } else if (key_id == kTopPrograms) {
+    if (object) wrong_type("an array", kind);
+    has_programs_ = true;
+    push(Ctx::Programs, false);
+  } else if (key_id == kTopMicroPipe) {
+    if (object) wrong_type("an array with the pipe of each micro-batch", kind);
+    push(Ctx::MicroPipe, false);
+  } else {
+    wrong_type(key_id == kTopName || key_id == kTopFormat ? "a string" : "an integer", kind);
+  }
+}
+
+// A container as the value of the mpipe object's key `key_id`: only "owners" holds one.
+void Reader::open_mpipe_field(int key_id, Kind kind) {
+  if (key_id == kMPipeOwners) {
+    if (kind == Kind::Object) wrong_type("an array", kind);
+    push(Ctx::Owners, false);
+  } else if (key_id == kMPipeOwnerBackward) {
+    wrong_type("true or false", kind);
+  } else {
+    wrong_type("a string", kind);
+  }
+}
+
 // A container begins: check that one is allowed here and push its frame.
 bool Reader::open(Kind kind) {
   const bool object = kind == Kind::Object;
@@ -475,35 +506,10 @@ bool Reader::open(Kind kind) {
   }
   switch (f.ctx) {
     case Ctx::Top:
-      if (f.key_id == kTopPlacement) {
-        if (object) wrong_type("\"loop\", \"v\" or an array with the rank of each stage", kind);
-        placement_map_.emplace();
-        placement_name_.reset();
-        push(Ctx::Placement, false);
-      } else if (f.key_id == kTopMPipe) {
-        if (!object) wrong_type("an object", kind);
-        s_.mpipe.emplace();
-        push(Ctx::MPipe, true);
-      } else if (f.key_id == kTopPrograms) {
-        if (object) wrong_type("an array", kind);
-        has_programs_ = true;
-        push(Ctx::Programs, false);
-      } else if (f.key_id == kTopMicroPipe) {
-        if (object) wrong_type("an array with the pipe of each micro-batch", kind);
-        push(Ctx::MicroPipe, false);
-      } else {
-        wrong_type(f.key_id == kTopName || f.key_id == kTopFormat ? "a string" : "an integer", kind);
-      }
+      open_top_field(f.key_id, kind);
       return true;
     case Ctx::MPipe:
-      if (f.key_id == kMPipeOwners) {
-        if (object) wrong_type("an array", kind);
-        push(Ctx::Owners, false);
-      } else if (f.key_id == kMPipeOwnerBackward) {
-        wrong_type("true or false", kind);
-      } else {
-        wrong_type("a string", kind);
-      }
+      open_mpipe_field(f.key_id, kind);
       return true;
     case Ctx::Programs:
       if (object) wrong_type("an array", kind);
@@ -603,6 +609,86 @@ void Reader::step_value(Frame& f, const Value* v, Kind kind) {
   }
 }
 
+// A scalar as the value of a top-object key: the header fields, counts and placement by name.
+void Reader::top_field(const Frame& f, const Value& v) {
+  const std::string k(f.key());
+  const int id = f.key_id;
+  if (id == kTopFormat) {
+    format_ = clip(text(v));
+    if (*v.s != kScheduleJsonFormat)
+      fail("expected format \"" + std::string(kScheduleJsonFormat) + "\", got \"" + *format_ + "\"");
+  } else if (id == kTopVersion) {
+    const int version = int32(v);
+    has_version_ = true;
+    if (version != kScheduleJsonVersion)
+      fail("unsupported version " + std::to_string(version) + ": this build reads version " +
+           std::to_string(kScheduleJsonVersion) + " only");
+  } else if (id == kTopName) {
+    s_.name = std::string(text(v));
+  } else if (id == kTopPipes) {
+    const int32_t count = int32(v);
+    if (count < 1 || count > kMaxCount) fail("expected a pipe count of at least 1 for pipes, got " + std::to_string(count));
+    s_.pipes = count;
+  } else if (id == kTopMicroPipe) {
+    wrong_type("an array with the pipe of each micro-batch", v.kind);
+  } else if (id == kTopRanks || id == kTopStages || id == kTopMicro) {
+    const int32_t count = int32(v);
+    // Checked here, before anything is sized by the count.
+    const int32_t most = id == kTopRanks ? kMaxRanks : id == kTopStages ? kMaxStages : kMaxCount;
+    if (count > most)
+      fail("expected at most " + std::to_string(most) + " for " + k + ", got " + std::to_string(count));
+    if (id == kTopRanks) {
+      s_.ranks = count;
+      has_ranks_ = true;
+    } else if (id == kTopStages) {
+      s_.stages = count;
+      has_stages_ = true;
+    } else {
+      s_.micro_batches = count;
+      has_micro_ = true;
+    }
+  } else if (id == kTopPlacement) {
+    if (v.kind != Kind::String) wrong_type("\"loop\", \"v\" or an array with the rank of each stage", v.kind);
+    if (*v.s != "loop" && *v.s != "v")
+      fail("unknown placement \"" + clip(*v.s) +
+           "\": expected \"loop\", \"v\" or an array with the rank of each stage");
+    placement_name_ = std::string(*v.s);
+    placement_map_.reset();
+  } else if (id == kTopMPipe) {
+    wrong_type("an object", v.kind);
+  } else if (id == kTopPrograms) {
+    wrong_type("an array", v.kind);
+  }
+}
+
+// A scalar in the mpipe object.
+void Reader::mpipe_field(int key_id, const Value& v) {
+  MPipeConfig& m = *s_.mpipe;
+  if (key_id == kMPipeOverflow) {
+    m.overflow = pick<Overflow>(v, "overflow", {{"full", Overflow::Full}, {"min", Overflow::Min}});
+  } else if (key_id == kMPipeTower) {
+    m.tower = pick<Tower>(v, "tower",
+                          {{"trainable", Tower::Trainable}, {"frozen", Tower::Frozen}, {"none", Tower::None}});
+  } else if (key_id == kMPipeOwnerBackward) {
+    m.owner_backward = boolean_of(v);
+  } else {
+    wrong_type("an array", v.kind);
+  }
+}
+
+// A scalar slot of a program: null (idle) or an action string.
+void Reader::program_slot(const Value& v) {
+  if (v.kind == Kind::Null) {
+    count_slot();
+    s_.programs.back().push_back(std::nullopt);
+  } else if (v.kind == Kind::String) {
+    count_slot();
+    s_.programs.back().push_back(action(v));
+  } else {
+    wrong_type("a step object, an action string or null", v.kind);
+  }
+}
+
 // A scalar value: checked against where it lands and stored.
 bool Reader::scalar(const Value& v) {
   if (depth_ == 0) {
@@ -616,86 +702,13 @@ bool Reader::scalar(const Value& v) {
     return true;
   }
   switch (f.ctx) {
-    case Ctx::Top: {
-      const std::string k(f.key());
-      const int id = f.key_id;
-      if (id == kTopFormat) {
-        format_ = clip(text(v));
-        if (*v.s != kFormatTag)
-          fail("expected format \"" + std::string(kFormatTag) + "\", got \"" + *format_ + "\"");
-      } else if (id == kTopVersion) {
-        const int version = int32(v);
-        has_version_ = true;
-        if (version != kVersion)
-          fail("unsupported version " + std::to_string(version) + ": this build reads version " +
-               std::to_string(kVersion) + " only");
-      } else if (id == kTopName) {
-        s_.name = std::string(text(v));
-      } else if (id == kTopPipes) {
-        const int32_t count = int32(v);
-        if (count < 1 || count > kMaxCount) fail("expected a pipe count of at least 1 for pipes, got " + std::to_string(count));
-        s_.pipes = count;
-      } else if (id == kTopMicroPipe) {
-        wrong_type("an array with the pipe of each micro-batch", v.kind);
-      } else if (id == kTopRanks || id == kTopStages || id == kTopMicro) {
-        const int32_t count = int32(v);
-        // Checked here, before anything is sized by the count.
-        const int32_t most = id == kTopRanks ? kMaxRanks : id == kTopStages ? kMaxStages : kMaxCount;
-        if (count > most)
-          fail("expected at most " + std::to_string(most) + " for " + k + ", got " + std::to_string(count));
-        if (id == kTopRanks) {
-          s_.ranks = count;
-          has_ranks_ = true;
-        } else if (id == kTopStages) {
-          s_.stages = count;
-          has_stages_ = true;
-        } else {
-          s_.micro_batches = count;
-          has_micro_ = true;
-        }
-      } else if (id == kTopPlacement) {
-        if (v.kind != Kind::String) wrong_type("\"loop\", \"v\" or an array with the rank of each stage", v.kind);
-        if (*v.s != "loop" && *v.s != "v")
-          fail("unknown placement \"" + clip(*v.s) +
-               "\": expected \"loop\", \"v\" or an array with the rank of each stage");
-        placement_name_ = std::string(*v.s);
-        placement_map_.reset();
-      } else if (id == kTopMPipe) {
-        wrong_type("an object", v.kind);
-      } else if (id == kTopPrograms) {
-        wrong_type("an array", v.kind);
-      }
-      break;
-    }
+    case Ctx::Top: top_field(f, v); break;
     case Ctx::Placement: placement_map_->push_back(int32(v)); break;
-    case Ctx::MPipe: {
-      MPipeConfig& m = *s_.mpipe;
-      if (f.key_id == kMPipeOverflow) {
-        m.overflow = pick<Overflow>(v, "overflow", {{"full", Overflow::Full}, {"min", Overflow::Min}});
-      } else if (f.key_id == kMPipeTower) {
-        m.tower = pick<Tower>(v, "tower",
-                              {{"trainable", Tower::Trainable}, {"frozen", Tower::Frozen}, {"none", Tower::None}});
-      } else if (f.key_id == kMPipeOwnerBackward) {
-        m.owner_backward = boolean_of(v);
-      } else {
-        wrong_type("an array", v.kind);
-      }
-      break;
-    }
+    case Ctx::MPipe: mpipe_field(f.key_id, v); break;
     case Ctx::Owners: s_.mpipe->owners.push_back(int32(v)); break;
     case Ctx::MicroPipe: s_.micro_pipe.push_back(int32(v)); break;
     case Ctx::Programs: wrong_type("an array", v.kind);
-    case Ctx::Program:
-      if (v.kind == Kind::Null) {
-        count_slot();
-        s_.programs.back().push_back(std::nullopt);
-      } else if (v.kind == Kind::String) {
-        count_slot();
-        s_.programs.back().push_back(action(v));
-      } else {
-        wrong_type("a step object, an action string or null", v.kind);
-      }
-      break;
+    case Ctx::Program: program_slot(v); break;
     case Ctx::SubSteps:
       if (v.kind != Kind::String) wrong_type("a step object or an action string", v.kind);
       f.step->edit_sub_steps().push_back(action(v));
@@ -740,7 +753,7 @@ bool Reader::close() {
     if (!(f.seen & (1u << kTensorDtype))) missing("dtype", "a dtype name such as \"bf16\"");
   }
   if (f.ctx == Ctx::Top) {
-    if (!format_) missing("format", "\"" + std::string(kFormatTag) + "\"");
+    if (!format_) missing("format", "\"" + std::string(kScheduleJsonFormat) + "\"");
     if (!has_version_) missing("version", "1");
     if (!has_ranks_) missing("ranks", "the number of ranks");
     if (!has_stages_) missing("stages", "the number of stages");
@@ -775,135 +788,10 @@ bool Reader::parse_error(std::size_t position, const std::string& message) {
   throw_json_syntax_error(text_, file_, position, message);
 }
 
-// ---- writing ------------------------------------------------------------------------------
-
-void put_int(std::string& out, int64_t v) {
-  char buf[24];
-  auto res = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, res.ptr);
-}
-
-void put_string(std::string& out, std::string_view s) { append_json_string(out, s); }
-
-template <class Ints>
-void put_int_array(std::string& out, const Ints& v) {
-  out += '[';
-  for (size_t k = 0; k < v.size(); ++k) {
-    if (k) out += ", ";
-    put_int(out, v[k]);
-  }
-  out += ']';
-}
-
-void put_step(std::string& out, const Step& st) {
-  // A step-table name: plain capitals and underscores, nothing to escape (and a step is the
-  // writer's hot path: going through the escaper cost 5% of writing a 782k-step file).
-  out += "{\"op\": \"";
-  out += op_name(st.op);
-  out += '"';
-  if (st.micro != kNone) {
-    out += ", \"micro\": ";
-    put_int(out, st.micro);
-  }
-  if (st.stage != kNone) {
-    out += ", \"stage\": ";
-    put_int(out, st.stage);
-  }
-  if (st.peer != kNone) {
-    out += ", \"peer\": ";
-    put_int(out, st.peer);
-  }
-  if (!st.sub_steps().empty()) {
-    out += ", \"sub_steps\": [";
-    for (size_t k = 0; k < st.sub_steps().size(); ++k) {
-      if (k) out += ", ";
-      put_step(out, st.sub_steps()[k]);
-    }
-    out += ']';
-  }
-  if (!st.tensors().empty()) {
-    out += ", \"tensors\": [";
-    for (size_t k = 0; k < st.tensors().size(); ++k) {
-      if (k) out += ", ";
-      out += "{\"shape\": ";
-      put_int_array(out, st.tensors()[k].shape);
-      out += ", \"dtype\": ";
-      put_string(out, st.tensors()[k].dtype);
-      out += '}';
-    }
-    out += ']';
-  }
-  if (!st.group().empty()) {
-    out += ", \"group\": ";
-    put_int_array(out, st.group());
-  }
-  out += '}';
-}
-
 }  // namespace
 
 Schedule read_schedule_json(std::string_view text, const std::string& file_name) {
   return Reader(text, file_name).read();
-}
-
-std::string write_schedule_json(const Schedule& s) {
-  std::string out;
-  out.reserve(256 + s.step_count() * 48);
-  out += "{\n  \"format\": ";
-  put_string(out, kFormatTag);
-  out += ",\n  \"version\": ";
-  put_int(out, kVersion);
-  out += ",\n  \"name\": ";
-  put_string(out, s.name);
-  out += ",\n  \"ranks\": ";
-  put_int(out, s.ranks);
-  out += ",\n  \"stages\": ";
-  put_int(out, s.stages);
-  out += ",\n  \"micro_batches\": ";
-  put_int(out, s.micro_batches);
-  out += ",\n  \"placement\": ";
-  // The kind decides: a loop or v placement is written by name, an explicit one as its map
-  // (even when that map happens to equal a rule), so that reading it back gives the same IR.
-  if (s.placement.kind == PlacementKind::Explicit) {
-    put_int_array(out, s.placement.stage_to_rank);
-  } else {
-    put_string(out, to_string(s.placement.kind));
-  }
-  if (s.mpipe) {
-    out += ",\n  \"mpipe\": {\"overflow\": ";
-    put_string(out, to_string(s.mpipe->overflow));
-    out += ", \"tower\": ";
-    put_string(out, to_string(s.mpipe->tower));
-    out += ", \"owner_backward\": ";
-    out += s.mpipe->owner_backward ? "true" : "false";
-    if (!s.mpipe->owners.empty()) {
-      out += ", \"owners\": ";
-      put_int_array(out, s.mpipe->owners);
-    }
-    out += '}';
-  }
-  if (s.pipes > 1) {
-    out += ",\n  \"pipes\": ";
-    put_int(out, s.pipes);
-    out += ",\n  \"micro_pipe\": ";
-    put_int_array(out, s.micro_pipe);
-  }
-  out += ",\n  \"programs\": [";
-  for (size_t r = 0; r < s.programs.size(); ++r) {
-    out += r ? ",\n    [" : "\n    [";
-    const Program& prog = s.programs[r];
-    for (size_t i = 0; i < prog.size(); ++i) {
-      out += i ? ",\n      " : "\n      ";
-      if (prog[i]) {
-        put_step(out, *prog[i]);
-      } else {
-        out += "null";
-      }
-    }
-    out += prog.empty() ? "]" : "\n    ]";
-  }
-  out += s.programs.empty() ? "]\n}\n" : "\n  ]\n}\n";
-  return out;
 }
 
 }  // namespace ppsched

@@ -3,8 +3,8 @@
 #include <benchmark/benchmark.h>
 
 #include "checkers/checks.hpp"
-#include "model/formats/schedule_json.hpp"
-#include "model/generators/generator.hpp"
+#include "schedule/formats/schedule_json.hpp"
+#include "schedule/generators/generator.hpp"
 
 using namespace ppsched;
 

@@ -1,12 +1,12 @@
 // The run digest (schedule_digest, which exec/session.cpp compares across ranks) over the
 // 782,336-step P=32 V=4 M=1024 interleaved-1F1B schedule: XXH3-64 (xxHash, what schedule_digest
 // uses since issue 25 item 9) against the FNV-1a it replaced, both over the same byte stream
-// (model/schedule_digest.hpp), measured in one run (docs/performance.md gives the figures).
+// (schedule/schedule_digest.hpp), measured in one run (docs/performance.md gives the figures).
 // Run: build/bench/bench_digest (or `meson test --benchmark`).
 #include <benchmark/benchmark.h>
 
 #include "bench/big_schedule.hpp"
-#include "model/schedule_digest.hpp"
+#include "schedule/schedule_digest.hpp"
 
 using namespace ppsched;
 

@@ -17,11 +17,11 @@
 
 #include "bench/big_schedule.hpp"
 #include "checkers/checks.hpp"
-#include "model/errors.hpp"
-#include "model/formats/action_notation.hpp"
-#include "model/formats/pytorch_csv.hpp"
-#include "model/formats/schedule_json.hpp"
-#include "model/validate.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/action_notation.hpp"
+#include "schedule/formats/pytorch_csv.hpp"
+#include "schedule/formats/schedule_json.hpp"
+#include "schedule/validate.hpp"
 
 #if PPSCHED_BENCH_SIMDJSON
 #include <simdjson.h>

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "bench/search_shapes.hpp"
-#include "model/generators/generator.hpp"
-#include "model/text_format.hpp"
-#include "network/model_file.hpp"
+#include "schedule/generators/generator.hpp"
+#include "schedule/text_format.hpp"
+#include "workload/model_file.hpp"
 #include "sim/engine.hpp"
-#include "sim/network_costs.hpp"
+#include "sim/workload_costs.hpp"
 #include "sim/search/partition.hpp"
 #include "sim/search/tune.hpp"
 
@@ -368,7 +368,7 @@ std::string pytorch_partition_dir() {
   return std::string(d ? d : PPSCHED_TEST_DATA_DIR) + "/peers/pytorch_partition/";
 }
 
-PartitionRequest partition_request(const Network& net, int pp, int micro, const std::vector<std::string>& families,
+PartitionRequest partition_request(const Workload& net, int pp, int micro, const std::vector<std::string>& families,
                                    int vpp_min, int vpp_max) {
   PartitionRequest pr;
   pr.tune.pp = pp;
@@ -382,19 +382,19 @@ PartitionRequest partition_request(const Network& net, int pp, int micro, const 
   pr.tune.settings.des_iterations = 20;
   pr.tune.settings.threads = 1;
   pr.tune.settings.seconds = 0;
-  describe_network(pr, net);
-  pr.costs = [net](const std::vector<int>& c) { return network_costs(net, c, "layout").costs; };
+  describe_workload(pr, net);
+  pr.costs = [net](const std::vector<int>& c) { return workload_costs(net, c, "layout").costs; };
   return pr;
 }
 
 // The family's own order on a layout, timed by the DES (what `simulate --generate` prints).
-double family_ms(const Network& net, const std::string& family, int pp, int vpp, int micro, const std::vector<int>& counts) {
+double family_ms(const Workload& net, const std::string& family, int pp, int vpp, int micro, const std::vector<int>& counts) {
   GenerateOptions o;
   o.pp = pp;
   o.vpp = vpp;
   o.micro = micro;
   const Schedule s = generate(family, o);
-  const CostModel c = network_costs(net, counts, "layout").costs;
+  const CostModel c = workload_costs(net, counts, "layout").costs;
   SimOptions so;
   so.check.memory = c.memory_model(s.stages);
   const RunRecord r = simulate(s, c, so);
@@ -424,7 +424,7 @@ static void BM_PartitionVsPyTorch(benchmark::State& state) {
   for (auto _ : state) {
     for (const auto& w : res["workloads"]) {
       const std::string wname = w["name"];
-      const Network net = read_network_file(dir + w["model_file"].get<std::string>());
+      const Workload net = read_model_file(dir + w["model_file"].get<std::string>());
       for (const auto& f : w["families"]) {
         const std::string fam = f["ppsched_family"];
         const int vpp = f["vpp"];

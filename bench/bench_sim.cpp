@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "bench/search_shapes.hpp"
-#include "model/generators/generator.hpp"
+#include "schedule/generators/generator.hpp"
 #include "sim/engine.hpp"
 
 using namespace ppsched;

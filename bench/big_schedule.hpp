@@ -2,7 +2,7 @@
 // generated once per program.
 #pragma once
 
-#include "model/generators/generator.hpp"
+#include "schedule/generators/generator.hpp"
 
 namespace ppsched::bench {
 

@@ -10,8 +10,8 @@
 
 #include "checkers/checks.hpp"
 #include "lowering/effects.hpp"
-#include "model/flat_map.hpp"
-#include "model/text_format.hpp"
+#include "schedule/flat_map.hpp"
+#include "schedule/text_format.hpp"
 
 namespace ppsched {
 

@@ -9,7 +9,7 @@
 #include "lowering/comm_model.hpp"
 #include "lowering/diagnostics.hpp"
 #include "lowering/options.hpp"
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 
 namespace ppsched {
 
@@ -81,7 +81,7 @@ ReplayResult replay(const Schedule& s, const CommModel& m, CommMode mode);
 // the happens-before graph of the lowered programs (checkers/static_deadlock.cpp).
 bool static_deadlock_free(const CommModel& m, CommMode mode);
 
-// The batch transport (model/comm_insertion.hpp coalesce_p2p) applied to a schedule, kept
+// The batch transport (schedule/comm_insertion.hpp coalesce_p2p) applied to a schedule, kept
 // only where both ends of every group still mirror each other: throws InputError naming the
 // first violation otherwise. `ppsched generate --batch` and the fuzzing cases share it.
 Schedule coalesce_verified(const Schedule& s, const std::string& family);

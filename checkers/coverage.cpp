@@ -3,7 +3,7 @@
 #include <map>
 
 #include "checkers/checks.hpp"
-#include "model/flat_map.hpp"
+#include "schedule/flat_map.hpp"
 
 namespace ppsched {
 namespace {

@@ -8,7 +8,7 @@
 #include <tuple>
 #include <vector>
 
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 
 namespace ppsched::oracle {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "lowering/diagnostics.hpp"
-#include "model/schedule.hpp"
-#include "model/step_types.hpp"
+#include "schedule/schedule.hpp"
+#include "schedule/step_types.hpp"
 
 namespace ppsched {
 

@@ -1,8 +1,8 @@
 #include <algorithm>
 
 #include "checkers/checks.hpp"
-#include "model/comm_insertion.hpp"
-#include "model/errors.hpp"
+#include "schedule/comm_insertion.hpp"
+#include "schedule/errors.hpp"
 
 namespace ppsched {
 

@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "model/errors.hpp"
+#include "schedule/errors.hpp"
 
 namespace ppsched::exec {
 namespace {

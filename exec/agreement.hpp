@@ -8,7 +8,7 @@
 
 #include "exec/config.hpp"
 #include "exec/model_layout.hpp"
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 
 namespace ppsched::exec {
 

@@ -1,4 +1,4 @@
-// The executor's per-micro caches: exactly the caches of the step table (model/step_types.cpp,
+// The executor's per-micro caches: exactly the caches of the step table (schedule/step_types.cpp,
 // Cache enum, cache_info(c).name), keyed by (stage, micro) for stage caches and by micro for
 // rank caches, so that a cache named in an error ("_keep_grad[micro 3]") is the cache the
 // verifier's cache pass reasons about (reference hyper_parallel.md §4).
@@ -15,7 +15,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 
 namespace ppsched::exec {
 

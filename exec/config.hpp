@@ -13,7 +13,7 @@
 #include "exec/mesh.hpp"
 #include "exec/stage_manifest.hpp"
 #include "lowering/options.hpp"
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 
 namespace ppsched::exec {
 
@@ -42,7 +42,7 @@ struct ModelConfig {
   ModelKind kind = ModelKind::Gpt;
   int layers = 0;            // MLP blocks / decoder blocks, split over the virtual stages;
                              // 0: default_layers() (one per stage, at least 4)
-  std::string layout;        // --layout, network's spelling (network/layout.hpp); empty: its even split
+  std::string layout;        // --layout, network's spelling (workload/layout.hpp); empty: its even split
   int hidden = 32;
   int heads = 2;             // gpt
   int seq = 8;               // gpt: tokens per sample

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "model/text_format.hpp"
+#include "schedule/text_format.hpp"
 
 namespace ppsched::exec {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "exec/config.hpp"
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 
 namespace ppsched::exec {
 

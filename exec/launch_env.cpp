@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "model/errors.hpp"
-#include "model/text_format.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/text_format.hpp"
 
 namespace ppsched::exec {
 namespace {

@@ -22,7 +22,7 @@
 
 #include "exec/cpu_binding.hpp"
 #include "lowering/comm_model.hpp"
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 #include "results/run_record.hpp"
 
 namespace ppsched::exec {

@@ -1,7 +1,7 @@
 #include "exec/model_description.hpp"
 
-#include "model/errors.hpp"
-#include "network/model_file.hpp"
+#include "schedule/errors.hpp"
+#include "workload/model_file.hpp"
 
 namespace ppsched::exec {
 namespace {
@@ -54,8 +54,8 @@ std::vector<Layer> builtin_layers(const ModelConfig& m, int layers) {
   return out;
 }
 
-Network builtin_network(const ModelConfig& m, int layers) {
-  Network net;
+Workload builtin_workload(const ModelConfig& m, int layers) {
+  Workload net;
   net.name = std::string(m.kind == ModelKind::Gpt ? "ppsched-exec gpt" : "ppsched-exec mlp") + " (" + std::to_string(layers) +
              " blocks, hidden " + std::to_string(m.hidden) + ")";
   net.explicit_layers = builtin_layers(m, layers);
@@ -70,7 +70,7 @@ Network builtin_network(const ModelConfig& m, int layers) {
 std::string describe_model(const ModelConfig& m, int layers) {
   if (m.kind == ModelKind::StageModules)
     throw InputError({}, "--model-out describes a built-in model (--model gpt|mlp); stage modules have no closed form");
-  return write_model(builtin_network(m, layers),
+  return write_model(builtin_workload(m, layers),
                      "written by ppsched-exec --model-out: the executor's built-in model, one layer per unit as its "
                      "traces name them (otherData.layers); FLOPs per micro-batch");
 }

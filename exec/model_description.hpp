@@ -1,4 +1,4 @@
-// A built-in model (exec/models.cpp) as a ppsched-model file (network/model_file.hpp): one
+// A built-in model (exec/models.cpp) as a ppsched-model file (workload/model_file.hpp): one
 // explicit layer per unit, named as the executor names them in its traces (otherData.layers:
 // "embedding", "block0", ..., "head"), with its parameters, FLOPs per micro-batch and fp32
 // activation bytes. `ppsched calibrate TRACE --model FILE` then fits per-layer rates to a
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "exec/config.hpp"
-#include "network/network.hpp"
+#include "workload/workload.hpp"
 
 namespace ppsched::exec {
 
@@ -20,11 +20,11 @@ namespace ppsched::exec {
 std::vector<Layer> builtin_layers(const ModelConfig& m, int layers);
 
 // The built-in model as a model description (a listed network, fp32, SGD): what the executor
-// lays out over its stages (network/layout.hpp network_layout, the planner's choice) and what
+// lays out over its stages (workload/layout.hpp workload_layout, the planner's choice) and what
 // `--model-out` writes.
-Network builtin_network(const ModelConfig& m, int layers);
+Workload builtin_workload(const ModelConfig& m, int layers);
 
-// The model file's text (network/model_file.hpp write_model). Stage modules (--stage-module)
+// The model file's text (workload/model_file.hpp write_model). Stage modules (--stage-module)
 // have no closed form: InputError.
 std::string describe_model(const ModelConfig& m, int layers);
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "exec/model_description.hpp"
-#include "model/errors.hpp"
-#include "network/layout.hpp"
+#include "schedule/errors.hpp"
+#include "workload/layout.hpp"
 
 namespace ppsched::exec {
 
@@ -48,11 +48,11 @@ ModelLayout make_layout(const ModelConfig& given, int stages, int tower_layers) 
     throw InputError({}, "--layers " + std::to_string(m.layers) + " cannot be split over " + std::to_string(stages) +
                              " virtual stages: every stage needs at least one block");
   // The built-in model as a model description, laid out by the planner's choice
-  // (network/layout.hpp), so that the executor runs the layout that `ppsched simulate` and
+  // (workload/layout.hpp), so that the executor runs the layout that `ppsched simulate` and
   // `calibrate` price: torchtitan's even split, or --layout.
-  const Network net = builtin_network(m, m.layers);
+  const Workload net = builtin_workload(m, m.layers);
   const std::vector<Layer> layers = net.layers();
-  const Layout split = network_layout(net, layers, stages, m.layout, "--layout");
+  const Layout split = workload_layout(net, layers, stages, m.layout, "--layout");
   ModelLayout l;
   l.stages = stages;
   l.units = static_cast<int>(layers.size());

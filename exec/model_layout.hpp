@@ -6,7 +6,7 @@
 //        unit L+1 = final norm + LM head (+ cross-entropy);
 //   mlp: units 0..L-1 = Linear + GELU blocks (the last stage adds an MSE loss);
 //   stage modules (--stage-module): unit s = the TorchScript module of stage s, named "stage<s>".
-// The units are split over the stages by the planner's rules (network/layout.hpp), so that a
+// The units are split over the stages by the planner's rules (workload/layout.hpp), so that a
 // run holds what `ppsched simulate` and `calibrate` price: torchtitan's even split (the
 // embedding and the head count as one layer each, the first stages take the remainder), or
 // --layout (blocks per stage, or Megatron's layout string); the embedding goes to stage 0 and

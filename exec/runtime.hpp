@@ -23,7 +23,7 @@
 #include "exec/step_clock.hpp"
 #include "exec/transport.hpp"
 #include "lowering/comm_model.hpp"
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 
 namespace ppsched::exec {
 

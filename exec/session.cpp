@@ -28,7 +28,7 @@
 #include "exec/transport.hpp"
 #include "exec/watchdog.hpp"
 #include "exec/rank_report.hpp"
-#include "model/text_format.hpp"
+#include "schedule/text_format.hpp"
 #include "traces/chrome_trace.hpp"
 
 namespace ppsched::exec {

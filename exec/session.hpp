@@ -10,7 +10,7 @@
 #include "exec/model_layout.hpp"
 #include "exec/outcome.hpp"
 #include "lowering/comm_model.hpp"
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 
 namespace ppsched::exec {
 

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <set>
 
-#include "model/errors.hpp"
+#include "schedule/errors.hpp"
 
 namespace ppsched::exec {
 namespace {

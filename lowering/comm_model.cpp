@@ -7,7 +7,7 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "model/errors.hpp"
+#include "schedule/errors.hpp"
 
 namespace ppsched {
 namespace {
@@ -97,7 +97,7 @@ class Builder {
   }
 
   int32_t add_message(int rank, int peer, bool send, bool meta, int index, int sub, int tensor, int batch) {
-    // A validated schedule is within these (model/validate.hpp); one built in code may not be.
+    // A validated schedule is within these (schedule/validate.hpp); one built in code may not be.
     if (sub >= kMaxListed || tensor >= kMaxListed || index >= (int{1} << 24))
       throw InputError({"", rank, index, -1, sub >= kMaxListed ? ".sub_steps" : tensor >= kMaxListed ? ".tensors" : ""},
                        "the lowering packs a message's step index into 24 bits and its sub-step and tensor positions "

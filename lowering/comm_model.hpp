@@ -21,8 +21,8 @@
 
 #include "lowering/diagnostics.hpp"
 #include "lowering/options.hpp"
-#include "model/schedule.hpp"
-#include "model/validate.hpp"
+#include "schedule/schedule.hpp"
+#include "schedule/validate.hpp"
 
 namespace ppsched {
 
@@ -34,7 +34,7 @@ struct Message {
   // other way round (FIFO order per channel); -1 when the other side has fewer.
   int32_t partner = -1;
   // In its rank's program (CommModel::rank_of): below 2^24, as a schedule holds at most
-  // kMaxSlots (model/validate.hpp) slots over all ranks.
+  // kMaxSlots (schedule/validate.hpp) slots over all ranks.
   uint32_t step_index : 24;
   // How many of its rank's actions list it (the one that posts it, the ones that wait for it),
   // at most kManyReaders: once its rank has passed them all, only its partner may still read

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 
 namespace ppsched {
 

@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/flat_map.hpp"
+#include "schedule/flat_map.hpp"
 #include "lowering/options.hpp"
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 
 namespace ppsched {
 

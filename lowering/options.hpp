@@ -10,7 +10,7 @@
 
 #include "lowering/fsdp2_gather.hpp"
 #include "lowering/mesh.hpp"
-#include "model/step_types.hpp"
+#include "schedule/step_types.hpp"
 
 namespace ppsched {
 
@@ -59,7 +59,7 @@ struct ResidentBytes {
 };
 
 // Weights that several stages' resident bytes each count whole: a tied embedding and output
-// head, an MTP module's copies of the embedding and the head (network/stage_plan.hpp,
+// head, an MTP module's copies of the embedding and the head (workload/stage_plan.hpp,
 // SharedTable). A rank that holds several of these stages holds the tensor, its gradient and
 // its optimizer state once.
 struct SharedWeights {

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/formats/json_fields.hpp"
+#include "schedule/formats/json_fields.hpp"
 #include "platform/interconnect.hpp"
 #include "platform/protocol.hpp"
 

@@ -14,7 +14,7 @@
 
 #include "lowering/diagnostics.hpp"
 #include "lowering/options.hpp"
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 
 namespace ppsched {
 

@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "model/errors.hpp"
-#include "model/step_types.hpp"
-#include "model/text_format.hpp"
-#include "model/validate.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/step_types.hpp"
+#include "schedule/text_format.hpp"
+#include "schedule/validate.hpp"
 #include "sim/cost_model.hpp"
 #include "traces/trace_reader.hpp"
 

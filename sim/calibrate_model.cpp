@@ -4,9 +4,9 @@
 #include <cmath>
 #include <map>
 
-#include "model/errors.hpp"
-#include "model/text_format.hpp"
-#include "sim/network_costs.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/text_format.hpp"
+#include "sim/workload_costs.hpp"
 
 namespace ppsched {
 namespace {
@@ -236,20 +236,20 @@ SplitCosts split_costs(const Calibration& c) {
   return out;
 }
 
-NetworkFit fit_network(Network net, Calibration& c, const std::string& trace_layout, const std::string& trace_file) {
+WorkloadFit fit_workload(Workload net, Calibration& c, const std::string& trace_layout, const std::string& trace_file) {
   // The traced layout: --trace-layout, else the layers each stage held as the trace says
   // (otherData.layers, ppsched-exec), else the even split.
-  std::optional<NetworkCosts> from_trace;
+  std::optional<WorkloadCosts> from_trace;
   if (trace_layout.empty() && !c.layers.empty()) {
     std::vector<std::vector<std::string>> names(static_cast<size_t>(c.stages));
     for (const StageLayers& sl : c.layers)
       if (sl.stage >= 0 && sl.stage < c.stages) names[static_cast<size_t>(sl.stage)] = sl.layers;
-    from_trace = network_costs(net, named_layout(names, net.layers(), trace_file + " (otherData.layers)"));
+    from_trace = workload_costs(net, named_layout(names, net.layers(), trace_file + " (otherData.layers)"));
     c.notes.push_back("the traced layout " + counts_text(from_trace->layout, from_trace->layers) +
                       " is the trace's (otherData.layers)");
   }
-  const NetworkCosts traced = from_trace ? std::move(*from_trace) : network_costs(net, c.stages, trace_layout, "--trace-layout");
-  NetworkFit out;
+  const WorkloadCosts traced = from_trace ? std::move(*from_trace) : workload_costs(net, c.stages, trace_layout, "--trace-layout");
+  WorkloadFit out;
   out.traced_layout = traced.layout;
   out.traced_layout_text = counts_text(traced.layout, traced.layers);
   out.fits = fit_kind_rates(c, traced.plan);

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "network/layout.hpp"
-#include "network/network.hpp"
-#include "network/stage_plan.hpp"
+#include "workload/layout.hpp"
+#include "workload/workload.hpp"
+#include "workload/stage_plan.hpp"
 #include "sim/calibrate.hpp"
 
 namespace ppsched {
@@ -64,12 +64,12 @@ SplitCosts split_costs(const Calibration& c);
 // trace's own backwards were whole, and the trace's platform (link, collectives, protocol,
 // overlap), all put into the network: the fitted model that prices any schedule. What it
 // decided goes to c.notes. `trace_file` names the trace in messages.
-struct NetworkFit {
-  Network fitted;
+struct WorkloadFit {
+  Workload fitted;
   std::vector<KindFit> fits;
   Layout traced_layout;
   std::string traced_layout_text;  // its body-layer counts, for reports
 };
-NetworkFit fit_network(Network net, Calibration& c, const std::string& trace_layout, const std::string& trace_file);
+WorkloadFit fit_workload(Workload net, Calibration& c, const std::string& trace_layout, const std::string& trace_file);
 
 }  // namespace ppsched

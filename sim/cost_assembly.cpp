@@ -1,9 +1,9 @@
 #include "sim/cost_assembly.hpp"
 
-#include "model/errors.hpp"
-#include "model/formats/json_support.hpp"
-#include "model/formats/schedule_io.hpp"
-#include "model/text_format.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/json_support.hpp"
+#include "schedule/formats/schedule_io.hpp"
+#include "schedule/text_format.hpp"
 
 namespace ppsched {
 namespace {
@@ -31,7 +31,7 @@ void overlay_document(json& base, const json& top) {
 }
 
 // The architecture-only settings a listed model refuses.
-void refuse_listed(const Network& net, const TrainingOverrides& o, const std::string& file) {
+void refuse_listed(const Workload& net, const TrainingOverrides& o, const std::string& file) {
   if (net.arch.has_value()) return;
   const auto refuse = [&](bool given, const char* flag) {
     if (given)
@@ -48,7 +48,7 @@ void refuse_listed(const Network& net, const TrainingOverrides& o, const std::st
 
 }  // namespace
 
-std::vector<std::string> apply_training(Network& net, const TrainingOverrides& o, const std::string& file) {
+std::vector<std::string> apply_training(Workload& net, const TrainingOverrides& o, const std::string& file) {
   refuse_listed(net, o, file);
   Training& t = net.training;
   if (o.seq_len) t.seq_lens = {*o.seq_len};
@@ -104,29 +104,29 @@ CostModel overlay_costs(const CostModel& base, const CostOverlay& top) {
 
 namespace {
 
-NetworkCosts finish(NetworkCosts nc, const CostSource& src) {
+WorkloadCosts finish(WorkloadCosts nc, const CostSource& src) {
   if (src.overlay) nc.costs = overlay_costs(nc.costs, *src.overlay);
   apply_assumptions(src.assumptions, nc.costs);
   return nc;
 }
 
-const Network& network_of(const CostSource& src) {
-  if (!src.network) throw std::logic_error("assemble_costs: the cost source has no model description");
-  return *src.network;
+const Workload& workload_of(const CostSource& src) {
+  if (!src.workload) throw std::logic_error("assemble_costs: the cost source has no model description");
+  return *src.workload;
 }
 
 }  // namespace
 
-NetworkCosts assemble_costs(const CostSource& src, int stages) {
-  return finish(network_costs(network_of(src), stages, src.layout, src.layout_where), src);
+WorkloadCosts assemble_costs(const CostSource& src, int stages) {
+  return finish(workload_costs(workload_of(src), stages, src.layout, src.layout_where), src);
 }
 
-NetworkCosts assemble_costs(const CostSource& src, Layout layout) {
-  return finish(network_costs(network_of(src), std::move(layout)), src);
+WorkloadCosts assemble_costs(const CostSource& src, Layout layout) {
+  return finish(workload_costs(workload_of(src), std::move(layout)), src);
 }
 
 CostModel costs_for(const CostSource& src, int stages) {
-  if (src.network) return assemble_costs(src, stages).costs;
+  if (src.workload) return assemble_costs(src, stages).costs;
   CostModel c = src.file_costs ? *src.file_costs : default_cost_model(stages);
   apply_assumptions(src.assumptions, c);
   return c;
@@ -148,17 +148,17 @@ CostModel costs_for(const CostSource& src, const Schedule& s, std::vector<std::s
   }
   c.check_fits(s.stages, s.micro_batches);
   // The ranks calibrate measured (device.rank_time_factors) price the stages each one runs.
-  if (src.network && !apply_rank_time(c, src.network->device, s) && notes)
-    notes->push_back(src.network_file + ": device.rank_time_factors describe " +
-                     std::to_string(src.network->device.rank_time.size()) + " ranks, the schedule has " +
+  if (src.workload && !apply_rank_time(c, src.workload->device, s) && notes)
+    notes->push_back(src.model_file + ": device.rank_time_factors describe " +
+                     std::to_string(src.workload->device.rank_time.size()) + " ranks, the schedule has " +
                      std::to_string(s.ranks) + ": its stages are priced at the fitted rates alone");
   return c;
 }
 
 std::string rank_times_unused_note(const CostSource& src, const char* command) {
-  if (!src.network || src.network->device.rank_time.empty()) return "";
-  return src.network_file + ": `" + command + "` prices stages, not a schedule's ranks: its device.rank_time_factors (" +
-         std::to_string(src.network->device.rank_time.size()) +
+  if (!src.workload || src.workload->device.rank_time.empty()) return "";
+  return src.model_file + ": `" + command + "` prices stages, not a schedule's ranks: its device.rank_time_factors (" +
+         std::to_string(src.workload->device.rank_time.size()) +
          " ranks) are not applied (simulate, check and calibrate --schedule apply them)";
 }
 

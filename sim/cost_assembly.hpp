@@ -1,5 +1,5 @@
 // Cost assembly: the one road from what a user gives to the cost model the checks, the engine
-// and the searches price with. The inputs are a model description (network/: its layers, its
+// and the searches price with. The inputs are a model description (workload/: its layers, its
 // training and, typed, its platform: device, links, collectives, protocol), a layout over the
 // stages, a cost file laid over the model's figures, and the pricing assumptions; or a cost
 // file alone; or the embedded default. Every step takes and returns types: no text is written
@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "model/schedule.hpp"
-#include "network/layout.hpp"
-#include "network/network.hpp"
+#include "schedule/schedule.hpp"
+#include "workload/layout.hpp"
+#include "workload/workload.hpp"
 #include "sim/cost_model.hpp"
-#include "sim/network_costs.hpp"
+#include "sim/workload_costs.hpp"
 
 namespace ppsched {
 
@@ -41,7 +41,7 @@ struct TrainingOverrides {
 
 // `net` (read from `file`) with `o` applied; returns check_positions' notes (a sequence past a
 // RoPE model's trained length). Throws InputError naming the flag and the file.
-std::vector<std::string> apply_training(Network& net, const TrainingOverrides& o, const std::string& file);
+std::vector<std::string> apply_training(Workload& net, const TrainingOverrides& o, const std::string& file);
 
 // Assumptions every cost model states, whatever its source (unset: the model's own).
 struct PricingAssumptions {
@@ -63,8 +63,8 @@ CostModel overlay_costs(const CostModel& base, const CostOverlay& top);
 
 // Where a command's costs come from.
 struct CostSource {
-  std::optional<Network> network;        // a model description, overrides applied
-  std::string network_file;              // its file, for messages
+  std::optional<Workload> workload;        // a model description, overrides applied
+  std::string model_file;              // its file, for messages
   std::string layout;                    // the layout's text ("": the model file's, else the even split)
   std::string layout_where = "--layout"; // who gave it, for messages
   std::optional<CostOverlay> overlay;    // a cost file over the model's figures
@@ -75,8 +75,8 @@ struct CostSource {
 // The model's costs over `stages` stages in the source's layout, or over `layout` (of the
 // model's layers): the overlay and assumptions applied, the layout and stage plan kept.
 // Requires a network.
-NetworkCosts assemble_costs(const CostSource& src, int stages);
-NetworkCosts assemble_costs(const CostSource& src, Layout layout);
+WorkloadCosts assemble_costs(const CostSource& src, int stages);
+WorkloadCosts assemble_costs(const CostSource& src, Layout layout);
 
 // The cost model of `stages` stages from any source (the cost file's, the model's, the default's).
 CostModel costs_for(const CostSource& src, int stages);

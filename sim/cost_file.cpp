@@ -81,13 +81,13 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "model/errors.hpp"
-#include "model/formats/json_fields.hpp"
-#include "model/formats/json_support.hpp"
-#include "model/formats/schedule_io.hpp"
-#include "model/text_format.hpp"
-#include "model/validate.hpp"
-#include "network/model_file.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/json_fields.hpp"
+#include "schedule/formats/json_support.hpp"
+#include "schedule/formats/schedule_io.hpp"
+#include "schedule/text_format.hpp"
+#include "schedule/validate.hpp"
+#include "workload/model_file.hpp"
 #include "platform/platform_file.hpp"
 #include "sim/cost_fields.hpp"
 
@@ -376,8 +376,8 @@ struct Comments {
 };
 
 Comments template_comments(const CostModel& c, int stages) {
-  // The figures of the embedded default network (network/default_network.cpp).
-  const Network net = default_network();
+  // The figures of the embedded default network (workload/default_workload.cpp).
+  const Workload net = default_workload();
   const Layer& layer = net.explicit_layers.front();
   const double kLayers = static_cast<double>(net.explicit_layers.size()), kMfu = net.device.mfu;
   const double kLayerFwdFlops = layer.fwd_flops, kLayerFwdMs = layer.fwd_flops / net.device.effective_flops() * 1e3;

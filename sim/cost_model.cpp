@@ -1,14 +1,14 @@
 // The cost and memory model (cost_model.hpp): what each step costs. The step table says *what*
 // a step costs (its ComputeKind and Payload); this file says *how much*, from the model's values.
 // Where the values come from: a cost file (cost_file.cpp), a network and its layout or the
-// embedded default (network_costs.cpp).
+// embedded default (workload_costs.cpp).
 #include "sim/cost_model.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <tuple>
 
-#include "model/errors.hpp"
+#include "schedule/errors.hpp"
 #include "sim/cost_fields.hpp"
 
 namespace ppsched {

@@ -15,8 +15,8 @@
 #include "lowering/options.hpp"
 #include "platform/interconnect.hpp"
 #include "platform/protocol.hpp"
-#include "model/schedule.hpp"
-#include "model/step_types.hpp"
+#include "schedule/schedule.hpp"
+#include "schedule/step_types.hpp"
 #include "sim/fsdp2_timing.hpp"
 
 namespace ppsched {

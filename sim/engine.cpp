@@ -34,7 +34,7 @@
 #include <stdexcept>
 
 #include "checkers/checks.hpp"
-#include "model/errors.hpp"
+#include "schedule/errors.hpp"
 #include "sim/engine_state.hpp"
 
 namespace ppsched {

@@ -9,7 +9,7 @@
 
 #include "lowering/diagnostics.hpp"
 #include "lowering/options.hpp"
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 #include "results/run_record.hpp"
 #include "sim/cost_model.hpp"
 

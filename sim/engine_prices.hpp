@@ -11,7 +11,7 @@
 
 #include "lowering/comm_model.hpp"
 #include "lowering/options.hpp"
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/fsdp2_timing.hpp"
 

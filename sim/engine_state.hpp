@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "lowering/comm_model.hpp"
-#include "model/flat_map.hpp"
+#include "schedule/flat_map.hpp"
 #include "results/recorder.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"

@@ -13,7 +13,7 @@
 #include "lowering/comm_model.hpp"
 #include "lowering/effects.hpp"
 #include "lowering/options.hpp"
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 #include "results/recorder.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine_prices.hpp"

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 #include "sim/cost_model.hpp"
 
 namespace ppsched {

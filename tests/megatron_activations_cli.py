@@ -20,7 +20,7 @@ P x factor the embeddings. Megatron's report prints the first at TP > 1 and the 
 TP = 1 (its argument checks turn sequence parallelism off there).
 
 ppsched models one tensor-parallel setting, Megatron's with sequence parallelism (every figure
-/ t), and counts what autograd keeps per tensor (network/architecture.cpp). Its peak, from
+/ t), and counts what autograd keeps per tensor (workload/architecture.cpp). Its peak, from
 `ppsched simulate --model` on rank 0 (memory.per_rank[0].activations_peak_bytes) and from
 `ppsched model`'s stage figures (activation_bytes_per_micro) times the micro-batches in flight,
 must equal Megatron's figure plus the differences by design, each derived here from the config

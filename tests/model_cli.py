@@ -338,7 +338,7 @@ with tempfile.TemporaryDirectory() as tmp:
     p = run("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "2", "--costs", bad, expect=2)
     check("memory.shared_weights[0].stages[1]" in p.stderr, "unordered shared stages are located: " + p.stderr[-300:])
 # DeepSeek-V3: the MTP module's stage holds the embedding too (Megatron builds it there): both
-# stages hold the published 671,026,419,200, the MTP module (11,610,068,224 by hand, test_network)
+# stages hold the published 671,026,419,200, the MTP module (11,610,068,224 by hand, test_workload)
 # and a second embedding, 129280 x 7168 = 926,679,040.
 DS = os.path.join(DATA, "models", "hf", "deepseek_v3.json")
 ds = cli.json("model", DS, "--pp", "2", "--layout", "31,31")

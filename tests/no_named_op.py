@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A step type's meaning lives in the step table (model/step_types.*); everything else reads
+"""A step type's meaning lives in the step table (schedule/step_types.*); everything else reads
 its columns. This test fails when a C++ file outside the allow-list below compares a step's
 op with a named Op (`== Op::X`, `!= Op::X`, `Op::X ==`, `case Op::X`): such a comparison
 re-derives a rule the table should state, and adding a step type would mean editing it.
@@ -14,10 +14,10 @@ import sys
 # Files that may name ops in comparisons, and why.
 ALLOWED = {
     # The table itself.
-    "model/step_types.hpp": "the step table",
-    "model/step_types.cpp": "the step table",
+    "schedule/step_types.hpp": "the step table",
+    "schedule/step_types.cpp": "the step table",
     # Generators write the orders of published schedules: they name the steps they emit.
-    "model/generators/*": "generators emit named steps",
+    "schedule/generators/*": "generators emit named steps",
     # Deliberately independent reference oracles: written without the table, so that a table
     # or pass bug cannot hide a generator bug (checkers/oracles.hpp).
     "checkers/oracles.cpp": "independent oracle",
@@ -70,7 +70,7 @@ def main():
         return 2
     if found:
         print("comparisons of a step's op with a named Op outside the step table (read a column of "
-              "model/step_types.hpp instead, or add one):")
+              "schedule/step_types.hpp instead, or add one):")
         for f in found:
             print("  " + f)
         print("allowed files: " + ", ".join(sorted(ALLOWED)))

@@ -6,12 +6,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "model/errors.hpp"
-#include "model/comm_insertion.hpp"
-#include "model/generators/generator.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/comm_insertion.hpp"
+#include "schedule/generators/generator.hpp"
 #include "sim/calibrate.hpp"
 #include "sim/calibrate_model.hpp"
-#include "sim/network_costs.hpp"
+#include "sim/workload_costs.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "traces/chrome_trace.hpp"

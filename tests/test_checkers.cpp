@@ -6,13 +6,13 @@
 #include <unordered_map>
 
 #include "checkers/checks.hpp"
-#include "model/flat_map.hpp"
-#include "model/errors.hpp"
+#include "schedule/flat_map.hpp"
+#include "schedule/errors.hpp"
 #include <functional>
-#include "model/formats/pytorch_csv.hpp"
-#include "model/formats/schedule_io.hpp"
-#include "model/generators/generator.hpp"
-#include "model/validate.hpp"
+#include "schedule/formats/pytorch_csv.hpp"
+#include "schedule/formats/schedule_io.hpp"
+#include "schedule/generators/generator.hpp"
+#include "schedule/validate.hpp"
 #include "sim/engine.hpp"
 #include "tests/support/explorer.hpp"
 #include "tests/support/expect_error.hpp"

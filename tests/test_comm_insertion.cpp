@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "model/comm_insertion.hpp"
-#include "model/errors.hpp"
+#include "schedule/comm_insertion.hpp"
+#include "schedule/errors.hpp"
 #include "tests/support/structure.hpp"
 
 using namespace ppsched;

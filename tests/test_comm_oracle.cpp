@@ -14,9 +14,9 @@
 
 #include "checkers/checks.hpp"
 #include "checkers/oracles.hpp"
-#include "model/comm_insertion.hpp"
-#include "model/formats/action_notation.hpp"
-#include "model/generators/generator.hpp"
+#include "schedule/comm_insertion.hpp"
+#include "schedule/formats/action_notation.hpp"
+#include "schedule/generators/generator.hpp"
 #include "tools/fuzz/comm_oracle.hpp"
 #include "tools/fuzz/properties.hpp"
 

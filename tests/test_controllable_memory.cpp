@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "checkers/checks.hpp"
-#include "model/generators/generator.hpp"
+#include "schedule/generators/generator.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/search/building_blocks.hpp"

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "model/errors.hpp"
+#include "schedule/errors.hpp"
 #include "sim/cost_model.hpp"
 #include "tests/support/expect_error.hpp"
 

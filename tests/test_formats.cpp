@@ -10,14 +10,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model/comm_insertion.hpp"
-#include "model/errors.hpp"
-#include "model/formats/action_notation.hpp"
-#include "model/formats/pytorch_csv.hpp"
-#include "model/formats/schedule_io.hpp"
-#include "model/formats/schedule_json.hpp"
-#include "model/generators/generator.hpp"
-#include "model/validate.hpp"
+#include "schedule/comm_insertion.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/action_notation.hpp"
+#include "schedule/formats/pytorch_csv.hpp"
+#include "schedule/formats/schedule_io.hpp"
+#include "schedule/formats/schedule_json.hpp"
+#include "schedule/generators/generator.hpp"
+#include "schedule/validate.hpp"
 #include "tests/support/structure.hpp"
 #include "tests/support/expect_error.hpp"
 

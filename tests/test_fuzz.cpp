@@ -9,7 +9,7 @@
 #include <random>
 #include <set>
 
-#include "model/generators/generator.hpp"
+#include "schedule/generators/generator.hpp"
 #include "checkers/checks.hpp"
 #include "tools/fuzz/comm_oracle.hpp"
 #include "tools/fuzz/properties.hpp"

@@ -13,10 +13,10 @@
 #include <sstream>
 
 #include "checkers/checks.hpp"
-#include "model/comm_insertion.hpp"
-#include "model/errors.hpp"
-#include "model/generators/generator.hpp"
-#include "model/formats/schedule_io.hpp"
+#include "schedule/comm_insertion.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/generators/generator.hpp"
+#include "schedule/formats/schedule_io.hpp"
 #include "tests/support/expect_error.hpp"
 #include "tests/support/structure.hpp"
 

@@ -1,4 +1,4 @@
-// The schedule reader's own JSON parser (model/formats/json_lexer.hpp) against nlohmann's as an
+// The schedule reader's own JSON parser (schedule/formats/json_lexer.hpp) against nlohmann's as an
 // oracle: for every input both accept or both refuse, and what they accept is the same value.
 #include <catch2/catch.hpp>
 #include <rapidcheck.h>
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "model/formats/json_lexer.hpp"
-#include "model/formats/json_string.hpp"
+#include "schedule/formats/json_lexer.hpp"
+#include "schedule/formats/json_string.hpp"
 
 using namespace ppsched;
 using nlohmann::json;

@@ -9,8 +9,8 @@
 #include <random>
 #include <string>
 
-#include "network/model_file.hpp"
-#include "sim/network_costs.hpp"
+#include "workload/model_file.hpp"
+#include "sim/workload_costs.hpp"
 #include "sim/search/partition.hpp"
 
 using namespace ppsched;
@@ -20,20 +20,20 @@ namespace {
 
 // A model of listed layers: an embedding, `fwd` decoder-like layers (TFLOPs per micro-batch;
 // kept activations 1 GiB each), and a head of `head` TFLOPs; 1 PFLOP/s effective.
-Network listed_model(const std::vector<double>& fwd, double head, int64_t capacity = int64_t{1} << 40) {
+Workload listed_model(const std::vector<double>& fwd, double head, int64_t capacity = int64_t{1} << 40) {
   std::string layers = R"({"name": "emb", "kind": "embedding", "params": 1000, "fwd_flops": 1e11, "activation_bytes": 1048576, "output_bytes": 1048576})";
   for (double f : fwd)
     layers += R"(, {"params": 1000000, "fwd_flops": )" + std::to_string(f * 1e12) +
               R"(, "activation_bytes": 1073741824, "output_bytes": 1048576})";
   layers += R"(, {"name": "head", "kind": "head", "params": 1000, "fwd_flops": )" + std::to_string(head * 1e12) +
             R"(, "activation_bytes": 1048576, "output_bytes": 0})";
-  return read_network(R"({"format": "ppsched-model", "version": 1, "layers": [)" + layers +
+  return read_model(R"({"format": "ppsched-model", "version": 1, "layers": [)" + layers +
                           R"(], "device": {"flops_per_s": 1e15, "mfu": 1, "memory_reserve_bytes": 0, "memory_bytes": )" +
                           std::to_string(capacity) + "}}",
                       "listed.json");
 }
 
-PartitionRequest request(const Network& net, int pp, int micro, const std::vector<std::string>& families) {
+PartitionRequest request(const Workload& net, int pp, int micro, const std::vector<std::string>& families) {
   PartitionRequest pr;
   pr.tune.pp = pp;
   pr.tune.micro = micro;
@@ -42,9 +42,9 @@ PartitionRequest request(const Network& net, int pp, int micro, const std::vecto
   pr.tune.settings.des_iterations = 10;
   pr.tune.settings.threads = 1;
   pr.tune.settings.seconds = 0;
-  describe_network(pr, net);
+  describe_workload(pr, net);
   pr.costs = [net](const std::vector<int>& c) {
-    return network_costs(net, c, "layout").costs;
+    return workload_costs(net, c, "layout").costs;
   };
   return pr;
 }
@@ -110,7 +110,7 @@ TEST_CASE("the partition search finds the best of every layout of 8 layers on 4 
     std::vector<double> fwd(8);
     for (double& f : fwd) f = tflops(rng);
     const double head = trial == 0 ? 6.0 : tflops(rng);
-    const Network net = listed_model(fwd, head);
+    const Workload net = listed_model(fwd, head);
     for (const std::vector<std::string>& fam :
          std::vector<std::vector<std::string>>{{"1f1b"}, {"zb-h1"}, {"1f1b", "gpipe", "zb-h1"}}) {
       const PartitionRequest pr = request(net, 4, 8, fam);
@@ -149,7 +149,7 @@ TEST_CASE("the partition search finds the best of every layout of 8 layers on 4 
 TEST_CASE("the partition search moves layers off a rank the memory cap cannot hold", "[partition]") {
   // 8 equal layers of 1 GiB kept activations; 1F1B's rank 0 keeps 4 micro-batches of its
   // stage: with two layers a stage that is 8 GiB, over a 7 GiB cap; with one layer 4 GiB.
-  const Network net = listed_model(std::vector<double>(8, 1.0), 0.1, int64_t{7} << 30);
+  const Workload net = listed_model(std::vector<double>(8, 1.0), 0.1, int64_t{7} << 30);
   const PartitionRequest pr = request(net, 4, 8, {"1f1b"});
   CHECK(families_best(pr, {2, 2, 2, 2}) == 0.0);  // the even split does not fit
   const PartitionResult r = search_partition(pr);
@@ -168,7 +168,7 @@ TEST_CASE("the partition search moves layers off a rank the memory cap cannot ho
 }
 
 TEST_CASE("the partition search is deterministic", "[partition]") {
-  const Network net = listed_model({1, 2, 3, 1, 2, 3, 1, 2, 3, 1}, 5);
+  const Workload net = listed_model({1, 2, 3, 1, 2, 3, 1, 2, 3, 1}, 5);
   PartitionRequest pr = request(net, 4, 8, {});
   const PartitionResult a = search_partition(pr), b = search_partition(pr);
   CHECK(a.counts == b.counts);
@@ -185,7 +185,7 @@ TEST_CASE("at a local optimum of one-layer moves the partition search looks two 
   // layout PyTorch's partitioner returns is two moves away (5->0, then 4->3) and faster.
   const char* d = std::getenv("PPSCHED_TEST_DATA");
   REQUIRE(d != nullptr);
-  const Network net = read_network_file(std::string(d) + "/peers/pytorch_partition/heuristic_interleaved.model.json");
+  const Workload net = read_model_file(std::string(d) + "/peers/pytorch_partition/heuristic_interleaved.model.json");
   PartitionRequest pr = request(net, 4, 8, {"interleaved-zb"});
   pr.tune.vpp_min = pr.tune.vpp_max = 2;
   pr.tune.placements = {PlacementKind::Loop};

@@ -23,11 +23,11 @@
 #include <vector>
 
 #include "checkers/checks.hpp"
-#include "model/comm_insertion.hpp"
-#include "model/errors.hpp"
-#include "model/formats/action_notation.hpp"
-#include "model/generators/generator.hpp"
-#include "model/validate.hpp"
+#include "schedule/comm_insertion.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/action_notation.hpp"
+#include "schedule/generators/generator.hpp"
+#include "schedule/validate.hpp"
 
 using namespace ppsched;
 

@@ -10,10 +10,10 @@
 #include <sstream>
 
 #include "checkers/checks.hpp"
-#include "model/comm_insertion.hpp"
-#include "model/generators/generator.hpp"
+#include "schedule/comm_insertion.hpp"
+#include "schedule/generators/generator.hpp"
 #include "sim/engine.hpp"
-#include "model/formats/schedule_io.hpp"
+#include "schedule/formats/schedule_io.hpp"
 #include "sim/search/list_scheduler.hpp"
 #include "sim/search/repair.hpp"
 #include "sim/search/problem.hpp"

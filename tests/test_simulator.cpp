@@ -6,10 +6,10 @@
 #include <cstdlib>
 
 #include "checkers/checks.hpp"
-#include "model/comm_insertion.hpp"
-#include "model/errors.hpp"
-#include "model/formats/schedule_io.hpp"
-#include "model/generators/generator.hpp"
+#include "schedule/comm_insertion.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/schedule_io.hpp"
+#include "schedule/generators/generator.hpp"
 #include "sim/engine.hpp"
 #include "sim/tower_on_stage0.hpp"
 
@@ -660,16 +660,16 @@ TEST_CASE("on one network (default costs, P=4 V=2 M=8) owner-backward MPipe beat
   const Schedule mpipe = generate("mpipe-transpose", g);
   const CostModel c = default_cost_model(8);
   const RunRecord body_only = run(interleaved, c);
-  const RunRecord same_network = run(interleaved, with_tower_on_stage0(c, 8, Tower::Trainable));
+  const RunRecord same_workload = run(interleaved, with_tower_on_stage0(c, 8, Tower::Trainable));
   const RunRecord m = run(mpipe, c);
   REQUIRE(body_only.completed);
-  REQUIRE(same_network.completed);
+  REQUIRE(same_workload.completed);
   REQUIRE(m.completed);
   // The tower costs the baseline time (its stage 0 is the slowest stage) ...
-  CHECK(same_network.makespan_ms > body_only.makespan_ms);
+  CHECK(same_workload.makespan_ms > body_only.makespan_ms);
   // ... and on the same network MPipe's round-robin tower wins.
-  CHECK(m.makespan_ms < same_network.makespan_ms);
-  WARN("interleaved-1f1b " << body_only.makespan_ms << " ms body only, " << same_network.makespan_ms
+  CHECK(m.makespan_ms < same_workload.makespan_ms);
+  WARN("interleaved-1f1b " << body_only.makespan_ms << " ms body only, " << same_workload.makespan_ms
                            << " ms with the tower on stage 0; mpipe-transpose --owner-backward " << m.makespan_ms << " ms");
 }
 

@@ -3,10 +3,10 @@
 #include <set>
 #include <vector>
 
-#include "model/generators/generator.hpp"
-#include "model/schedule.hpp"
-#include "model/step_types.hpp"
-#include "model/validate.hpp"
+#include "schedule/generators/generator.hpp"
+#include "schedule/schedule.hpp"
+#include "schedule/step_types.hpp"
+#include "schedule/validate.hpp"
 
 using namespace ppsched;
 

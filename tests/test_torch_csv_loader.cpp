@@ -30,10 +30,10 @@
 #include <vector>
 
 #include "checkers/checks.hpp"
-#include "model/formats/pytorch_csv.hpp"
-#include "model/formats/schedule_io.hpp"
-#include "model/formats/torch_lowering.hpp"
-#include "model/generators/generator.hpp"
+#include "schedule/formats/pytorch_csv.hpp"
+#include "schedule/formats/schedule_io.hpp"
+#include "schedule/formats/torch_lowering.hpp"
+#include "schedule/generators/generator.hpp"
 
 using namespace ppsched;
 
@@ -366,7 +366,7 @@ TEST_CASE("PyTorch's loader takes zbv and looped-bfs at every P 2..8 and M 1..4P
   CHECK(files == 2 * 2 * 140);
 }
 
-// ---- PyTorch's lowering (model/formats/torch_lowering.hpp) -----------------------------------
+// ---- PyTorch's lowering (schedule/formats/torch_lowering.hpp) -----------------------------------
 
 namespace {
 

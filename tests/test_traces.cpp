@@ -18,14 +18,14 @@
 #include <tuple>
 #include <vector>
 
-#include "model/generators/generator.hpp"
+#include "schedule/generators/generator.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "traces/chrome_trace.hpp"
 #include "traces/svg_timeline.hpp"
 #include "traces/text_grid.hpp"
 #include "traces/trace_reader.hpp"
-#include "model/errors.hpp"
+#include "schedule/errors.hpp"
 #include "tests/support/trace_validator.hpp"
 
 using namespace ppsched;

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "model/comm_insertion.hpp"
-#include "model/errors.hpp"
-#include "model/formats/action_notation.hpp"
-#include "model/generators/generator.hpp"
+#include "schedule/comm_insertion.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/action_notation.hpp"
+#include "schedule/generators/generator.hpp"
 #include "tests/support/structure.hpp"
 
 using namespace ppsched;

@@ -27,9 +27,9 @@
 #include "exec/model_description.hpp"
 #include "exec/outcome.hpp"
 #include "exec/session.hpp"
-#include "model/errors.hpp"
-#include "model/formats/schedule_io.hpp"
-#include "model/text_format.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/schedule_io.hpp"
+#include "schedule/text_format.hpp"
 #include "tools/cli/command.hpp"
 
 namespace {

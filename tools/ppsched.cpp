@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "model/errors.hpp"
+#include "schedule/errors.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/process_memory.hpp"
 

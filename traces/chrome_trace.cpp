@@ -18,7 +18,7 @@
 #include <unordered_set>
 #include <utility>
 
-#include "model/formats/json_string.hpp"
+#include "schedule/formats/json_string.hpp"
 #include "traces/lane_groups.hpp"
 
 namespace ppsched {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 #include "results/run_record.hpp"
 
 namespace ppsched {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 #include "results/run_record.hpp"
 
 namespace ppsched {

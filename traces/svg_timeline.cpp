@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "model/text_format.hpp"
+#include "schedule/text_format.hpp"
 #include "traces/chrome_trace.hpp"
 #include "traces/lane_groups.hpp"
 

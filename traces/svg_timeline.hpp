@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 #include "results/run_record.hpp"
 
 namespace ppsched {

@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "model/text_format.hpp"
+#include "schedule/text_format.hpp"
 
 namespace ppsched {
 namespace {

@@ -6,8 +6,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "model/errors.hpp"
-#include "model/validate.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/validate.hpp"
 #include "results/recorder.hpp"
 
 namespace ppsched {

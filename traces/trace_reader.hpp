@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/step_types.hpp"
+#include "schedule/step_types.hpp"
 #include "results/run_record.hpp"
 
 namespace ppsched {

@@ -35,7 +35,7 @@ struct ListParams {
   double f_slack = 0;
   // Several stages per rank: a forward on the rank's first stage admits a micro only if the cap
   // also leaves room for its forwards on the rank's later stages (reserved until they run), so
-  // an admitted micro can always go on (ZB-V's rule, model/generators/zero_bubble.cpp).
+  // an admitted micro can always go on (ZB-V's rule, schedule/generators/zero_bubble.cpp).
   bool reserve = false;
   // The lighter form: a forward on the rank's first stage admits a micro only if the cap leaves
   // room for it and for one more forward of a later local stage, so that the oldest admitted

@@ -8,9 +8,9 @@
 #include <map>
 #include <utility>
 
-#include "model/errors.hpp"
-#include "network/layout.hpp"
-#include "network/stage_plan.hpp"
+#include "schedule/errors.hpp"
+#include "workload/layout.hpp"
+#include "workload/stage_plan.hpp"
 
 namespace ppsched::search {
 namespace {
@@ -286,7 +286,7 @@ class Searcher {
 
 }  // namespace
 
-void describe_network(PartitionRequest& pr, const Network& net) {
+void describe_workload(PartitionRequest& pr, const Workload& net) {
   const std::vector<Layer> layers = net.layers();
   pr.body_layers = 0;
   pr.layer_ms.clear();

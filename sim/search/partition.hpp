@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "network/network.hpp"
+#include "workload/workload.hpp"
 #include "sim/search/tune.hpp"
 
 namespace ppsched::search {
@@ -60,7 +60,7 @@ PartitionResult search_partition(const PartitionRequest& rq);
 
 // Fills what the search reads of a network: its body layers, each layer's forward + backward ms
 // (the balanced start), the ms pinned to the first and last stage, and torchtitan's even split.
-void describe_network(PartitionRequest& pr, const Network& net);
+void describe_workload(PartitionRequest& pr, const Workload& net);
 
 // The contiguous split of `layer_ms` into `stages` blocks minimising the heaviest stage, the
 // first stage carrying `first_ms` and the last `last_ms` besides; every stage but the first

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <tuple>
 
-#include "model/comm_insertion.hpp"
-#include "model/errors.hpp"
+#include "schedule/comm_insertion.hpp"
+#include "schedule/errors.hpp"
 
 namespace ppsched::search {
 

@@ -9,7 +9,7 @@
 // running sum after each task), as both ZB and ppsched's cache walk do.
 //
 // to_schedule() turns an order into an ordinary Schedule whose P2P steps come from the one
-// insertion pass (model/comm_insertion.hpp), so it is verified and simulated like any other.
+// insertion pass (schedule/comm_insertion.hpp), so it is verified and simulated like any other.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 #include "sim/cost_model.hpp"
 
 namespace ppsched::search {

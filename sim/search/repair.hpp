@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "checkers/checks.hpp"
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 
 namespace ppsched::search {
 

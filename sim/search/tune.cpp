@@ -11,9 +11,9 @@
 #include <optional>
 
 #include "checkers/checks.hpp"
-#include "model/errors.hpp"
-#include "model/generators/generator.hpp"
-#include "model/text_format.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/generators/generator.hpp"
+#include "schedule/text_format.hpp"
 #include "sim/search/crew.hpp"
 
 namespace ppsched::search {

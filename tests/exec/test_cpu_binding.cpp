@@ -9,7 +9,7 @@
 
 #include "exec/cpu_binding.hpp"
 #include "exec/measured_trace.hpp"
-#include "model/generators/generator.hpp"
+#include "schedule/generators/generator.hpp"
 #include "traces/chrome_trace.hpp"
 
 using namespace ppsched;

@@ -18,10 +18,10 @@
 #include "exec/model_description.hpp"
 #include "exec/model_layout.hpp"
 #include "exec/stage_manifest.hpp"
-#include "model/errors.hpp"
-#include "model/generators/generator.hpp"
-#include "network/layout.hpp"
-#include "network/model_file.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/generators/generator.hpp"
+#include "workload/layout.hpp"
+#include "workload/model_file.hpp"
 #include "tests/support/trace_validator.hpp"
 #include "traces/chrome_trace.hpp"
 
@@ -106,8 +106,8 @@ TEST_CASE("the built-in model is a model description: --model-out's file reads b
     m.hidden = 64;
     m.seq = 16;
     m.vocab = 128;
-    const Network net = builtin_network(m, 5);
-    const Network back = read_network(describe_model(m, 5), "model.json");
+    const Workload net = builtin_workload(m, 5);
+    const Workload back = read_model(describe_model(m, 5), "model.json");
     CHECK(back.name == net.name);
     CHECK(back.training.precision == Precision::Fp32);
     CHECK(back.training.optimizer == Optimizer::Sgd);
@@ -130,7 +130,7 @@ TEST_CASE("the built-in model is a model description: --model-out's file reads b
     }
     // Laid out by the same function the planner uses.
     m.layers = 5;
-    const Layout planned = network_layout(back, b, 3, "", "--layout");
+    const Layout planned = workload_layout(back, b, 3, "", "--layout");
     const ModelLayout got = make_layout(m, 3, 0);
     REQUIRE(got.stage_units.size() == planned.stages.size());
     for (size_t s = 0; s < planned.stages.size(); ++s)

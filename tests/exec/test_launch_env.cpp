@@ -19,8 +19,8 @@
 #include "exec/error_file.hpp"
 #include "exec/flag_limits.hpp"
 #include "exec/launch_env.hpp"
-#include "model/errors.hpp"
-#include "model/generators/generator.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/generators/generator.hpp"
 
 using namespace ppsched;
 using namespace ppsched::exec;

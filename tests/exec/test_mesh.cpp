@@ -10,7 +10,7 @@
 #include "exec/agreement.hpp"
 #include "exec/flag_limits.hpp"
 #include "exec/mesh.hpp"
-#include "model/generators/generator.hpp"
+#include "schedule/generators/generator.hpp"
 
 using namespace ppsched;
 using namespace ppsched::exec;

@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "model/formats/pytorch_csv.hpp"
-#include "model/formats/schedule_json.hpp"
+#include "schedule/formats/pytorch_csv.hpp"
+#include "schedule/formats/schedule_json.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
 
 namespace {

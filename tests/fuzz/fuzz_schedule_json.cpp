@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "model/formats/schedule_json.hpp"
+#include "schedule/formats/schedule_json.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

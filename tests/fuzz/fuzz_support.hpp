@@ -9,7 +9,7 @@
 #include <string>
 #include <typeinfo>
 
-#include "model/errors.hpp"
+#include "schedule/errors.hpp"
 
 namespace ppsched::fuzz {
 

@@ -14,7 +14,7 @@
 #include <typeinfo>
 
 #include "checkers/checks.hpp"
-#include "model/formats/schedule_json.hpp"
+#include "schedule/formats/schedule_json.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
 
 namespace {

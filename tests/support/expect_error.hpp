@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <stdexcept>
 
-#include "model/errors.hpp"
+#include "schedule/errors.hpp"
 
 namespace ppsched::testing {
 

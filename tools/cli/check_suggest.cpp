@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <iostream>
 
-#include "model/formats/schedule_io.hpp"
-#include "model/text_format.hpp"
+#include "schedule/formats/schedule_io.hpp"
+#include "schedule/text_format.hpp"
 #include "sim/search/repair.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/cli/render.hpp"

@@ -9,15 +9,15 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "model/errors.hpp"
-#include "model/formats/schedule_io.hpp"
-#include "model/text_format.hpp"
-#include "network/layout.hpp"
-#include "network/model_file.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/schedule_io.hpp"
+#include "schedule/text_format.hpp"
+#include "workload/layout.hpp"
+#include "workload/model_file.hpp"
 #include "sim/calibrate.hpp"
 #include "sim/calibrate_model.hpp"
 #include "sim/engine.hpp"
-#include "sim/network_costs.hpp"
+#include "sim/workload_costs.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/cli/render.hpp"
 
@@ -141,14 +141,14 @@ CLI::App* declare_calibrate_flags(CLI::App& app, CalibrateFlags& f) {
 }
 
 // Another schedule than the traced one may be predicted: priced from the fitted model.
-Prediction predict_from_fit(const CalibrateFlags& f, Calibration& c, const NetworkFit& fit) {
+Prediction predict_from_fit(const CalibrateFlags& f, Calibration& c, const WorkloadFit& fit) {
   // Another schedule than the traced one may be predicted: priced from the fitted model.
   std::optional<CsvKind> kind;
   Schedule s = read_schedule_input(f.schedule, {}, {}, &kind);
   // Without --layout a schedule of the traced stage count runs on the traced layout.
   const bool traced_split = f.cost.layout.empty() && s.stages == c.stages;
-  NetworkCosts nc = traced_split ? network_costs(fit.fitted, fit.traced_layout)
-                                 : network_costs(fit.fitted, s.stages, f.cost.layout, "--layout");
+  WorkloadCosts nc = traced_split ? workload_costs(fit.fitted, fit.traced_layout)
+                                 : workload_costs(fit.fitted, s.stages, f.cost.layout, "--layout");
   if (!apply_rank_time(nc.costs, fit.fitted.device, s))
     c.notes.push_back("the predicted schedule has " + std::to_string(s.ranks) + " ranks, the trace " +
                       std::to_string(fit.fitted.device.rank_time.size()) + ": its stages are priced at the fitted rates alone, "
@@ -198,7 +198,7 @@ Prediction predict_traced(const CalibrateFlags& f, Calibration& c) {
 
 // Writes -o and --model-out; a file that cannot be written does not lose the fit: its error is
 // returned ("" when all went well), the fit is printed, then exit 2.
-std::string write_fitted(const CalibrateFlags& f, const Calibration& c, const std::optional<NetworkFit>& fit) {
+std::string write_fitted(const CalibrateFlags& f, const Calibration& c, const std::optional<WorkloadFit>& fit) {
   std::string write_error;
   if (!f.out.empty()) {
     try {
@@ -221,7 +221,7 @@ std::string write_fitted(const CalibrateFlags& f, const Calibration& c, const st
 struct CalibrationReport {
   const CalibrateFlags& flags;
   const Calibration& c;
-  const std::optional<NetworkFit>& fit;
+  const std::optional<WorkloadFit>& fit;
   const std::optional<Prediction>& pred;
   bool wrote = false;         // -o written
   bool wrote_model = false;   // --model-out written
@@ -337,10 +337,10 @@ Action add_calibrate(CLI::App& app) {
     refuse_overwriting_input(st->model_out, {st->trace, st->schedule, st->cost.model}, "--model-out");
     Calibration c = calibrate_trace(read_text(st->trace), st->trace, o);
     // Per-layer calibration: the model's FLOPs on each traced stage explain its step times.
-    std::optional<NetworkFit> fit;
+    std::optional<WorkloadFit> fit;
     if (!st->cost.model.empty()) {
       DataParallelFlags dp;
-      fit = fit_network(load_network(st->cost, dp), c, st->trace_layout, st->trace);
+      fit = fit_workload(load_workload(st->cost, dp), c, st->trace_layout, st->trace);
     }
     std::optional<Prediction> pred;
     if (!st->schedule.empty()) pred = fit ? predict_from_fit(*st, c, *fit) : predict_traced(*st, c);

@@ -1,8 +1,8 @@
 #include <iostream>
 
 #include "checkers/checks.hpp"
-#include "model/errors.hpp"
-#include "model/formats/schedule_io.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/schedule_io.hpp"
 #include "sim/cost_model.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/cli/render.hpp"

@@ -1,12 +1,12 @@
 #include <iostream>
 #include <sstream>
 
-#include "model/errors.hpp"
-#include "model/formats/schedule_io.hpp"
-#include "model/generators/generator.hpp"
-#include "model/step_types.hpp"
-#include "model/validate.hpp"
-#include "model/formats/torch_lowering.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/schedule_io.hpp"
+#include "schedule/generators/generator.hpp"
+#include "schedule/step_types.hpp"
+#include "schedule/validate.hpp"
+#include "schedule/formats/torch_lowering.hpp"
 #include "tools/cli/command.hpp"
 
 namespace ppsched::cli {

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <iostream>
 
-#include "model/errors.hpp"
-#include "model/text_format.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/text_format.hpp"
 #include "sim/cost_model.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/cli/render.hpp"

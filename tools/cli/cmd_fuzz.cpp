@@ -11,10 +11,10 @@
 #include <random>
 
 #include "checkers/checks.hpp"
-#include "model/errors.hpp"
-#include "model/formats/schedule_io.hpp"
-#include "model/formats/schedule_json.hpp"
-#include "model/text_format.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/schedule_io.hpp"
+#include "schedule/formats/schedule_json.hpp"
+#include "schedule/text_format.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/fuzz/properties.hpp"
 

@@ -5,10 +5,10 @@
 #include <iostream>
 
 #include "checkers/checks.hpp"
-#include "model/errors.hpp"
-#include "model/formats/schedule_io.hpp"
-#include "model/formats/torch_lowering.hpp"
-#include "model/validate.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/schedule_io.hpp"
+#include "schedule/formats/torch_lowering.hpp"
+#include "schedule/validate.hpp"
 #include "tools/cli/command.hpp"
 
 namespace ppsched::cli {

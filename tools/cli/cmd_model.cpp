@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <iostream>
 
-#include "model/errors.hpp"
-#include "model/text_format.hpp"
-#include "network/hf_config.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/text_format.hpp"
+#include "workload/hf_config.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/cli/render.hpp"
 
@@ -46,7 +46,7 @@ std::string layer_span(const std::vector<int32_t>& idx, const std::vector<Layer>
   return out.empty() ? "(empty)" : out;
 }
 
-std::string describe(const Network& net) {
+std::string describe(const Workload& net) {
   if (!net.arch) return std::to_string(net.explicit_layers.size()) + " listed layers";
   const Architecture& a = *net.arch;
   std::string out = a.model_type + ": " + std::to_string(a.layers) + " decoder layers";
@@ -76,7 +76,7 @@ struct GatherFigures {
   std::vector<std::string> peak_units;  // the units gathered together at the peak (one stage)
 };
 
-GatherFigures gather_figures(const NetworkCosts& nc, const MemoryModel& mm, const DataParallelOptions& dp) {
+GatherFigures gather_figures(const WorkloadCosts& nc, const MemoryModel& mm, const DataParallelOptions& dp) {
   GatherFigures g;
   g.rule = gather_rule_label(mm, dp);
   if (g.rule.empty()) return g;
@@ -90,8 +90,8 @@ GatherFigures gather_figures(const NetworkCosts& nc, const MemoryModel& mm, cons
   return g;
 }
 
-nlohmann::json model_json(const NetworkCosts& nc, const DataParallelOptions& dp, const std::vector<std::string>& notes) {
-  const Network& net = nc.network;
+nlohmann::json model_json(const WorkloadCosts& nc, const DataParallelOptions& dp, const std::vector<std::string>& notes) {
+  const Workload& net = nc.workload;
   const Training& t = net.training;
   nlohmann::json j;
   j["model"] = net.name;
@@ -173,8 +173,8 @@ nlohmann::json model_json(const NetworkCosts& nc, const DataParallelOptions& dp,
   return j;
 }
 
-std::string model_text(const NetworkCosts& nc, const DataParallelOptions& dp, const std::vector<std::string>& notes) {
-  const Network& net = nc.network;
+std::string model_text(const WorkloadCosts& nc, const DataParallelOptions& dp, const std::vector<std::string>& notes) {
+  const Workload& net = nc.workload;
   const Training& t = net.training;
   const int64_t total = net.total_params();
   std::string out = "model " + (net.source.empty() ? net.name : net.source) + ": " + describe(net) + "\n";
@@ -259,10 +259,10 @@ Action add_model(CLI::App& app) {
     const int64_t stages = int64_t{st->pp} * st->vpp;
     if (stages > kMaxCount) throw InputError({}, "--pp x --vpp is over the limit of 2^20 stages");
     const CostSource src = cost_source(st->cost, st->dp);
-    const NetworkCosts nc = assemble_costs(src, static_cast<int>(stages));
+    const WorkloadCosts nc = assemble_costs(src, static_cast<int>(stages));
     note_rank_times_unused(src, "model");
     const DataParallelOptions dp = data_parallel_options(st->dp, st->pp, st->cost.model);
-    const std::vector<std::string> notes = check_positions(nc.network, st->cost.seq_len > 0 ? "--seq-len" : "training.seq_len");
+    const std::vector<std::string> notes = check_positions(nc.workload, st->cost.seq_len > 0 ? "--seq-len" : "training.seq_len");
     if (!st->out.empty()) {
       refuse_overwriting_input(st->out, {st->cost.model}, "-o");
       // The writer refuses a figure over a cost file's limits (what is written always reads back).

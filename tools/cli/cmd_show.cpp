@@ -6,9 +6,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "model/errors.hpp"
-#include "model/formats/schedule_io.hpp"
-#include "model/text_format.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/schedule_io.hpp"
+#include "schedule/text_format.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "tools/cli/command.hpp"

@@ -7,12 +7,12 @@
 #include <iostream>
 #include <map>
 
-#include "model/errors.hpp"
-#include "model/formats/schedule_io.hpp"
-#include "model/text_format.hpp"
-#include "model/validate.hpp"
-#include "network/layout.hpp"
-#include "sim/network_costs.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/schedule_io.hpp"
+#include "schedule/text_format.hpp"
+#include "schedule/validate.hpp"
+#include "workload/layout.hpp"
+#include "sim/workload_costs.hpp"
 #include "sim/search/pareto.hpp"
 #include "sim/search/partition.hpp"
 #include "sim/search/tune.hpp"
@@ -354,7 +354,7 @@ TuneSetup tune_setup(const std::shared_ptr<TuneFlags>& st) {
 struct Tuned {
   search::TuneResult r;
   std::optional<search::PartitionResult> part;
-  std::optional<Network> net;
+  std::optional<Workload> net;
   std::vector<Layer> layers;
 };
 
@@ -366,7 +366,7 @@ Tuned run_search(const std::shared_ptr<TuneFlags>& st, const TuneSetup& setup) {
   Tuned t;
   const CostSource& src = *setup.source;
   if (with_model) {
-    t.net = *src.network;
+    t.net = *src.workload;
     t.layers = t.net->layers();
     note_rank_times_unused(src, "tune");
   }
@@ -374,7 +374,7 @@ Tuned run_search(const std::shared_ptr<TuneFlags>& st, const TuneSetup& setup) {
     search::PartitionRequest pr;
     pr.tune = rq;
     pr.max_layouts = st->partition_layouts;
-    search::describe_network(pr, *t.net);
+    search::describe_workload(pr, *t.net);
     pr.costs = [&src, &t](const std::vector<int>& counts) {
       const std::vector<int64_t> c(counts.begin(), counts.end());
       return assemble_costs(src, counts_layout(c, t.layers, static_cast<int>(c.size()), "tune --partition search")).costs;
@@ -398,7 +398,7 @@ Tuned run_search(const std::shared_ptr<TuneFlags>& st, const TuneSetup& setup) {
       for (auto& e : t.r.leaderboard) {
         auto it = by_vpp.find(e.vpp);
         if (it == by_vpp.end()) {
-          const NetworkCosts nc = assemble_costs(src, rq.pp * e.vpp);
+          const WorkloadCosts nc = assemble_costs(src, rq.pp * e.vpp);
           it = by_vpp.emplace(e.vpp, body_counts(nc.layout, nc.layers)).first;
         }
         e.layout = it->second;

@@ -12,16 +12,16 @@
 #include <optional>
 #include <string>
 
-#include "model/generators/generator.hpp"
+#include "schedule/generators/generator.hpp"
 #include "lowering/options.hpp"
-#include "model/text_format.hpp"
-#include "model/validate.hpp"
-#include "model/formats/schedule_io.hpp"
-#include "model/schedule.hpp"
-#include "network/network.hpp"
+#include "schedule/text_format.hpp"
+#include "schedule/validate.hpp"
+#include "schedule/formats/schedule_io.hpp"
+#include "schedule/schedule.hpp"
+#include "workload/workload.hpp"
 #include "sim/engine.hpp"
 #include "sim/cost_assembly.hpp"
-#include "sim/network_costs.hpp"
+#include "sim/workload_costs.hpp"
 #include <nlohmann/json.hpp>
 
 namespace ppsched::cli {
@@ -162,7 +162,7 @@ void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file = true, bo
 // The network --model names with the training flags applied (a flag wins over the file); the
 // data-parallel flags not given on the command line take the model file's training values.
 // check_positions' notes go to stderr unless the command renders them (notes_in_output).
-Network load_network(const CostFlags& f, DataParallelFlags& dp);
+Workload load_workload(const CostFlags& f, DataParallelFlags& dp);
 // Where the command's costs come from (sim/cost_assembly.hpp), from its flags: the model with
 // the training flags applied, --layout, --costs over the model (read once) or alone, and the
 // pricing assumptions (--overlap-efficiency, --memory-margin). Throws InputError.
@@ -218,7 +218,7 @@ struct SimFlags {
 void add_sim_flags(CLI::App& cmd, SimFlags& f);
 // The engine's options for schedule `s` priced by `c`. `comms_csv`: the schedule was read from a
 // compute_comms CSV, which selects --overlap-p2p unless --no-overlap-p2p
-// (model/formats/schedule_io.hpp, selects_overlap_p2p). Throws InputError (--dp, --memory-budget).
+// (schedule/formats/schedule_io.hpp, selects_overlap_p2p). Throws InputError (--dp, --memory-budget).
 SimOptions sim_options(const SimFlags& f, const CostModel& c, const Schedule& s, const std::string& name, bool trace,
                        bool comms_csv = false);
 

@@ -3,12 +3,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "model/errors.hpp"
-#include "model/formats/json_support.hpp"
-#include "model/formats/schedule_io.hpp"
-#include "model/text_format.hpp"
-#include "network/model_file.hpp"
-#include "sim/network_costs.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/json_support.hpp"
+#include "schedule/formats/schedule_io.hpp"
+#include "schedule/text_format.hpp"
+#include "workload/model_file.hpp"
+#include "sim/workload_costs.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/cli/render.hpp"
 
@@ -120,8 +120,8 @@ TrainingOverrides training_overrides(const CostFlags& f, const DataParallelFlags
 
 }  // namespace
 
-Network load_network(const CostFlags& f, DataParallelFlags& dp) {
-  Network net = read_network_file(f.model);
+Workload load_workload(const CostFlags& f, DataParallelFlags& dp) {
+  Workload net = read_model_file(f.model);
   // `model` shows the notes in its output.
   const std::vector<std::string> notes = apply_training(net, training_overrides(f, dp), f.model);
   if (!f.notes_in_output)
@@ -140,8 +140,8 @@ CostSource cost_source(const CostFlags& f, DataParallelFlags& dp) {
     if (!f.costs.empty()) src.file_costs = read_cost_file(f.costs);
     return src;
   }
-  src.network = load_network(f, dp);
-  src.network_file = f.model;
+  src.workload = load_workload(f, dp);
+  src.model_file = f.model;
   src.layout = f.layout;
   if (!f.costs.empty()) src.overlay = read_cost_overlay(f.costs);
   return src;

@@ -1,5 +1,5 @@
-#include "model/errors.hpp"
-#include "model/validate.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/validate.hpp"
 #include "tools/cli/command.hpp"
 
 namespace ppsched::cli {

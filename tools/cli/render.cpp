@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <set>
 
-#include "model/errors.hpp"
-#include "model/text_format.hpp"
-#include "model/validate.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/text_format.hpp"
+#include "schedule/validate.hpp"
 #include "traces/text_grid.hpp"
 
 namespace ppsched::cli {

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "lowering/diagnostics.hpp"
-#include "model/schedule.hpp"
-#include "model/text_format.hpp"
+#include "schedule/schedule.hpp"
+#include "schedule/text_format.hpp"
 
 namespace ppsched::cli {
 

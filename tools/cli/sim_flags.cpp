@@ -1,7 +1,7 @@
 // The flags of a simulated run (costs, memory budget, P2P semantics, data parallelism), shared
 // by `simulate`, `compare` and `show --timeline`, so that each prices and runs a schedule alike.
 #include "lowering/options.hpp"
-#include "model/errors.hpp"
+#include "schedule/errors.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "tools/cli/command.hpp"

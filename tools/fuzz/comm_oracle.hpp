@@ -13,7 +13,7 @@
 
 #include "lowering/comm_model.hpp"
 #include "lowering/options.hpp"
-#include "model/schedule.hpp"
+#include "schedule/schedule.hpp"
 
 namespace ppsched::oracle {
 
@@ -80,7 +80,7 @@ std::string describe(const CommOp& op);
 
 // The oracle's own rows for the P2P step types, written from the runtime's semantics
 // (hyper_parallel.md §1-§3: who sends to whom, which step answers, whether a shape/dtype meta
-// goes first), not read from model/step_types.cpp: the oracle derives peers, partners and metas
+// goes first), not read from schedule/step_types.cpp: the oracle derives peers, partners and metas
 // from these, so a wrong row of the step table shows as a difference between the lowering and
 // the oracle, and tests/test_comm_oracle.cpp holds the two tables against each other.
 struct P2PRow {

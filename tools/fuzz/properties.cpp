@@ -8,11 +8,11 @@
 
 #include "checkers/checks.hpp"
 #include "checkers/oracles.hpp"
-#include "model/text_format.hpp"
+#include "schedule/text_format.hpp"
 #include "tools/fuzz/comm_oracle.hpp"
-#include "model/errors.hpp"
-#include "model/formats/pytorch_csv.hpp"
-#include "model/formats/schedule_json.hpp"
+#include "schedule/errors.hpp"
+#include "schedule/formats/pytorch_csv.hpp"
+#include "schedule/formats/schedule_json.hpp"
 #include "sim/engine.hpp"
 #include "traces/chrome_trace.hpp"
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "model/generators/generator.hpp"
+#include "schedule/generators/generator.hpp"
 #include "lowering/diagnostics.hpp"
-#include "model/mutations.hpp"
+#include "schedule/mutations.hpp"
 
 namespace ppsched::fuzz {
 

@@ -351,6 +351,8 @@ void write_sections(const Workload& net, nlohmann::json& out) {
   if (!net.default_layout.empty()) out["layout"] = net.default_layout;
 }
 
+}  // namespace
+
 nlohmann::json layer_json(const Layer& l) {
   return {{"name", l.name},
           {"kind", to_string(l.kind)},
@@ -363,8 +365,6 @@ nlohmann::json layer_json(const Layer& l) {
           {"weight_grad_bytes", l.weight_grad_bytes},
           {"workspace_bytes", l.workspace_bytes}};
 }
-
-}  // namespace
 
 std::string write_model_file(const std::string& path, const Workload& net) {
   nlohmann::json doc = parse_json_strict(read_input_file(path, kMaxModelFileBytes), path, false);

@@ -25,6 +25,7 @@
 // }
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -46,6 +47,8 @@ std::string write_model_file(const std::string& path, const Workload& net);
 // built-in models), each layer with all its figures, and the sections write_model_file writes.
 // It reads back as `net`.
 std::string write_model(const Workload& net, const std::string& comment = "");
+// One layer as a model file lists it, every figure given (what `ppsched model --json` shows too).
+nlohmann::json layer_json(const Layer& l);
 
 // The embedded default: a 7B-class transformer (hidden 4096, 32 layers of 12 h^2 parameters,
 // sequence 4096, micro-batch 1, bf16, FlashAttention) on H100-class GPUs; its layers are listed

@@ -7,6 +7,7 @@
 #include "schedule/errors.hpp"
 #include "schedule/text_format.hpp"
 #include "workload/hf_config.hpp"
+#include "workload/model_file.hpp"
 #include "tools/cli/command.hpp"
 #include "tools/cli/render.hpp"
 
@@ -120,17 +121,7 @@ nlohmann::json model_json(const WorkloadCosts& nc, const DataParallelOptions& dp
                  {"usable_memory_bytes", net.device.usable_memory_bytes() ? nlohmann::json(*net.device.usable_memory_bytes())
                                                                            : nlohmann::json(nullptr)}};
   j["layers"] = nlohmann::json::array();
-  for (const Layer& l : nc.layers)
-    j["layers"].push_back({{"name", l.name},
-                           {"kind", to_string(l.kind)},
-                           {"params", l.params},
-                           {"fwd_flops", l.fwd_flops},
-                           {"bwd_input_flops", l.bwd_input_flops},
-                           {"bwd_weight_flops", l.bwd_weight_flops},
-                           {"activation_bytes", l.activation_bytes},
-                           {"weight_grad_bytes", l.weight_grad_bytes},
-                           {"workspace_bytes", l.workspace_bytes},
-                           {"output_bytes", l.output_bytes}});
+  for (const Layer& l : nc.layers) j["layers"].push_back(layer_json(l));
   j["layout"] = {{"counts", body_counts(nc.layout, nc.layers)},
                  {"megatron", megatron_text(nc.layout, nc.layers)},
                  {"how", nc.layout.how}};
@@ -247,7 +238,6 @@ Action add_model(CLI::App& app) {
     bool json = false, layers = false;
   };
   auto st = std::make_shared<State>();
-  st->cost.notes_in_output = true;
   add_cost_flags(*cmd, st->cost, false, true);
   cmd->add_option("--pp", st->pp, "pipeline ranks P (default 1)")->check(whole_in(1, kMaxCount));
   cmd->add_option("--vpp", st->vpp, "stages per rank V (default 1): the layout has P x V stages")->check(whole_in(1, kMaxCount));
@@ -258,11 +248,11 @@ Action add_model(CLI::App& app) {
   return [st]() {
     const int64_t stages = int64_t{st->pp} * st->vpp;
     if (stages > kMaxCount) throw InputError({}, "--pp x --vpp is over the limit of 2^20 stages");
-    const CostSource src = cost_source(st->cost, st->dp);
+    std::vector<std::string> notes;  // check_positions', shown in the output
+    const CostSource src = cost_source(st->cost, st->dp, &notes);
     const WorkloadCosts nc = assemble_costs(src, static_cast<int>(stages));
     note_rank_times_unused(src, "model");
     const DataParallelOptions dp = data_parallel_options(st->dp, st->pp, st->cost.model);
-    const std::vector<std::string> notes = check_positions(nc.workload, st->cost.seq_len > 0 ? "--seq-len" : "training.seq_len");
     if (!st->out.empty()) {
       refuse_overwriting_input(st->out, {st->cost.model}, "-o");
       // The writer refuses a figure over a cost file's limits (what is written always reads back).

@@ -155,18 +155,18 @@ struct CostFlags {
   std::optional<double> overlap_efficiency, memory_margin;
   std::string memory_reserve;
   CLI::Option* model_opt = nullptr;
-  bool notes_in_output = false;  // the command renders check_positions' notes itself (`model`)
 };
 // `positional_model`: `ppsched model MODEL` takes the model as its argument.
 void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file = true, bool positional_model = false);
-// The network --model names with the training flags applied (a flag wins over the file); the
+// The workload --model names with the training flags applied (a flag wins over the file); the
 // data-parallel flags not given on the command line take the model file's training values.
-// check_positions' notes go to stderr unless the command renders them (notes_in_output).
-Workload load_workload(const CostFlags& f, DataParallelFlags& dp);
+// check_positions' notes go to `notes` when the command renders them (`model`), else to stderr.
+Workload load_workload(const CostFlags& f, DataParallelFlags& dp, std::vector<std::string>* notes = nullptr);
 // Where the command's costs come from (sim/cost_assembly.hpp), from its flags: the model with
 // the training flags applied, --layout, --costs over the model (read once) or alone, and the
-// pricing assumptions (--overlap-efficiency, --memory-margin). Throws InputError.
-CostSource cost_source(const CostFlags& f, DataParallelFlags& dp);
+// pricing assumptions (--overlap-efficiency, --memory-margin). Throws InputError. `notes`: as
+// load_workload's.
+CostSource cost_source(const CostFlags& f, DataParallelFlags& dp, std::vector<std::string>* notes = nullptr);
 PricingAssumptions pricing_assumptions(const CostFlags& f);
 // Where a run's memory budget came from: --memory-budget (`flag_given`), else the cost model's
 // capacity and how it was derived.

@@ -120,12 +120,13 @@ TrainingOverrides training_overrides(const CostFlags& f, const DataParallelFlags
 
 }  // namespace
 
-Workload load_workload(const CostFlags& f, DataParallelFlags& dp) {
+Workload load_workload(const CostFlags& f, DataParallelFlags& dp, std::vector<std::string>* notes) {
   Workload net = read_model_file(f.model);
-  // `model` shows the notes in its output.
-  const std::vector<std::string> notes = apply_training(net, training_overrides(f, dp), f.model);
-  if (!f.notes_in_output)
-    for (const std::string& n : notes) std::cerr << "note: " << n << "\n";
+  std::vector<std::string> noted = apply_training(net, training_overrides(f, dp), f.model);
+  if (notes)
+    *notes = std::move(noted);
+  else
+    for (const std::string& n : noted) std::cerr << "note: " << n << "\n";
   // The data-parallel flags not given take the model file's training values.
   dp.degree = net.training.dp;
   dp.fsdp = net.training.fsdp;
@@ -133,14 +134,14 @@ Workload load_workload(const CostFlags& f, DataParallelFlags& dp) {
   return net;
 }
 
-CostSource cost_source(const CostFlags& f, DataParallelFlags& dp) {
+CostSource cost_source(const CostFlags& f, DataParallelFlags& dp, std::vector<std::string>* notes) {
   CostSource src;
   src.assumptions = pricing_assumptions(f);
   if (f.model.empty()) {
     if (!f.costs.empty()) src.file_costs = read_cost_file(f.costs);
     return src;
   }
-  src.workload = load_workload(f, dp);
+  src.workload = load_workload(f, dp, notes);
   src.model_file = f.model;
   src.layout = f.layout;
   if (!f.costs.empty()) src.overlay = read_cost_overlay(f.costs);

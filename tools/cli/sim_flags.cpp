@@ -20,11 +20,10 @@ void add_sim_flags(CLI::App& cmd, SimFlags& f) {
 void add_mode_flags(CLI::App& cmd, ModeFlags& f, ModeFlagSet set) {
   cmd.add_option("--comm", f.comm, "P2P semantics: rendezvous (NCCL-like, default) or eager (buffered sends)")
       ->check(CLI::IsMember({"rendezvous", "eager"}));
-  if (!set.reads_schedules) {
-    cmd.add_flag("--overlap-p2p", f.overlap_p2p, "receives waited by their consumer, sends drained at the end");
-  } else {
-    cmd.add_flag("--overlap-p2p", f.overlap_p2p,
-                 "receives waited by their consumer, sends drained at the end (the default for a compute_comms CSV)");
+  cmd.add_flag("--overlap-p2p", f.overlap_p2p,
+               std::string("receives waited by their consumer, sends drained at the end") +
+                   (set.reads_schedules ? " (the default for a compute_comms CSV)" : ""));
+  if (set.reads_schedules) {
     cmd.add_flag("--no-overlap-p2p", f.no_overlap_p2p,
                  "run a compute_comms CSV blocking instead of under PyTorch's runtime semantics")
         ->excludes("--overlap-p2p");

@@ -118,7 +118,7 @@ const Workload& workload_of(const CostSource& src) {
 }  // namespace
 
 WorkloadCosts assemble_costs(const CostSource& src, int stages) {
-  return finish(workload_costs(workload_of(src), stages, src.layout, src.layout_where), src);
+  return finish(workload_costs(workload_of(src), stages, src.layout, "--layout"), src);
 }
 
 WorkloadCosts assemble_costs(const CostSource& src, Layout layout) {

@@ -65,8 +65,7 @@ CostModel overlay_costs(const CostModel& base, const CostOverlay& top);
 struct CostSource {
   std::optional<Workload> workload;        // a model description, overrides applied
   std::string model_file;              // its file, for messages
-  std::string layout;                    // the layout's text ("": the model file's, else the even split)
-  std::string layout_where = "--layout"; // who gave it, for messages
+  std::string layout;                    // --layout's text ("": the model file's, else the even split)
   std::optional<CostOverlay> overlay;    // a cost file over the model's figures
   std::optional<CostModel> file_costs;   // a cost file alone (no model)
   PricingAssumptions assumptions;

@@ -14,6 +14,9 @@ the next, so that none always goes first):
 Then the warm figure: each policy run back to back (one discarded run, then --runs runs).
 
 Default ARGS: simulate --generate interleaved-1f1b --pp 32 --vpp 4 --micro 1024 (782,336 steps).
+--expanded counts the steps an MoE run expands into (its steps plus the phases of its MoE stages'
+compute steps, `simulate --json`'s moe.expanded_phases) and a step's bytes over the process's own
+(the peak RSS less that of `ppsched --version` under the same policy).
 Prints per policy the median user, system and CPU seconds with their range, the peak RSS and
 bytes per step, the ratio to the PyTorch command when given (else to --pytorch-cpu-s, the CPU
 seconds of PyTorch's run measured elsewhere), and the cold/warm ratio; --json writes it all.
@@ -68,6 +71,10 @@ def main():
     ap.add_argument("--tolerance", type=float, default=1.15)
     ap.add_argument("--max-bytes-per-step", type=float, default=None,
                     help="with --check: the default policy's peak RSS per step is at most this")
+    ap.add_argument("--expanded", action="store_true",
+                    help="count steps as `simulate --json` expands them: its steps plus the phases its MoE stages' "
+                         "compute steps run (moe.expanded_phases), and count a step's bytes over the process's own "
+                         "(the peak RSS less `ppsched --version`'s under the same policy)")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
     args = a.args or DEFAULT_ARGS
@@ -85,9 +92,18 @@ def main():
         return dict(base_env, PPSCHED_MALLOC=policy)
 
     # The step count, for bytes per step: `ppsched check` of the same input says it.
-    _, _, _, _, out = timed([exe, "check"] + args[1:], env_of(policies[0]))
-    m = re.search(r"verified \((\d+) steps on", out)
-    steps = int(m.group(1)) if m else None
+    baseline = {p: 0 for p in policies}
+    if a.expanded:
+        _, _, _, _, out = timed([exe] + args + ["--json"], env_of(policies[0]))
+        j = json.loads(out)
+        j = j[0] if isinstance(j, list) else j
+        steps = j["steps"] + ((j.get("moe") or {}).get("expanded_phases") or 0)
+        for p in policies:
+            baseline[p] = min(timed([exe, "--version"], env_of(p))[2] for _ in range(3))
+    else:
+        _, _, _, _, out = timed([exe, "check"] + args[1:], env_of(policies[0]))
+        m = re.search(r"verified \((\d+) steps on", out)
+        steps = int(m.group(1)) if m else None
 
     cold = {p: {"user": [], "sys": [], "cpu": [], "rss": [], "wall": []} for p in policies}
     torch = {"cpu": [], "wall": []}
@@ -118,7 +134,7 @@ def main():
     result = {"command": ["ppsched"] + args, "steps": steps, "runs": a.runs, "previous_job":
               a.pytorch_cmd or f"a process touching {a.heavy_mib} MiB", "pytorch_cpu_s": torch_cpu,
               "pytorch_measured_here": bool(torch["cpu"]), "policies": {}}
-    print(f"ppsched {' '.join(args)}" + (f"  ({steps:,} steps)" if steps else ""))
+    print(f"ppsched {' '.join(args)}" + (f"  ({steps:,} {'expanded ' if a.expanded else ''}steps)" if steps else ""))
     print(f"cold: each run right after {result['previous_job']}; warm: back to back; {a.runs} runs each, "
           "median [min-max], CPU s = user + sys")
     head = f"{'policy':<7} {'cold user':>18} {'cold sys':>18} {'cold CPU':>18} {'warm CPU':>18} {'peak RSS':>9} {'B/step':>7}"
@@ -131,7 +147,8 @@ def main():
                "warm_cpu_s": summary(w["cpu"]), "warm_user_s": summary(w["user"]), "warm_sys_s": summary(w["sys"]),
                "peak_rss_bytes": max(c["rss"]), "cold_wall_s": summary(c["wall"])}
         if steps:
-            row["bytes_per_step"] = max(c["rss"]) / steps
+            row["bytes_per_step"] = (max(c["rss"]) - baseline[p]) / steps
+            row["baseline_rss_bytes"] = baseline[p]
         if torch_cpu:
             row["vs_pytorch"] = torch_cpu / row["cold_cpu_s"]["median"]
         result["policies"][p] = row

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -83,6 +84,12 @@ struct MemoryModel {
   // Per stage (none: 0), before data-parallel sharding: weights, gradients, optimizer state.
   std::vector<int64_t> weight_bytes, grad_bytes, optimizer_bytes;
   std::vector<SharedWeights> shared_weights;  // counted by several stages' bytes above
+  // Per stage (none: 0): the routed experts' part of param_bytes, split over expert_parallel
+  // ranks already; their share of each resident part is sharded over the degree / ep
+  // expert-data-parallel ranks instead of the degree (Megatron-Core: 6 + 12 / EDP bytes per
+  // expert parameter with the distributed optimizer).
+  std::vector<int64_t> expert_param_bytes;
+  int expert_parallel = 1;
   // A schedule of one stage (no pipeline) priced from a network: the units FSDP2 wraps, in
   // forward order. Empty: an FSDP_UNSHARD gathers the stage's whole parameters, as PyTorch's
   // pipelining runtime does (each stage gathered across its micro-batches).
@@ -113,7 +120,7 @@ struct MemoryModel {
 
  private:
   // Bytes before sharding as one replica holds them under `dp` (a shard rounds up).
-  static ResidentBytes sharded(const ResidentBytes& b, const DataParallelOptions& dp);
+  static ResidentBytes sharded(const ResidentBytes& b, const DataParallelOptions& dp, int64_t divide = 1);
   static int64_t pick(const std::vector<int64_t>& v, int stage) {
     if (v.empty()) return 0;
     if (v.size() == 1 || stage < 0) return v[0];
@@ -160,14 +167,27 @@ inline int64_t MemoryModel::gathered(int stage, const DataParallelOptions& dp) c
   return fsdp_units.empty() ? dp.gathered_bytes(params(stage)) : fsdp_gather_peak(dp).bytes;
 }
 
-inline ResidentBytes MemoryModel::sharded(const ResidentBytes& b, const DataParallelOptions& dp) {
-  const int64_t n = dp.degree > 1 ? dp.degree : 1;
+// `divide`: the ranks of the data-parallel group that hold the same shard (expert parallelism:
+// the degree / ep expert-data-parallel ranks shard what the ep ranks hold apart).
+inline ResidentBytes MemoryModel::sharded(const ResidentBytes& b, const DataParallelOptions& dp, int64_t divide) {
+  const int64_t n = std::max<int64_t>(dp.degree > 1 ? dp.degree / std::max<int64_t>(divide, 1) : 1, 1);
   const auto shard = [n](int64_t x, bool on) { return on ? (x + n - 1) / n : x; };
   return {shard(b.weights, dp.fsdp), shard(b.grads, dp.fsdp), shard(b.optimizer, dp.fsdp || dp.distributed_optimizer)};
 }
 
 inline ResidentBytes MemoryModel::resident(int stage, const DataParallelOptions& dp) const {
-  return sharded({pick(weight_bytes, stage), pick(grad_bytes, stage), pick(optimizer_bytes, stage)}, dp);
+  const ResidentBytes all{pick(weight_bytes, stage), pick(grad_bytes, stage), pick(optimizer_bytes, stage)};
+  const int64_t params = pick(param_bytes, stage), experts = std::min(pick(expert_param_bytes, stage), params);
+  if (experts <= 0 || expert_parallel <= 1) return sharded(all, dp);
+  // Each resident part in proportion to the parameters: the experts' share sharded over EDP.
+  const double f = static_cast<double>(experts) / static_cast<double>(params);
+  const auto part = [f](int64_t x) { return static_cast<int64_t>(std::llround(static_cast<double>(x) * f)); };
+  const ResidentBytes expert{part(all.weights), part(all.grads), part(all.optimizer)};
+  ResidentBytes dense = all;
+  dense -= expert;
+  ResidentBytes out = sharded(dense, dp);
+  out += sharded(expert, dp, expert_parallel);
+  return out;
 }
 
 template <class RankOf>

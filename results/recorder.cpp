@@ -70,12 +70,14 @@ RunRecord RunRecorder::finish(double makespan_ms) {
     for (const TimedSlice& sl : r.slices) makespan_ms = std::max(makespan_ms, sl.end_ms);
   }
   r.makespan_ms = makespan_ms;
-  r.dp_collective_ms = r.dp_exposed_ms = 0;
+  r.dp_collective_ms = r.dp_exposed_ms = r.a2a_ms = r.a2a_exposed_ms = 0;
   for (RankSummary& rs : r.ranks) {
     rs.idle_ms = std::max(0.0, makespan_ms - rs.busy_ms);
     rs.bubble_fraction = makespan_ms > 0 ? rs.idle_ms / makespan_ms : 0.0;
     r.dp_collective_ms += rs.dp_collective_ms;
     r.dp_exposed_ms += rs.dp_exposed_ms;
+    r.a2a_ms += rs.a2a_ms;
+    r.a2a_exposed_ms += rs.a2a_exposed_ms;
   }
   r.links.clear();
   for (const auto& [key, l] : links_) r.links.push_back(l);  // the map's order: (src, dst)

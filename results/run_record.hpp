@@ -18,17 +18,22 @@
 
 namespace ppsched {
 
-enum class Lane : uint8_t { Compute, Send, Recv, Collective };
+// Comm: the communication stream beside the compute kernels (an MoE layer's all-to-all).
+enum class Lane : uint8_t { Compute, Send, Recv, Collective, Comm };
 
 // One timed interval of one step on one rank (a trace slice).
 struct TimedSlice {
   int32_t rank = -1;
   int32_t step_index = -1;
   int32_t sub = -1;        // sub-step of a batch or composite, -1 otherwise
+  // A phase of the step on the communication stream (Lane::Comm): its MoE layer among the
+  // stage's and its position in the (sub-)step's StepTypeInfo::moe_phases; -1 otherwise.
+  int32_t layer = -1;
   Lane lane = Lane::Compute;
+  bool meta = false;       // a shape/dtype meta message
+  int16_t phase = -1;
   double start_ms = 0, end_ms = 0;
   double bytes = 0;        // P2P / collective payload
-  bool meta = false;       // a shape/dtype meta message
 };
 
 // A matched message: from the sender's slice to the receiver's slice. leave_ms is when the
@@ -81,6 +86,9 @@ struct RankSummary {
   double dp_collective_ms = 0;
   double dp_exposed_ms = 0;
   bool dp_ring_inter_node = false;
+  // MoE (sim/engine_streams.hpp): the time its all-to-alls ran on the communication stream, what
+  // of it its steps waited for, and what running beside them slowed its compute by.
+  double a2a_ms = 0, a2a_exposed_ms = 0, contention_ms = 0;
 };
 
 struct CriticalStep {
@@ -174,9 +182,11 @@ struct RunRecord {
   std::vector<LinkVolume> links;
   CheckReport check;        // every violation kind of `ppsched check` (a simulation)
   size_t steps = 0, events = 0;
+  size_t phases = 0;        // MoE: the phases the compute steps on MoE stages expanded into
   int dp_degree = 1;             // the data-parallel replicas the run was priced for
   double dp_collective_ms = 0;   // sum over ranks of RankSummary::dp_collective_ms
   double dp_exposed_ms = 0;      // sum over ranks of RankSummary::dp_exposed_ms
+  double a2a_ms = 0, a2a_exposed_ms = 0;  // sums over ranks of RankSummary's
   // trace
   std::vector<TimedSlice> slices;
   std::vector<MessageFlow> flows;

@@ -131,6 +131,19 @@ void compute_rows(Table& t) {
   bwd_w.compute = ComputeKind::BackwardWeight;
   bwd_w.effects = {{C::dw_cache, E::Consume}};
 
+  // The phases of one MoE layer (Megatron-Core's combined 1F1B phase table, NVIDIA/Megatron-LM
+  // #2719): a forward's attention, dispatch, experts and combine; a backward's mirror, the
+  // combine's gradient first; a split backward's weight half computes only (no all-to-all).
+  using W = PhaseWork;
+  constexpr Stream Cs = Stream::Compute, Ms = Stream::Comm;
+  fwd.moe_phases = {{W::Attention, Cs, "attn_fwd"}, {W::Dispatch, Ms, "dispatch_fwd"}, {W::Experts, Cs, "mlp_fwd"},
+                    {W::Combine, Ms, "combine_fwd"}};
+  bwd.moe_phases = {{W::Combine, Ms, "combine_bwd"}, {W::Experts, Cs, "mlp_bwd"}, {W::Dispatch, Ms, "dispatch_bwd"},
+                    {W::Attention, Cs, "attn_bwd"}};
+  bwd_in.moe_phases = {{W::Combine, Ms, "combine_bwd"}, {W::Experts, Cs, "mlp_bwd_dx"}, {W::Dispatch, Ms, "dispatch_bwd"},
+                       {W::Attention, Cs, "attn_bwd_dx"}};
+  bwd_w.moe_phases = {{W::Experts, Cs, "mlp_bwd_dw"}, {W::Attention, Cs, "attn_bwd_dw"}};
+
   auto& ofb = add(row(Op::OVERLAP_F_B, "OVERLAP_F_B", "FB", "OVERLAP_F_B", K::Composite, F::None, F::None,
                       "a forward and a backward run together (sub_steps: forward, backward)"));
   ofb.composite = CompositeKind::Overlap;
@@ -364,6 +377,7 @@ const std::array<StepTypeInfo, kOpCount>& step_table() { return detail::step_tab
 
 
 std::string_view op_name(Op op) { return info(op).name; }
+std::string_view to_string(Stream s) { return s == Stream::Compute ? "compute" : "comm"; }
 
 
 std::optional<Op> op_from_name(std::string_view name) {

@@ -80,6 +80,24 @@ enum class ComputeKind : uint8_t {
   DataLoad, TowerGradBackward, Fsdp, Swap,
 };
 
+// The streams of a rank: the compute kernels' and the one the communication of an MoE layer (its
+// dispatch and combine all-to-all) runs on beside them (DeepSeek's DualPipe, Megatron-Core's
+// --overlap-moe-expert-parallel-comm). Order across the two comes from each chain's own order.
+enum class Stream : uint8_t { Compute, Comm };
+std::string_view to_string(Stream s);
+
+// What one phase of an MoE layer runs inside a body compute step (issue 38): the layer's
+// attention side (attention, router, shared experts, and the dense layers before it on the
+// stage), the dispatch all-to-all to the experts' ranks, the routed experts, the combine
+// all-to-all back. Which of the layer's FLOPs a compute phase runs (forward, input or weight
+// gradient) follows from its step's ComputeKind.
+enum class PhaseWork : uint8_t { Attention, Dispatch, Experts, Combine };
+struct Phase {
+  PhaseWork work;
+  Stream stream;
+  std::string_view name;  // Megatron-Core's names: attn_fwd, dispatch_fwd, mlp_fwd, combine_fwd, ...
+};
+
 // How a composite runs its sub-steps.
 enum class CompositeKind : uint8_t {
   None,
@@ -215,6 +233,10 @@ struct StepTypeInfo {
   std::optional<Op> input_recv;
   Posting posting;          // P2P: the mode under which it does not block at its step
   bool mpipe;               // belongs to the MPipe layer: the schedule needs an "mpipe" object
+  // A body compute step on a stage with MoE layers runs these phases for each of them, in this
+  // order (a backward walks the layers in reverse): lowering/moe_phases expands a step into them
+  // and the engine runs them on their streams. Empty: the step has no phases.
+  std::vector<Phase> moe_phases;
   std::vector<CacheEffect> effects;
   std::string_view summary;
 };

@@ -44,6 +44,9 @@ void refuse_listed(const Workload& net, const TrainingOverrides& o, const std::s
   refuse(o.recompute.has_value(), "--recompute");
   refuse(o.flash_attention.has_value(), "--flash-attention");
   refuse(o.attention_core.has_value(), "--attention-core");
+  refuse(o.ep.has_value(), "--ep");
+  refuse(o.etp.has_value(), "--etp");
+  refuse(o.moe_capacity_factor.has_value(), "--moe-capacity-factor");
 }
 
 }  // namespace
@@ -66,6 +69,11 @@ std::vector<std::string> apply_training(Workload& net, const TrainingOverrides& 
   if (o.dp) t.dp = *o.dp;
   if (o.fsdp) t.fsdp = *o.fsdp;
   if (o.distributed_optimizer) t.distributed_optimizer = *o.distributed_optimizer;
+  if (o.ep) t.ep = *o.ep;
+  if (o.etp) t.etp = *o.etp;
+  if (o.moe_capacity_factor) t.moe_capacity_factor = *o.moe_capacity_factor;
+  if (const std::string why = expert_parallel_problem(t, net.arch ? net.arch->experts : 0); !why.empty())
+    throw InputError(in_file(file), (o.ep ? "--ep " + std::to_string(*o.ep) : std::string("--dp/--tp")) + ": " + why);
   if (o.memory_reserve_bytes) {
     net.device.memory_reserve_bytes = *o.memory_reserve_bytes;
     if (net.device.memory_bytes && net.device.memory_reserve_bytes >= *net.device.memory_bytes)
@@ -79,6 +87,8 @@ std::vector<std::string> apply_training(Workload& net, const TrainingOverrides& 
 void apply_assumptions(const PricingAssumptions& a, CostModel& c) {
   if (a.overlap_efficiency) c.overlap_efficiency = *a.overlap_efficiency;
   if (a.memory_margin) c.memory_margin = *a.memory_margin;
+  if (a.comm_contention) c.moe.contention = *a.comm_contention;
+  if (a.ranks_per_node) c.links.ranks_per_node = *a.ranks_per_node;
 }
 
 CostOverlay read_cost_overlay(const std::string& path) {
@@ -99,6 +109,9 @@ CostModel overlay_costs(const CostModel& base, const CostOverlay& top) {
     merged.fsdp_units = base.fsdp_units;
     merged.fsdp_layers = base.fsdp_layers;
   }
+  // The model's MoE phases are shares of the step times and the layers' all-to-all bytes: they
+  // stay whatever times the file gives.
+  merged.moe.stages = base.moe.stages;
   return merged;
 }
 

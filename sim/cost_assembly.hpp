@@ -30,6 +30,8 @@ struct TrainingOverrides {
   std::optional<bool> flash_attention;
   std::optional<AttentionCore> attention_core;
   std::optional<int> tp;
+  std::optional<int> ep, etp;                 // expert parallelism (Training::ep, etp)
+  std::optional<double> moe_capacity_factor;  // Training::moe_capacity_factor
   std::optional<Precision> precision;
   std::optional<Optimizer> optimizer;
   std::optional<int> dp;
@@ -47,6 +49,8 @@ std::vector<std::string> apply_training(Workload& net, const TrainingOverrides& 
 struct PricingAssumptions {
   std::optional<double> overlap_efficiency;  // OVERLAP_F_B / OVERLAP_B_F sub-steps hidden, 0..1
   std::optional<double> memory_margin;       // a peak within this fraction below the capacity is tight
+  std::optional<double> comm_contention;     // MoeCosts::contention
+  std::optional<int> ranks_per_node;         // Links::ranks_per_node
 };
 void apply_assumptions(const PricingAssumptions& a, CostModel& c);
 

@@ -56,6 +56,13 @@
 //                                                      this much later still
 //   "overlap_efficiency": 0,      OVERLAP_F_B / OVERLAP_B_F: 1 = shorter sub-step fully hidden;
 //                                 0 (default): two computes on one device take turns
+//   "moe": {"ep": 8,                  (optional) expert parallelism: an MoE layer's all-to-all spans
+//                                     the first ep data-parallel replicas of a pipeline rank (1)
+//           "contention": 0.152,      the share of the device an all-to-all takes beside compute (20/132)
+//           "expert_param_bytes": StageValue, per stage only: the routed experts' part of
+//                                     bytes.params (sharded over dp / ep ranks; missing: 0)},
+//     A model's cost model also holds each MoE layer's phases (attention, dispatch, experts,
+//     combine: lowering/moe_phases.hpp); a cost file does not carry them.
 //   "memory": {
 //     "capacity_bytes": number or null (usable per rank), "capacity_basis": how it was derived
 //     (text), "margin": 0.05 (a peak within it below the capacity is tight), "activation_bytes": StageValue (kept from
@@ -102,7 +109,8 @@ using nlohmann::ordered_json;
 using Keys = std::vector<std::string_view>;
 
 const Keys kTopKeys = {"format", "version", "compute", "bytes", "link", "collectives", "protocol",
-                       "overlap_efficiency", "memory"};
+                       "overlap_efficiency", "moe", "memory"};
+const Keys kMoeKeys = {"ep", "contention", "expert_param_bytes"};
 const Keys kMemoryKeys = {"capacity_bytes",   "capacity_basis",   "margin",           "activation_bytes", "weight_grad_bytes", "workspace_bytes",
                           "weights_bytes",    "grads_bytes",      "optimizer_bytes",   "tower_graph_bytes",
                           "tower_copy_bytes", "shared_weights"};
@@ -150,6 +158,7 @@ class Reader {
     if (root.contains("protocol")) c.protocol = read_protocol(f_, root["protocol"]);
     if (root.contains("overlap_efficiency"))
       c.overlap_efficiency = number(root["overlap_efficiency"], "overlap_efficiency", Quantity::Fraction);
+    if (root.contains("moe")) read_moe(root["moe"], c);
     if (root.contains("memory")) read_memory(root["memory"], c);
     return c;
   }
@@ -259,6 +268,17 @@ class Reader {
         fail(path + "[" + std::to_string(s) + "]", "expected one number of bytes per stage: " + why +
                                                        " vary by micro-batch, got " + std::to_string(v.rows[s].size()) +
                                                        " per-micro values");
+  }
+
+  void read_moe(const json& j, CostModel& c) {
+    object(j, "moe", kMoeKeys);
+    if (j.contains("ep")) c.moe.ep = static_cast<int>(f_.whole(j["ep"], "moe.ep", 1, 65536, "an expert-parallel degree from 1 to 65536"));
+    if (j.contains("contention"))
+      c.moe.contention = f_.number(j["contention"], "moe.contention", 0, 0.9, "a share of the device from 0 to 0.9");
+    if (j.contains("expert_param_bytes")) {
+      c.expert_param_bytes = stage_value(j["expert_param_bytes"], "moe.expert_param_bytes", Quantity::Bytes);
+      per_stage_only(c.expert_param_bytes, "moe.expert_param_bytes", "parameters do not");
+    }
   }
 
   void read_memory(const json& j, CostModel& c) {
@@ -479,6 +499,10 @@ ordered_json model_json(const CostModel& c, const Comments* k) {
   protocol.update(protocol_json(c.protocol));
   root["protocol"] = std::move(protocol);
   root["overlap_efficiency"] = c.overlap_efficiency;
+  if (c.expert_param_bytes.given || c.moe.ep != 1 || c.moe.contention != MoeCosts{}.contention)
+    root["moe"] = {{"ep", c.moe.ep},
+                   {"contention", c.moe.contention},
+                   {"expert_param_bytes", stage_json(c.expert_param_bytes, "moe.expert_param_bytes", Quantity::Bytes)}};
   ordered_json memory;
   note(memory, k ? k->memory : Comment{});
   memory["capacity_bytes"] =

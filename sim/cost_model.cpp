@@ -32,6 +32,7 @@ const std::vector<StageField>& stage_fields() {
     for (const auto& f : kComputeFields) out.push_back({"compute." + std::string(f.key), f.value, false});
     for (const auto& f : kByteFields)
       if (f.per_stage) out.push_back({"bytes." + std::string(f.key), f.per_stage, f.per_stage == &CostModel::param_bytes});
+    out.push_back({"moe.expert_param_bytes", &CostModel::expert_param_bytes, true});
     out.push_back({"memory.activation_bytes", &CostModel::kept_activation_bytes, false});
     out.push_back({"memory.weight_grad_bytes", &CostModel::weight_grad_bytes, false});
     out.push_back({"memory.workspace_bytes", &CostModel::workspace_bytes, false});
@@ -104,6 +105,8 @@ MemoryModel CostModel::memory_model(int stages) const {
   m.grad_bytes = given(grads_bytes);
   m.optimizer_bytes = given(optimizer_bytes);
   m.shared_weights = shared_weights;
+  m.expert_param_bytes = given(expert_param_bytes);
+  m.expert_parallel = moe.ep;
   // FSDP2's per-unit gathers price a schedule without a pipeline only; with several stages
   // PyTorch's pipelining runtime keeps each stage's whole parameters gathered.
   if (stages == 1) m.fsdp_units = fsdp_units;
@@ -131,6 +134,10 @@ CostModel CostModel::per_copies(int pipes, int model_stages) const {
     if (v.rows.size() <= 1) continue;
     const auto one = v.rows;
     for (int p = 1; p < pipes; ++p) v.rows.insert(v.rows.end(), one.begin(), one.end());
+  }
+  if (moe.stages.size() > 1) {
+    const auto one = moe.stages;
+    for (int p = 1; p < pipes; ++p) out.moe.stages.insert(out.moe.stages.end(), one.begin(), one.end());
   }
   // Each copy holds its own shared weights (copy p's stage k is stage p S + k; the copies are
   // replicas, a tensor of one is not the other's).

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lowering/moe_phases.hpp"
 #include "lowering/options.hpp"
 #include "platform/interconnect.hpp"
 #include "platform/protocol.hpp"
@@ -38,6 +39,26 @@ struct StageValue {
   }
 };
 
+// The MoE side of a cost model (issue 38): expert parallelism, the all-to-all's streams, and the
+// phases of each stage's MoE layers (lowering/moe_phases.hpp).
+struct MoeCosts {
+  // Expert-parallel ranks an all-to-all spans (Training::ep): the first ep data-parallel replicas
+  // of a pipeline rank (sim/engine_streams.cpp reads their links by locality).
+  int ep = 1;
+  // The share of the device communication kernels take while they run beside compute: a compute
+  // phase beside an all-to-all runs at (1 - contention) of its speed. Default: DeepSeek-V3's
+  // all-to-all kernels take 20 of an H800's 132 SMs (DeepSeek-V3 technical report, 3.2.2).
+  double contention = 20.0 / 132.0;
+  // Per stage, its MoE layers' phases (from a model; a cost file does not carry them): empty, or
+  // one entry per stage.
+  std::vector<MoeStage> stages;
+  const MoeStage* stage(int s) const {
+    return s >= 0 && static_cast<size_t>(s) < stages.size() && !stages[static_cast<size_t>(s)].empty()
+               ? &stages[static_cast<size_t>(s)]
+               : nullptr;
+  }
+};
+
 struct CostModel {
   std::string source = "default";  // "default" or the file it was read from
   // compute times (milliseconds) by ComputeKind: FWD, BWD, BWD_INPUT, BWD_WEIGHT,
@@ -53,6 +74,11 @@ struct CostModel {
   // Per stage: the bytes of the stage's parameters, and of its gradients (same dtype), that
   // the FSDP_* data-parallel collectives move (per stage only, never per micro-batch).
   StageValue param_bytes;
+  // Per stage: the part of param_bytes that is routed experts (split over ep ranks, so their
+  // optimizer state and, with --fsdp, all of them are sharded over the dp / ep expert-data-
+  // parallel ranks: Megatron's 6 + 12 / EDP bytes per expert parameter).
+  StageValue expert_param_bytes;
+  MoeCosts moe;
   // the platform (platform/): links by locality, the collectives' algorithm, the protocol
   Links links;
   CollectiveAlgorithm collectives = CollectiveAlgorithm::Ring;

@@ -73,6 +73,9 @@ Engine::Engine(const Schedule& s, const CostModel& c, const SimOptions& o)
     channel_link_[k] = &c_.link(prices_.global(model_.channels[k].src), prices_.global(model_.channels[k].dst));
   dp_ms_.assign(R, 0.0);
   dp_exposed_.assign(R, 0.0);
+  a2a_ms_.assign(R, 0.0);
+  a2a_exposed_.assign(R, 0.0);
+  contention_ms_.assign(R, 0.0);
   if (!c.protocol.background_progress) {
     waits_.resize(R);
     stalled_.resize(R);
@@ -147,7 +150,10 @@ void Engine::advance(int r) {
 void Engine::launch_compute(int r, const Action& a) {
   const size_t ri = static_cast<size_t>(r);
   const int index = a.step_index;
-  const double d = a.composite() ? prices_.duration(step_at(r, index)) : prices_.duration(leaf_of(r, a));
+  // A step on stages with MoE layers runs its phases on the compute and communication streams.
+  const StreamTimeline* tl = prices_.has_moe() ? prices_.streams(step_at(r, index), r) : nullptr;
+  const double d = tl ? tl->span_ms
+                      : a.composite() ? prices_.duration(step_at(r, index)) : prices_.duration(leaf_of(r, a));
   double start = std::max(host_[ri], compute_free_[ri]);
   int32_t cause = compute_free_[ri] >= host_[ri] ? compute_last_[ri] : host_cause_[ri];
   double end = start + d;
@@ -168,9 +174,35 @@ void Engine::launch_compute(int r, const Action& a) {
     host_cause_[ri] = sl;
   }
   busy_[ri] += d;
+  if (tl) record_streams(r, index, start, *tl);
   if (o_.check.dp.degree > 1 && !a.composite()) {
     dp_ms_[ri] += prices_.dp_busy_ms(leaf_of(r, a));
     dp_exposed_[ri] += prices_.dp_exposed_ms(leaf_of(r, a));
+  }
+}
+
+// The all-to-alls of a step's phases: their time and, with a trace, their slices on the
+// communication stream (the step's compute slice spans them all).
+void Engine::record_streams(int r, int index, double start, const StreamTimeline& tl) {
+  const size_t ri = static_cast<size_t>(r);
+  a2a_ms_[ri] += tl.a2a_ms;
+  a2a_exposed_[ri] += tl.a2a_exposed_ms;
+  contention_ms_[ri] += tl.slowdown_ms;
+  phases_ += static_cast<size_t>(tl.phases);
+  if (!o_.record_trace || timing_only_) return;
+  const bool composite = is_composite(step_at(r, index).op);
+  for (const CommSpan& c : tl.comm) {
+    TimedSlice sl;
+    sl.rank = r;
+    sl.step_index = index;
+    sl.sub = composite ? c.chain : -1;
+    sl.layer = c.item.layer;
+    sl.phase = c.item.index;
+    sl.lane = Lane::Comm;
+    sl.start_ms = start + c.start_ms;
+    sl.end_ms = start + c.end_ms;
+    sl.bytes = c.item.bytes;
+    comm_slices_.push_back(sl);
   }
 }
 
@@ -301,12 +333,14 @@ RunRecord Engine::finish() {
   if (timing_only_) return rec_.finish(makespan);
   summarize_ranks();
   res.dp_degree = o_.check.dp.degree;
+  res.phases = phases_;
   // Critical path: from the slice that ends last, follow the causes back.
   rec_.critical_path(slices_.critical_path());
   for (size_t k = 0; k < model_.channels.size(); ++k)
     if (link_msgs_[k]) rec_.link(model_.channels[k].src, model_.channels[k].dst, link_bytes_[k], link_msgs_[k]);
   if (o_.record_trace) {
     slices_.record(rec_);
+    for (const TimedSlice& sl : comm_slices_) rec_.slice(sl);
     record_flows();
   }
   // The checks replayed the same lowering (their deadlock pass): a timed run that stops is
@@ -328,6 +362,9 @@ void Engine::summarize_ranks() {
     rs.end_ms = std::max(host_[ri], compute_free_[ri]);
     rs.dp_collective_ms = dp_ms_[ri];
     rs.dp_exposed_ms = dp_exposed_[ri];
+    rs.a2a_ms = a2a_ms_[ri];
+    rs.a2a_exposed_ms = a2a_exposed_[ri];
+    rs.contention_ms = contention_ms_[ri];
     rs.dp_ring_inter_node = prices_.dp_ring_inter_node(r);
     rec_.rank(rs);
   }

@@ -26,6 +26,67 @@ double ActionPrices::duration(const Step& st) {
   return duration(leaf_of(st));
 }
 
+// ---- MoE phases -------------------------------------------------------------------------------
+const StreamTimeline* ActionPrices::streams(const Step& st, int r) {
+  if (c_.moe.stages.empty()) return nullptr;
+  const bool overlap = is_overlap(st.op);
+  const Step* subs[2] = {&st, nullptr};
+  if (overlap) {
+    if (st.sub_steps().empty()) return nullptr;
+    subs[0] = &st.sub_steps()[0];
+    subs[1] = st.sub_steps().size() > 1 ? &st.sub_steps()[1] : nullptr;
+  }
+  bool any = false;
+  for (const Step* x : subs) any = any || (x && c_.moe.stage(x->stage) && phase_part(info(x->op).compute) >= 0);
+  if (!any) return nullptr;
+  const bool by_micro = c_.varies_by_micro();
+  std::array<int32_t, 7> key{r, -1, -1, -1, -1, -1, -1};
+  for (int k = 0; k < 2; ++k)
+    if (subs[k]) {
+      key[static_cast<size_t>(1 + 3 * k)] = static_cast<int32_t>(subs[k]->op);
+      key[static_cast<size_t>(2 + 3 * k)] = subs[k]->stage;
+      key[static_cast<size_t>(3 + 3 * k)] = by_micro ? subs[k]->micro : -1;
+    }
+  if (const auto it = timelines_.find(key); it != timelines_.end()) return &it->second;
+  std::vector<std::vector<TimedPhase>> chains;
+  for (const Step* x : subs) {
+    if (!x) continue;
+    const double ms = duration(leaf_of(*x));
+    std::vector<TimedPhase>& chain = chains.emplace_back();
+    phase_scratch_.clear();
+    if (const MoeStage* m = c_.moe.stage(x->stage)) expand_phases(x->op, *m, phase_scratch_);
+    if (phase_scratch_.empty()) {
+      // A step without phases (a dense stage's) runs whole on the compute stream.
+      if (ms > 0) chain.push_back({PhaseItem{Phase{PhaseWork::Attention, Stream::Compute, op_name(x->op)}, 0, -1, 1.0, 0}, ms});
+      continue;
+    }
+    for (const PhaseItem& it : phase_scratch_)
+      chain.push_back({it, it.phase.stream == Stream::Comm ? a2a_ms(it.bytes, r) : it.share * ms});
+  }
+  return &timelines_.emplace(key, run_streams(chains, c_.moe.contention)).first->second;
+}
+
+double ActionPrices::a2a_ms(double bytes, int r) const {
+  const int ep = std::max(c_.moe.ep, 1);
+  if (ep <= 1 || !(bytes > 0)) return 0.0;
+  const DeviceMesh mesh = check_.dp.mesh(s_.ranks);
+  const int per_node = std::max(c_.links.ranks_per_node, 1);
+  // The first min(ep, dp) replicas of pipeline rank r; past the data-parallel degree the group
+  // takes tensor-parallel peers, which share r's node (Megatron puts TP innermost).
+  const int replicas = std::min(ep, std::max(check_.dp.degree, 1));
+  const int node = mesh.global_rank(0, r) / per_node;
+  int inside = ep - replicas;  // the tensor-parallel peers
+  for (int k = 0; k < replicas; ++k) inside += mesh.global_rank(k, r) / per_node == node;
+  const int outside = ep - inside;
+  const double per_peer = bytes / (ep - 1);
+  const auto over = [&](const Link& l, int peers) {
+    if (peers <= 0) return 0.0;
+    const double bw = l.bandwidth_GBps && *l.bandwidth_GBps > 0 ? *l.bandwidth_GBps * 1e9 : 0.0;
+    return (bw > 0 ? peers * per_peer / bw * 1e3 : 0.0) + l.latency_ms;
+  };
+  return std::max(over(c_.links.intra_node, inside - 1), over(c_.links.inter_node, outside));
+}
+
 // ---- pipeline collectives ---------------------------------------------------------------------
 double ActionPrices::collective_bytes(Op op, int stage) const {
   switch (info(op).collective_bytes) {

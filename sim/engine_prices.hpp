@@ -4,6 +4,7 @@
 // the timed loop reads directly. Private to sim/: the public API is sim/engine.hpp.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "lowering/options.hpp"
 #include "schedule/schedule.hpp"
 #include "sim/cost_model.hpp"
+#include "sim/engine_streams.hpp"
 #include "sim/fsdp2_timing.hpp"
 
 namespace ppsched::des {
@@ -54,6 +56,18 @@ class ActionPrices {
     }
     return c_.compute_ms(st.op, st.stage, st.micro) + dp_exposed_ms(st);
   }
+
+  // ---- MoE phases on two streams (sim/engine_streams.hpp) ----------------------------------------
+  // The phases of compute step `st` on rank r, on their streams, when its stage (or a sub-step's)
+  // has MoE layers; nullptr otherwise (the step is priced by duration()). Kept per (sub-)step
+  // ops and stages (and micro-batches, when the prices vary by micro): valid for the run.
+  const StreamTimeline* streams(const Step& st, int r);
+  // One all-to-all of `bytes` (what a rank sends) over the expert-parallel group of pipeline
+  // rank r: NCCL's all-to-all, every pair at once (a grouped send and receive to each of the
+  // ep - 1 peers, bytes / (ep - 1) each); the peers in r's node over the intra-node link, the
+  // others over the inter-node link, both at once: the longer of the two, plus the links' latency.
+  double a2a_ms(double bytes, int r) const;
+  bool has_moe() const { return !c_.moe.stages.empty(); }
 
   // ---- P2P --------------------------------------------------------------------------------------
   // A leaf step's payload bytes.
@@ -101,6 +115,9 @@ class ActionPrices {
   // reduce-scatter unit by unit (fsdp2_pass).
   const bool fsdp2_units_;
   mutable std::map<std::pair<uint8_t, double>, Fsdp2Pass> fsdp2_passes_;  // fsdp2_pass's walks
+  // streams(): the timelines by (ops, stages, micros) of the step and its sub-steps.
+  std::map<std::array<int32_t, 7>, StreamTimeline> timelines_;
+  std::vector<PhaseItem> phase_scratch_;
   // Filled on first use; -1: not known yet. Empty when prices vary by micro.
   std::vector<double> compute_table_, payload_table_;  // [(stage + 1) * kOpCount + op]
 };

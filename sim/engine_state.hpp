@@ -75,6 +75,7 @@ class Engine {
   // ---- the host and its actions (sim/engine.cpp) ------------------------------------------
   inline void advance(int r);
   inline void launch_compute(int r, const Action& a);
+  void record_streams(int r, int index, double start, const StreamTimeline& tl);
   // A Post, Phase or Wait action: false while rank r waits for its messages. Always inlined
   // into advance, as it was when advance was one function: GCC's size limits otherwise keep
   // it a call per P2P action (+2% instructions in a search's timing-only run, callgrind).
@@ -214,6 +215,12 @@ class Engine {
   std::vector<int> link_msgs_;
   std::vector<double> dp_ms_;                // per rank: time in DP-group collectives
   std::vector<double> dp_exposed_;           // per rank: what of it its steps waited for
+  // Per rank (MoE): its all-to-alls' time on the communication stream, what of it its steps
+  // waited for, and the compute slowdown beside them.
+  std::vector<double> a2a_ms_, a2a_exposed_, contention_ms_;
+  size_t phases_ = 0;
+  // With a trace: the all-to-alls on the communication stream (Lane::Comm), recorded at the end.
+  std::vector<TimedSlice> comm_slices_;
   std::vector<const Link*> channel_link_;    // per channel
   std::vector<std::vector<WaitSpan>> waits_;   // per rank, background_progress false
   std::vector<std::vector<Stalled>> stalled_;  // per receiving rank

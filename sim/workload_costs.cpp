@@ -1,6 +1,7 @@
 #include "sim/workload_costs.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 
@@ -50,6 +51,62 @@ void apply_platform(const Workload& net, CostModel& c) {
   if (net.protocol) c.protocol = *net.protocol;
   if (net.overlap_efficiency) c.overlap_efficiency = *net.overlap_efficiency;
   if (net.meta_bytes) c.meta_bytes = *net.meta_bytes;
+}
+
+// The MoE side of a laid-out model's costs: its expert parallelism, each stage's routed-expert
+// parameter bytes, and each stage's MoE layers as phases (lowering/moe_phases.hpp): a layer's
+// attention side (with the dense layers since the previous MoE layer) and its routed experts as
+// shares of the stage's FLOPs of each kind, and its all-to-all bytes. The first sequence
+// length's figures (shares of a step's time; the all-to-all bytes of that length).
+void add_moe(const Workload& net, const StagePlan& plan, const std::vector<Layer>& layers, CostModel& c) {
+  c.moe.ep = std::max(net.training.ep, 1);
+  const BytesPerParam bpp = net.training.bytes_per_param();
+  bool any = false;
+  StageValue experts;
+  experts.given = true;
+  for (const StageFigures& st : plan.stages) {
+    double expert_params = 0;
+    std::array<double, kPhaseParts> total{};
+    const auto parts = [](const Layer& l, bool expert) {
+      const double f = expert ? l.expert_fwd_flops : l.fwd_flops - l.expert_fwd_flops;
+      const double bi = expert ? l.expert_bwd_input_flops : l.bwd_input_flops - l.expert_bwd_input_flops;
+      const double bw = expert ? l.expert_bwd_weight_flops : l.bwd_weight_flops - l.expert_bwd_weight_flops;
+      return std::array<double, kPhaseParts>{f, bi + bw, bi, bw};
+    };
+    for (int32_t i : st.layers) {
+      const Layer& l = layers[static_cast<size_t>(i)];
+      expert_params += static_cast<double>(l.expert_params);
+      const auto a = parts(l, false), b = parts(l, true);
+      for (size_t k = 0; k < kPhaseParts; ++k) total[k] += a[k] + b[k];
+    }
+    MoeStage m;
+    std::array<double, kPhaseParts> pending{};  // the compute since the previous MoE layer
+    const auto share = [&](const std::array<double, kPhaseParts>& x) {
+      std::array<float, kPhaseParts> out{};
+      for (size_t k = 0; k < kPhaseParts; ++k) out[k] = total[k] > 0 ? static_cast<float>(x[k] / total[k]) : 0.0f;
+      return out;
+    };
+    for (int32_t i : st.layers) {
+      const Layer& l = layers[static_cast<size_t>(i)];
+      const auto a = parts(l, false);
+      for (size_t k = 0; k < kPhaseParts; ++k) pending[k] += a[k];
+      if (!l.moe) continue;
+      m.layers.push_back({share(pending), share(parts(l, true)), static_cast<double>(l.a2a_bytes)});
+      pending = {};
+    }
+    m.after = share(pending);
+    if (m.layers.empty()) m = MoeStage{};
+    any = any || expert_params > 0 || !m.empty();
+    experts.rows.push_back({std::round(expert_params * bpp.weights)});
+    c.moe.stages.push_back(std::move(m));
+  }
+  if (!any) {
+    c.moe.stages.clear();
+    return;
+  }
+  if (std::all_of(experts.rows.begin(), experts.rows.end(), [&](const auto& r) { return r == experts.rows.front(); }))
+    experts.rows.resize(1);
+  c.expert_param_bytes = std::move(experts);
 }
 
 }  // namespace
@@ -192,6 +249,7 @@ WorkloadCosts laid_out(const Workload& net, std::vector<Layer> layers, Layout la
   out.layout = std::move(layout);
   out.plan = plan_stages(net, out.layout);
   out.costs = costs_from_plan(net, out.plan, out.layers, net.source.empty() ? net.name : net.source);
+  add_moe(net, out.plan, out.layers, out.costs);
   return out;
 }
 

@@ -98,8 +98,10 @@ def layer_differences(z, T):
     if not z["hidden_dropout"]:
         out.append(("no residual dropout masks", -2 * T * h))
     if z["moe"]:
-        out.append(("MoE MLP, not dense 4Tf", 4 * T * z["E"] + 2 * T * z["k"] * (2 * h + 3 * z["f_moe"]) + 6 * T * z["f_shared"]
-                    - 4 * T * f))
+        # The router's fp32 probabilities 4TE and bool routing map TE, the top-k fp32 weights 4Tk,
+        # each routed copy's input, gated MLP and output, the shared experts' MLP.
+        out.append(("MoE MLP, not dense 4Tf", 4 * T * z["E"] + T * z["E"] + 4 * T * z["k"]
+                    + 2 * T * z["k"] * (2 * h + 3 * z["f_moe"]) + 6 * T * z["f_shared"] - 4 * T * f))
     elif z["gated"]:
         out.append(("SwiGLU keeps 6Tf, not 4Tf", 2 * T * f))
     return out

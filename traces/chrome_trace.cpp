@@ -143,6 +143,13 @@ struct EventList {
 // ---- names ---------------------------------------------------------------------------------
 
 Out& Out::slice_name(const Step* step, const TimedSlice& sl) {
+  // A phase on the communication stream: "dispatch_fwd L3 F5 s2" (the stage's fourth MoE layer).
+  if (const Phase* ph = slice_phase(step, sl)) {
+    raw(ph->name);
+    if (sl.layer >= 0) raw(" L").integer(sl.layer);
+    ch(' ');
+    step = sl.sub >= 0 && is_composite(step->op) ? &step->sub_steps()[static_cast<size_t>(sl.sub)] : step;
+  }
   if (!step) {
     raw("step ").integer(sl.step_index);
   } else if (is_composite(step->op) && !step->sub_steps().empty()) {
@@ -237,8 +244,20 @@ std::string_view lane_name(Lane lane) {
     case Lane::Send: return "send";
     case Lane::Recv: return "recv";
     case Lane::Collective: return "collective";
+    case Lane::Comm: return "comm stream";
   }
   return "lane";
+}
+
+const Phase* slice_phase(const Step* step, const TimedSlice& sl) {
+  if (!step || sl.lane != Lane::Comm || sl.phase < 0) return nullptr;
+  const Step* leaf = step;
+  if (is_composite(step->op)) {
+    if (sl.sub < 0 || static_cast<size_t>(sl.sub) >= step->sub_steps().size()) return nullptr;
+    leaf = &step->sub_steps()[static_cast<size_t>(sl.sub)];
+  }
+  const auto& phases = info(leaf->op).moe_phases;
+  return static_cast<size_t>(sl.phase) < phases.size() ? &phases[static_cast<size_t>(sl.phase)] : nullptr;
 }
 
 const Step* slice_step(const Schedule& s, const TimedSlice& sl) {
@@ -417,6 +436,7 @@ class TraceWriter {
           .integer(step ? step->micro : -1).raw(",\"stage\":").integer(step ? step->stage : -1)
           .raw(",\"step_index\":").integer(sl.step_index);
       if (sl.sub >= 0) o.raw(",\"sub\":").integer(sl.sub);
+      if (sl.lane == Lane::Comm && sl.phase >= 0) o.raw(",\"phase\":").integer(sl.phase).raw(",\"layer\":").integer(sl.layer);
       o.raw(",\"bytes\":").number(sl.bytes).raw(",\"meta\":").boolean(sl.meta);
       if (step) o.raw(",\"op\":\"").raw(info(step->op).name).ch('"');
       if (!critical.empty() &&

@@ -47,8 +47,11 @@ std::string chrome_trace_json(const Schedule& s, const RunRecord& r, const Trace
 //   ts/dur are whole nanoseconds written as fixed-point microseconds ("624013.178"), so a
 //   slice's ts + dur equals the next one's ts exactly when they abut; a zero-length slice is
 //   written 2 ns long, so that a flow end can lie strictly inside it.
-inline constexpr int kTraceLanes = 4;
+inline constexpr int kTraceLanes = 5;
 std::string_view lane_name(Lane lane);
+// The phase a communication-stream slice ran (an MoE layer's all-to-all; StepTypeInfo::moe_phases
+// of its step, or of its sub-step in a composite); nullptr for any other slice.
+const Phase* slice_phase(const Step* step, const TimedSlice& sl);
 
 // The step a slice shows: the sub-step for a sub-slice of a composite (slice.sub >= 0), else
 // the step at slice.step_index. nullptr when the slice points outside the schedule or at an

@@ -32,7 +32,7 @@ constexpr double kComputeH = 18, kCommGap = 2, kCommH = 8, kMemGap = 3, kMemH = 
 constexpr double kLegendLineH = 18;
 
 // Colour classes of a slice.
-enum Cls : uint8_t { kF, kB, kBi, kBw, kT, kD, kX, kS, kR, kC, kM, kClsCount };
+enum Cls : uint8_t { kF, kB, kBi, kBw, kT, kD, kX, kS, kR, kC, kA, kM, kClsCount };
 struct ClsInfo {
   const char* css;
   const char* fill;
@@ -44,7 +44,7 @@ constexpr ClsInfo kCls[kClsCount] = {
     {"t", "#c39bd3", "tower"},             {"d", "#c9a27e", "data load"},
     {"x", "#c8c8c8", "local (FSDP, swap)"}, {"s", "#f5a55a", "P2P send"},
     {"r", "#f3b7b3", "P2P receive"},       {"c", "#e36f6f", "collective"},
-    {"m", "#8f8f8f", "merged (sub-pixel)"},
+    {"a", "#3fa7a0", "all-to-all (comm stream)"}, {"m", "#8f8f8f", "merged (sub-pixel)"},
 };
 
 Cls class_of_compute(const Step& step) {
@@ -75,6 +75,7 @@ Cls class_of(const Step* step, Lane lane) {
     case Lane::Send: return kS;
     case Lane::Recv: return kR;
     case Lane::Collective: return kC;
+    case Lane::Comm: return kA;
     case Lane::Compute: break;
   }
   if (!step) return kX;
@@ -162,6 +163,7 @@ std::string micro_label(const Step* step) {
 struct RowGeometry {
   double top = 0;      // compute bar
   double comm = 0;     // communication strip
+  double stream = 0;   // communication-stream strip (MoE all-to-alls), when the run has one
   double memory = 0;   // memory strip
 };
 
@@ -172,13 +174,15 @@ struct Canvas {
   double width = 0;      // of the time axis, pixels
   double scale = 0;      // pixels per ms
   double row_h = 0, rows_top = 0, rows_bottom = 0;
+  bool streams = false;  // the run has communication-stream slices (MoE all-to-alls): a strip more a row
 
   double x_of(double t) const { return kLeft + std::clamp(std::isfinite(t) ? t : 0.0, 0.0, span_ms) * scale; }
   RowGeometry row(int rank) const {
     RowGeometry g;
     g.top = rows_top + rank * row_h;
     g.comm = g.top + kComputeH + kCommGap;
-    g.memory = g.comm + kCommH + kMemGap;
+    g.stream = g.comm + kCommH + kCommGap;
+    g.memory = (streams ? g.stream + kCommH : g.comm + kCommH) + kMemGap;
     return g;
   }
 };
@@ -194,7 +198,8 @@ Canvas canvas_of(const Schedule& s, const RunRecord& r, const SvgOptions& option
   l.span_ms = makespan > 0 && std::isfinite(makespan) ? makespan : 1.0;
   l.width = std::max(100, options.width);
   l.scale = l.width / l.span_ms;
-  l.row_h = kComputeH + kCommGap + kCommH + (options.memory ? kMemGap + kMemH : 0) + kRowGap;
+  for (const auto& sl : r.slices) l.streams = l.streams || sl.lane == Lane::Comm;
+  l.row_h = kComputeH + kCommGap + kCommH + (l.streams ? kCommGap + kCommH : 0) + (options.memory ? kMemGap + kMemH : 0) + kRowGap;
   l.rows_top = kTitleH + kAxisH;
   l.rows_bottom = l.rows_top + l.nranks * l.row_h;
   return l;
@@ -407,6 +412,9 @@ class Timeline {
     body_.raw("\n<rect class=\"bg\" x=\"").num(kLeft).raw("\" y=\"").num(g.top).raw("\" width=\"").num(l_.width)
         .raw("\" height=\"").num(kComputeH).raw("\"/><rect class=\"bg\" x=\"").num(kLeft).raw("\" y=\"").num(g.comm)
         .raw("\" width=\"").num(l_.width).raw("\" height=\"").num(kCommH).raw("\"/>\n");
+    if (l_.streams)
+      body_.raw("<rect class=\"bg\" x=\"").num(kLeft).raw("\" y=\"").num(g.stream).raw("\" width=\"").num(l_.width)
+          .raw("\" height=\"").num(kCommH).raw("\"><title>comm stream (MoE all-to-all)</title></rect>\n");
     while (pos < order_.size() && r_.slices[order_[pos]].rank == rank) lane(rank, g, pos);
     if (options_.memory) memory_strip(rank, g);
     body_.raw("</g>\n");
@@ -434,6 +442,7 @@ class Timeline {
     if (lane == Lane::Send) y = g.comm, h = kCommH / 2;
     if (lane == Lane::Recv) y = g.comm + kCommH / 2, h = kCommH / 2;
     if (lane == Lane::Collective) y = g.comm, h = kCommH;
+    if (lane == Lane::Comm) y = g.stream, h = kCommH;
     body_.raw("<g transform=\"translate(0,").num(y).raw(")\">");
     SubPixelRun run;
     for (; pos < order_.size() && r_.slices[order_[pos]].rank == rank && r_.slices[order_[pos]].lane == lane; ++pos) {

@@ -29,6 +29,7 @@ std::optional<Lane> lane_of_thread(const std::string& name) {
   if (word == "send") return Lane::Send;
   if (word == "recv") return Lane::Recv;
   if (word == "collective") return Lane::Collective;
+  if (word == "comm") return Lane::Comm;
   return std::nullopt;
 }
 
@@ -289,6 +290,9 @@ RawSlice read_slice(const json& e, const std::string& file, int ev) {
   s.slice.step_index = int_at(a, "step_index", file, ev, where);
   s.slice.bytes = number_at(a, "bytes", file, ev, where);
   if (a.contains("sub")) s.slice.sub = int_at(a, "sub", file, ev, where);
+  // A communication-stream slice's phase (an MoE layer's all-to-all).
+  if (a.contains("phase")) s.slice.phase = static_cast<int16_t>(std::clamp(int_at(a, "phase", file, ev, where), -1, 255));
+  if (a.contains("layer")) s.slice.layer = int_at(a, "layer", file, ev, where);
   if (a.contains("meta") && a["meta"].is_boolean()) s.slice.meta = a["meta"].get<bool>();
   if (s.slice.rank < 0) fail(file, ev, what + ": pid " + std::to_string(s.slice.rank) + " is not a rank");
   return s;
@@ -343,7 +347,7 @@ void assign_lanes(TraceEvents& t, const std::string& file) {
     auto it = t.lanes.find({s.slice.rank, s.tid});
     if (it == t.lanes.end() || !it->second)
       fail(file, s.step.event, "slice on pid " + std::to_string(s.slice.rank) + " tid " + std::to_string(s.tid) +
-                                   ": no thread_name metadata naming its lane (compute, send, recv, collective)");
+                                   ": no thread_name metadata naming its lane (compute, send, recv, collective, comm stream)");
     s.slice.lane = *it->second;
   }
 }

@@ -45,9 +45,20 @@
 // the backward re-runs the attention core; with FlashAttention it changes nothing); full
 // recomputation keeps only the layer input, e T h = 2 s b h.
 // A recomputing backward holds, while it runs, what it recomputes for one layer (workspace).
-// An MoE layer keeps the router's probabilities (fp32, 4 T E) and, per routed copy of a token
-// (T k of them), the expert's input, its MLP and its output for the weighted combine; shared
-// experts keep their MLP.
+// An MoE layer keeps the router's probabilities (fp32, 4 T E), its routing map (bool, T E) and
+// the top-k probabilities the combine weighs by (fp32, 4 T k) and, per routed copy of a token
+// (T k of them), the expert's input (the permuted token the dispatch delivered), its MLP and its
+// output for the weighted combine; shared experts keep their MLP.
+// Expert parallelism (Megatron-Core): the routed experts' parameters are split over ep x etp
+// ranks instead of tp (each rank holds E / ep experts, each 1 / etp of it); the router and the
+// shared experts follow the dense layers. Under uniform routing every rank computes, keeps and
+// sends the same share whatever ep is: its T / t tokens' k routed copies (sequence parallelism),
+// times the capacity / imbalance factor cf (the busiest rank's share over the uniform one).
+// One all-to-all (the dispatch; the combine sends as many back) moves from each rank
+// cf T k h e (ep - 1) / (ep t) bytes: each routed copy's h elements, the (ep - 1) / ep of them
+// whose expert is on another EP rank. The expert phase's FLOPs (Layer::expert_*_flops) are the
+// routed experts' matmuls; the router, the shared experts and the attention are the layer's
+// other phase.
 // Weight-gradient state (what a split backward keeps from BWD_INPUT to BWD_WEIGHT): each
 // matmul's input and its output's gradient -- for GPT 14 + 18 = 32 s b h, the Zero Bubble
 // runtime's analytic unit (W = -32 hidden).
@@ -68,6 +79,7 @@ namespace {
 
 struct Shape {
   double h, a, g, d, f, V, s, b, T, e, t;
+  double ep = 1, etp = 1, cf = 1;  // expert parallelism, expert TP, capacity / imbalance factor
 };
 
 [[noreturn]] void too_large(const std::string& what, const std::string& layer, double value, double limit) {
@@ -89,6 +101,9 @@ struct Figures {
   double layer_input = 0;                   // what full recomputation keeps
   double weight_grad = 0;                   // matmul inputs and output gradients
   double extra_fwd = 0;                     // forward FLOPs beyond 2 x matmul x T (the head's)
+  // The routed experts (counted in the above too): their parameters (split over ep x etp, not
+  // tp), the matmul parameters a token passes through in them, and the bytes it sends to them.
+  double expert_params = 0, expert_matmul = 0, a2a = 0;
 };
 
 Layer finish(const std::string& name, LayerKind kind, const Figures& x, const Shape& z, Recompute r, double output) {
@@ -107,7 +122,17 @@ Layer finish(const std::string& name, LayerKind kind, const Figures& x, const Sh
     kept = x.layer_input;
     workspace = x.kept + x.scores;
   }
-  l.params = whole((x.params - x.replicated) / z.t + x.replicated, "parameter count", name, kMaxLayerParams);
+  l.params = whole((x.params - x.replicated - x.expert_params) / z.t + x.replicated + x.expert_params / (z.ep * z.etp),
+                   "parameter count", name, kMaxLayerParams);
+  l.expert_params = whole(x.expert_params / (z.ep * z.etp), "parameter count", name, kMaxLayerParams);
+  if (x.expert_matmul > 0) {
+    // The expert phase: its matmuls each way, a full recomputation re-running its forward.
+    const double e = 2 * z.T * x.expert_matmul;
+    l.expert_fwd_flops = e / z.t;
+    l.expert_bwd_input_flops = (r == Recompute::Full ? 2 * e : e) / z.t;
+    l.expert_bwd_weight_flops = e / z.t;
+    l.a2a_bytes = whole(x.a2a / z.t, "all-to-all bytes", name, kMaxLayerBytes);
+  }
   for (auto [value, field] : {std::pair{fwd / z.t, &l.fwd_flops}, {bwd_in / z.t, &l.bwd_input_flops}, {bwd_w / z.t, &l.bwd_weight_flops}}) {
     if (!std::isfinite(value) || value > kMaxLayerFlops) too_large("FLOPs", name, value, kMaxLayerFlops);
     *field = value;
@@ -173,14 +198,21 @@ void mlp(const Architecture& m, const Shape& z, bool moe, Figures& x) {
   }
   const double E = static_cast<double>(m.experts), k = static_cast<double>(m.experts_per_token);
   const double fm = static_cast<double>(m.moe_ffn), sf = static_cast<double>(m.shared_ffn);
+  const double cf = z.cf;  // the busiest expert rank's tokens over the uniform share
+  x.expert_params += E * mats * h * fm;
+  x.expert_matmul += cf * k * mats * h * fm;
   x.params += E * mats * h * fm + h * E + (m.router_bias ? E : 0) + mats * h * sf + (m.shared_expert_gate ? h : 0);
   x.replicated += h * E + (m.router_bias ? E : 0) + (m.shared_expert_gate ? h : 0);  // the router, the shared expert's gate
-  x.matmul += k * mats * h * fm + h * E + mats * h * sf + (m.shared_expert_gate ? h : 0);
-  x.kept += 4 * T * E;                                     // router probabilities (fp32)
-  x.kept += T * k * e * (2 * h + kept_per * fm);           // per routed copy: input, MLP, output
+  x.matmul += cf * k * mats * h * fm + h * E + mats * h * sf + (m.shared_expert_gate ? h : 0);
+  x.kept += 4 * T * E + T * E;                             // router probabilities (fp32), routing map (bool)
+  x.kept += 4 * T * k;                                     // the top-k probabilities the combine weighs by (fp32)
+  x.kept += cf * T * k * e * (2 * h + kept_per * fm);      // per routed copy: input, MLP, output
   x.kept += kept_per * e * T * sf;                         // shared experts' MLP
-  x.weight_grad += T * k * e * (h + fm + up * fm + h);     // routed copies: inputs and output gradients
+  x.weight_grad += cf * T * k * e * (h + fm + up * fm + h);  // routed copies: inputs and output gradients
   x.weight_grad += e * T * (sf + up * sf + h) + 4 * T * E; // shared experts; the router's output gradient
+  // One all-to-all (dispatch; the combine returns as many): each routed copy of a token, h
+  // elements, leaves for another EP rank with probability (ep - 1) / ep under uniform routing.
+  x.a2a += cf * T * k * h * e * (z.ep - 1) / z.ep;
 }
 
 Layer decoder_layer(const Architecture& m, const Shape& z, bool moe, const Training& tr, Recompute r, const std::string& name,
@@ -245,6 +277,9 @@ std::vector<Layer> transformer_layers(const Architecture& m, const Training& tr,
   z.T = z.s * z.b;
   z.e = tr.activation_element_bytes();
   z.t = std::max(tr.tp, 1);
+  z.ep = std::max(tr.ep, 1);
+  z.etp = std::max(tr.expert_tp(), 1);
+  z.cf = tr.moe_capacity_factor;
   std::vector<Layer> out;
   out.reserve(static_cast<size_t>(m.layers + m.mtp_layers + 4));
   const double hidden_out = z.e * z.T * z.h;

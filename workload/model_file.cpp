@@ -20,7 +20,8 @@ const Keys kBytesKeys = {"meta"};
 const Keys kLayerKeys = {"name", "kind", "count", "params", "fwd_flops", "bwd_flops", "bwd_input_flops",
                          "bwd_weight_flops", "activation_bytes", "output_bytes", "weight_grad_bytes", "workspace_bytes"};
 const Keys kTrainingKeys = {"seq_len", "micro_batch_size", "precision", "optimizer", "distributed_optimizer",
-                            "fsdp", "dp", "tp", "recompute", "flash_attention", "attention_core"};
+                            "fsdp", "dp", "tp", "ep", "etp", "moe_capacity_factor", "recompute",
+                            "flash_attention", "attention_core"};
 const Keys kDeviceKeys = {"flops_per_s", "mfu", "memory_bytes", "memory_reserve_bytes", "fitted", "split_backward",
                           "rank_time_factors"};
 const Keys kSplitStages = {"first_stage", "other_stages"};
@@ -167,7 +168,8 @@ class ModelReader {
     f_.object(j, "training", kTrainingKeys);
     Training& t = net.training;
     const bool listed = !net.arch.has_value();
-    for (const char* key : {"seq_len", "micro_batch_size", "recompute", "flash_attention", "attention_core"})
+    for (const char* key : {"seq_len", "micro_batch_size", "recompute", "flash_attention", "attention_core", "ep", "etp",
+                            "moe_capacity_factor"})
       if (listed && j.contains(key))
         f_.fail(std::string("training.") + key, std::string("the layers are listed with their figures: ") + key +
                                                     " does not change them (it applies to hf_config models)");
@@ -196,6 +198,14 @@ class ModelReader {
     if (j.contains("fsdp")) t.fsdp = f_.boolean(j["fsdp"], "training.fsdp");
     if (j.contains("dp")) t.dp = static_cast<int>(f_.whole(j["dp"], "training.dp", 1, int64_t{1} << 20, "a data-parallel degree from 1 to 2^20"));
     if (j.contains("tp")) t.tp = static_cast<int>(f_.whole(j["tp"], "training.tp", 1, 65536, "a tensor-parallel degree from 1 to 65536"));
+    if (j.contains("ep")) t.ep = static_cast<int>(f_.whole(j["ep"], "training.ep", 1, kMaxExperts, "an expert-parallel degree from 1 to 65536"));
+    if (j.contains("etp"))
+      t.etp = static_cast<int>(f_.whole(j["etp"], "training.etp", 1, 65536, "an expert tensor-parallel degree from 1 to 65536"));
+    if (j.contains("moe_capacity_factor"))
+      t.moe_capacity_factor = f_.number(j["moe_capacity_factor"], "training.moe_capacity_factor", 1, 1024,
+                                        "a capacity / imbalance factor from 1 to 1024");
+    if (const std::string why = expert_parallel_problem(t, net.arch ? net.arch->experts : 0); !why.empty())
+      f_.fail(j.contains("ep") ? "training.ep" : "training.dp", why);
     if (j.contains("recompute")) {
       const nlohmann::json& r = j["recompute"];
       t.recompute.clear();
@@ -322,6 +332,11 @@ void write_sections(const Workload& net, nlohmann::json& out) {
   tr["fsdp"] = t.fsdp;
   tr["dp"] = t.dp;
   tr["tp"] = t.tp;
+  if (net.arch && net.arch->experts > 0) {
+    tr["ep"] = t.ep;
+    if (t.etp > 0) tr["etp"] = t.etp;
+    tr["moe_capacity_factor"] = t.moe_capacity_factor;
+  }
   out["training"] = tr;
   nlohmann::json dev = {{"flops_per_s", net.device.flops_per_s}, {"mfu", net.device.mfu}};
   dev["memory_bytes"] = net.device.memory_bytes ? nlohmann::json(*net.device.memory_bytes) : nlohmann::json(nullptr);

@@ -37,6 +37,8 @@ int64_t Workload::total_params() const {
   if (arch) {
     Training whole = training;
     whole.tp = 1;
+    whole.ep = 1;
+    whole.etp = 1;
     for (const Layer& l : transformer_layers(*arch, whole, training.seq_lens.front())) total += l.params;
     return total;
   }
@@ -49,6 +51,18 @@ std::string attention_core_problem(const Training& t) {
     return "a causal attention core (half the s x s matrix) needs FlashAttention: eager attention computes the whole "
            "score matrix and masks it (attention_core \"full\")";
   return {};
+}
+
+std::string expert_parallel_problem(const Training& t, int64_t experts) {
+  const int64_t ep = std::max(t.ep, 1), etp = t.expert_tp(), ranks = int64_t{std::max(t.dp, 1)} * std::max(t.tp, 1);
+  if (ep > 1 && experts == 0) return "expert parallelism " + std::to_string(ep) + " needs a model with routed experts";
+  if (experts > 0 && experts % ep != 0)
+    return "expert parallelism " + std::to_string(ep) + " does not divide the " + std::to_string(experts) + " routed experts";
+  if ((ep * etp) > ranks || ranks % (ep * etp) != 0)
+    return "expert parallelism " + std::to_string(ep) + " x expert tensor parallelism " + std::to_string(etp) +
+           " does not divide the " + std::to_string(ranks) + " ranks of a stage (data parallelism " + std::to_string(t.dp) +
+           " x tensor parallelism " + std::to_string(t.tp) + "): the expert ranks tile the same ranks as the dense ones";
+  return "";
 }
 
 std::vector<std::string> check_positions(const Workload& net, const std::string& given_by) {

@@ -72,6 +72,14 @@ struct Layer {
   int64_t weight_grad_bytes = 0;     // kept from the input-gradient to the weight-gradient backward
   int64_t workspace_bytes = 0;       // held only while the backward runs (recomputed activations)
   int64_t output_bytes = 0;          // handed to the next layer (a P2P message at a stage boundary)
+  // An MoE layer's routed experts on this rank (Training::ep, etp): their parameters (part of
+  // params), their FLOPs (part of the figures above: the expert phase between the dispatch and
+  // the combine all-to-all; the rest of the layer is its attention phase) and the bytes one
+  // all-to-all (the dispatch, and the combine alike, each way) sends to the other EP ranks per
+  // micro-batch (workload/architecture.cpp states the formula).
+  int64_t expert_params = 0;
+  double expert_fwd_flops = 0, expert_bwd_input_flops = 0, expert_bwd_weight_flops = 0;
+  int64_t a2a_bytes = 0;
   // Tables it uses that another layer owns and counts: the embedding's (a tied output head; an
   // MTP module, which embeds its own input tokens) and the untied output head's (an MTP module's
   // logits). A stage or rank that holds a user without the owner holds a copy of the table
@@ -96,6 +104,14 @@ struct Training {
   bool fsdp = false;                   // weights, gradients and optimizer state sharded (FSDP2)
   int dp = 1;                          // data-parallel degree the sharding divides by
   int tp = 1;                          // tensor-parallel degree: every figure is divided by it
+  // Expert parallelism (Megatron-Core's --expert-model-parallel-size and
+  // --expert-tensor-parallel-size): the routed experts of an MoE layer are split over ep ranks,
+  // each expert over etp (0: as tp); ep x etp ranks tile the dp x tp ranks of a stage.
+  int ep = 1, etp = 0;
+  // Tokens an expert rank receives over the uniform share (Megatron's --moe-expert-capacity-factor
+  // for token dropping; the busiest rank's imbalance for dropless routing): it scales the routed
+  // experts' FLOPs, kept activations and all-to-all bytes. 1: uniform routing.
+  double moe_capacity_factor = 1;
   // One mode for every decoder layer, or one per decoder (and MTP) layer, in order.
   std::vector<Recompute> recompute{Recompute::None};
   bool flash_attention = true;
@@ -107,6 +123,7 @@ struct Training {
     return attention_core.value_or(flash_attention ? AttentionCore::Causal : AttentionCore::Full);
   }
   int activation_element_bytes() const { return precision == Precision::Fp32 ? 4 : 2; }
+  int expert_tp() const { return etp > 0 ? etp : tp; }
   Recompute recompute_of(size_t decoder_index) const {
     return recompute.size() == 1 ? recompute[0] : recompute[std::min(decoder_index, recompute.size() - 1)];
   }
@@ -179,6 +196,11 @@ std::string attention_core_problem(const Training& t);
 // past max_position_embeddings the notes returned say whether the config's rope_scaling covers
 // the length or that the model was not trained that long; the figures are priced all the same.
 std::vector<std::string> check_positions(const Workload& net, const std::string& given_by);
+
+// Why the expert parallelism of `t` cannot split a model of `experts` routed experts ("" when it
+// can): ep must divide the experts, and ep x etp the dp x tp ranks of a stage (Megatron-Core's
+// expert ranks tile the same ranks as the dense ones).
+std::string expert_parallel_problem(const Training& t, int64_t experts);
 
 // Limits of a network description (README "Limits"): checked while reading, before anything
 // is sized by them.

@@ -53,6 +53,7 @@ std::string lane_label(Lane l) {
     case Lane::Send: return "send";
     case Lane::Recv: return "recv";
     case Lane::Collective: return "collective";
+    case Lane::Comm: return "comm stream";
   }
   return "?";
 }
@@ -139,6 +140,22 @@ std::string memory_text(const RunRecord& r, std::optional<int64_t> budget, const
   return out;
 }
 
+// The MoE side of a run: expert parallelism, the streams' assumption, and the all-to-all time
+// over all ranks, hidden and exposed (null without MoE layers).
+nlohmann::json moe_json(const CostModel& c, const RunRecord& r) {
+  if (c.moe.stages.empty()) return nullptr;
+  int layers = 0;
+  for (const MoeStage& m : c.moe.stages) layers += static_cast<int>(m.layers.size());
+  return {{"ep", c.moe.ep},
+          {"moe_layers", layers},
+          {"expanded_phases", r.phases},
+          {"contention", c.moe.contention},
+          {"a2a_algorithm", "pairwise (NCCL all-to-all: a grouped send and receive per peer, intra- and inter-node at once)"},
+          {"a2a_ms", r.a2a_ms},
+          {"a2a_exposed_ms", r.a2a_exposed_ms},
+          {"a2a_hidden_ms", std::max(0.0, r.a2a_ms - r.a2a_exposed_ms)}};
+}
+
 nlohmann::json result_json(const Schedule& s, const RunRecord& r, const CostModel& c, const DataParallelOptions& dp,
                            std::optional<int64_t> budget, bool budget_flag_given) {
   nlohmann::json j;
@@ -158,6 +175,7 @@ nlohmann::json result_json(const Schedule& s, const RunRecord& r, const CostMode
                         {"collective_ms", r.dp_collective_ms},
                         {"exposed_ms", r.dp_exposed_ms},
                         {"max_rank_collective_ms", max_dp_ms(r)}};
+  j["moe"] = moe_json(c, r);
   j["ranks"] = nlohmann::json::array();
   for (const auto& x : r.ranks)
     j["ranks"].push_back({{"rank", x.rank},
@@ -169,7 +187,10 @@ nlohmann::json result_json(const Schedule& s, const RunRecord& r, const CostMode
                           {"peak_memory_step", x.peak_memory_step},
                           {"dp_collective_ms", x.dp_collective_ms},
                           {"dp_exposed_ms", x.dp_exposed_ms},
-                          {"dp_ring", x.dp_ring_inter_node ? "inter_node" : "intra_node"}});
+                          {"dp_ring", x.dp_ring_inter_node ? "inter_node" : "intra_node"},
+                          {"a2a_ms", x.a2a_ms},
+                          {"a2a_exposed_ms", x.a2a_exposed_ms},
+                          {"a2a_contention_ms", x.contention_ms}});
   j["memory"] = memory_json(s, r);
   j["memory"]["tight_ranks"] = tight_ranks(r, budget, c.memory_margin);
   j["critical_path"] = nlohmann::json::array();
@@ -198,7 +219,10 @@ std::string result_text(const std::string& what, const Schedule& s, const RunRec
                         const DataParallelOptions& dp, std::optional<int64_t> budget, const std::string& basis) {
   std::string out = what + ": makespan " + fixed(r.makespan_ms, 3) + " ms" + (r.completed ? "" : " (STOPPED: deadlock)") +
                     ", mean bubble " + fixed(100 * mean_bubble(r), 1) + "% (costs: " + c.source + ")\n";
-  if (has_overlap(s))
+  if (has_overlap(s) && !c.moe.stages.empty())
+    out += "  OVERLAP steps on MoE stages run their sub-steps' phases on two streams: attention and experts on the "
+           "compute stream, one at a time, each sub-step's all-to-alls beside the other's compute\n";
+  else if (has_overlap(s))
     out += "  OVERLAP steps priced with overlap_efficiency " + fixed(c.overlap_efficiency, 2) +
            (c.overlap_efficiency == 0 ? " (serial: two computes on one device take turns)" : "") +
            "; --overlap-efficiency sets it\n";
@@ -225,6 +249,14 @@ std::string result_text(const std::string& what, const Schedule& s, const RunRec
     // (A schedule without FSDP steps gets the checks' note.)
     if (fsdp_steps > 0 && !c.param_bytes.given)
       out += "  note: the cost model gives no bytes.params: the DP collectives move 0 bytes (latency only)\n";
+  }
+  if (!c.moe.stages.empty()) {
+    double contention = 0;
+    for (const auto& x : r.ranks) contention += x.contention_ms;
+    out += "  MoE: EP " + std::to_string(c.moe.ep) + ", all-to-all " + fixed(r.a2a_ms, 3) + " ms over all ranks, " +
+           fixed(r.a2a_exposed_ms, 3) + " ms exposed, " + fixed(std::max(0.0, r.a2a_ms - r.a2a_exposed_ms), 3) +
+           " ms hidden beside compute (which it slowed by " + fixed(contention, 3) + " ms at contention " +
+           fixed(c.moe.contention, 3) + "; --comm-contention sets it)\n";
   }
   out += "  rank   busy ms    idle ms  bubble   peak memory  at ms\n";
   for (const auto& x : r.ranks) {

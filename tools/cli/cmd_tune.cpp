@@ -179,6 +179,7 @@ struct TuneFlags {
   std::string memory_rule = "ppsched";
   std::string partition, layout_out;
   std::vector<std::string> only_families;
+  std::vector<int> ep_search;  // --ep-search: the expert-parallel degrees to tune for
   long partition_layouts = 400;
   double seconds = 20;
   uint64_t seed = 1;
@@ -235,6 +236,11 @@ void declare_tune_flags(CLI::App& cmd, TuneFlags& f) {
   cmd.add_option("--layout-out", f.layout_out,
                   "with --model: write the best schedule's layout here, as layer counts per stage and as "
                   "Megatron's --pipeline-model-parallel-layout (one per line)");
+  cmd.add_option("--ep-search", f.ep_search,
+                 "an MoE model: tune for each of these expert-parallel degrees (e.g. 1,4,8) and keep the best verified "
+                 "schedule over all of them; each EP prices its own experts' memory and all-to-alls")
+      ->delimiter(',')
+      ->check(whole_in(1, kMaxExperts));
   cmd.add_flag("--json", f.json, "machine-readable result");
   cmd.add_flag("-q,--quiet", f.quiet, "no progress line on stderr");
   cmd.add_flag("--explain", f.explain, "also print how the lower bounds are computed (their formulas)");
@@ -276,6 +282,11 @@ void refuse_inapplicable(const TuneFlags& f) {
     throw InputError({}, "tune: --partition-layouts applies only with --partition search");
   if (partition_search && f.pareto)
     throw InputError({}, "tune: --partition search does not apply with --pareto (the frontier is per layout: give --layout)");
+  if (!f.ep_search.empty()) {
+    if (!with_model) throw InputError({}, "tune: --ep-search needs --model (an MoE model's experts to split)");
+    if (f.cost.ep > 0) throw InputError({}, "tune: --ep-search and --ep both set the expert parallelism: give one");
+    if (f.pareto) throw InputError({}, "tune: --ep-search does not apply with --pareto (the frontier is per EP: give --ep)");
+  }
   if (!f.only_families.empty() && f.no_families)
     throw InputError({}, "tune: --family and --no-families contradict each other");
   const std::vector<std::string> known = search::tunable_families();
@@ -408,6 +419,12 @@ Tuned run_search(const std::shared_ptr<TuneFlags>& st, const TuneSetup& setup) {
   return t;
 }
 
+// One expert-parallel degree --ep-search tuned for: its best verified entry (none: nothing fits).
+struct EpCandidate {
+  int ep = 1;
+  std::optional<search::Entry> best;
+};
+
 // The best's layout in both spellings (counts, Megatron's string) and the best family, for both renderings.
 struct TuneReport {
   const TuneFlags& flags;
@@ -416,6 +433,7 @@ struct TuneReport {
   const search::Entry& best;
   const search::Entry* best_family = nullptr;
   std::string best_counts, best_megatron;
+  const std::vector<EpCandidate>& eps;  // --ep-search: every EP tried (empty without it)
   // What both renderings read most.
   const search::TuneRequest& rq = setup.rq;
   const search::TuneResult& r = tuned.r;
@@ -440,6 +458,17 @@ void print_tune_json(const TuneReport& rep) {
   j["best_family"] = rep.best_family ? nlohmann::json(rep.best_family->name) : nlohmann::json(nullptr);
   j["gain_over_best_family"] = rep.best_family ? rep.best_family->makespan_ms / rep.best.makespan_ms - 1 : 0.0;
   j["seconds"] = rep.r.seconds;
+  if (!rep.eps.empty()) {
+    j["ep"] = rep.shown.moe.ep;
+    j["ep_search"] = nlohmann::json::array();
+    for (const EpCandidate& c : rep.eps)
+      j["ep_search"].push_back({{"ep", c.ep},
+                                {"best", c.best ? nlohmann::json(c.best->name) : nlohmann::json(nullptr)},
+                                {"makespan_ms", c.best ? nlohmann::json(c.best->makespan_ms) : nlohmann::json(nullptr)},
+                                {"peak_bytes", c.best ? nlohmann::json(*std::max_element(c.best->peak_bytes.begin(),
+                                                                                         c.best->peak_bytes.end()))
+                                                      : nlohmann::json(nullptr)}});
+  }
   j["evaluations"] = rep.r.evaluations;
   j["des_moves"] = rep.r.des_moves;
   j["stopped_by_time"] = rep.r.stopped_by_time;
@@ -507,6 +536,16 @@ int print_leaderboard(const TuneReport& rep) {
               << fixed(100 * (rep.best_family->makespan_ms / rep.best.makespan_ms - 1), 2) << "%)";
   std::cout << "\n";
   if (rep.with_model()) std::cout << "layout: " << rep.best_counts << " = Megatron \"" << rep.best_megatron << "\"\n";
+  if (!rep.eps.empty()) {
+    std::cout << "expert parallelism: EP " << rep.shown.moe.ep << " of";
+    for (const EpCandidate& c : rep.eps)
+      std::cout << " [EP " << c.ep << ": "
+                << (c.best ? c.best->name + " " + fixed(c.best->makespan_ms, 3) + " ms, peak " +
+                                 human_bytes(*std::max_element(c.best->peak_bytes.begin(), c.best->peak_bytes.end()))
+                           : std::string("nothing verifies under the budget"))
+                << "]";
+    std::cout << "\n";
+  }
   if (rep.part) {
     std::cout << "partition: " << rep.part->layouts << " layouts timed with the families; even split "
               << search::counts_string(rep.part->even_counts) << " "
@@ -536,7 +575,7 @@ int print_leaderboard(const TuneReport& rep) {
 }
 
 // Writes what was asked (-o, --trace, --svg, --layout-out) and prints the result.
-int report_tune(const TuneFlags& f, const TuneSetup& setup, const Tuned& tuned) {
+int report_tune(const TuneFlags& f, const TuneSetup& setup, const Tuned& tuned, const std::vector<EpCandidate>& eps = {}) {
   const search::TuneResult& r = tuned.r;
   const search::TuneRequest& rq = setup.rq;
   const bool with_model = tuned.net.has_value();
@@ -546,7 +585,7 @@ int report_tune(const TuneFlags& f, const TuneSetup& setup, const Tuned& tuned) 
               << " tried; the first: " << (r.leaderboard.empty() ? "none" : r.leaderboard.front().verdict) << ")\n";
     return kFound;
   }
-  TuneReport rep{f, setup, tuned, r.leaderboard[static_cast<size_t>(r.best)], nullptr, "", ""};
+  TuneReport rep{f, setup, tuned, r.leaderboard[static_cast<size_t>(r.best)], nullptr, "", "", eps};
   const search::Entry& best = rep.best;
   if (with_model) {
     const Layout lay = counts_layout(best.layout, tuned.layers, rq.pp * best.vpp, "tune");
@@ -569,6 +608,36 @@ int report_tune(const TuneFlags& f, const TuneSetup& setup, const Tuned& tuned) 
   return print_leaderboard(rep);
 }
 
+// --ep-search: the whole search once per expert-parallel degree (each its own experts' memory
+// and all-to-alls), the report of the EP whose best verified schedule is fastest.
+int tune_ep_search(const std::shared_ptr<TuneFlags>& st) {
+  std::vector<EpCandidate> eps;
+  std::optional<TuneSetup> win_setup;
+  std::optional<Tuned> win;
+  std::shared_ptr<TuneFlags> win_flags;
+  for (int ep : st->ep_search) {
+    auto one = std::make_shared<TuneFlags>(*st);
+    one->cost.ep = ep;
+    one->ep_search.clear();
+    if (!st->quiet) std::fprintf(stderr, "tune --ep-search: EP %d\n", ep);
+    TuneSetup setup = tune_setup(one);
+    Tuned t = run_search(one, setup);
+    if (!st->quiet) std::fprintf(stderr, "\n");
+    EpCandidate c{ep, std::nullopt};
+    if (t.r.best >= 0) c.best = t.r.leaderboard[static_cast<size_t>(t.r.best)];
+    const bool better = c.best && (!win || win->r.best < 0 ||
+                                   c.best->makespan_ms < win->r.leaderboard[static_cast<size_t>(win->r.best)].makespan_ms);
+    if (!win || better) {
+      win_setup = std::move(setup);
+      win = std::move(t);
+      win_flags = one;
+    }
+    eps.push_back(std::move(c));
+  }
+  win_flags->quiet = true;  // the progress lines are done
+  return report_tune(*win_flags, *win_setup, *win, eps);
+}
+
 }  // namespace
 
 Action add_tune(CLI::App& app) {
@@ -577,6 +646,7 @@ Action add_tune(CLI::App& app) {
   declare_tune_flags(*cmd, *st);
   return [st]() {
     refuse_inapplicable(*st);
+    if (!st->ep_search.empty()) return tune_ep_search(st);
     const TuneSetup setup = tune_setup(st);
     if (st->pareto)
       return print_pareto(setup.rq, setup.shown, st->memory_rule, st->objective, st->pareto_searches, st->json, st->quiet);

@@ -149,10 +149,13 @@ std::string gather_rule_label(const MemoryModel& mm, const DataParallelOptions& 
 struct CostFlags {
   std::string costs, model, layout, recompute, flash_attention, attention_core, precision, optimizer;
   long long seq_len = 0, micro_batch_size = 0;
-  int tp = 0;
+  int tp = 0, ep = 0, etp = 0;
+  std::optional<double> moe_capacity_factor;
   // Pricing assumptions every cost model states (unset: the model's): OVERLAP_* sub-steps, the
-  // device's reserve (with --model) and the margin that marks a peak tight.
-  std::optional<double> overlap_efficiency, memory_margin;
+  // device's reserve (with --model) and the margin that marks a peak tight; ranks per node and
+  // how much communication beside compute slows it (the MoE all-to-all's streams).
+  std::optional<double> overlap_efficiency, memory_margin, comm_contention;
+  std::optional<int> gpus_per_node;
   std::string memory_reserve;
   CLI::Option* model_opt = nullptr;
 };

@@ -60,6 +60,19 @@ void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file, bool posi
                   ->check(one_of({"causal", "full"})));
   needs_model(cmd.add_option("--tp", f.tp, "tensor-parallel degree: every figure divided by it (Megatron's accounting)")
                   ->check(whole_in(1, 65536)));
+  needs_model(cmd.add_option("--ep", f.ep,
+                             "expert parallelism of an MoE model (Megatron's --expert-model-parallel-size): each stage's "
+                             "routed experts split over N of its data-parallel x tensor-parallel ranks (default 1)")
+                  ->check(whole_in(1, kMaxExperts)));
+  needs_model(cmd.add_option("--etp", f.etp,
+                             "expert tensor parallelism (Megatron's --expert-tensor-parallel-size): each routed expert "
+                             "split over N ranks (default: --tp)")
+                  ->check(whole_in(1, 65536)));
+  needs_model(cmd.add_option("--moe-capacity-factor", f.moe_capacity_factor,
+                             "tokens the busiest expert rank receives over the uniform share (Megatron's "
+                             "--moe-expert-capacity-factor; routing imbalance): scales the routed experts' FLOPs, "
+                             "activations and all-to-all bytes (default 1)")
+                  ->check(CLI::Range(1.0, 1024.0)));
   needs_model(cmd.add_option("--precision", f.precision, "bf16 (default), fp16 (mixed precision) or fp32")
                   ->check(one_of({"bf16", "fp16", "fp32"})));
   needs_model(cmd.add_option("--optimizer", f.optimizer, "adam (default; adamw alike) or sgd (momentum)")
@@ -75,9 +88,20 @@ void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file, bool posi
                  "how much of the shorter sub-step of an OVERLAP_F_B / OVERLAP_B_F runs hidden behind the longer one, "
                  "0 to 1 (default 0: two computes on one device take turns; the cost file's overlap_efficiency)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--comm-contention", f.comm_contention,
+                 "the share of the device communication takes while it runs beside compute (a compute kernel then "
+                 "runs at 1 - this of its speed): the MoE all-to-all on its own stream (default 20/132 = 0.152, the "
+                 "SMs DeepSeek-V3 gives its all-to-all kernels on an H800)")
+      ->check(CLI::Range(0.0, 0.9));
+  cmd.add_option("--gpus-per-node", f.gpus_per_node,
+                 "ranks that share a node (the intra-node link): where the pipeline's, the data-parallel and the "
+                 "expert-parallel groups' links are read (default: the model's or cost file's link.ranks_per_node, else 8)")
+      ->check(whole_in(1, 65536));
 }
 
-PricingAssumptions pricing_assumptions(const CostFlags& f) { return {f.overlap_efficiency, f.memory_margin}; }
+PricingAssumptions pricing_assumptions(const CostFlags& f) {
+  return {f.overlap_efficiency, f.memory_margin, f.comm_contention, f.gpus_per_node};
+}
 
 std::string budget_basis(bool flag_given, const CostModel& c) {
   if (flag_given) return "--memory-budget";
@@ -86,6 +110,8 @@ std::string budget_basis(bool flag_given, const CostModel& c) {
 
 nlohmann::json assumptions_json(const CostModel& c, std::optional<double> budget, bool budget_flag_given) {
   return {{"overlap_efficiency", c.overlap_efficiency},
+          {"comm_contention", c.moe.contention},
+          {"ranks_per_node", c.links.ranks_per_node},
           {"memory_budget_bytes", budget ? nlohmann::json(static_cast<int64_t>(*budget)) : nlohmann::json(nullptr)},
           {"memory_budget_basis", budget ? nlohmann::json(budget_basis(budget_flag_given, c)) : nlohmann::json(nullptr)},
           {"memory_margin", c.memory_margin}};
@@ -102,6 +128,9 @@ TrainingOverrides training_overrides(const CostFlags& f, const DataParallelFlags
   if (!f.flash_attention.empty()) o.flash_attention = f.flash_attention == "on";
   if (!f.attention_core.empty()) o.attention_core = f.attention_core == "causal" ? AttentionCore::Causal : AttentionCore::Full;
   if (f.tp > 0) o.tp = f.tp;
+  if (f.ep > 0) o.ep = f.ep;
+  if (f.etp > 0) o.etp = f.etp;
+  o.moe_capacity_factor = f.moe_capacity_factor;
   if (!f.precision.empty()) o.precision = f.precision == "fp32" ? Precision::Fp32 : f.precision == "fp16" ? Precision::Fp16 : Precision::Bf16;
   if (!f.optimizer.empty()) o.optimizer = f.optimizer == "sgd" ? Optimizer::Sgd : Optimizer::Adam;
   // The data-parallel flags given win over the model file's training values.

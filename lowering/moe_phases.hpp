@@ -1,0 +1,69 @@
+// The per-layer phases of a body compute step on a stage with MoE layers (issue 38): a schedule
+// file stays at stage granularity (one FWD, BWD, BWD_INPUT or BWD_WEIGHT per stage and
+// micro-batch) while the engine sees, for each MoE layer the stage holds, the phases the step
+// table declares for the step's op (StepTypeInfo::moe_phases: attention, dispatch all-to-all,
+// experts, combine all-to-all, and the backward's mirror), each on its stream.
+//
+// What a stage's layers are is the workload's (workload/stage_plan: MoeStage below is filled
+// from the layers' FLOPs and all-to-all bytes); how long a phase lasts is the engine's
+// (sim/engine_streams): a compute phase takes its share of the step's priced time, an
+// all-to-all its bytes over the expert-parallel group's links.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "schedule/step_types.hpp"
+
+namespace ppsched {
+
+// Which of a stage's step times a share is of: FWD, BWD (whole), BWD_INPUT, BWD_WEIGHT.
+enum class PhasePart : uint8_t { Forward, Backward, BackwardInput, BackwardWeight };
+inline constexpr size_t kPhaseParts = 4;
+// The part a compute kind's step is priced as (its PhasePart; -1: a step without phases).
+inline int phase_part(ComputeKind k) {
+  switch (k) {
+    case ComputeKind::Forward: return 0;
+    case ComputeKind::Backward: return 1;
+    case ComputeKind::BackwardInput: return 2;
+    case ComputeKind::BackwardWeight: return 3;
+    default: return -1;
+  }
+}
+
+// One MoE layer of a stage: the share of each step time (by PhasePart) its attention side takes
+// (with the dense layers between the previous MoE layer and it) and its routed experts take, and
+// the bytes each of its all-to-alls sends per micro-batch.
+struct MoeLayerShare {
+  std::array<float, kPhaseParts> before{}, experts{};
+  double a2a_bytes = 0;
+};
+
+// A stage's MoE layers in forward order, and the share of each step time past the last one (the
+// dense layers, the norm and the head after it). A stage without MoE layers has none.
+struct MoeStage {
+  std::vector<MoeLayerShare> layers;
+  std::array<float, kPhaseParts> after{};
+  bool empty() const { return layers.empty(); }
+};
+
+// One phase of an expanded step: the step table's phase, the MoE layer it belongs to (its index
+// among the stage's MoE layers; -1 for the compute past the last one), and its size: a compute
+// phase's share of its step's time, an all-to-all's bytes.
+struct PhaseItem {
+  Phase phase;
+  uint8_t index = 0;   // its position in the op's StepTypeInfo::moe_phases
+  int32_t layer = -1;
+  double share = 0;
+  double bytes = 0;
+};
+
+// The phases leaf step `op` runs on a stage described by `m`, in order, appended to `out`: for a
+// forward each MoE layer's attention side, dispatch, experts, combine, then the compute past the
+// last layer; a backward the compute past the last layer first, then the layers in reverse, each
+// as the step table orders its phases. Compute phases of zero share and all-to-alls of zero
+// bytes (one EP rank) are left out. Nothing when the stage has no MoE layers or the op no phases.
+void expand_phases(Op op, const MoeStage& m, std::vector<PhaseItem>& out);
+
+}  // namespace ppsched

@@ -112,6 +112,10 @@ CostModel overlay_costs(const CostModel& base, const CostOverlay& top) {
   // The model's MoE phases are shares of the step times and the layers' all-to-all bytes: they
   // stay whatever times the file gives.
   merged.moe.stages = base.moe.stages;
+  if (!base.moe.stages.empty() && merged.moe.ep != base.moe.ep)
+    throw InputError(in_file(top.file), "moe.ep " + std::to_string(merged.moe.ep) + " over a model priced at EP " +
+                                            std::to_string(base.moe.ep) +
+                                            ": the model's all-to-all bytes and expert memory follow its EP; give --ep instead");
   return merged;
 }
 

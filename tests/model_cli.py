@@ -534,4 +534,39 @@ check("3 stages but the schedule has 4" in p.stderr, "a layout with the wrong st
 p = run("model", os.path.join(DATA, "costs", "bad_format.json"), expect=2)
 check("error:" in p.stderr, "a cost file given as a model is refused")
 
+# ---- MoE (issue 38): expert parallelism, the all-to-all's streams, their refusals ----
+QWEN_MOE = os.path.join(DATA, "models", "hf", "qwen3_30b_a3b.json")
+moe = cli.json("simulate", "--generate", "dualpipev", "--pp", "2", "--vpp", "2", "--micro", "4", "--model", QWEN_MOE,
+               "--ep", "4", "--dp", "4", "--trace", os.path.join(cli.tmp, "moe_trace.json"), expect=None)
+moe = moe[0] if isinstance(moe, list) else moe
+check((moe.get("moe") or {}).get("ep") == 4 and moe["moe"]["a2a_ms"] > 0, "simulate --json: moe.ep and its all-to-all")
+check(moe["moe"]["a2a_exposed_ms"] < moe["moe"]["a2a_ms"], "DualPipeV hides part of its all-to-all")
+check(all({"a2a_ms", "a2a_exposed_ms", "a2a_contention_ms"} <= set(r) for r in moe.get("ranks", [])), "ranks[]: a2a fields")
+with open(os.path.join(cli.tmp, "moe_trace.json")) as f:
+    threads = [e["args"]["name"] for e in json.load(f)["traceEvents"] if e.get("name") == "thread_name"]
+check("comm stream" in threads, "the trace has a comm stream lane: %s" % sorted(set(threads)))
+# A cost file written from the model keeps expert parallelism and the experts' bytes.
+costs_path = os.path.join(cli.tmp, "moe_costs.json")
+run("model", QWEN_MOE, "--pp", "2", "--ep", "4", "--dp", "4", "-o", costs_path)
+with open(costs_path) as f:
+    written = json.load(f)
+check(written.get("moe", {}).get("ep") == 4 and written["moe"].get("expert_param_bytes"), "model -o writes the moe section")
+check(cli.json("simulate", "--generate", "1f1b", "--pp", "2", "--micro", "4", "--costs", costs_path, "--dp", "4",
+               expect=None) != {}, "the cost file it wrote is read back")
+# tune --ep-search: every EP's best, the winner's report.
+t = cli.json("tune", "--pp", "2", "--micro", "4", "--model", QWEN_MOE, "--dp", "8", "--ep-search", "1,8", "--seconds", "0",
+             "--iterations", "100", "--family", "1f1b", "--family", "dualpipev", "--vpp-max", "2", "-q", expect=None)
+check([e.get("ep") for e in t.get("ep_search", [])] == [1, 8] and t.get("ep") in (1, 8), "tune --ep-search lists each EP: %s"
+      % t.get("ep_search"))
+cli.refused(["simulate", "--generate", "1f1b", "--pp", "2", "--micro", "4", "--model", QWEN_MOE, "--ep", "3", "--dp", "3"],
+            "--ep 3", "does not divide the 128 routed experts")
+cli.refused(["simulate", "--generate", "1f1b", "--pp", "2", "--micro", "4", "--model", QWEN_MOE, "--ep", "8"],
+            "does not divide the 1 ranks of a stage")
+cli.refused(["simulate", "--generate", "1f1b", "--pp", "2", "--micro", "4", "--model", LLAMA, "--ep", "2", "--dp", "2"],
+            "needs a model with routed experts")
+cli.refused(["simulate", "--generate", "1f1b", "--pp", "2", "--micro", "4", "--ep", "2"], "--ep", "--model")
+cli.refused(["tune", "--pp", "2", "--micro", "4", "--model", QWEN_MOE, "--ep", "8", "--dp", "8", "--ep-search", "1,8"],
+            "--ep-search and --ep")
+cli.refused(["tune", "--pp", "2", "--micro", "4", "--ep-search", "1,8"], "--ep-search needs --model")
+
 cli.finish("model_cli")

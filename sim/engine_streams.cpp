@@ -55,9 +55,10 @@ StreamTimeline run_streams(const std::vector<std::vector<TimedPhase>>& chains, d
       // Its length beside the all-to-alls already placed (two rounds settle it closely enough).
       double end = start + p.ms;
       for (int round = 0; round < 2; ++round) end = start + p.ms + contention * overlap_with_comm(start, end);
-      end = std::max(end, start + p.ms);
-      t.compute_ms += end - start;
-      t.slowdown_ms += end - start - p.ms;
+      const double slower = std::max(0.0, end - start - p.ms);
+      end = start + p.ms + slower;
+      t.compute_ms += p.ms + slower;
+      t.slowdown_ms += slower;
       compute_free = end;
       compute_owner = pick;
       ready[k] = end;

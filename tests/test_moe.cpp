@@ -17,16 +17,14 @@
 #include "sim/engine_streams.hpp"
 #include "sim/workload_costs.hpp"
 #include "workload/model_file.hpp"
+#include "tests/support/model_data.hpp"
 
 using namespace ppsched;
 
 namespace {
 
-std::string data(const std::string& rel) {
-  const char* dir = std::getenv("PPSCHED_TEST_DATA");
-  return std::string(dir ? dir : "tests/data") + "/" + rel;
-}
-Workload hf(const std::string& name) { return read_model_file(data("models/hf/" + name + ".json")); }
+using test_data::data;
+using test_data::hf;
 
 Workload with_ep(Workload net, int ep, int dp) {
   TrainingOverrides o;

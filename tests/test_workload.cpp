@@ -17,16 +17,14 @@
 #include "workload/stage_plan.hpp"
 #include "sim/engine.hpp"
 #include "sim/workload_costs.hpp"
+#include "tests/support/model_data.hpp"
 
 using namespace ppsched;
 
 namespace {
 
-std::string data(const std::string& rel) {
-  const char* dir = std::getenv("PPSCHED_TEST_DATA");
-  return std::string(dir ? dir : "tests/data") + "/" + rel;
-}
-Workload hf(const std::string& name) { return read_model_file(data("models/hf/" + name + ".json")); }
+using test_data::data;
+using test_data::hf;
 
 // A model file from text, for the error cases.
 Workload model_text(const std::string& text) { return read_model(text, "m.json"); }

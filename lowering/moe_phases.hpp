@@ -4,8 +4,8 @@
 // table declares for the step's op (StepTypeInfo::moe_phases: attention, dispatch all-to-all,
 // experts, combine all-to-all, and the backward's mirror), each on its stream.
 //
-// What a stage's layers are is the workload's (workload/stage_plan: MoeStage below is filled
-// from the layers' FLOPs and all-to-all bytes); how long a phase lasts is the engine's
+// What a stage's layers are is the workload's (sim/workload_costs fills MoeStage below from the
+// layers' FLOPs and all-to-all bytes, CostModel::moe); how long a phase lasts is the engine's
 // (sim/engine_streams): a compute phase takes its share of the step's priced time, an
 // all-to-all its bytes over the expert-parallel group's links.
 #pragma once
@@ -24,10 +24,10 @@ inline constexpr size_t kPhaseParts = 4;
 // The part a compute kind's step is priced as (its PhasePart; -1: a step without phases).
 inline int phase_part(ComputeKind k) {
   switch (k) {
-    case ComputeKind::Forward: return 0;
-    case ComputeKind::Backward: return 1;
-    case ComputeKind::BackwardInput: return 2;
-    case ComputeKind::BackwardWeight: return 3;
+    case ComputeKind::Forward: return static_cast<int>(PhasePart::Forward);
+    case ComputeKind::Backward: return static_cast<int>(PhasePart::Backward);
+    case ComputeKind::BackwardInput: return static_cast<int>(PhasePart::BackwardInput);
+    case ComputeKind::BackwardWeight: return static_cast<int>(PhasePart::BackwardWeight);
     default: return -1;
   }
 }

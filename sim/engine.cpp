@@ -174,7 +174,7 @@ void Engine::launch_compute(int r, const Action& a) {
     host_cause_[ri] = sl;
   }
   busy_[ri] += d;
-  if (tl) record_streams(r, index, start, *tl);
+  if (tl) record_streams(r, index, a.composite(), start, *tl);
   if (o_.check.dp.degree > 1 && !a.composite()) {
     dp_ms_[ri] += prices_.dp_busy_ms(leaf_of(r, a));
     dp_exposed_[ri] += prices_.dp_exposed_ms(leaf_of(r, a));
@@ -183,14 +183,13 @@ void Engine::launch_compute(int r, const Action& a) {
 
 // The all-to-alls of a step's phases: their time and, with a trace, their slices on the
 // communication stream (the step's compute slice spans them all).
-void Engine::record_streams(int r, int index, double start, const StreamTimeline& tl) {
+void Engine::record_streams(int r, int index, bool composite, double start, const StreamTimeline& tl) {
   const size_t ri = static_cast<size_t>(r);
   a2a_ms_[ri] += tl.a2a_ms;
   a2a_exposed_[ri] += tl.a2a_exposed_ms;
   contention_ms_[ri] += tl.slowdown_ms;
   phases_ += static_cast<size_t>(tl.phases);
   if (!o_.record_trace || timing_only_) return;
-  const bool composite = is_composite(step_at(r, index).op);
   for (const CommSpan& c : tl.comm) {
     TimedSlice sl;
     sl.rank = r;

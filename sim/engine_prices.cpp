@@ -8,8 +8,8 @@
 namespace ppsched::des {
 
 ActionPrices::ActionPrices(const Schedule& s, const CostModel& c, const CheckOptions& check, bool tables)
-    : s_(s), c_(c), check_(check), fsdp2_units_(fsdp2_per_unit(s, c, check.dp)) {
-  if (tables && !c.varies_by_micro()) {
+    : s_(s), c_(c), check_(check), fsdp2_units_(fsdp2_per_unit(s, c, check.dp)), by_micro_(c.varies_by_micro()) {
+  if (tables && !by_micro_) {
     const size_t stages = static_cast<size_t>(std::max(s.stages, 0));
     compute_table_.assign((stages + 1) * kOpCount, -1.0);
     payload_table_.assign((stages + 1) * kOpCount, -1.0);
@@ -39,13 +39,12 @@ const StreamTimeline* ActionPrices::streams(const Step& st, int r) {
   bool any = false;
   for (const Step* x : subs) any = any || (x && c_.moe.stage(x->stage) && phase_part(info(x->op).compute) >= 0);
   if (!any) return nullptr;
-  const bool by_micro = c_.varies_by_micro();
   std::array<int32_t, 7> key{r, -1, -1, -1, -1, -1, -1};
   for (int k = 0; k < 2; ++k)
     if (subs[k]) {
       key[static_cast<size_t>(1 + 3 * k)] = static_cast<int32_t>(subs[k]->op);
       key[static_cast<size_t>(2 + 3 * k)] = subs[k]->stage;
-      key[static_cast<size_t>(3 + 3 * k)] = by_micro ? subs[k]->micro : -1;
+      key[static_cast<size_t>(3 + 3 * k)] = by_micro_ ? subs[k]->micro : -1;
     }
   if (const auto it = timelines_.find(key); it != timelines_.end()) return &it->second;
   std::vector<std::vector<TimedPhase>> chains;

@@ -114,6 +114,7 @@ class ActionPrices {
   // FSDP2 without a pipeline, from a model's units: its forwards and backwards gather and
   // reduce-scatter unit by unit (fsdp2_pass).
   const bool fsdp2_units_;
+  const bool by_micro_;  // the cost model's prices vary by micro-batch (CostModel::varies_by_micro)
   mutable std::map<std::pair<uint8_t, double>, Fsdp2Pass> fsdp2_passes_;  // fsdp2_pass's walks
   // streams(): the timelines by (ops, stages, micros) of the step and its sub-steps.
   std::map<std::array<int32_t, 7>, StreamTimeline> timelines_;

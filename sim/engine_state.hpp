@@ -75,7 +75,7 @@ class Engine {
   // ---- the host and its actions (sim/engine.cpp) ------------------------------------------
   inline void advance(int r);
   inline void launch_compute(int r, const Action& a);
-  void record_streams(int r, int index, double start, const StreamTimeline& tl);
+  void record_streams(int r, int index, bool composite, double start, const StreamTimeline& tl);
   // A Post, Phase or Wait action: false while rank r waits for its messages. Always inlined
   // into advance, as it was when advance was one function: GCC's size limits otherwise keep
   // it a call per P2P action (+2% instructions in a search's timing-only run, callgrind).

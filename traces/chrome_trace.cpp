@@ -148,7 +148,7 @@ Out& Out::slice_name(const Step* step, const TimedSlice& sl) {
     raw(ph->name);
     if (sl.layer >= 0) raw(" L").integer(sl.layer);
     ch(' ');
-    step = sl.sub >= 0 && is_composite(step->op) ? &step->sub_steps()[static_cast<size_t>(sl.sub)] : step;
+    step = phase_step(step, sl);
   }
   if (!step) {
     raw("step ").integer(sl.step_index);
@@ -249,13 +249,15 @@ std::string_view lane_name(Lane lane) {
   return "lane";
 }
 
+const Step* phase_step(const Step* step, const TimedSlice& sl) {
+  if (!step || sl.lane != Lane::Comm || sl.phase < 0 || !is_composite(step->op)) return step;
+  const auto& subs = step->sub_steps();
+  return sl.sub >= 0 && static_cast<size_t>(sl.sub) < subs.size() ? &subs[static_cast<size_t>(sl.sub)] : nullptr;
+}
+
 const Phase* slice_phase(const Step* step, const TimedSlice& sl) {
-  if (!step || sl.lane != Lane::Comm || sl.phase < 0) return nullptr;
-  const Step* leaf = step;
-  if (is_composite(step->op)) {
-    if (sl.sub < 0 || static_cast<size_t>(sl.sub) >= step->sub_steps().size()) return nullptr;
-    leaf = &step->sub_steps()[static_cast<size_t>(sl.sub)];
-  }
+  const Step* leaf = phase_step(step, sl);
+  if (!leaf || sl.lane != Lane::Comm || sl.phase < 0) return nullptr;
   const auto& phases = info(leaf->op).moe_phases;
   return static_cast<size_t>(sl.phase) < phases.size() ? &phases[static_cast<size_t>(sl.phase)] : nullptr;
 }

@@ -52,6 +52,9 @@ std::string_view lane_name(Lane lane);
 // The phase a communication-stream slice ran (an MoE layer's all-to-all; StepTypeInfo::moe_phases
 // of its step, or of its sub-step in a composite); nullptr for any other slice.
 const Phase* slice_phase(const Step* step, const TimedSlice& sl);
+// The (sub-)step a communication-stream slice's phase belongs to: its sub-step in a composite,
+// else its step (nullptr: a sub-step index the composite does not have).
+const Step* phase_step(const Step* step, const TimedSlice& sl);
 
 // The step a slice shows: the sub-step for a sub-slice of a composite (slice.sub >= 0), else
 // the step at slice.step_index. nullptr when the slice points outside the schedule or at an

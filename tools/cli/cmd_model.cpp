@@ -16,11 +16,11 @@ namespace {
 
 // ", EP 8 (ETP 1), capacity factor 1, all-to-all 112 MiB an MoE layer and micro-batch each way" for an
 // MoE model ("" for a dense one).
-std::string moe_label(const Workload& net) {
+std::string moe_label(const Workload& net, const std::vector<Layer>& layers) {
   if (!net.arch || net.arch->experts == 0) return "";
   const Training& t = net.training;
   int64_t a2a = 0;
-  for (const Layer& l : net.layers()) a2a = std::max(a2a, l.a2a_bytes);
+  for (const Layer& l : layers) a2a = std::max(a2a, l.a2a_bytes);
   return ", EP " + std::to_string(t.ep) + " (ETP " + std::to_string(t.expert_tp()) + "), capacity factor " +
          general(t.moe_capacity_factor) + ", all-to-all " + human_bytes(a2a) + " an MoE layer and micro-batch each way";
 }
@@ -195,7 +195,7 @@ std::string model_text(const WorkloadCosts& nc, const DataParallelOptions& dp, c
          (t.recompute.size() == 1 ? std::string(to_string(t.recompute[0])) : std::string("per layer")) + ", FlashAttention " +
          (t.flash_attention ? "on" : "off") + ", attention core " +
          (t.core() == AttentionCore::Causal ? "causal (half of s x s)" : "full (s x s)") + ", TP " + std::to_string(t.tp) +
-         ", " + data_parallel_label(dp) + moe_label(net) + "\n";
+         ", " + data_parallel_label(dp) + moe_label(net, nc.layers) + "\n";
   out += "  device: " + general(net.device.flops_per_s / 1e12, 4) + " TFLOP/s x MFU " + general(net.device.mfu, 3) + " = " +
          general(net.device.effective_flops() / 1e12, 4) + " TFLOP/s" +
          (net.device.memory_bytes ? ", " + human_bytes(*net.device.usable_memory_bytes()) + " usable per rank (" +

@@ -13,6 +13,8 @@
 
 namespace ppsched {
 
+struct StreamProgram;
+
 // What every verification pass reads: the schedule, its lowering, and the options (runtime
 // mode) it was lowered under.
 struct PassInput {
@@ -94,6 +96,12 @@ std::string p2p_semantics(const CheckOptions& o, const CommModel& m);
 // verify()'s passes, in reporting order: coverage, caches, lowering problems, P2P matching,
 // collectives, data parallelism, replicated stages, deadlock (the replay; it skips stuck sets the static passes explain).
 const std::vector<Pass>& verification_passes();
+
+// The multi-stream checker (checkers/stream_order.cpp): on every rank the calls of each
+// communicator (and the sends and receives of each rank pair) totally ordered by happens-before,
+// the same calls in the same order on every member, and no rendezvous cycle, over every
+// interleaving the program's streams and events allow. Violations carry StreamOpRefs.
+CheckReport verify_streams(const StreamProgram& p);
 
 // Runs every pass. The schedule must be structurally valid (readers and generators ensure it).
 CheckReport verify(const Schedule& s, const CheckOptions& options = {});

@@ -3,6 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <map>
+#include <random>
+#include <set>
+#include <stdexcept>
+
+#include "lowering/stream_program.hpp"
 
 namespace ppsched::oracle {
 
@@ -198,4 +204,127 @@ std::string rendezvous_replay(const Schedule& s) {
   return stuck.empty() ? "" : "stuck:" + stuck;
 }
 
+namespace {
+
+// Whether rank r's op i may start given the set of its completed ops (`done`, a predicate).
+template <class Done>
+bool stream_op_enabled(const StreamRank& rank, size_t i, bool any_record, Done done) {
+  const StreamOp& o = rank.ops[i];
+  for (size_t j = i; j-- > 0;)
+    if (rank.ops[j].stream == o.stream) {
+      if (!done(j)) return false;
+      break;
+    }
+  for (int e : o.waits) {
+    bool any = false, satisfied = false;
+    for (size_t j = i; j-- > 0;)
+      if (std::find(rank.ops[j].records.begin(), rank.ops[j].records.end(), e) != rank.ops[j].records.end()) {
+        any = true;
+        satisfied = satisfied || done(j);
+        if (!any_record) break;  // CUDA: the latest record only
+      }
+    if (any && !satisfied) return false;
+  }
+  return true;
+}
+
+std::string stream_domain(const StreamProgram& p, int r, const StreamOp& o) {
+  std::string head = "rank " + std::to_string(r) + ": ";
+  switch (o.kind) {
+    case StreamOpKind::Collective: return head + "communicator " + p.comms[static_cast<size_t>(o.comm)].name;
+    case StreamOpKind::Send: return head + "sends to " + std::to_string(o.peer);
+    case StreamOpKind::Recv: return head + "receives from " + std::to_string(o.peer);
+    default: return "";
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> stream_races(const StreamProgram& p) {
+  std::set<std::string> out;
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    const StreamRank& rank = p.ranks[r];
+    const size_t n = rank.ops.size();
+    if (n > 20) throw std::invalid_argument("stream_races: more than 20 operations on a rank");
+    // Every reachable set of completed ops (ops complete one at a time, in any enabled order).
+    std::set<uint32_t> seen{0};
+    std::vector<uint32_t> todo{0};
+    while (!todo.empty()) {
+      uint32_t s = todo.back();
+      todo.pop_back();
+      for (size_t i = 0; i < n; ++i) {
+        if (s >> i & 1u) continue;
+        if (!stream_op_enabled(rank, i, p.any_record, [&](size_t j) { return (s >> j & 1u) != 0; })) continue;
+        uint32_t t = s | (1u << i);
+        if (seen.insert(t).second) todo.push_back(t);
+      }
+    }
+    // Two calls of one domain: a race when each can complete while the other has not.
+    for (size_t a = 0; a < n; ++a)
+      for (size_t b = a + 1; b < n; ++b) {
+        std::string da = stream_domain(p, static_cast<int>(r), rank.ops[a]);
+        if (da.empty() || da != stream_domain(p, static_cast<int>(r), rank.ops[b])) continue;
+        bool a_first = false, b_first = false;
+        for (uint32_t s : seen) {
+          a_first = a_first || ((s >> a & 1u) && !(s >> b & 1u));
+          b_first = b_first || ((s >> b & 1u) && !(s >> a & 1u));
+        }
+        if (a_first && b_first) out.insert(da);
+      }
+  }
+  return {out.begin(), out.end()};
+}
+
+bool stream_run_completes(const StreamProgram& p, unsigned seed) {
+  const size_t R = p.ranks.size();
+  std::vector<std::vector<char>> started(R), done(R);
+  for (size_t r = 0; r < R; ++r) {
+    started[r].assign(p.ranks[r].ops.size(), 0);
+    done[r].assign(p.ranks[r].ops.size(), 0);
+  }
+  // Rendezvous: key -> the (rank, op) that joined it. A collective's key: (0, comm, k); a P2P's:
+  // (1, src, dst, k).
+  std::map<std::vector<int>, std::vector<std::pair<size_t, size_t>>> joined;
+  std::map<std::vector<int>, int> calls;  // per rank and domain: calls started so far
+  std::mt19937 rng(seed);
+  for (;;) {
+    std::vector<std::pair<size_t, size_t>> enabled;
+    for (size_t r = 0; r < R; ++r)
+      for (size_t i = 0; i < p.ranks[r].ops.size(); ++i)
+        if (!started[r][i] && stream_op_enabled(p.ranks[r], i, p.any_record, [&](size_t j) { return done[r][j] != 0; }))
+          enabled.push_back({r, i});
+    if (enabled.empty()) break;
+    auto [r, i] = enabled[std::uniform_int_distribution<size_t>(0, enabled.size() - 1)(rng)];
+    started[r][i] = 1;
+    const StreamOp& o = p.ranks[r].ops[i];
+    if (o.kind == StreamOpKind::Compute) {
+      done[r][i] = 1;
+      continue;
+    }
+    const int ri = static_cast<int>(r);
+    std::vector<int> domain, key;
+    size_t need = 2;
+    if (o.kind == StreamOpKind::Collective) {
+      domain = {0, ri, o.comm};
+      key = {0, o.comm, calls[domain]++};
+      need = p.comms[static_cast<size_t>(o.comm)].ranks.size();
+    } else if (o.kind == StreamOpKind::Send) {
+      domain = {1, ri, o.peer};
+      key = {1, ri, o.peer, calls[domain]++};
+    } else {
+      domain = {2, ri, o.peer};
+      key = {1, o.peer, ri, calls[domain]++};
+    }
+    auto& members = joined[key];
+    members.push_back({r, i});
+    if (members.size() == need)
+      for (auto [mr, mi] : members) done[mr][mi] = 1;
+  }
+  for (size_t r = 0; r < R; ++r)
+    for (char d : done[r])
+      if (!d) return false;
+  return true;
+}
+
 }  // namespace ppsched::oracle
+

@@ -10,7 +10,24 @@
 
 #include "schedule/schedule.hpp"
 
+namespace ppsched {
+struct StreamProgram;
+}
+
 namespace ppsched::oracle {
+
+// Multi-stream programs (lowering/stream_program.hpp), by brute force over each rank's states
+// (at most 20 operations a rank): the (rank, domain) pairs whose calls a rank can complete in
+// two different orders, as "rank R: communicator C" / "rank R: sends to Q" / "rank R: receives
+// from Q" lines, sorted; empty when none. Throws std::invalid_argument past 20 ops a rank.
+std::vector<std::string> stream_races(const StreamProgram& p);
+
+// Runs the program once, choosing among the enabled actions at random (`seed`): an operation
+// starts once its stream's previous one completed and each of its waits has a completed record
+// listed before it (or none at all); compute completes at once; the k-th call a rank starts on a
+// communicator joins the k-th calls of the other members, the k-th send on a rank pair the k-th
+// receive, and they complete together. Whether every operation completed.
+bool stream_run_completes(const StreamProgram& p, unsigned seed);
 
 // Every (stage, micro) has exactly one FWD and one full backward (BWD, or BWD_INPUT +
 // BWD_WEIGHT), each on the rank that owns the stage. Returns "" or the first problem.

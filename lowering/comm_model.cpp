@@ -512,6 +512,7 @@ std::string_view to_string(ViolationKind k) {
     case ViolationKind::Dependency: return "dependency";
     case ViolationKind::CollectiveMismatch: return "collective_mismatch";
     case ViolationKind::Memory: return "memory";
+    case ViolationKind::CollectiveOrderRace: return "collective_order_race";
   }
   return "?";
 }

@@ -17,6 +17,10 @@ enum class ViolationKind : uint8_t {
   Dependency,          // a compute step before its input can exist; coverage; ownership
   CollectiveMismatch,  // members reach different collectives, or one never reaches it
   Memory,              // peak live bytes over the per-rank budget
+  // Two collectives of one communicator (or two sends on one rank pair) that a rank may issue
+  // in either order (its streams and events leave them unordered), or that ranks issue in
+  // conflicting orders (checkers/stream_order.cpp)
+  CollectiveOrderRace,
 };
 std::string_view to_string(ViolationKind k);
 
@@ -36,10 +40,20 @@ enum class DeadlockCause : uint8_t {
 };
 std::string_view to_string(DeadlockCause c);
 
+// An operation of a multi-stream program (lowering/stream_program.hpp): its rank, its index in
+// the rank's list, its name and stream.
+struct StreamOpRef {
+  int rank = -1;
+  int op = -1;
+  std::string name, stream;
+};
+
 struct Violation {
   ViolationKind kind;
   std::vector<int> ranks;
   std::vector<StepRef> steps;
+  std::vector<StreamOpRef> ops;  // a multi-stream program's operations involved (stream_order)
+  std::string interleaving;      // a run that hangs, in words (collective_order_race, stream deadlocks)
   std::string message;  // one paragraph a schedule author understands
   DeadlockCause cause = DeadlockCause::None;  // Deadlock only
   bool completes_with_eager = false;          // Deadlock only: buffered sends would let it complete

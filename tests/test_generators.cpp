@@ -711,7 +711,7 @@ TEST_CASE("--group-size is refused where Megatron's interleaving has no groups, 
   g.group_size = 4;
   CHECK_THAT(refused("mpipe-transpose", g), Catch::Contains("--group-size is Megatron-LM's "
                                                              "microbatch_group_size_per_vp_stage; it applies to "
-                                                             "interleaved-1f1b only"));
+                                                             "interleaved-1f1b, combined-1f1b"));
   GenerateOptions v1 = opts(4, 1, 8);
   v1.group_size = 4;
   CHECK_THAT(refused("interleaved-1f1b", v1), Catch::Contains("--group-size needs --vpp >= 2"));

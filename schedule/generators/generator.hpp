@@ -74,6 +74,7 @@ Schedule generate_dualpipe(const GenerateOptions&);
 Schedule generate_chimera(const GenerateOptions&);
 Schedule generate_mpipe_transpose(const GenerateOptions&);
 Schedule generate_interleaved_zb(const GenerateOptions&);
+Schedule generate_combined_1f1b(const GenerateOptions&);
 
 // PyTorch's per-rank compute order of ScheduleInterleaved1F1B (zero_bubble false: FWD, BWD) or
 // ScheduleInterleavedZeroBubble (true: FWD, BWD_INPUT, BWD_WEIGHT), idle slots left out

@@ -19,6 +19,12 @@ const std::vector<GeneratorInfo>& generators() {
        "--less-memory, --overlap-b-f, --dxdw-split, --group-size G (Megatron-LM's micro-batch groups)",
        "P >= 1, V >= 1, M >= 1; --group-size: V >= 2, P <= G <= M, M % G = 0 or >= P", generate_interleaved_1f1b,
        1, 0, 0, true, true, true},
+      {"combined-1f1b",
+       "Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm): interleaved 1F1B with one more warm-up "
+       "forward, each steady step an OVERLAP_F_B merging a forward and a backward so that one's expert all-to-alls "
+       "hide behind the other's compute; --group-size G",
+       "P = 1 and V = 1, or P >= 2 and V >= 2; P <= G <= M (G defaults to P), M % G = 0 or >= P",
+       generate_combined_1f1b, 1, 0, 0, true},
       {"looped-bfs", "all forwards of each local stage, then backwards in reverse (loop placement)",
        "P >= 1, V >= 1, M >= 1", generate_looped_bfs},
       {"interleaved-zb",
@@ -110,9 +116,6 @@ Schedule generate(std::string_view name, const GenerateOptions& options) {
   if (pairs > kMaxGeneratedPairs && !planted_no_pair_limit)
     refuse(name, "stages x micro-batches = " + std::to_string(pairs) + " is over the limit of " +
                      std::to_string(kMaxGeneratedPairs) + " (about 12 million steps)");
-  if (options.group_size != 0 && !g->takes_group_size)
-    refuse(name, "--group-size is Megatron-LM's microbatch_group_size_per_vp_stage; it applies to "
-                 "interleaved-1f1b only");
   // A flag that does not apply is refused, never ignored.
   auto takers = [](bool GeneratorInfo::*column) {
     std::string names;
@@ -120,6 +123,9 @@ Schedule generate(std::string_view name, const GenerateOptions& options) {
       if (x.*column) names += (names.empty() ? "" : ", ") + std::string(x.name);
     return names;
   };
+  if (options.group_size != 0 && !g->takes_group_size)
+    refuse(name, "--group-size is Megatron-LM's microbatch_group_size_per_vp_stage; it applies to " +
+                     takers(&GeneratorInfo::takes_group_size));
   for (const auto& [given, flag] : {std::pair<bool, const char*>{options.less_memory, "--less-memory"},
                                     {options.overlap_b_f, "--overlap-b-f"},
                                     {options.dxdw_split, "--dxdw-split"}})

@@ -1,6 +1,11 @@
 #include <iostream>
 
+#include <fstream>
+
 #include "checkers/checks.hpp"
+#include "lowering/stream_program.hpp"
+#include "lowering/stream_program_json.hpp"
+#include "schedule/formats/json_support.hpp"
 #include "schedule/errors.hpp"
 #include "schedule/formats/schedule_io.hpp"
 #include "sim/cost_model.hpp"
@@ -19,10 +24,11 @@ Action add_check(CLI::App& app) {
     ModeFlags mode;
     DataParallelFlags dp;
     bool json = false, suggest = false;
-    std::string fix_out;
+    std::string fix_out, emit_streams;
   };
   auto st = std::make_shared<State>();
-  cmd->add_option("files", st->files, "schedule files (.json or .csv)");
+  cmd->add_option("files", st->files,
+                  "schedule files (.json or .csv), or multi-stream programs (ppsched-streams .json, docs/streams.md)");
   add_generator_flags(*cmd, st->gen, false);
   generator_flags_need_generate(*cmd);
   add_mode_flags(*cmd, st->mode);
@@ -37,7 +43,56 @@ Action add_check(CLI::App& app) {
   cmd->add_flag("--json", st->json, "machine-readable result");
   cmd->add_flag("--suggest", st->suggest, "for a failing schedule, search the smallest edit (steps moved within their rank) that verifies");
   cmd->add_option("--fix-out", st->fix_out, "with --suggest: write the fixed schedule here")->needs("--suggest");
-  return [st]() {
+  cmd->add_option("--emit-streams", st->emit_streams,
+                  "with --model of an MoE model and --ep > 1: write the schedule's multi-stream program (the expert "
+                  "all-to-alls on the comm stream) as a ppsched-streams file");
+  return [st, cmd]() {
+    // Multi-stream programs are checked on their own: the schedule flags do not apply to them.
+    std::vector<std::pair<std::string, StreamProgram>> programs;
+    std::vector<std::string> schedule_files;
+    for (const auto& f : st->files) {
+      bool streams = false;
+      if (f.size() > 5 && f.compare(f.size() - 5, 5, ".json") == 0) {
+        std::string text = read_input_file(f);
+        if (text.find(kStreamProgramFormat) != std::string::npos) {
+          nlohmann::json j = parse_json_strict(text, f, false);
+          if (is_stream_program(j)) {
+            programs.emplace_back(f, read_stream_program(j, f));
+            streams = true;
+          }
+        }
+      }
+      if (!streams) schedule_files.push_back(f);
+    }
+    if (!programs.empty()) {
+      for (const CLI::Option* opt : cmd->get_options()) {
+        const std::string name = opt->get_name();
+        if (opt->count() == 0 || name == "files" || name == "--json" || name == "--help") continue;
+        throw InputError({}, name + " does not apply to a multi-stream program (" + programs.front().first +
+                         "): it sets how a schedule is generated, lowered or priced; check the program alone");
+      }
+    }
+    bool streams_ok = true;
+    nlohmann::json stream_results = nlohmann::json::array();
+    for (const auto& [name, prog] : programs) {
+      CheckReport report = verify_streams(prog);
+      streams_ok = streams_ok && report.ok();
+      if (st->json) {
+        auto j = stream_report_json(prog, report);
+        j["file"] = name;
+        stream_results.push_back(std::move(j));
+      } else {
+        std::cout << stream_report_text(name, prog, report);
+      }
+    }
+    if (schedule_files.empty() && st->gen.family.empty() && !programs.empty()) {
+      if (st->json)
+        std::cout << (stream_results.size() == 1 ? stream_results[0]
+                                                 : nlohmann::json{{"ok", streams_ok}, {"files", stream_results}})
+                         .dump(2)
+                  << "\n";
+      return streams_ok ? kOk : kFound;
+    }
     CheckOptions o;
     if (!st->budget.empty()) o.memory_budget = parse_bytes(st->budget, "--memory-budget");
     std::vector<std::pair<std::string, Schedule>> inputs;
@@ -49,7 +104,7 @@ Action add_check(CLI::App& app) {
                           std::move(s));
       comms_csv.push_back(false);
     }
-    for (const auto& f : st->files) {
+    for (const auto& f : schedule_files) {
       std::optional<CsvKind> kind;
       inputs.emplace_back(f, read_schedule_input(f, {}, {}, &kind));
       comms_csv.push_back(selects_overlap_p2p(kind));
@@ -72,6 +127,29 @@ Action add_check(CLI::App& app) {
       if (given_costs && costs.capacity_bytes && st->budget.empty()) o.memory_budget = static_cast<int64_t>(*costs.capacity_bytes);
       o.dp = data_parallel_options(st->dp, s.ranks, name);
       CheckReport report = verify(s, o);
+      // An MoE model over EP > 1: the expert all-to-alls on the comm stream, proven too.
+      if (costs.moe.ep > 1 && !costs.moe.stages.empty()) {
+        StreamLowering l{costs.moe.ep, costs.moe.stages};
+        l.stages.resize(static_cast<size_t>(std::max<int>(s.stages, static_cast<int>(l.stages.size()))));
+        StreamProgram prog = lower_streams(s, l);
+        CheckReport sr = verify_streams(prog);
+        size_t ops = 0;
+        for (const auto& r : prog.ranks) ops += r.ops.size();
+        report.notes.push_back("streams: the expert all-to-alls on a comm stream beside compute (" + std::to_string(ops) +
+                               " operations on " + std::to_string(prog.ranks.size()) + " ranks, EP " +
+                               std::to_string(costs.moe.ep) + "): " +
+                               (sr.ok() ? "every communicator's calls ordered by happens-before, no rendezvous cycle"
+                                        : std::to_string(sr.violations.size()) + " violation(s)"));
+        for (auto& v : sr.violations) report.violations.push_back(std::move(v));
+        if (!st->emit_streams.empty() && k == 0) {
+          std::ofstream f(st->emit_streams);
+          f << stream_program_json(prog).dump(1) << "\n";
+          if (!f) throw InputError(in_file(st->emit_streams), "cannot write the multi-stream program");
+        }
+      } else if (!st->emit_streams.empty()) {
+        throw InputError({}, "--emit-streams needs --model of an MoE model with --ep > 1 (" + name +
+                         " has no expert all-to-all to put on a stream)");
+      }
       all_ok = all_ok && report.ok();
       if (st->json) {
         auto j = report_json(s, report);
@@ -93,6 +171,8 @@ Action add_check(CLI::App& app) {
         if (st->suggest && !report.ok()) suggest_fix(name, s, o, st->fix_out, nullptr);
       }
     }
+    for (auto& j : stream_results) files.push_back(std::move(j));
+    all_ok = all_ok && streams_ok;
     if (st->json) std::cout << (files.size() == 1 ? files[0] : nlohmann::json{{"ok", all_ok}, {"files", files}}).dump(2) << "\n";
     return all_ok ? kOk : kFound;
   };

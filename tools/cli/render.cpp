@@ -29,6 +29,58 @@ nlohmann::json step_json(const Step& st) {
   return j;
 }
 
+namespace {
+nlohmann::json ops_json(const std::vector<StreamOpRef>& ops) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& o : ops) a.push_back({{"rank", o.rank}, {"op", o.op}, {"name", o.name}, {"stream", o.stream}});
+  return a;
+}
+}  // namespace
+
+nlohmann::json stream_report_json(const StreamProgram& p, const CheckReport& r) {
+  nlohmann::json j;
+  j["ok"] = r.ok();
+  j["completes"] = r.completes;
+  j["violations"] = nlohmann::json::array();
+  for (const auto& v : r.violations) {
+    nlohmann::json jv{{"kind", std::string(to_string(v.kind))}, {"ranks", v.ranks}, {"ops", ops_json(v.ops)}, {"message", v.message}};
+    if (!v.interleaving.empty()) jv["interleaving"] = v.interleaving;
+    j["violations"].push_back(std::move(jv));
+  }
+  size_t streams = 0;
+  for (const auto& rk : p.ranks) streams += rk.streams.size();
+  j["semantics"] = r.semantics;
+  j["stats"] = {{"ranks", p.ranks.size()},      {"streams", streams},
+                {"communicators", p.comms.size()}, {"operations", r.stats.steps},
+                {"collective_calls", r.stats.collectives}, {"p2p_messages", r.stats.messages}};
+  return j;
+}
+
+std::string stream_report_text(const std::string& what, const StreamProgram& p, const CheckReport& r) {
+  std::string out;
+  size_t streams = 0;
+  for (const auto& rk : p.ranks) streams += rk.streams.size();
+  if (r.ok()) {
+    out += what + ": verified (" + std::to_string(r.stats.steps) + " operations on " + std::to_string(p.ranks.size()) +
+           " ranks and " + std::to_string(streams) + " streams; " + std::to_string(r.stats.collectives) +
+           " collective calls on " + std::to_string(p.comms.size()) + (p.comms.size() == 1 ? " communicator and " : " communicators and ") +
+           std::to_string(r.stats.messages) +
+           " P2P messages, each communicator's calls ordered by happens-before on every rank, the same on every "
+           "member, no rendezvous cycle)\n";
+  } else {
+    out += what + ": " + std::to_string(r.violations.size()) + " violation" + (r.violations.size() > 1 ? "s" : "") + "\n";
+    for (const auto& v : r.violations) {
+      out += "\n[" + std::string(to_string(v.kind)) + "] ranks";
+      for (size_t k = 0; k < v.ranks.size(); ++k) out += (k ? ", " : " ") + std::to_string(v.ranks[k]);
+      out += "\n  " + v.message + "\n";
+      for (const auto& o : v.ops) out += "    " + p.describe(o.rank, o.op) + "\n";
+      if (!v.interleaving.empty()) out += "  a run that hangs: " + v.interleaving + "\n";
+    }
+  }
+  if (!r.semantics.empty()) out += "  assumes " + r.semantics + "\n";
+  return out;
+}
+
 nlohmann::json report_json(const Schedule& s, const CheckReport& r) {
   nlohmann::json j;
   j["ok"] = r.ok();
@@ -44,6 +96,8 @@ nlohmann::json report_json(const Schedule& s, const CheckReport& r) {
       jv["steps"].push_back(js);
     }
     jv["message"] = v.message;
+    if (!v.ops.empty()) jv["ops"] = ops_json(v.ops);
+    if (!v.interleaving.empty()) jv["interleaving"] = v.interleaving;
     if (v.cause != DeadlockCause::None) {
       jv["cause"] = std::string(to_string(v.cause));
       jv["completes_with_eager"] = v.completes_with_eager;

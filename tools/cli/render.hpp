@@ -5,6 +5,7 @@
 #include <string>
 
 #include "lowering/diagnostics.hpp"
+#include "lowering/stream_program.hpp"
 #include "schedule/schedule.hpp"
 #include "schedule/text_format.hpp"
 
@@ -20,6 +21,9 @@ inline constexpr const char* kBubbleLegend =
 nlohmann::json step_json(const Step& st);
 nlohmann::json report_json(const Schedule& s, const CheckReport& r);
 std::string report_text(const std::string& what, const Schedule& s, const CheckReport& r);
+// The same for a multi-stream program (checkers/stream_order.cpp).
+nlohmann::json stream_report_json(const StreamProgram& p, const CheckReport& r);
+std::string stream_report_text(const std::string& what, const StreamProgram& p, const CheckReport& r);
 // "80GiB", "1.5e9B", "512MB", "4096B" -> bytes; throws InputError, also for a number without
 // its unit ("10": bytes or GiB?), with the spellings that would be taken.
 int64_t parse_bytes(const std::string& text, const std::string& flag);

@@ -1,0 +1,184 @@
+#include "lowering/stream_program.hpp"
+
+#include <algorithm>
+
+#include "schedule/errors.hpp"
+
+namespace ppsched {
+
+std::string_view to_string(StreamOpKind k) {
+  switch (k) {
+    case StreamOpKind::Compute: return "compute";
+    case StreamOpKind::Collective: return "collective";
+    case StreamOpKind::Send: return "send";
+    case StreamOpKind::Recv: return "recv";
+  }
+  return "?";
+}
+
+std::string StreamProgram::describe(int rank, int op) const {
+  const StreamRank& r = ranks[static_cast<size_t>(rank)];
+  const StreamOp& o = r.ops[static_cast<size_t>(op)];
+  std::string out = "rank " + std::to_string(rank) + " op " + std::to_string(op) + " (" + o.name;
+  if (o.kind == StreamOpKind::Collective) out += " on " + comms[static_cast<size_t>(o.comm)].name;
+  if (o.kind == StreamOpKind::Send) out += " to rank " + std::to_string(o.peer);
+  if (o.kind == StreamOpKind::Recv) out += " from rank " + std::to_string(o.peer);
+  return out + ", stream " + r.streams[static_cast<size_t>(o.stream)] + ")";
+}
+
+namespace {
+
+// One rank's program under construction: the last operation on each stream, and a fresh event
+// per ordering edge (an event recorded once: CUDA's exact binding).
+struct RankBuilder {
+  StreamRank& r;
+  int last[2] = {-1, -1};  // per stream: the last op listed on it
+
+  int event_after(int op) {
+    auto& recs = r.ops[static_cast<size_t>(op)].records;
+    if (!recs.empty()) return recs.front();
+    int e = static_cast<int>(r.events.size());
+    r.events.push_back("e" + std::to_string(e));
+    recs.push_back(e);
+    return e;
+  }
+  // Appends an op on `stream`, ordered after each of `after` that is on the other stream (an
+  // op on its own stream is before it already).
+  int add(StreamOp op, int stream, std::initializer_list<int> after) {
+    op.stream = stream;
+    for (int a : after)
+      if (a >= 0 && r.ops[static_cast<size_t>(a)].stream != stream) {
+        int e = event_after(a);
+        if (std::find(op.waits.begin(), op.waits.end(), e) == op.waits.end()) op.waits.push_back(e);
+      }
+    r.ops.push_back(std::move(op));
+    int id = static_cast<int>(r.ops.size()) - 1;
+    last[stream] = id;
+    return id;
+  }
+};
+
+constexpr int kCompute = static_cast<int>(Stream::Compute), kComm = static_cast<int>(Stream::Comm);
+
+std::string phase_name(const PhaseItem& it, const Step& st) {
+  std::string out(it.phase.name);
+  if (it.layer >= 0) out += " L" + std::to_string(it.layer);
+  return out + " " + short_label(st);
+}
+
+}  // namespace
+
+StreamProgram lower_streams(const Schedule& s, const StreamLowering& l) {
+  if (l.ep < 1) throw InputError({}, "lower_streams: the expert-parallel size must be at least 1");
+  if (static_cast<int>(l.stages.size()) < s.stages)
+    throw InputError({}, "lower_streams: " + std::to_string(l.stages.size()) + " MoE stage descriptions for " +
+                             std::to_string(s.stages) + " stages");
+  StreamProgram p;
+  const int P = s.ranks;
+  for (int r = 0; r < P; ++r) {
+    Communicator c;
+    c.name = "EP(" + std::to_string(r) + ")";
+    for (int k = 0; k < l.ep; ++k) c.ranks.push_back(r + k * P);
+    p.comms.push_back(std::move(c));
+  }
+  p.ranks.resize(static_cast<size_t>(P) * static_cast<size_t>(l.ep));
+  std::vector<PhaseItem> items[2];
+  for (int r = 0; r < P; ++r) {
+    StreamRank& base = p.ranks[static_cast<size_t>(r)];
+    base.streams = {std::string(to_string(Stream::Compute)), std::string(to_string(Stream::Comm))};
+    RankBuilder b{base};
+    const Program& prog = s.programs[static_cast<size_t>(r)];
+    for (size_t i = 0; i < prog.size(); ++i) {
+      if (!prog[i]) continue;
+      const Step& st = *prog[i];
+      // The join: this step's first op on each stream waits for the other stream's last.
+      const int join[2] = {b.last[kCompute], b.last[kComm]};
+      // The chains: a composite's sub-steps with phases, or the step itself.
+      const Step* chain_step[2] = {nullptr, nullptr};
+      int chains = 0;
+      auto phases_of = [&](const Step& x, std::vector<PhaseItem>& out) {
+        out.clear();
+        if (x.stage >= 0 && x.stage < s.stages) expand_phases(x.op, l.stages[static_cast<size_t>(x.stage)], out);
+      };
+      if (is_composite(st.op)) {
+        // Forward chain first, then the backward one (Megatron's merge names them so).
+        for (const Step& sub : st.sub_steps()) {
+          if (chains == 2) break;
+          phases_of(sub, items[chains]);
+          if (!items[chains].empty()) chain_step[chains++] = &sub;
+        }
+      } else {
+        phases_of(st, items[0]);
+        if (!items[0].empty()) chain_step[chains++] = &st;
+      }
+      bool first_on[2] = {true, true};
+      auto add = [&](StreamOp op, int stream, int chain_prev) {
+        int other = 1 - stream;
+        int j = first_on[stream] ? join[other] : -1;
+        first_on[stream] = false;
+        return b.add(std::move(op), stream, {chain_prev, j});
+      };
+      if (chains == 0) {
+        StreamOp op;
+        op.name = short_label(st);
+        op.step = static_cast<int32_t>(i);
+        add(std::move(op), kCompute, -1);
+        continue;
+      }
+      // Order the phases of the chains into one listing: with two chains, the backward's
+      // items up to and including its next all-to-all, then the forward's, in turn (Megatron's
+      // combined 1F1B per layer: comm combine_bwd, dispatch_fwd, dispatch_bwd, combine_fwd;
+      // compute attn_fwd, mlp_bwd, mlp_fwd, attn_bwd).
+      int fwd = 0, bwd = chains == 2 ? 1 : -1;
+      if (chains == 2) {
+        // The chain of the forward sub-step leads the compute stream.
+        const bool first_is_fwd = is_forward(chain_step[0]->op);
+        fwd = first_is_fwd ? 0 : 1;
+        bwd = 1 - fwd;
+      }
+      size_t pos[2] = {0, 0};
+      int prev[2] = {-1, -1};
+      auto emit_until_comm = [&](int c) {
+        const auto& list = items[c];
+        while (pos[c] < list.size()) {
+          const PhaseItem& it = list[pos[c]++];
+          StreamOp op;
+          op.name = phase_name(it, *chain_step[c]);
+          op.step = static_cast<int32_t>(i);
+          op.sub = chain_step[c] == &st ? -1 : static_cast<int32_t>(chain_step[c] - st.sub_steps().begin());
+          const int stream = static_cast<int>(it.phase.stream);
+          if (stream == kComm) {
+            op.kind = StreamOpKind::Collective;
+            op.comm = r;
+          }
+          prev[c] = add(std::move(op), stream, prev[c]);
+          if (stream == kComm) return;
+        }
+      };
+      while (pos[0] < items[0].size() || (chains == 2 && pos[1] < items[1].size())) {
+        if (bwd >= 0) emit_until_comm(bwd);
+        emit_until_comm(fwd);
+      }
+    }
+  }
+  // The expert-parallel replicas run the same program.
+  for (int k = 1; k < l.ep; ++k)
+    for (int r = 0; r < P; ++r) p.ranks[static_cast<size_t>(r + k * P)] = p.ranks[static_cast<size_t>(r)];
+  return p;
+}
+
+void drop_wait(StreamProgram& p, int rank, int op, int k) {
+  auto& waits = p.ranks[static_cast<size_t>(rank)].ops[static_cast<size_t>(op)].waits;
+  if (k >= 0 && k < static_cast<int>(waits.size())) waits.erase(waits.begin() + k);
+}
+
+void move_to_stream(StreamProgram& p, int rank, int op, int stream, const std::string& name) {
+  StreamRank& r = p.ranks[static_cast<size_t>(rank)];
+  if (stream < 0) {
+    stream = static_cast<int>(r.streams.size());
+    r.streams.push_back(name);
+  }
+  r.ops[static_cast<size_t>(op)].stream = stream;
+}
+
+}  // namespace ppsched

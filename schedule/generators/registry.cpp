@@ -24,7 +24,7 @@ const std::vector<GeneratorInfo>& generators() {
        "forward, each steady step an OVERLAP_F_B merging a forward and a backward so that one's expert all-to-alls "
        "hide behind the other's compute; --group-size G",
        "P = 1 and V = 1, or P >= 2 and V >= 2; P <= G <= M (G defaults to P), M % G = 0 or >= P",
-       generate_combined_1f1b, 1, 0, 0, true},
+       generate_combined_1f1b, 2, 0, 1, true},
       {"looped-bfs", "all forwards of each local stage, then backwards in reverse (loop placement)",
        "P >= 1, V >= 1, M >= 1", generate_looped_bfs},
       {"interleaved-zb",

@@ -8,6 +8,7 @@
 
 #include "checkers/checks.hpp"
 #include "checkers/oracles.hpp"
+#include "lowering/stream_program.hpp"
 #include "schedule/text_format.hpp"
 #include "tools/fuzz/comm_oracle.hpp"
 #include "schedule/errors.hpp"
@@ -128,6 +129,7 @@ std::string_view to_string(Property p) {
     case Property::MutationsReported: return "mutations-reported";
     case Property::RoundTrips: return "round-trips";
     case Property::LoweringMatchesReference: return "lowering-matches-reference";
+    case Property::StreamsAgree: return "streams-agree";
   }
   return "?";
 }
@@ -424,6 +426,83 @@ std::string lowering_matches_reference(const Judged& j, Verdict& v) {
   return "";
 }
 
+// The stream program of the generated schedule on MoE stages (1 or 2 MoE layers a stage, EP 2),
+// one step's window a rank (brute force visits every state: 20 ops at most), mutated by 1 to 3
+// stream edits drawn from the case's seed: an event wait dropped, an op moved to another stream
+// (an existing one or a new one). The checker's races inside a rank must be brute force's
+// (every reachable state), and a program it passes must complete in random runs.
+std::string streams_agree(const Judged& j, Verdict& v) {
+  const Schedule& s = j.base;
+  std::mt19937_64 rng(j.c.cost_seed);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, std::max(lo, hi))(rng); };
+  MoeStage stage;
+  const int layers = pick(1, 2);
+  for (int k = 0; k < layers; ++k) stage.layers.push_back({{0.2f, 0.2f, 0.2f, 0.2f}, {0.2f, 0.2f, 0.2f, 0.2f}, 1e6});
+  stage.after = {0.1f, 0.1f, 0.1f, 0.1f};
+  StreamLowering l;
+  l.ep = 2;
+  l.stages.assign(static_cast<size_t>(s.stages), stage);
+  StreamProgram p = lower_streams(s, l);
+  // The window: per pipeline rank, one step's ops (a merged step where the rank has one), the
+  // same step on its EP replicas (r + k P) so that they call the same all-to-alls.
+  for (int r = 0; r < s.ranks; ++r) {
+    const StreamRank& first = p.ranks[static_cast<size_t>(r)];
+    std::vector<int> steps;
+    int step = -1;
+    for (const auto& o : first.ops) {
+      if ((steps.empty() || steps.back() != o.step) && o.kind == StreamOpKind::Collective) steps.push_back(o.step);
+      if (o.sub >= 0) step = o.step;  // the last merged step
+    }
+    if (step < 0 && !steps.empty()) step = steps[static_cast<size_t>(pick(0, static_cast<int>(steps.size()) - 1))];
+    for (int k = 0; k < l.ep; ++k) {
+      StreamRank& rank = p.ranks[static_cast<size_t>(r + k * s.ranks)];
+      std::vector<StreamOp> kept;
+      for (const auto& o : rank.ops)
+        if (o.step == step) kept.push_back(o);
+      rank.ops = std::move(kept);
+    }
+  }
+  const int edits = pick(1, 3);
+  for (int e = 0; e < edits; ++e) {
+    const int r = pick(0, static_cast<int>(p.ranks.size()) - 1);
+    StreamRank& rank = p.ranks[static_cast<size_t>(r)];
+    if (rank.ops.empty()) continue;
+    // Three edits in four on an all-to-all (the ops whose order the checker judges).
+    std::vector<int> comm_ops;
+    for (size_t k = 0; k < rank.ops.size(); ++k)
+      if (rank.ops[k].kind == StreamOpKind::Collective) comm_ops.push_back(static_cast<int>(k));
+    const int i = !comm_ops.empty() && pick(0, 3) != 0 ? comm_ops[static_cast<size_t>(pick(0, static_cast<int>(comm_ops.size()) - 1))]
+                                                        : pick(0, static_cast<int>(rank.ops.size()) - 1);
+    if (pick(0, 1) == 0 && !rank.ops[static_cast<size_t>(i)].waits.empty())
+      drop_wait(p, r, i, pick(0, static_cast<int>(rank.ops[static_cast<size_t>(i)].waits.size()) - 1));
+    else
+      move_to_stream(p, r, i, pick(-1, static_cast<int>(rank.streams.size()) - 1));
+  }
+  for (const auto& rank : p.ranks)
+    if (rank.ops.size() > 20) return "";  // past what brute force visits (not reached with 2 layers)
+  v.ranks = static_cast<int>(p.ranks.size());
+  const CheckReport r = verify_streams(p);
+  std::set<std::string> races;
+  for (const auto& viol : r.violations) {
+    v.reported.push_back(std::string(to_string(viol.kind)));
+    if (viol.kind != ViolationKind::CollectiveOrderRace || viol.ops.size() != 2 || viol.ops[0].rank != viol.ops[1].rank) continue;
+    const StreamOp& o = p.ranks[static_cast<size_t>(viol.ops[0].rank)].ops[static_cast<size_t>(viol.ops[0].op)];
+    for (int rank : viol.ranks) races.insert("rank " + std::to_string(rank) + ": communicator " + p.comms[static_cast<size_t>(o.comm)].name);
+  }
+  const auto brute = oracle::stream_races(p);
+  if (std::vector<std::string>(races.begin(), races.end()) != brute) {
+    std::string a, b;
+    for (const auto& x : races) a += (a.empty() ? "" : "; ") + x;
+    for (const auto& x : brute) b += (b.empty() ? "" : "; ") + x;
+    return "the stream checker finds races on [" + a + "], brute force on [" + b + "]";
+  }
+  v.deadlocks = !r.completes;
+  if (r.ok())
+    for (unsigned seed = 0; seed < 3; ++seed)
+      if (!oracle::stream_run_completes(p, seed)) return "the stream checker passes a program that a random run does not complete";
+  return "";
+}
+
 // The JSON and CSV writers read back equal; two simulations of one input trace the same.
 std::string round_trips(const Judged& j, Verdict&) {
   const Schedule& s = j.s;
@@ -482,6 +561,7 @@ Verdict check(Property p, const Case& c, const Switches& sw) {
     case Property::MutationsReported: why = mutations_reported(j, v); break;
     case Property::LoweringMatchesReference: why = lowering_matches_reference(j, v); break;
     case Property::RoundTrips: why = round_trips(j, v); break;
+    case Property::StreamsAgree: why = streams_agree(j, v); break;
   }
   if (!why.empty()) v.failure = why;
   return v;
@@ -522,6 +602,13 @@ Case draw_case(Property p, const Limits& limits, const Draw& draw) {
   const auto& all = generators();
   const GeneratorInfo* g = limits.family.empty() ? &all[static_cast<size_t>(draw(0, static_cast<int>(all.size()) - 1))]
                                                  : find_generator(limits.family);
+  // streams-agree: mostly the families that merge a forward and a backward in one step (their
+  // two chains share the comm stream: where an edit can race), one in four any family.
+  const bool overlap_family = p == Property::StreamsAgree && limits.family.empty() && draw(0, 3) != 0;
+  if (overlap_family) {
+    static const char* const merged[] = {"dualpipev", "dualpipe", "combined-1f1b", "interleaved-1f1b"};
+    g = find_generator(merged[draw(0, 3)]);
+  }
   if (!g) g = &all[0];
   c.family = std::string(g->name);
   // Mostly P >= 2: a single rank has no communication to check.
@@ -535,7 +622,17 @@ Case draw_case(Property p, const Limits& limits, const Draw& draw) {
     c.gen.micro = std::max(c.gen.micro, 2 * c.gen.pp);
     c.gen.micro += c.family == "chimera" ? (c.gen.pp - c.gen.micro % c.gen.pp) % c.gen.pp : c.gen.micro % 2;
   }
-  if (c.family == "interleaved-1f1b") {
+  // combined-1f1b: Megatron's groups of G = P micro-batches need M a multiple of P; one rank has
+  // no virtual stages.
+  if (c.family == "combined-1f1b") {
+    c.gen.micro += (c.gen.pp - c.gen.micro % c.gen.pp) % c.gen.pp;
+    if (c.gen.pp == 1) c.gen.vpp = 1;
+  }
+  if (c.family == "interleaved-1f1b" && overlap_family) {
+    c.gen.overlap_b_f = true;
+    c.gen.dxdw_split = draw(0, 1) == 1;
+    c.gen.vpp = std::max(c.gen.vpp, 2);
+  } else if (c.family == "interleaved-1f1b") {
     int variant = draw(0, 3);
     c.gen.less_memory = variant == 1;
     c.gen.overlap_b_f = variant >= 2;
@@ -548,7 +645,7 @@ Case draw_case(Property p, const Limits& limits, const Draw& draw) {
     c.gen.tower = static_cast<Tower>(draw(0, 2));
     c.gen.owner_backward = c.gen.tower == Tower::Trainable && draw(0, 1);
   }
-  c.batch = draw(0, 3) == 0;
+  c.batch = p != Property::StreamsAgree && draw(0, 3) == 0;
   c.cost_seed = static_cast<uint64_t>(draw(0, 1 << 30));
   Schedule s;
   try {
@@ -604,7 +701,8 @@ void Distribution::add(Property p, const Verdict& v) {
   if (v.ranks >= 2) multi_rank++;
   if (v.deadlocks) deadlocks++;
   if (v.failure) labels.push_back("fails");
-  else if (p == Property::MutationsReported) labels = v.reported.empty() ? std::vector<std::string>{"valid"} : v.reported;
+  else if (p == Property::MutationsReported || p == Property::StreamsAgree)
+    labels = v.reported.empty() ? std::vector<std::string>{"valid"} : v.reported;
   else if (p == Property::VerdictsAgree || p == Property::LoweringMatchesReference) labels.push_back(v.deadlocks ? "deadlocks" : "completes");
   else labels.push_back("holds");
   auto count = [&](Mix& m) {

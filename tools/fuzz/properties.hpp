@@ -24,8 +24,10 @@ enum class Property : uint8_t {
   MutationsReported,  // a mutation keeps the schedule valid, or is reported with an implied kind
   RoundTrips,         // JSON and CSV round trips are lossless; the simulator is deterministic
   LoweringMatchesReference,  // the lowering's per-rank communication is the reference oracle's, in every mode
+  StreamsAgree,  // a family's MoE stream program, mutated (an event wait dropped, an op moved to another
+                 // stream): the stream checker's races and deadlocks are brute force's
 };
-inline constexpr int kProperties = 5;
+inline constexpr int kProperties = 6;
 std::string_view to_string(Property p);
 std::optional<Property> property_from_name(std::string_view name);
 

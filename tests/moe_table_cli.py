@@ -3,7 +3,7 @@
 
     moe_table_cli.py PPSCHED DATA_DIR DOC [--write]
 
-Qwen3-30B-A3B and DeepSeek-V3, per schedule (1F1B, interleaved 1F1B, ZB-V, DualPipeV, DualPipe),
+Qwen3-30B-A3B and DeepSeek-V3, per schedule (1F1B, interleaved 1F1B, combined 1F1B, ZB-V, DualPipeV, DualPipe),
 at EP 1, 4 and 8 over two inter-node link speeds: `ppsched simulate --json`'s makespan, its
 all-to-all time (over all ranks) hidden and exposed, and the largest per-rank peak memory. The
 test fails when the table in DOC (between its moe-table markers) differs from what the build
@@ -33,8 +33,8 @@ MODELS = [
     ("Qwen3-30B-A3B", "qwen3_30b_a3b.json", 4, 16, []),
     ("DeepSeek-V3", "deepseek_v3.json", 16, 32, ["--recompute", "full"]),
 ]
-SCHEDULES = [("1F1B", "1f1b", 1), ("interleaved", "interleaved-1f1b", 2), ("ZB-V", "zbv", 2),
-             ("DualPipeV", "dualpipev", 2), ("DualPipe", "dualpipe", 1)]
+SCHEDULES = [("1F1B", "1f1b", 1), ("interleaved", "interleaved-1f1b", 2), ("combined 1F1B", "combined-1f1b", 2),
+             ("ZB-V", "zbv", 2), ("DualPipeV", "dualpipev", 2), ("DualPipe", "dualpipe", 1)]
 EPS = [1, 4, 8]
 # Inter-node links (GB/s): InfiniBand NDR200 and XDR (800 Gb/s); NVLink 4 inside a node of 8.
 LINKS = [("25 GB/s", 25.0), ("100 GB/s", 100.0)]
@@ -88,12 +88,20 @@ for label, _, _, _, _ in MODELS:
             for name in ("1F1B", "interleaved", "ZB-V"):
                 r = results[(label, gbps, ep, name)]
                 check(abs(r["exposed"] - r["a2a"]) <= 1e-6 * r["a2a"], "%s %s EP %d: nothing overlaps, all exposed" % (label, name, ep))
-            for name in ("DualPipeV", "DualPipe"):
+            for name in ("DualPipeV", "DualPipe", "combined 1F1B"):
                 r = results[(label, gbps, ep, name)]
                 check(r["exposed"] < 0.9 * r["a2a"], "%s %s EP %d at %g GB/s: hides part of its all-to-all (%.0f of %.0f exposed)"
                       % (label, name, ep, gbps, r["exposed"], r["a2a"]))
             check(dpv["exposed"] / dpv["a2a"] < f1b["exposed"] / f1b["a2a"],
                   "%s EP %d at %g GB/s: DualPipeV exposes a smaller share than 1F1B" % (label, ep, gbps))
+            # Megatron's combined 1F1B is interleaved 1F1B with its steady steps merged: it exposes
+            # less of the same all-to-all, and the step is shorter for it.
+            inter, comb = results[(label, gbps, ep, "interleaved")], results[(label, gbps, ep, "combined 1F1B")]
+            check(abs(comb["a2a"] - inter["a2a"]) <= 1e-6 * inter["a2a"],
+                  "%s EP %d at %g GB/s: combined 1F1B moves interleaved's all-to-all" % (label, ep, gbps))
+            check(comb["exposed"] < inter["exposed"] and comb["makespan"] < inter["makespan"],
+                  "%s EP %d at %g GB/s: combined 1F1B exposes less than interleaved (%.0f vs %.0f ms) and is faster "
+                  "(%.0f vs %.0f ms)" % (label, ep, gbps, comb["exposed"], inter["exposed"], comb["makespan"], inter["makespan"]))
     slow, fast = LINKS[0][1], LINKS[1][1]
     for ep in EPS[1:]:
         def gap(gbps, key):

@@ -20,6 +20,7 @@ FAMILIES = [
     ["gpipe"],
     ["1f1b"],
     ["interleaved-1f1b", "--vpp", "2"],
+    ["combined-1f1b", "--vpp", "2"],
     ["looped-bfs", "--vpp", "2"],
     ["zb-h1"],
     ["zbv", "--vpp", "2"],

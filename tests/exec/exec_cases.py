@@ -223,6 +223,16 @@ def _(ctx):
     parity_run(ctx, 4, ["--generate", "chimera", "--pp", "4", "--micro", "4"] + MLP, iterations=1)
 
 
+@case("parity_combined_1f1b_pp2_pp4")
+def _(ctx):
+    # Megatron-Core's combined 1F1B (issue 39): its merged steps are OVERLAP_F_B composites, run
+    # sub-step after sub-step on this dense model (the expert all-to-alls they exist to hide are
+    # not in it); the order Megatron's code runs (tests/test_peer_orders.cpp), with its one extra
+    # warm-up forward, trains to the reference gradients.
+    parity_run(ctx, 2, ["--generate", "combined-1f1b", "--pp", "2", "--vpp", "2", "--micro", "4"] + GPT, iterations=2)
+    parity_run(ctx, 4, ["--generate", "combined-1f1b", "--pp", "4", "--vpp", "2", "--micro", "8"] + MLP, iterations=1)
+
+
 @case("replicated_stages_without_sync_diverge_pp4")
 def _(ctx):
     # Negative control: the same chimera schedule without its REPLICA_GRAD_SYNC steps (run with

@@ -18,6 +18,7 @@
 // every run exactly when the second cannot complete while the first is held back (the `after`
 // scan). Once 1 and 2 hold, each rendezvous' members are fixed, so 3 is that fixed point.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -28,37 +29,57 @@ namespace ppsched {
 
 namespace {
 
+// The records a wait may be satisfied by: a run of the event's records in listing order (one,
+// the latest before the wait, under CUDA's binding; every one before it under `any`). A view
+// into RankIndex::recorded: memory in proportion to the waits, however many records they see.
+struct Span {
+  const int* first = nullptr;
+  int count = 0;
+  const int* begin() const { return first; }
+  const int* end() const { return first + count; }
+  bool empty() const { return count == 0; }
+  int front() const { return *first; }
+};
+
 struct RankIndex {
   std::vector<int> pred;  // previous op on the same stream, -1
-  // Per op, per wait: the ops listed before it that record the event (any may satisfy it).
-  std::vector<std::vector<std::vector<int>>> eligible;
+  std::vector<int> pos;   // 1-based position on its stream
+  std::vector<std::vector<int>> recorded;  // per event: the ops that record it, in listing order
+  // Per op, per wait: the records that may satisfy it.
+  std::vector<std::vector<Span>> eligible;
 };
 
 RankIndex index_rank(const StreamRank& r, bool any_record) {
   RankIndex x;
   const size_t n = r.ops.size();
   x.pred.assign(n, -1);
+  x.pos.assign(n, 0);
   x.eligible.resize(n);
-  std::vector<int> last(r.streams.size(), -1);
-  std::vector<std::vector<int>> recorded(r.events.size());
+  x.recorded.resize(r.events.size());
+  std::vector<int> last(r.streams.size(), -1), count(r.streams.size(), 0);
   for (size_t i = 0; i < n; ++i) {
     const StreamOp& o = r.ops[i];
     x.pred[i] = last[static_cast<size_t>(o.stream)];
     last[static_cast<size_t>(o.stream)] = static_cast<int>(i);
-    for (int e : o.waits) {
-      const auto& recs = recorded[static_cast<size_t>(e)];
-      if (any_record || recs.empty()) x.eligible[i].push_back(recs);
-      else x.eligible[i].push_back({recs.back()});
-    }
-    for (int e : o.records) recorded[static_cast<size_t>(e)].push_back(static_cast<int>(i));
+    x.pos[i] = ++count[static_cast<size_t>(o.stream)];
+    for (int e : o.records) x.recorded[static_cast<size_t>(e)].push_back(static_cast<int>(i));
   }
+  // (A second pass: the spans point into `recorded`, complete now.)
+  for (size_t i = 0; i < n; ++i)
+    for (int e : r.ops[i].waits) {
+      const auto& recs = x.recorded[static_cast<size_t>(e)];
+      const int before = static_cast<int>(std::lower_bound(recs.begin(), recs.end(), static_cast<int>(i)) - recs.begin());
+      Span sp;
+      if (before > 0) sp = any_record ? Span{recs.data(), before} : Span{recs.data() + before - 1, 1};
+      x.eligible[i].push_back(sp);
+    }
   return x;
 }
 
 // after[x] for x in [a, b]: whether op x completes only after op a in every run of the rank
 // (a held back, x cannot complete). The listing is a topological order (a stream's order is
 // the listing's, a wait binds only to records listed before it), so only ops after a can be.
-std::vector<char> after_scan(const StreamRank& r, const RankIndex& x, int a, int b) {
+std::vector<char> after_scan(const RankIndex& x, int a, int b) {
   std::vector<char> after(static_cast<size_t>(b - a + 1), 0);
   after[0] = 1;
   auto is_after = [&](int j) { return j >= a && after[static_cast<size_t>(j - a)]; };
@@ -68,7 +89,6 @@ std::vector<char> after_scan(const StreamRank& r, const RankIndex& x, int a, int
     for (size_t k = 0; !v && k < el.size(); ++k)
       v = !el[k].empty() && std::all_of(el[k].begin(), el[k].end(), is_after);
     after[static_cast<size_t>(i - a)] = v;
-    (void)r;
   }
   return after;
 }
@@ -83,7 +103,7 @@ StreamOpRef op_ref(const StreamProgram& p, int rank, int op) {
 // satisfy, or no event at all from a's stream to b's before b.
 std::string why_unordered(const StreamProgram& p, int rank, const RankIndex& x, int a, int b) {
   const StreamRank& r = p.ranks[static_cast<size_t>(rank)];
-  const auto after = after_scan(r, x, a, b);
+  const auto after = after_scan(x, a, b);
   auto is_after = [&](int j) { return j >= a && after[static_cast<size_t>(j - a)]; };
   auto stream = [&](int i) { return r.streams[static_cast<size_t>(r.ops[static_cast<size_t>(i)].stream)]; };
   for (int cur = b; cur > a; cur = x.pred[static_cast<size_t>(cur)]) {
@@ -152,49 +172,101 @@ CheckReport verify_streams(const StreamProgram& p) {
     }
   }
 
-  // 1. Races inside a rank: consecutive ops of a domain unordered. One report per domain and
-  // pair of names; the ranks with the same race are listed together.
+  // 1. Races inside a rank: consecutive ops of a domain unordered. Decided in one pass per rank
+  // with vector clocks over its streams: an op's clock holds, per stream, the last op on it that
+  // completes before the op in every run (a stream's ops before one are before it, so the set
+  // is a prefix of each stream). A stream predecessor or a wait bound to one record adds that
+  // record's clock (max); a wait that any of several records may satisfy adds only what all of
+  // them have (the componentwise min of their clocks). Then a is before b iff a's position on
+  // its stream is at most b's clock there. Time and memory: streams x (ops + waited records).
+  // One report per domain and pair of names, the ranks with the same race listed together;
+  // after kMaxExplained reports the rest are counted (an explanation scans the ops between).
+  constexpr size_t kMaxExplained = 32;
+  size_t unexplained = 0;
   std::map<std::tuple<int, int, std::string, std::string>, size_t> reported;
   for (int r = 0; r < R; ++r) {
     const StreamRank& rank = p.ranks[static_cast<size_t>(r)];
-    for (const auto& [d, ops] : seq[static_cast<size_t>(r)]) {
-      for (size_t k = 0; k + 1 < ops.size(); ++k) {
-        const int a = ops[k], b = ops[k + 1];
-        if (after_scan(rank, idx[static_cast<size_t>(r)], a, b).back()) continue;
-        const std::string& na = rank.ops[static_cast<size_t>(a)].name;
-        const std::string& nb = rank.ops[static_cast<size_t>(b)].name;
-        auto key = std::make_tuple(d.kind, d.kind == 0 ? d.id : -1, na, nb);
-        if (auto it = reported.find(key); it != reported.end() && d.kind == 0) {
-          out.violations[it->second].ranks.push_back(r);
-          break;
-        }
-        Violation v;
-        v.kind = ViolationKind::CollectiveOrderRace;
-        v.ranks = {r};
-        v.ops = {op_ref(p, r, a), op_ref(p, r, b)};
-        v.message = p.describe(r, a) + " and op " + std::to_string(b) + " (" + nb + ", stream " +
-                    rank.streams[static_cast<size_t>(rank.ops[static_cast<size_t>(b)].stream)] + ") of " +
-                    domain_name(p, r, d) + " may be issued in either order: " +
-                    why_unordered(p, r, idx[static_cast<size_t>(r)], a, b) +
-                    ". Every rank must issue the calls of a communicator in one order fixed by happens-before.";
-        std::string peer = "its peer";
-        if (d.kind == 0) {
-          for (int m : p.comms[static_cast<size_t>(d.id)].ranks)
-            if (m != r) {
-              peer = "rank " + std::to_string(m);
-              break;
+    const RankIndex& x = idx[static_cast<size_t>(r)];
+    const size_t S = rank.streams.size(), n = rank.ops.size();
+    // Clocks: per stream, its last op's (inclusive); per waited event, its records' (the last
+    // one's, or the min over all so far under `any`).
+    std::vector<int32_t> stream_clock(S * S, 0);
+    std::vector<char> waited(rank.events.size(), 0);
+    for (const auto& o : rank.ops)
+      for (int e : o.waits) waited[static_cast<size_t>(e)] = 1;
+    std::vector<std::vector<int32_t>> event_clock(rank.events.size());
+    std::vector<int32_t> vc(S);
+    std::map<Domain, int> last_of;
+    std::set<Domain> raced;
+    for (size_t i = 0; i < n; ++i) {
+      const StreamOp& o = rank.ops[i];
+      const size_t st = static_cast<size_t>(o.stream);
+      std::copy(stream_clock.begin() + static_cast<std::ptrdiff_t>(st * S),
+                stream_clock.begin() + static_cast<std::ptrdiff_t>((st + 1) * S), vc.begin());
+      for (size_t k = 0; k < o.waits.size(); ++k) {
+        if (x.eligible[i][k].empty()) continue;  // nothing recorded before it: no wait
+        const auto& ec = event_clock[static_cast<size_t>(o.waits[k])];
+        for (size_t q = 0; q < S; ++q) vc[q] = std::max(vc[q], ec[q]);
+      }
+      // The domain check, before the op's own position joins its clock.
+      const Domain d = domain_of(o);
+      if (d.kind >= 0) {
+        auto it = last_of.find(d);
+        if (it != last_of.end() && !raced.count(d)) {
+          const int a = it->second, b = static_cast<int>(i);
+          const StreamOp& oa = rank.ops[static_cast<size_t>(a)];
+          if (oa.stream != o.stream && x.pos[static_cast<size_t>(a)] > vc[static_cast<size_t>(oa.stream)]) {
+            raced.insert(d);
+            const std::string& na = oa.name;
+            const std::string& nb = o.name;
+            auto key = std::make_tuple(d.kind, d.kind == 0 ? d.id : -1, na, nb);
+            if (auto rep = reported.find(key); rep != reported.end() && d.kind == 0) {
+              out.violations[rep->second].ranks.push_back(r);
+            } else if (out.violations.size() >= kMaxExplained) {
+              ++unexplained;
+            } else {
+              Violation v;
+              v.kind = ViolationKind::CollectiveOrderRace;
+              v.ranks = {r};
+              v.ops = {op_ref(p, r, a), op_ref(p, r, b)};
+              v.message = p.describe(r, a) + " and op " + std::to_string(b) + " (" + nb + ", stream " +
+                          rank.streams[st] + ") of " + domain_name(p, r, d) + " may be issued in either order: " +
+                          why_unordered(p, r, x, a, b) +
+                          ". Every rank must issue the calls of a communicator in one order fixed by happens-before.";
+              std::string peer = "its peer";
+              if (d.kind == 0) {
+                for (int m : p.comms[static_cast<size_t>(d.id)].ranks)
+                  if (m != r) {
+                    peer = "rank " + std::to_string(m);
+                    break;
+                  }
+              } else {
+                peer = "rank " + std::to_string(d.id);
+              }
+              v.interleaving = "rank " + std::to_string(r) + " issues " + nb + " first while " + peer + " issues " + na +
+                               " first: each waits in its call for the other (or the two calls exchange each other's buffers)";
+              reported.emplace(key, out.violations.size());
+              out.violations.push_back(std::move(v));
             }
-        } else {
-          peer = "rank " + std::to_string(d.id);
+          }
         }
-        v.interleaving = "rank " + std::to_string(r) + " issues " + nb + " first while " + peer + " issues " + na +
-                         " first: each waits in its call for the other (or the two calls exchange each other's buffers)";
-        reported.emplace(key, out.violations.size());
-        out.violations.push_back(std::move(v));
-        break;  // one per domain and rank
+        last_of[d] = static_cast<int>(i);
+      }
+      vc[st] = x.pos[i];
+      std::copy(vc.begin(), vc.end(), stream_clock.begin() + static_cast<std::ptrdiff_t>(st * S));
+      for (int e : o.records) {
+        if (!waited[static_cast<size_t>(e)]) continue;
+        auto& ec = event_clock[static_cast<size_t>(e)];
+        if (ec.empty() || !p.any_record) {
+          ec.assign(vc.begin(), vc.end());
+        } else {
+          for (size_t q = 0; q < S; ++q) ec[q] = std::min(ec[q], vc[q]);
+        }
       }
     }
   }
+  if (unexplained > 0)
+    out.notes.push_back(std::to_string(unexplained) + " more collective_order_race(s) on other communicators, not listed");
 
   // 2. Members agree: per communicator, the same names in the same order; per channel, the
   // k-th send and the k-th receive.
@@ -323,18 +395,24 @@ CheckReport verify_streams(const StreamProgram& p) {
   // Worklist: need[op] = unmet conditions (stream predecessor, each wait with a record).
   std::vector<std::vector<int>> need(static_cast<size_t>(R)), next_on_stream(static_cast<size_t>(R));
   std::vector<std::vector<char>> started(static_cast<size_t>(R)), done(static_cast<size_t>(R));
-  // listeners[rank][op]: (op, wait) pairs a completion of op may satisfy.
-  std::vector<std::vector<std::vector<std::pair<int, int>>>> listeners(static_cast<size_t>(R));
+  // Per rank and event, the waits on it (op, wait index) in listing order: a record of op j
+  // satisfies those after j that bind to it (CUDA: up to the event's next record; `any`: every
+  // later one not yet satisfied, i.e. up to the earliest record completed so far). Each wait is
+  // satisfied once: time and memory in proportion to the waits.
+  std::vector<std::vector<std::vector<std::pair<int, int>>>> waiters(static_cast<size_t>(R));
+  std::vector<std::vector<int>> satisfied_above(static_cast<size_t>(R));  // `any`: waits past it are satisfied
   std::vector<std::vector<std::vector<char>>> satisfied(static_cast<size_t>(R));
   std::vector<std::pair<int, int>> ready;
   for (int r = 0; r < R; ++r) {
-    const size_t n = p.ranks[static_cast<size_t>(r)].ops.size();
+    const StreamRank& rank = p.ranks[static_cast<size_t>(r)];
+    const size_t n = rank.ops.size();
     const RankIndex& x = idx[static_cast<size_t>(r)];
     need[static_cast<size_t>(r)].assign(n, 0);
     next_on_stream[static_cast<size_t>(r)].assign(n, -1);
     started[static_cast<size_t>(r)].assign(n, 0);
     done[static_cast<size_t>(r)].assign(n, 0);
-    listeners[static_cast<size_t>(r)].resize(n);
+    waiters[static_cast<size_t>(r)].resize(rank.events.size());
+    satisfied_above[static_cast<size_t>(r)].assign(rank.events.size(), std::numeric_limits<int>::max());
     satisfied[static_cast<size_t>(r)].resize(n);
     for (size_t i = 0; i < n; ++i) {
       if (x.pred[i] >= 0) {
@@ -345,11 +423,38 @@ CheckReport verify_streams(const StreamProgram& p) {
       for (size_t k = 0; k < x.eligible[i].size(); ++k) {
         if (x.eligible[i][k].empty()) continue;
         need[static_cast<size_t>(r)][i]++;
-        for (int j : x.eligible[i][k]) listeners[static_cast<size_t>(r)][static_cast<size_t>(j)].push_back({static_cast<int>(i), static_cast<int>(k)});
+        waiters[static_cast<size_t>(r)][static_cast<size_t>(rank.ops[i].waits[k])].push_back({static_cast<int>(i), static_cast<int>(k)});
       }
       if (need[static_cast<size_t>(r)][i] == 0) ready.push_back({r, static_cast<int>(i)});
     }
   }
+  // Op i of rank r completed: the waits its records satisfy.
+  auto satisfy_waits = [&](int r, int i, std::vector<std::pair<int, int>>& ready_out) {
+    const StreamRank& rank = p.ranks[static_cast<size_t>(r)];
+    const RankIndex& x = idx[static_cast<size_t>(r)];
+    for (int e : rank.ops[static_cast<size_t>(i)].records) {
+      const auto& ws = waiters[static_cast<size_t>(r)][static_cast<size_t>(e)];
+      if (ws.empty()) continue;
+      int upto;
+      if (p.any_record) {
+        int& above = satisfied_above[static_cast<size_t>(r)][static_cast<size_t>(e)];
+        if (i >= above) continue;
+        upto = above;
+        above = i;
+      } else {
+        const auto& recs = x.recorded[static_cast<size_t>(e)];
+        auto nx = std::upper_bound(recs.begin(), recs.end(), i);
+        upto = nx == recs.end() ? std::numeric_limits<int>::max() : *nx;
+      }
+      auto w = std::upper_bound(ws.begin(), ws.end(), std::make_pair(i, std::numeric_limits<int>::max()));
+      for (; w != ws.end() && w->first <= upto; ++w) {
+        char& sat = satisfied[static_cast<size_t>(r)][static_cast<size_t>(w->first)][static_cast<size_t>(w->second)];
+        if (sat) continue;
+        sat = 1;
+        if (--need[static_cast<size_t>(r)][static_cast<size_t>(w->first)] == 0) ready_out.push_back({r, w->first});
+      }
+    }
+  };
   std::vector<int> arrived(inst_size.size(), 0);
   std::vector<std::pair<int, int>> completed;
   while (!ready.empty() || !completed.empty()) {
@@ -359,12 +464,7 @@ CheckReport verify_streams(const StreamProgram& p) {
       auto& nd = need[static_cast<size_t>(r)];
       int nx = next_on_stream[static_cast<size_t>(r)][static_cast<size_t>(i)];
       if (nx >= 0 && --nd[static_cast<size_t>(nx)] == 0) ready.push_back({r, nx});
-      for (auto [j, k] : listeners[static_cast<size_t>(r)][static_cast<size_t>(i)]) {
-        char& s = satisfied[static_cast<size_t>(r)][static_cast<size_t>(j)][static_cast<size_t>(k)];
-        if (s) continue;
-        s = 1;
-        if (--nd[static_cast<size_t>(j)] == 0) ready.push_back({r, j});
-      }
+      satisfy_waits(r, i, ready);
       continue;
     }
     auto [r, i] = ready.back();

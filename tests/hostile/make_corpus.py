@@ -185,6 +185,37 @@ def main():
     case("size", "mpipe owners 500k entries", ["check", owners])
     place = wjson("placement_long.json", schedule(2, 2, 1, pipeline(2)["programs"], placement=[0] * 1000000))
     case("size", "placement of 1M entries", ["check", place])
+    # Multi-stream programs (ppsched-streams): one event shared by 100k ops under `any` (every
+    # wait may be satisfied by every record before it: the checker keeps views, not copies), 1000
+    # communicators of two calls each spanning the rank, 100k ranks, bad values refused.
+    def streams(ranks, comms=None, binding="latest"):
+        return dict(format="ppsched-streams", version=1, event_binding=binding, communicators=comms or {}, ranks=ranks)
+    shared = [{"name": "c%d" % i, "stream": "s%d" % (i % 2), "wait": ["E"], "record": ["E"], "collective": "C"}
+              for i in range(100000)]
+    sh = wjson("streams_shared_event.json", streams([{"streams": ["s0", "s1"], "ops": shared}] * 2, {"C": [0, 1]}, "any"))
+    case("size", "streams: one event shared by 100k ops (any binding): check", ["check", sh], expect=[1],
+         stdout_has="collective_order_race")
+    span = [{"name": "x%d" % i, "stream": "a", "collective": "K%d" % i} for i in range(1000)]
+    span += [{"name": "pad %d" % i, "stream": "a"} for i in range(50000)]
+    span += [{"name": "x%d" % i, "stream": "b", "collective": "K%d" % i} for i in range(1000)]
+    sp = wjson("streams_long_domains.json", streams([{"streams": ["a", "b"], "ops": span}] * 2,
+                                                    {"K%d" % i: [0, 1] for i in range(1000)}))
+    case("size", "streams: 1000 communicators whose two calls span 52k ops: check", ["check", sp], expect=[1],
+         stdout_has="more collective_order_race")
+    many = wjson("streams_30k_ranks.json", streams([{"streams": ["s"], "ops": [{"name": "x", "stream": "s"}]}] * 30000))
+    case("size", "streams: 30k ranks of one op: check", ["check", many], expect=[0])
+    over = wjson("streams_100k_ranks.json", streams([{"streams": ["s"], "ops": []}] * 100000))
+    case("size", "streams: 100k ranks (over the limit): check", ["check", over], expect=[2], stderr_has="at most 32768 ranks")
+    for name, doc, needle in [
+        ("streams_bad_stream.json", streams([{"streams": ["a"], "ops": [{"name": "x", "stream": "zz"}]}]), "not one of the rank's streams"),
+        ("streams_bad_peer.json", streams([{"streams": ["a"], "ops": [{"name": "x", "stream": "a", "send": 99999999999}]}]), "out of range"),
+        ("streams_too_many_streams.json", streams([{"streams": ["s%d" % i for i in range(100)], "ops": []}]), "stream names"),
+        ("streams_bad_binding.json", dict(streams([{"streams": ["a"], "ops": []}]), event_binding=7), "expected a string"),
+        ("streams_no_member.json", streams([{"streams": ["a"], "ops": [{"name": "x", "stream": "a", "collective": "C"}]},
+                                           {"streams": ["a"], "ops": []}], {"C": [1]}), "not a member"),
+    ]:
+        case("files", "check " + name, ["check", wjson(name, doc)], expect=[2], stderr_has=needle)
+
     # Over the slot limit (2^24): a CSV of empty cells (one byte each, each an idle slot) is
     # refused by counting its cells before holding any (16 MiB of file, not 800 MB of slots).
     commas = path("cells_over_limit.csv")

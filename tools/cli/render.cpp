@@ -50,6 +50,7 @@ nlohmann::json stream_report_json(const StreamProgram& p, const CheckReport& r) 
   size_t streams = 0;
   for (const auto& rk : p.ranks) streams += rk.streams.size();
   j["semantics"] = r.semantics;
+  j["notes"] = r.notes;
   j["stats"] = {{"ranks", p.ranks.size()},      {"streams", streams},
                 {"communicators", p.comms.size()}, {"operations", r.stats.steps},
                 {"collective_calls", r.stats.collectives}, {"p2p_messages", r.stats.messages}};
@@ -78,6 +79,7 @@ std::string stream_report_text(const std::string& what, const StreamProgram& p, 
     }
   }
   if (!r.semantics.empty()) out += "  assumes " + r.semantics + "\n";
+  for (const auto& n : r.notes) out += "note: " + n + "\n";
   return out;
 }
 

@@ -53,6 +53,23 @@ std::vector<std::string> checker_races(const StreamProgram& p, const CheckReport
   return {out.begin(), out.end()};
 }
 
+// Interleaved 1F1B with its steady pairs merged ([B|F]), every stage one MoE layer, EP 2: a
+// merged step's two chains share the comm stream.
+StreamProgram merged_program(int micro) {
+  MoeStage one;
+  one.layers.push_back({{0.5f, 0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f, 0.5f}, 1e6});
+  GenerateOptions g;
+  g.pp = 2;
+  g.vpp = 2;
+  g.micro = micro;
+  g.overlap_b_f = true;
+  const Schedule s = generate("interleaved-1f1b", g);
+  StreamLowering l;
+  l.ep = 2;
+  l.stages.assign(static_cast<size_t>(s.stages), one);
+  return lower_streams(s, l);
+}
+
 bool intra_rank_race(const CheckReport& r) {
   for (const auto& v : r.violations)
     if (v.kind == ViolationKind::CollectiveOrderRace && v.ops.size() == 2 && v.ops[0].rank == v.ops[1].rank) return true;
@@ -216,18 +233,7 @@ TEST_CASE("every published family's MoE lowering issues its all-to-alls in one o
 }
 
 TEST_CASE("a merged forward and backward follow Megatron-Core's per-layer stream order", "[streams][families]") {
-  MoeStage one;
-  one.layers.push_back({{0.5f, 0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f, 0.5f}, 1e6});
-  GenerateOptions g;
-  g.pp = 2;
-  g.vpp = 2;
-  g.micro = 4;
-  g.overlap_b_f = true;
-  const Schedule s = generate("interleaved-1f1b", g);
-  StreamLowering l;
-  l.ep = 2;
-  l.stages.assign(static_cast<size_t>(s.stages), one);
-  const StreamProgram p = lower_streams(s, l);
+  const StreamProgram p = merged_program(4);
   // Find the first merged step on rank 0 and read each stream's phase names in order.
   const StreamRank& r0 = p.ranks[0];
   int step = -1;
@@ -325,18 +331,7 @@ TEST_CASE("the checker's races and deadlocks equal brute force on random program
 TEST_CASE("stream mutations: an event dropped, an operation moved to another stream", "[streams][oracle][fuzz]") {
   // The lowering of a merged step (two chains, one comm stream) is race-free; a mutation may make
   // it racy, and the checker must say so exactly when brute force does.
-  MoeStage one;
-  one.layers.push_back({{0.5f, 0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f, 0.5f}, 1e6});
-  GenerateOptions g;
-  g.pp = 2;
-  g.vpp = 2;
-  g.micro = 2;
-  g.overlap_b_f = true;
-  const Schedule s = generate("interleaved-1f1b", g);
-  StreamLowering l;
-  l.ep = 2;
-  l.stages.assign(static_cast<size_t>(s.stages), one);
-  StreamProgram base = lower_streams(s, l);
+  StreamProgram base = merged_program(2);
   // Keep one merged step's ops on each rank (the brute force visits every state: 20 ops at most).
   for (auto& rank : base.ranks) {
     int step = -1;

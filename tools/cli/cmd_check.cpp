@@ -140,7 +140,15 @@ Action add_check(CLI::App& app) {
                                std::to_string(costs.moe.ep) + "): " +
                                (sr.ok() ? "every communicator's calls ordered by happens-before, no rendezvous cycle"
                                         : std::to_string(sr.violations.size()) + " violation(s)"));
-        for (auto& v : sr.violations) report.violations.push_back(std::move(v));
+        for (auto& v : sr.violations) {
+          // Located in the schedule too: the step (and sub-step) each operation comes from, on
+          // its pipeline rank (an EP replica r + k P runs rank r's program).
+          for (const auto& o : v.ops) {
+            const StreamOp& op = prog.ranks[static_cast<size_t>(o.rank)].ops[static_cast<size_t>(o.op)];
+            if (op.step >= 0) v.steps.push_back(step_ref(s, o.rank % s.ranks, op.step, op.sub));
+          }
+          report.violations.push_back(std::move(v));
+        }
         if (!st->emit_streams.empty() && k == 0) {
           std::ofstream f(st->emit_streams);
           f << stream_program_json(prog).dump(1) << "\n";

@@ -30,6 +30,15 @@ nlohmann::json step_json(const Step& st) {
 }
 
 namespace {
+// "[kind] ranks 0, 1" and the message: the head of every violation in the text reports.
+std::string violation_head(const Violation& v) {
+  std::string out = "\n[" + std::string(to_string(v.kind)) + "] ranks";
+  for (size_t k = 0; k < v.ranks.size(); ++k) out += (k ? ", " : " ") + std::to_string(v.ranks[k]);
+  return out + "\n  " + v.message + "\n";
+}
+std::string violations_count(const CheckReport& r) {
+  return std::to_string(r.violations.size()) + " violation" + (r.violations.size() > 1 ? "s" : "") + "\n";
+}
 nlohmann::json ops_json(const std::vector<StreamOpRef>& ops) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& o : ops) a.push_back({{"rank", o.rank}, {"op", o.op}, {"name", o.name}, {"stream", o.stream}});
@@ -69,11 +78,9 @@ std::string stream_report_text(const std::string& what, const StreamProgram& p, 
            " P2P messages, each communicator's calls ordered by happens-before on every rank, the same on every "
            "member, no rendezvous cycle)\n";
   } else {
-    out += what + ": " + std::to_string(r.violations.size()) + " violation" + (r.violations.size() > 1 ? "s" : "") + "\n";
+    out += what + ": " + violations_count(r);
     for (const auto& v : r.violations) {
-      out += "\n[" + std::string(to_string(v.kind)) + "] ranks";
-      for (size_t k = 0; k < v.ranks.size(); ++k) out += (k ? ", " : " ") + std::to_string(v.ranks[k]);
-      out += "\n  " + v.message + "\n";
+      out += violation_head(v);
       for (const auto& o : v.ops) out += "    " + p.describe(o.rank, o.op) + "\n";
       if (!v.interleaving.empty()) out += "  a run that hangs: " + v.interleaving + "\n";
     }
@@ -139,11 +146,9 @@ std::string report_text(const std::string& what, const Schedule& s, const CheckR
            std::to_string(st.channels) + " channels, " + std::to_string(st.collectives) +
            " collectives checked; caches empty at the end; " + memory + ")\n";
   } else {
-    out += what + ": " + std::to_string(r.violations.size()) + " violation" + (r.violations.size() > 1 ? "s" : "") + "\n";
+    out += what + ": " + violations_count(r);
     for (const auto& v : r.violations) {
-      out += "\n[" + std::string(to_string(v.kind)) + "] ranks";
-      for (size_t k = 0; k < v.ranks.size(); ++k) out += (k ? ", " : " ") + std::to_string(v.ranks[k]);
-      out += "\n  " + v.message + "\n";
+      out += violation_head(v);
       std::set<std::pair<int, int>> shown;
       for (const auto& ref : v.steps) {
         if (ref.rank < 0 || ref.index < 0 || !shown.insert({ref.rank, ref.index}).second || shown.size() > 6) continue;

@@ -19,12 +19,6 @@ const std::vector<GeneratorInfo>& generators() {
        "--less-memory, --overlap-b-f, --dxdw-split, --group-size G (Megatron-LM's micro-batch groups)",
        "P >= 1, V >= 1, M >= 1; --group-size: V >= 2, P <= G <= M, M % G = 0 or >= P", generate_interleaved_1f1b,
        1, 0, 0, true, true, true},
-      {"combined-1f1b",
-       "Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm): interleaved 1F1B with one more warm-up "
-       "forward, each steady step an OVERLAP_F_B merging a forward and a backward so that one's expert all-to-alls "
-       "hide behind the other's compute; --group-size G",
-       "P = 1 and V = 1, or P >= 2 and V >= 2; P <= G <= M (G defaults to P), M % G = 0 or >= P",
-       generate_combined_1f1b, 2, 0, 1, true},
       {"looped-bfs", "all forwards of each local stage, then backwards in reverse (loop placement)",
        "P >= 1, V >= 1, M >= 1", generate_looped_bfs},
       {"interleaved-zb",
@@ -60,6 +54,12 @@ const std::vector<GeneratorInfo>& generators() {
        "V-Min (Qi et al., NeurIPS'24, controllable memory): V placement, split backward, about a third of 1F1B's "
        "activation memory; sail-sg zbv_greedy.py's order",
        "P >= 1, V = 2, M >= 1", generate_v_min, 2, 2},
+      {"combined-1f1b",
+       "Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm): interleaved 1F1B with one more warm-up "
+       "forward, each steady step an OVERLAP_F_B merging a forward and a backward so that one's expert all-to-alls "
+       "hide behind the other's compute; --group-size G",
+       "P = 1 and V = 1, or P >= 2 and V >= 2; P <= G <= M (G defaults to P), M % G = 0 or >= P",
+       generate_combined_1f1b, 2, 0, 1, true},
   };
   return all;
 }

@@ -15,8 +15,9 @@
 // stream's previous operation completed, each of its waits satisfied by some record, all members
 // started a rendezvous), so the set of operations that can complete is the same whatever the
 // order (the least fixed point, computed below by a worklist), and two operations are ordered in
-// every run exactly when the second cannot complete while the first is held back (the `after`
-// scan). Once 1 and 2 hold, each rendezvous' members are fixed, so 3 is that fixed point.
+// every run exactly when the second cannot complete while the first is held back (decided by
+// the vector clocks of 1; the `after` scan says why for a reported race). Once 1 and 2 hold,
+// each rendezvous' members are fixed, so 3 is that fixed point.
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -521,24 +522,23 @@ CheckReport verify_streams(const StreamProgram& p) {
       std::vector<std::pair<int, int>> cycle(loop, path.end());
       if (cycle.empty()) cycle = path;
       Violation v;
-      v.kind = ViolationKind::Deadlock;
-      v.cause = DeadlockCause::WaitForCycle;
       bool collectives_only = true;
       std::string chain;
       for (size_t k = 0; k < cycle.size(); ++k) {
         auto [cr, ci] = cycle[k];
-        auto [nr, ni] = cycle[(k + 1) % cycle.size()];
+        const int nr = cycle[(k + 1) % cycle.size()].first;
         v.ranks.push_back(cr);
         v.ops.push_back(op_ref(p, cr, ci));
         collectives_only = collectives_only && p.ranks[static_cast<size_t>(cr)].ops[static_cast<size_t>(ci)].kind == StreamOpKind::Collective;
         chain += (k ? "; " : "") + p.describe(cr, ci) + " waits for rank " + std::to_string(nr);
-        (void)ni;
       }
       if (collectives_only && cycle.size() > 1) {
         v.kind = ViolationKind::CollectiveOrderRace;
         v.message = "The ranks issue collectives of different communicators in conflicting orders, and each waits in one "
                     "the other has not reached: " + chain + ". Every rank must issue the collectives it shares in one order.";
       } else {
+        v.kind = ViolationKind::Deadlock;
+        v.cause = DeadlockCause::WaitForCycle;
         v.message = "Deadlock: " + chain + ".";
       }
       v.interleaving = chain;

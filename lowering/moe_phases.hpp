@@ -66,4 +66,11 @@ struct PhaseItem {
 // bytes (one EP rank) are left out. Nothing when the stage has no MoE layers or the op no phases.
 void expand_phases(Op op, const MoeStage& m, std::vector<PhaseItem>& out);
 
+// A step without phases (a dense stage's, or a sub-step of a composite whose other sub-step has
+// them) as one phase: the whole step on the compute stream, named by its op. The engine prices
+// it with the step's time; the stream lowering lists it as one compute operation.
+inline PhaseItem whole_step_phase(Op op) {
+  return PhaseItem{Phase{PhaseWork::Attention, Stream::Compute, op_name(op)}, 0, -1, 1.0, 0};
+}
+
 }  // namespace ppsched

@@ -93,24 +93,24 @@ StreamProgram lower_streams(const Schedule& s, const StreamLowering& l) {
       const Step& st = *prog[i];
       // The join: this step's first op on each stream waits for the other stream's last.
       const int join[2] = {b.last[kCompute], b.last[kComm]};
-      // The chains: a composite's sub-steps with phases, or the step itself.
-      const Step* chain_step[2] = {nullptr, nullptr};
-      int chains = 0;
-      auto phases_of = [&](const Step& x, std::vector<PhaseItem>& out) {
-        out.clear();
-        if (x.stage >= 0 && x.stage < s.stages) expand_phases(x.op, l.stages[static_cast<size_t>(x.stage)], out);
-      };
-      if (is_composite(st.op)) {
-        // Forward chain first, then the backward one (Megatron's merge names them so).
-        for (const Step& sub : st.sub_steps()) {
-          if (chains == 2) break;
-          phases_of(sub, items[chains]);
-          if (!items[chains].empty()) chain_step[chains++] = &sub;
-        }
-      } else {
-        phases_of(st, items[0]);
-        if (!items[0].empty()) chain_step[chains++] = &st;
+      // The chains, as the engine runs them (sim/engine_prices.cpp): an overlap's two sub-steps,
+      // or the step itself; each its phases, or (where another chain has phases) the whole
+      // sub-step as one compute phase.
+      const Step* chain_step[2] = {&st, nullptr};
+      if (is_overlap(st.op) && !st.sub_steps().empty()) {
+        chain_step[0] = &st.sub_steps()[0];
+        chain_step[1] = st.sub_steps().size() > 1 ? &st.sub_steps()[1] : nullptr;
       }
+      const int chains = chain_step[1] ? 2 : 1;
+      bool any_phases = false;
+      for (int c = 0; c < chains; ++c) {
+        items[c].clear();
+        const Step& x = *chain_step[c];
+        if (x.stage >= 0 && x.stage < s.stages) expand_phases(x.op, l.stages[static_cast<size_t>(x.stage)], items[c]);
+        any_phases = any_phases || !items[c].empty();
+      }
+      for (int c = 0; c < chains; ++c)
+        if (items[c].empty()) items[c].push_back(whole_step_phase(chain_step[c]->op));
       bool first_on[2] = {true, true};
       auto add = [&](StreamOp op, int stream, int chain_prev) {
         int other = 1 - stream;
@@ -118,7 +118,7 @@ StreamProgram lower_streams(const Schedule& s, const StreamLowering& l) {
         first_on[stream] = false;
         return b.add(std::move(op), stream, {chain_prev, j});
       };
-      if (chains == 0) {
+      if (!any_phases) {
         StreamOp op;
         op.name = short_label(st);
         op.step = static_cast<int32_t>(i);
@@ -129,13 +129,9 @@ StreamProgram lower_streams(const Schedule& s, const StreamLowering& l) {
       // items up to and including its next all-to-all, then the forward's, in turn (Megatron's
       // combined 1F1B per layer: comm combine_bwd, dispatch_fwd, dispatch_bwd, combine_fwd;
       // compute attn_fwd, mlp_bwd, mlp_fwd, attn_bwd).
-      int fwd = 0, bwd = chains == 2 ? 1 : -1;
-      if (chains == 2) {
-        // The chain of the forward sub-step leads the compute stream.
-        const bool first_is_fwd = is_forward(chain_step[0]->op);
-        fwd = first_is_fwd ? 0 : 1;
-        bwd = 1 - fwd;
-      }
+      // The forward sub-step's chain leads the compute stream.
+      const int fwd = chains == 2 && !is_forward(chain_step[0]->op) ? 1 : 0;
+      const int bwd = chains == 2 ? 1 - fwd : -1;
       size_t pos[2] = {0, 0};
       int prev[2] = {-1, -1};
       auto emit_until_comm = [&](int c) {

@@ -56,7 +56,7 @@ const StreamTimeline* ActionPrices::streams(const Step& st, int r) {
     if (const MoeStage* m = c_.moe.stage(x->stage)) expand_phases(x->op, *m, phase_scratch_);
     if (phase_scratch_.empty()) {
       // A step without phases (a dense stage's) runs whole on the compute stream.
-      if (ms > 0) chain.push_back({PhaseItem{Phase{PhaseWork::Attention, Stream::Compute, op_name(x->op)}, 0, -1, 1.0, 0}, ms});
+      if (ms > 0) chain.push_back({whole_step_phase(x->op), ms});
       continue;
     }
     for (const PhaseItem& it : phase_scratch_)

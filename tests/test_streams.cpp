@@ -369,3 +369,45 @@ TEST_CASE("stream mutations: an event dropped, an operation moved to another str
   CHECK(racy > 0);
   CHECK(racy < total);
 }
+
+TEST_CASE("a merged step with a dense sub-step lowers it whole on the compute stream, as the engine runs it",
+          "[streams][families]") {
+  // DualPipeV at P = 2: rank 0 holds stages 0 and 3; stage 0 is dense, the others one MoE layer.
+  MoeStage one;
+  one.layers.push_back({{0.5f, 0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f, 0.5f}, 1e6});
+  GenerateOptions g;
+  g.pp = 2;
+  g.vpp = 2;
+  g.micro = 4;
+  const Schedule s = generate("dualpipev", g);
+  StreamLowering l;
+  l.ep = 2;
+  l.stages = {MoeStage{}, one, one, one};
+  const StreamProgram p = lower_streams(s, l);
+  int checked = 0;
+  for (size_t i = 0; i < s.programs[0].size(); ++i) {
+    const auto& slot = s.programs[0][i];
+    if (!slot || !is_overlap(slot->op)) continue;
+    const auto& subs = slot->sub_steps();
+    for (int k = 0; k < 2; ++k) {
+      if (subs[static_cast<size_t>(k)].stage != 0 || subs[static_cast<size_t>(1 - k)].stage == 0) continue;
+      // The dense sub-step: exactly one compute op of its own; the other: its MoE phases.
+      int whole = 0, phases = 0;
+      for (const auto& o : p.ranks[0].ops) {
+        if (o.step != static_cast<int>(i)) continue;
+        if (o.sub == k) {
+          ++whole;
+          CHECK(o.kind == StreamOpKind::Compute);
+          CHECK(o.stream == 0);
+        } else if (o.sub == 1 - k) {
+          ++phases;
+        }
+      }
+      CHECK(whole == 1);
+      CHECK(phases >= 4);
+      ++checked;
+    }
+  }
+  CHECK(checked > 0);
+  CHECK(verify_streams(p).ok());
+}

@@ -104,6 +104,23 @@ void check_data_parallel(const Schedule& s, const ModelConfig& m, const DataPara
                      "--generate FAMILY with --dp N adds them itself, or run a lowered PyTorch CSV");
 }
 
+// --model moe (exec/expert_link.hpp): experts over the data-parallel group.
+void check_moe(const Schedule& s, const ModelConfig& m, const DataParallelOptions& dp, std::vector<std::string>& errors) {
+  if (m.experts <= 0) return;
+  if (m.topk < 1 || m.topk > m.experts)
+    errors.push_back("--topk " + std::to_string(m.topk) + " must be between 1 and --experts " + std::to_string(m.experts));
+  if (m.ep != dp.degree)
+    errors.push_back("--ep " + std::to_string(m.ep) + " must equal --dp " + std::to_string(dp.degree) +
+                     ": the experts are split over the data-parallel group (Megatron's EP = DP); EP < DP is not supported");
+  if (m.ep > m.experts)
+    errors.push_back("--ep " + std::to_string(m.ep) + " is more than --experts " + std::to_string(m.experts) +
+                     ": a member would hold no expert");
+  if (dp.fsdp) errors.push_back("--fsdp with --model moe: the experts are split over the group already, not sharded");
+  if (m.tower_layers > 0 || s.mpipe) errors.push_back("--model moe with an MPipe tower is not supported");
+  if (m.tie_embeddings) errors.push_back("--tie-embeddings with --model moe is not supported");
+  if (s.pipes > 1) errors.push_back("--model moe with replicated stages is not supported");
+}
+
 }  // namespace
 
 Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& m,
@@ -112,6 +129,7 @@ Agreement check_agreement(const Schedule& s, int world_size, ModelConfig& m,
   auto& errors = a.errors;
   if (const std::string e = mesh_mismatch(dp.mesh(s.ranks), world_size); !e.empty()) errors.push_back(e);
   check_data_parallel(s, m, dp, errors);
+  check_moe(s, m, dp, errors);
   // Replicated stages: the model is cut into the schedule's model stages, each built once per copy.
   const int model_stages = s.model_stages();
   const int stages = m.stages.value_or(model_stages);

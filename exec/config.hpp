@@ -50,6 +50,12 @@ struct ModelConfig {
   int micro_batch_size = 2;  // samples per micro-batch
   uint64_t seed = 1234;
   bool tie_embeddings = false;  // gpt: the LM head shares the token embedding
+  // --model moe: a gpt whose blocks' MLP is a mixture of `experts` experts, each token routed to
+  // its top `topk`; with expert parallelism (`ep` > 1, the data-parallel replicas) expert j lives
+  // on member j mod ep of the rank's expert-parallel group (exec/expert_link.hpp). 0: dense.
+  int experts = 0;
+  int topk = 2;
+  int ep = 1;
   // MPipe Transpose tower: the first T units of stage 0 (gpt units: embedding, block 0, ...;
   // mlp units: block 0, ...). T = 0 ships data only.
   int tower_layers = -1;     // -1: derived from the schedule (1 with a tower, 0 without)
@@ -71,7 +77,9 @@ struct FaultInjection {
   int rank = -1;  // a global rank (with --dp: of any replica)
   int step = -1;
   int iteration = 0;
-  enum class Mode { Throw, Kill, Hang, Corrupt } mode = Mode::Throw;
+  // Delay: the step's first sub-step starts 300 ms late (the other sub-step of an overlapped
+  // step runs meanwhile): a rank whose compute is slower, to provoke an order race.
+  enum class Mode { Throw, Kill, Hang, Corrupt, Delay } mode = Mode::Throw;
 };
 
 struct RunConfig {
@@ -91,6 +99,9 @@ struct RunConfig {
   CheckOptions mode;
   // --cpu-bind: which CPUs each local rank's process runs on (exec/cpu_binding.hpp).
   CpuBindMode cpu_bind = CpuBindMode::Auto;
+  // --moe-a2a-order: lowered (the stream lowering's order, verified) or ready (whichever
+  // all-to-all an overlapped step's chains reach first; refused by the checker there).
+  bool a2a_ready_order = false;
 };
 
 struct ExecConfig {

@@ -134,7 +134,14 @@ void run_bwd_input(RunContext& c, const StepAt& at) {
     store_input_grads(c, at, fwd.inputs, std::move(input_grads));
   }
   // On stage 0 without features to differentiate this is hyper-parallel's "BWD_INPUT is a
-  // no-op on stage 0": the whole backward happens in BWD_WEIGHT.
+  // no-op on stage 0": the whole backward happens in BWD_WEIGHT. Not with expert all-to-alls:
+  // the stream lowering runs their backward here on every stage, and the other members of the
+  // expert-parallel group wait for it, so the gradient of a parameter upstream of all of them
+  // is taken (and dropped); BWD_WEIGHT then reuses their results (exec/expert_link.hpp).
+  else if (c.experts) {
+    const at::Tensor anchor = c.model.chain_of(at.step.stage).all_to_all_anchor();
+    if (anchor.defined() && anchor.requires_grad()) compat::grad(fwd.tensors, {anchor}, grads, /*retain_graph=*/true);
+  }
   CacheEntry dw;
   dw.tensors = std::move(fwd.tensors);
   dw.inputs = std::move(fwd.inputs);

@@ -32,7 +32,24 @@ std::vector<at::Tensor> tower_params(const RunContext& c, int stage) {
     return c.model.tower.trainable_parameters();
   return {};
 }
-std::vector<at::Tensor> stage_params(const RunContext& c, int stage) { return c.model.chain_of(stage).trainable_parameters(); }
+// --model moe: a stage's experts live on one member of the group each (exec/expert_link.hpp);
+// they are neither all-reduced nor sharded.
+std::vector<at::Tensor> expert_params(const RunContext& c, int stage) {
+  std::vector<at::Tensor> out;
+  for (const auto& [name, p] : c.model.chain_of(stage).named_parameters())
+    if (p.requires_grad() && is_expert_parameter(name)) out.push_back(p);
+  return out;
+}
+std::vector<at::Tensor> stage_params(const RunContext& c, int stage) {
+  std::vector<at::Tensor> out;
+  std::vector<at::Tensor> experts = expert_params(c, stage);
+  for (const auto& p : c.model.chain_of(stage).trainable_parameters()) {
+    bool expert = false;
+    for (const auto& e : experts) expert = expert || e.is_same(p);
+    if (!expert) out.push_back(p);
+  }
+  return out;
+}
 // The parameters a stage's FSDP_REDUCE_GRAD averages by all-reduce: its own (replicated, without
 // --fsdp) and the tower's; with --fsdp only the tower's (the stage's own are reduce-scattered).
 std::vector<at::Tensor> reduced_params(const RunContext& c, int stage) {
@@ -127,8 +144,16 @@ void run_reduce_grad(RunContext& c, const StepAt& at) {
     c.collective_bytes = bytes_of(deltas);
     if (!deltas.empty()) c.dp.world->all_reduce_sum(deltas, c.dp.group);
     for (size_t j = 0; j < with_grad.size(); ++j) params[with_grad[j]].mutable_grad() = snap[with_grad[j]] + deltas[j] / n;
-    if (!c.dp.sharded()) return;
   }
+  // The experts: this member's gradient already sums every member's tokens (the all-to-alls
+  // brought them here); like the averaged replicated gradients, it is divided by the group size.
+  {
+    auto experts = expert_params(c, at.step.stage);
+    const auto& snap = c.dp.expert_snapshot.at(at.step.stage);
+    for (size_t k = 0; k < experts.size(); ++k)
+      if (experts[k].grad().defined()) experts[k].mutable_grad() = snap[k] + (experts[k].grad() - snap[k]) / n;
+  }
+  if (!c.dp.sharded()) return;
   // The stage's own, sharded: reduce-scattered into this replica's shard.
   FsdpShard& s = shard_of(c, at);
   std::vector<at::Tensor> flat{padded(flat_grads(s), s.shard_numel * group_size(c))};
@@ -171,10 +196,13 @@ void shard_parameters(RunContext& c) {
 
 void snapshot_stage_grads(RunContext& c) {
   c.dp.snapshot.clear();
+  c.dp.expert_snapshot.clear();
   if (c.dp.mesh.dp <= 1) return;
   for (int stage : c.model.stages) {
     auto& snap = c.dp.snapshot[stage];
     for (const auto& p : reduced_params(c, stage)) snap.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+    auto& experts = c.dp.expert_snapshot[stage];
+    for (const auto& p : expert_params(c, stage)) experts.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
   }
 }
 

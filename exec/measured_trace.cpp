@@ -84,6 +84,8 @@ RunRecord assemble_measured_run(const Schedule& s, const std::vector<RankTrace>&
       sl.end_ms = std::max(iv.start_ms, iv.end_ms) + shift;
       sl.bytes = iv.bytes;
       sl.meta = iv.meta;
+      sl.layer = iv.layer;
+      sl.phase = static_cast<int16_t>(iv.phase);
       const int32_t index = rec.slice(sl);
       for (int k = 0; k < iv.messages; ++k) {
         const int g = iv.first_message + k;

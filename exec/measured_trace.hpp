@@ -47,6 +47,9 @@ struct TracedInterval {
   bool meta = false;
   int first_message = -1;  // P2P: range of the rank's LoggedMessages this interval carried
   int messages = 0;
+  // An expert all-to-all (Lane::Comm, --model moe --ep > 1): its MoE layer among the stage's and
+  // its position in the (sub-)step's StepTypeInfo::moe_phases, as the simulator's slices say.
+  int layer = -1, phase = -1;
 };
 
 struct RankTrace {

@@ -1,8 +1,11 @@
 #include "exec/models.hpp"
 
+#include "exec/expert_link.hpp"
+
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -39,6 +42,18 @@ class GptEmbedding final : public Unit {
   at::Tensor pos_;
 };
 
+// Causal self-attention of pre-norm x (the block adds the residual).
+at::Tensor causal_attention(const at::Tensor& x, nn::LayerNorm& ln1, nn::Linear& qkv_proj, nn::Linear& proj, int64_t heads) {
+  const int64_t b = x.size(0), t = x.size(1), h = x.size(2), d = h / heads;
+  auto qkv = qkv_proj->forward(ln1->forward(x)).chunk(3, -1);
+  auto split = [&](const at::Tensor& y) { return y.reshape({b, t, heads, d}).transpose(1, 2); };
+  at::Tensor q = split(qkv[0]), k = split(qkv[1]), v = split(qkv[2]);
+  at::Tensor att = q.matmul(k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(d)));
+  at::Tensor mask = torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
+  att = torch::softmax(att.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
+  return proj->forward(att.matmul(v).transpose(1, 2).reshape({b, t, h}));
+}
+
 // Pre-norm decoder block: x + attn(ln1(x)), then x + mlp(ln2(x)); causal self-attention.
 class GptBlock final : public Unit {
  public:
@@ -52,15 +67,7 @@ class GptBlock final : public Unit {
         fc2_(register_module("fc2", nn::Linear(4 * hidden, hidden))) {}
 
   at::Tensor forward(const at::Tensor& x) override {
-    const int64_t b = x.size(0), t = x.size(1), h = x.size(2), d = h / heads_;
-    auto qkv = qkv_->forward(ln1_->forward(x)).chunk(3, -1);
-    auto split = [&](const at::Tensor& y) { return y.reshape({b, t, heads_, d}).transpose(1, 2); };
-    at::Tensor q = split(qkv[0]), k = split(qkv[1]), v = split(qkv[2]);
-    at::Tensor att = q.matmul(k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(d)));
-    at::Tensor mask = torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
-    att = torch::softmax(att.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
-    at::Tensor y = att.matmul(v).transpose(1, 2).reshape({b, t, h});
-    at::Tensor mid = x + proj_->forward(y);
+    at::Tensor mid = x + causal_attention(x, ln1_, qkv_, proj_, heads_);
     return mid + fc2_->forward(torch::gelu(fc1_->forward(ln2_->forward(mid))));
   }
 
@@ -70,6 +77,97 @@ class GptBlock final : public Unit {
   nn::Linear qkv_, proj_;
   nn::LayerNorm ln2_;
   nn::Linear fc1_, fc2_;
+};
+
+// One expert: Linear(h, 2h), GELU, Linear(2h, h).
+class Expert final : public torch::nn::Module {
+ public:
+  explicit Expert(int hidden)
+      : fc1_(register_module("fc1", nn::Linear(hidden, 2 * hidden))), fc2_(register_module("fc2", nn::Linear(2 * hidden, hidden))) {}
+  at::Tensor forward(const at::Tensor& x) { return fc2_->forward(torch::gelu(fc1_->forward(x))); }
+
+ private:
+  nn::Linear fc1_, fc2_;
+};
+
+// Pre-norm MoE decoder block: x + attn(ln1(x)), then x + sum_k w_k * expert_{e_k}(ln2(x)) over
+// each token's top-k experts by the router's softmax (weights not renormalised). The dense
+// parameters are built from the unit's seed, expert j from its own (unit seed, j), so a rank
+// that holds some experts gets the reference's values. With an expert-parallel link the
+// dispatch sends each (token, expert) row to the expert's owner, sorted by owner then expert,
+// and the combine brings the outputs back in that order (exec/expert_link.hpp).
+class MoeBlock final : public Unit {
+ public:
+  MoeBlock(const ModelConfig& m, uint64_t seed, int expert_rank, std::shared_ptr<ExpertSlot> slot)
+      : heads_(m.heads),
+        experts_total_(m.experts),
+        topk_(m.topk),
+        ep_(std::max(1, m.ep)),
+        slot_(std::move(slot)),
+        ln1_(register_module("ln1", nn::LayerNorm(nn::LayerNormOptions({m.hidden})))),
+        qkv_(register_module("qkv", nn::Linear(m.hidden, 3 * m.hidden))),
+        proj_(register_module("proj", nn::Linear(m.hidden, m.hidden))),
+        ln2_(register_module("ln2", nn::LayerNorm(nn::LayerNormOptions({m.hidden})))),
+        router_(register_module("router", nn::Linear(nn::LinearOptions(m.hidden, m.experts).bias(false)))) {
+    for (int j = 0; j < m.experts; ++j) {
+      if (expert_rank >= 0 && j % ep_ != expert_rank) continue;
+      torch::manual_seed(seed * 31ULL + 1000003ULL * static_cast<uint64_t>(j + 1));
+      local_[j] = register_module("experts_" + std::to_string(j), std::make_shared<Expert>(m.hidden));
+    }
+  }
+
+  at::Tensor forward(const at::Tensor& x) override {
+    const int64_t b = x.size(0), t = x.size(1), h = x.size(2), n = b * t, k = topk_;
+    at::Tensor mid = x + causal_attention(x, ln1_, qkv_, proj_, heads_);
+    at::Tensor tokens = ln2_->forward(mid).reshape({n, h});
+    auto [w, idx] = torch::softmax(router_->forward(tokens), -1).topk(k, -1);  // [n, k]
+    at::Tensor expert_of = idx.reshape({-1});                                   // assignment a = token a / k
+    at::Tensor y;                                                               // [n * k, h], by assignment
+    ExpertLink* link = slot_ ? slot_->link : nullptr;
+    if (!link || ep_ == 1) {
+      y = run_experts(tokens.index_select(0, torch::div(torch::arange(n * k, idx.options()), k, "floor")), expert_of);
+    } else {
+      // Sorted by owner, then expert, then assignment: each owner's rows are one block.
+      at::Tensor owner = expert_of.remainder(ep_);
+      at::Tensor order = std::get<1>((owner * experts_total_ + expert_of).sort(/*stable=*/true, 0, false));
+      at::Tensor rows = tokens.index_select(0, torch::div(order, k, "floor"));
+      at::Tensor ids = expert_of.index_select(0, order);
+      at::Tensor counts = owner.bincount({}, ep_);
+      std::vector<int64_t> send(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + ep_), recv, back;
+      at::Tensor payload = torch::cat({rows, ids.unsqueeze(1).to(rows.scalar_type())}, 1);
+      at::Tensor got = expert_all_to_all(*link, A2aKind::DispatchFwd, stage_layer_, payload, send, recv);
+      at::Tensor got_ids = got.select(1, h).detach().round().to(torch::kLong);
+      at::Tensor out = run_experts(got.narrow(1, 0, h), got_ids);
+      at::Tensor returned = expert_all_to_all(*link, A2aKind::CombineFwd, stage_layer_, out, recv, back);
+      y = torch::zeros({n * k, h}, returned.options()).index_copy(0, order, returned);
+    }
+    at::Tensor moe = (y.reshape({n, k, h}) * w.unsqueeze(-1)).sum(1);
+    return mid + moe.reshape({b, t, h});
+  }
+
+  at::Tensor anchor() const { return qkv_->weight; }
+  void set_stage_layer(int k) { stage_layer_ = k; }  // its index among its stage's MoE blocks
+
+ private:
+  // Each row through its expert (all local); rows of an expert not held here are an error.
+  at::Tensor run_experts(const at::Tensor& rows, const at::Tensor& expert_of) {
+    at::Tensor out = torch::zeros_like(rows);
+    for (auto& [j, e] : local_) {
+      at::Tensor sel = (expert_of == j).nonzero().reshape({-1});
+      if (sel.numel() == 0) continue;
+      out = out.index_copy(0, sel, e->forward(rows.index_select(0, sel)));
+    }
+    return out;
+  }
+
+  int64_t heads_, experts_total_, topk_, ep_;
+  int stage_layer_ = 0;
+  std::shared_ptr<ExpertSlot> slot_;
+  nn::LayerNorm ln1_;
+  nn::Linear qkv_, proj_;
+  nn::LayerNorm ln2_;
+  nn::Linear router_;
+  std::map<int, std::shared_ptr<Expert>> local_;
 };
 
 // Final norm + LM head. With tied embeddings the head multiplies by the token embedding
@@ -95,11 +193,13 @@ class GptHead final : public Unit {
   at::Tensor tied_;
 };
 
-std::shared_ptr<Unit> make_unit(const ModelConfig& m, const ModelLayout& l, int unit, at::Tensor tied_weight) {
+std::shared_ptr<Unit> make_unit(const ModelConfig& m, const ModelLayout& l, int unit, at::Tensor tied_weight, int expert_rank = -1,
+                                std::shared_ptr<ExpertSlot> slot = nullptr) {
   torch::manual_seed(unit_seed(m, unit));
   if (m.kind == ModelKind::Mlp) return std::make_shared<MlpBlock>(m.hidden);
   if (unit == l.embedding_unit) return std::make_shared<GptEmbedding>(m.vocab, m.hidden, m.seq);
   if (unit == l.head_unit) return std::make_shared<GptHead>(m.vocab, m.hidden, std::move(tied_weight));
+  if (m.experts > 0) return std::make_shared<MoeBlock>(m, unit_seed(m, unit), expert_rank, std::move(slot));
   return std::make_shared<GptBlock>(m.hidden, m.heads);
 }
 
@@ -138,6 +238,20 @@ std::vector<NamedParam> UnitChain::named_parameters() const {
   }
   return out;
 }
+
+int UnitChain::moe_blocks() const {
+  int n = 0;
+  for (const auto& u : units_) n += dynamic_cast<const MoeBlock*>(u.get()) != nullptr;
+  return n;
+}
+
+at::Tensor UnitChain::all_to_all_anchor() const {
+  for (const auto& u : units_)
+    if (const auto* b = dynamic_cast<const MoeBlock*>(u.get())) return b->anchor();
+  return {};
+}
+
+bool is_expert_parameter(const std::string& name) { return name.find(".experts_") != std::string::npos; }
 
 std::vector<at::Tensor> UnitChain::trainable_parameters() const {
   std::vector<at::Tensor> out;
@@ -224,7 +338,7 @@ std::vector<NamedParam> RankModel::named_parameters() const {
 }
 
 RankModel build_rank_model(const ModelConfig& m, const ModelLayout& l, const std::vector<int>& stages,
-                           bool with_tower, at::Device device) {
+                           bool with_tower, at::Device device, int expert_rank) {
   RankModel rm;
   rm.stages = stages;
   if (m.kind == ModelKind::StageModules) {
@@ -249,7 +363,7 @@ RankModel build_rank_model(const ModelConfig& m, const ModelLayout& l, const std
         owns = true;
       }
     }
-    auto unit = make_unit(m, l, u, tied);
+    auto unit = make_unit(m, l, u, tied, expert_rank, rm.experts);
     unit->to(device);
     if (auto* emb = dynamic_cast<GptEmbedding*>(unit.get())) embedding_weight = emb->token_weight();
     if (owns) rm.tied.push_back(tied);
@@ -260,9 +374,11 @@ RankModel build_rank_model(const ModelConfig& m, const ModelLayout& l, const std
     std::vector<std::string> names;
     // A replicated stage (schedule stage s >= the model's stages) is a copy of model stage
     // s mod stages: the same units, the same names, the same initial values (seeded per unit).
+    int moe_layer = 0;
     for (int u : l.stage_units[static_cast<size_t>(s % l.stages)]) {
       units.push_back(build(u));
       names.push_back(unit_name(m, l, u));
+      if (auto* b = dynamic_cast<MoeBlock*>(units.back().get())) b->set_stage_layer(moe_layer++);
     }
     rm.stage_chain.emplace_back(std::move(units), std::move(names));
   }

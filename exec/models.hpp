@@ -32,6 +32,13 @@ class Unit : public torch::nn::Module {
   virtual std::vector<std::pair<std::string, at::Tensor>> unit_parameters() const;
 };
 
+class ExpertLink;
+// Where a rank's MoE blocks find the expert-parallel link, once the transport exists (null:
+// every expert is local, as in the single-process reference).
+struct ExpertSlot {
+  ExpertLink* link = nullptr;
+};
+
 // A chain of units: a virtual stage, or the tower.
 class UnitChain {
  public:
@@ -44,6 +51,12 @@ class UnitChain {
   std::vector<NamedParam> named_parameters() const;  // "<unit>.<path>", e.g. "block3.attn.qkv.weight"
   std::vector<at::Tensor> trainable_parameters() const;
   bool empty() const { return units_.empty(); }
+  // MoE blocks it holds, and a parameter every one of their all-to-alls lies downstream of (the
+  // first MoE block's attention input projection; undefined without MoE blocks): BWD_INPUT on a
+  // stage with nothing to differentiate takes its gradient, so the all-to-alls' backward runs
+  // where the lowering puts them.
+  int moe_blocks() const;
+  at::Tensor all_to_all_anchor() const;
 
  private:
   std::vector<std::shared_ptr<Unit>> units_;
@@ -85,6 +98,7 @@ struct RankModel {
   UnitChain tower;                    // empty without a tower
   bool tower_trainable = false;
   std::vector<at::Tensor> tied;       // gpt --tie-embeddings: this rank's copies of the tied weight
+  std::shared_ptr<ExpertSlot> experts = std::make_shared<ExpertSlot>();  // --model moe
 
   const UnitChain& chain_of(int stage) const;
   std::vector<NamedParam> named_parameters() const;  // stages then tower, tied weights once
@@ -97,8 +111,13 @@ std::shared_ptr<Unit> load_stage_module(const StageModules& sm, int stage, at::D
 // to anyone. Returns one sentence per problem; empty when the chain fits.
 std::vector<std::string> check_stage_chain(const ModelConfig& m);
 
-// Builds the units of `stages` (and the tower when the layout has one) on `device`.
+// Builds the units of `stages` (and the tower when the layout has one) on `device`. MoE blocks
+// hold the experts of expert-parallel member `expert_rank` of m.ep (j mod m.ep == expert_rank);
+// -1: every expert (the reference).
 RankModel build_rank_model(const ModelConfig& m, const ModelLayout& l, const std::vector<int>& stages,
-                           bool with_tower, at::Device device);
+                           bool with_tower, at::Device device, int expert_rank = -1);
+// Whether `p` (a name of named_parameters()) is an expert's: owned by one member of the
+// expert-parallel group, not replicated over it.
+bool is_expert_parameter(const std::string& name);
 
 }  // namespace ppsched::exec

@@ -62,6 +62,10 @@ struct ExecOutcome {
   // elements it holds (parameter tensors plus --fsdp shards; a resharded stage holds its shard).
   std::vector<int64_t> parameter_elements, held_parameter_elements;
   std::vector<CpuBindingReport> cpu_binding;  // per global rank
+  // --model moe --ep > 1, per global rank: the expert all-to-alls its comm thread ran (every
+  // iteration), and how many of them ran while another compute thread of the rank computed
+  // (an overlapped step's other sub-step): the overlap the combined 1F1B exists for.
+  std::vector<int64_t> all_to_alls, all_to_alls_overlapped;
 };
 
 }  // namespace ppsched::exec

@@ -12,7 +12,8 @@ using json = nlohmann::json;
 json trace_json(const RankTrace& t) {
   json iv = json::array(), msg = json::array();
   for (const TracedInterval& i : t.intervals)
-    iv.push_back({i.step_index, i.sub, static_cast<int>(i.lane), i.start_ms, i.end_ms, i.bytes, i.meta, i.first_message, i.messages});
+    iv.push_back({i.step_index, i.sub, static_cast<int>(i.lane), i.start_ms, i.end_ms, i.bytes, i.meta, i.first_message, i.messages,
+                  i.layer, i.phase});
   for (const LoggedMessage& m : t.messages) msg.push_back({m.peer, m.send, m.meta, m.step_index, m.sub, m.tensor});
   json split = json::array();
   for (const SplitBackwardProbe& p : t.split_backward) split.push_back({p.stage, p.bwd_ms, p.bwd_input_ms, p.bwd_weight_ms});
@@ -32,7 +33,7 @@ RankTrace trace_from(const json& j) {
   for (const json& e : j.at("intervals")) {
     TracedInterval i;
     const int lane = e.at(2).get<int>();
-    if (lane < 0 || lane > static_cast<int>(Lane::Collective))
+    if (lane < 0 || lane > static_cast<int>(Lane::Comm))
       throw std::runtime_error("malformed interval in the trace record of rank " + std::to_string(t.rank));
     i.step_index = e.at(0).get<int>();
     i.sub = e.at(1).get<int>();
@@ -43,6 +44,8 @@ RankTrace trace_from(const json& j) {
     i.meta = e.at(6).get<bool>();
     i.first_message = e.at(7).get<int>();
     i.messages = e.at(8).get<int>();
+    i.layer = e.at(9).get<int>();
+    i.phase = e.at(10).get<int>();
     t.intervals.push_back(i);
   }
   for (const json& e : j.at("messages"))
@@ -71,7 +74,8 @@ RankTrace parse_rank_trace(const std::string& text) {
 std::string serialize(const RankReport& r) {
   json j = {{"rank", r.rank},
             {"cpu", {{"bound", r.cpu.bound}, {"cpus", r.cpu.cpus}, {"reason", r.cpu.reason}}},
-            {"parameter_elements", {r.parameter_elements, r.held_parameter_elements}}};
+            {"parameter_elements", {r.parameter_elements, r.held_parameter_elements}},
+            {"all_to_alls", {r.all_to_alls, r.all_to_alls_overlapped}}};
   if (r.losses) j["losses"] = *r.losses;
   if (r.trace) j["trace"] = trace_json(*r.trace);
   return dump(j);
@@ -89,6 +93,8 @@ RankReport parse_rank_report(const std::string& text) {
     r.cpu.reason = c.at("reason").get<std::string>();
     r.parameter_elements = j.at("parameter_elements").at(0).get<int64_t>();
     r.held_parameter_elements = j.at("parameter_elements").at(1).get<int64_t>();
+    r.all_to_alls = j.at("all_to_alls").at(0).get<int64_t>();
+    r.all_to_alls_overlapped = j.at("all_to_alls").at(1).get<int64_t>();
     if (j.contains("losses")) r.losses = j["losses"].get<std::vector<double>>();
     if (j.contains("trace")) r.trace = trace_from(j["trace"]);
   } catch (const json::exception& e) {

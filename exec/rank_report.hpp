@@ -20,6 +20,7 @@ struct RankReport {
   std::optional<std::vector<double>> losses;  // per iteration, when it holds a last stage
   CpuBindingReport cpu;
   int64_t parameter_elements = 0, held_parameter_elements = 0;
+  int64_t all_to_alls = 0, all_to_alls_overlapped = 0;  // --model moe --ep > 1 (exec/outcome.hpp)
   std::optional<RankTrace> trace;       // replica 0's pipeline ranks, with --trace
 };
 

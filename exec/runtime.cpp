@@ -164,6 +164,7 @@ void Runtime::inject_fault(int index) {
     case FaultInjection::Mode::Hang:
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     case FaultInjection::Mode::Corrupt: break;  // after the step, see corrupt_after()
+    case FaultInjection::Mode::Delay: break;    // where the step starts, see run_iteration()
   }
 }
 
@@ -219,6 +220,17 @@ void Runtime::run_iteration(int iteration) {
   const auto& actions = lowering_.actions[static_cast<size_t>(ctx_.rank)];
   int index = -1;
   std::string label = "before the first step";
+  // With expert parallelism this thread holds the link's baton while it computes.
+  struct Baton {
+    ExpertLink* link;
+    explicit Baton(ExpertLink* l) : link(l) {
+      if (link) link->acquire();
+    }
+    ~Baton() {
+      if (link) link->release();
+    }
+  } baton(ctx_.experts);
+  if (ctx_.experts) ctx_.experts->set_clock(ctx_.clock);
   try {
     reset();
     failed_peer_ = -1;
@@ -237,11 +249,22 @@ void Runtime::run_iteration(int iteration) {
         progress_.step = index;
         poll_peers_();
         inject_fault(index);
+        if (ctx_.experts) ctx_.experts->begin_step(index);
       }
+      const bool delay = first && fault_ && fault_->mode == FaultInjection::Mode::Delay &&
+                         fault_->rank == ctx_.dp.global_rank && fault_->step == index && fault_->iteration == iteration;
       switch (a.kind) {
         case ActionKind::Local:
         case ActionKind::Collective: {
           const Step& st = *prog[static_cast<size_t>(index)];
+          if (ctx_.experts) {
+            ExpertLink::current = StepSlot{iteration, index, -1, st.micro, static_cast<int>(st.op), short_label(st)};
+            if (is_overlap(st.op) && st.sub_steps().size() == 2) {
+              run_overlap_with_experts(st, index, delay);
+              break;
+            }
+          }
+          if (delay) std::this_thread::sleep_for(std::chrono::milliseconds(300));
           if (is_overlap(st.op)) {
             // Sub-steps run one after the other, in their listed order: hyper-parallel's
             // behaviour without an overlap callback. Correct, but no compute/compute overlap.
@@ -255,7 +278,10 @@ void Runtime::run_iteration(int iteration) {
         case ActionKind::Post: run_post(a); break;
         case ActionKind::Wait: run_wait(a); break;
       }
-      if (last) corrupt_after(index);
+      if (last) {
+        corrupt_after(index);
+        if (ctx_.experts) ctx_.experts->end_step(index);
+      }
     }
     label = "after the last step";
     // The transport saw every message the actions listed: no P2P step is left half done.
@@ -317,14 +343,64 @@ int Runtime::peer_at(int index) const {
   return is_p2p(leaf.op) ? ctx_.dp.mesh.global_rank(ctx_.dp.replica, peer_of(ctx_.schedule, ctx_.rank, leaf)) : -1;
 }
 
-void Runtime::run_step(const Step& step, int index, int sub) {
+void Runtime::run_overlap_with_experts(const Step& st, int index, bool delay) {
+  ExpertLink& link = *ctx_.experts;
+  const StepSlot base = ExpertLink::current;
+  // Traced: one compute slice for the whole step, as the simulator draws a composite whose
+  // chains share the streams; the all-to-alls are the comm lane's slices (ExpertLink).
+  const size_t mark = ctx_.clock ? ctx_.clock->begin() : 0;
+  auto slot_of = [&](int sub) {
+    const Step& leaf = st.sub_steps()[static_cast<size_t>(sub)];
+    return StepSlot{base.iteration, index, sub, leaf.micro, static_cast<int>(leaf.op), short_label(leaf)};
+  };
+  std::exception_ptr second_error;
+  // The caller holds the baton (run_iteration); the second thread waits for it.
+  std::thread second([&] {
+    ExpertLink::current = slot_of(1);
+    link.acquire();
+    try {
+      run_step(st.sub_steps()[1], index, 1, /*timed=*/false);
+    } catch (const std::exception& e) {
+      second_error = std::current_exception();
+      link.fail(message_of(e));
+    } catch (...) {
+      second_error = std::current_exception();
+      link.fail("the second sub-step failed");
+    }
+    link.release();
+  });
+  std::exception_ptr first_error;
+  ExpertLink::current = slot_of(0);
+  try {
+    if (delay) {
+      link.release();
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      link.acquire();
+    }
+    run_step(st.sub_steps()[0], index, 0, /*timed=*/false);
+  } catch (const std::exception& e) {
+    first_error = std::current_exception();
+    link.fail(message_of(e));
+  }
+  // Let the second sub-step finish (or fail), then take the baton back.
+  link.release();
+  second.join();
+  link.acquire();
+  ExpertLink::current = base;
+  if (first_error) std::rethrow_exception(first_error);
+  if (second_error) std::rethrow_exception(second_error);
+  if (ctx_.clock)
+    ctx_.clock->end(mark, interval_of(StepAt{st, index, -1, conditions_of(ctx_.schedule, ctx_.rank, st)}, Lane::Compute));
+}
+
+void Runtime::run_step(const Step& step, int index, int sub, bool timed) {
   const Handler& h = handler_table()[static_cast<size_t>(step.op)];
   if (!h.run) throw std::logic_error(std::string("no handler for ") + std::string(op_name(step.op)));
   StepAt at{step, index, sub, conditions_of(ctx_.schedule, ctx_.rank, step)};
   audit_before(ctx_.caches, step, at.cond);
   const bool collective = info(step.op).kind == StepKind::Collective;
   ctx_.collective_bytes = 0;
-  if (!ctx_.clock) {
+  if (!ctx_.clock || !timed) {
     h.run(ctx_, at);
   } else {
     // The collective's bytes are known once its handler ran.

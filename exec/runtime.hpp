@@ -18,6 +18,7 @@
 
 #include "exec/caches.hpp"
 #include "exec/config.hpp"
+#include "exec/expert_link.hpp"
 #include "exec/measured_trace.hpp"
 #include "exec/models.hpp"
 #include "exec/step_clock.hpp"
@@ -119,6 +120,7 @@ struct DataParallelState {
   Transport* world = nullptr;   // the world's transport, in global ranks
   std::vector<int> group;       // this pipeline rank's data-parallel group, global ranks ascending
   std::map<int, std::vector<at::Tensor>> snapshot;  // stage -> its gradients at reset() (without --fsdp)
+  std::map<int, std::vector<at::Tensor>> expert_snapshot;  // stage -> its experts' gradients at reset() (--model moe)
   std::map<int, FsdpShard> shards;                   // stage -> its shard (--fsdp)
   bool sharded() const { return fsdp && mesh.dp > 1; }
 };
@@ -158,6 +160,9 @@ struct RunContext {
   bool keep_probe_inputs = false;
   std::map<int, at::Tensor> probe_inputs;
   double collective_bytes = 0;                 // what the last collective step moved (its handler sets it)
+  // --model moe with --ep > 1: the expert all-to-alls' link (exec/expert_link.hpp); its comm
+  // thread runs them, and an overlapped step's two sub-steps run on two compute threads.
+  ExpertLink* experts = nullptr;
 
   // Helpers shared by the handlers.
   std::string who(const StepAt& at) const;  // "rank 1 step 7 (FS3s1)"
@@ -254,7 +259,12 @@ class Runtime {
     ArrivedMetas metas;
     int payloads_left;
   };
-  void run_step(const Step& step, int index, int sub);  // a local or collective (sub-)step
+  // A local or collective (sub-)step; `timed`: one slice of it when the iteration is traced.
+  void run_step(const Step& step, int index, int sub, bool timed = true);
+  // An overlapped step's sub-steps with expert parallelism: sub-step 0 on this thread, sub-step
+  // 1 on a second one, one at a time (the link's baton); each hands its all-to-alls to the
+  // link's comm thread, which runs them in the lowered order. `delay`: sub-step 0 starts late.
+  void run_overlap_with_experts(const Step& st, int index, bool delay);
   void run_phase(const Action& a);
   // Post: the payloads start (one transport post); Wait: their posts complete, then the steps
   // they finish store what arrived (--overlap-p2p, --mpipe-batched-recv).

@@ -21,8 +21,10 @@
 
 #include "exec/cpu_binding.hpp"
 #include "exec/error_file.hpp"
+#include "exec/expert_link.hpp"
 #include "exec/launch_env.hpp"
 #include "exec/measured_trace.hpp"
+#include "exec/moe_streams.hpp"
 #include "exec/parity.hpp"
 #include "exec/runtime.hpp"
 #include "exec/transport.hpp"
@@ -227,6 +229,8 @@ void collect_on_rank0(const compat::StorePtr& store, const ExecConfig& cfg, cons
     outcome.cpu_binding.push_back(r.cpu);
     outcome.parameter_elements.push_back(r.parameter_elements);
     outcome.held_parameter_elements.push_back(r.held_parameter_elements);
+    outcome.all_to_alls.push_back(r.all_to_alls);
+    outcome.all_to_alls_overlapped.push_back(r.all_to_alls_overlapped);
   }
   outcome.reporter = true;
   outcome.losses = std::move(losses);
@@ -415,6 +419,10 @@ RankReport rank_report(const ExecConfig& cfg, const RunContext& ctx, const CpuPl
   mine.cpu = {cfg.env.rank, placement.bound, placement.cpus.empty() ? "" : cpu_list(placement.cpus), placement.reason};
   mine.parameter_elements = parameter_elements(ctx);
   mine.held_parameter_elements = held_parameter_elements(ctx);
+  if (ctx.experts) {
+    mine.all_to_alls = ctx.experts->calls();
+    mine.all_to_alls_overlapped = ctx.experts->overlapped();
+  }
   if (!cfg.run.trace.empty() && ctx.dp.replica == 0) {
     traced.cpus = placement.cpus;
     traced.cpu_bound = placement.bound;
@@ -483,7 +491,8 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
     // Built once every rank is watched: a rank that cannot build its model (out of memory)
     // fails like any other, and the watchdog stops the others with its message.
     phase = "while building its model";
-    RankModel model = build_rank_model(cfg.model, layout, s.stages_of(prank), !layout.tower_units.empty(), device);
+    RankModel model = build_rank_model(cfg.model, layout, s.stages_of(prank), !layout.tower_units.empty(), device,
+                                       cfg.model.experts > 0 ? replica : -1);
     Dataset data(cfg.model, device, replica * s.micro_batches);  // replica d: global micro-batches d*M ..
     phase = "while connecting";
 
@@ -504,11 +513,22 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
     phase = "while sharding its parameters";
     shard_parameters(ctx);
     phase = "while connecting";
+    // --model moe --ep N: the expert all-to-alls over this pipeline rank's data-parallel group,
+    // in the order of the verified stream program (exec/moe_streams.hpp).
+    std::unique_ptr<ExpertLink> experts;
+    if (cfg.model.experts > 0 && cfg.model.ep > 1) {
+      experts = std::make_unique<ExpertLink>(*transport, ctx.dp.group, replica, progress,
+                                             cfg.run.a2a_ready_order ? ExpertLink::Order::Ready : ExpertLink::Order::Lowered);
+      experts->set_lowered(moe_all_to_alls(moe_stream_program(s, cfg.model, layout, cfg.run.a2a_ready_order), prank));
+      ctx.experts = experts.get();
+      model.experts->link = experts.get();
+    }
     Runtime runtime(ctx, lowering, progress, [&] { watchdog->poll(); }, cfg.run.fault);
     const bool tracing = !cfg.run.trace.empty();
     // The trace also carries each stage's split-backward cost, probed after the run on the
     // stage's first input (replica 0, whole parameters: not under --fsdp's shards).
-    const bool probe_split = tracing && replica == 0 && !ctx.dp.sharded();
+    // Not with expert all-to-alls: a probe's backward would call them outside the schedule.
+    const bool probe_split = tracing && replica == 0 && !ctx.dp.sharded() && !ctx.experts;
     ctx.keep_probe_inputs = probe_split;
     StepClock clock(device.is_cuda(), device.is_cuda() ? device.index() : -1);
     RankTrace traced;

@@ -21,6 +21,7 @@ void StepClock::start() {
 }
 
 size_t StepClock::begin() {
+  std::lock_guard<std::mutex> lock(mu_);
   if (cuda_) {
     events_.push_back(compat::cuda_event_record(device_));
     return events_.size() - 1;
@@ -30,6 +31,7 @@ size_t StepClock::begin() {
 }
 
 size_t StepClock::end(size_t mark, TracedInterval iv) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (cuda_) {
     events_.push_back(compat::cuda_event_record(device_));
     pending_.push_back({iv, mark, events_.size() - 1});
@@ -42,6 +44,7 @@ size_t StepClock::end(size_t mark, TracedInterval iv) {
 }
 
 void StepClock::extend(size_t index) {
+  std::lock_guard<std::mutex> lock(mu_);
   Pending& p = pending_.at(index);
   if (cuda_) {
     events_.push_back(compat::cuda_event_record(device_));
@@ -52,6 +55,7 @@ void StepClock::extend(size_t index) {
 }
 
 std::vector<TracedInterval> StepClock::resolve() {
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<TracedInterval> out;
   out.reserve(pending_.size());
   for (auto& p : pending_) {

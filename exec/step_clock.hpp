@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "exec/measured_trace.hpp"
@@ -49,6 +50,8 @@ class StepClock {
     size_t start, end;
   };
   std::vector<Pending> pending_;
+  // --model moe: the compute threads and the comm thread record at once.
+  mutable std::mutex mu_;
 };
 
 }  // namespace ppsched::exec

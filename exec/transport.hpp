@@ -44,6 +44,15 @@ class Transport {
   virtual void send(const at::Tensor& t, int peer) = 0;
   virtual void recv(at::Tensor& t, int peer) = 0;
   virtual void group(std::vector<P2POp>& ops) = 0;
+  // group() on a channel of its own: `tag` > 0 keeps these messages apart from the pipeline's
+  // (tag 0) and from other tags, each a FIFO per ordered rank pair. The expert all-to-alls
+  // (exec/expert_link.hpp) use one tag per kind, so two ranks that call different kinds wait
+  // for each other (a hang, as NCCL's collectives would) instead of pairing mismatched
+  // messages. A transport without tags (NCCL) runs group() and refuses tag > 0.
+  virtual void exchange(std::vector<P2POp>& ops, int tag) {
+    if (tag != 0) throw std::logic_error(name() + " has no tagged channels");
+    group(ops);
+  }
 
   // Non-blocking P2P, for the lowering's Post and Wait actions (--overlap-p2p,
   // --mpipe-batched-recv): post() starts every operation of `ops` (one group) and returns a

@@ -29,21 +29,8 @@ class GlooTransport final : public Transport {
   }
   void recv(at::Tensor& t, int peer) override { run(world_.recv(t, peer, kTag)); }
 
-  void group(std::vector<P2POp>& ops) override {
-    // Post everything first: a one-sided wait would block the peer's half of the group.
-    std::vector<compat::WorkPtr> works;
-    std::vector<at::Tensor> keep;  // contiguous copies must outlive the sends
-    for (auto& op : ops) {
-      if (op.send) {
-        keep.push_back(op.tensor.contiguous());
-        works.push_back(world_.send(keep.back(), op.peer, kTag));
-      } else {
-        works.push_back(world_.recv(op.tensor, op.peer, kTag));
-      }
-      track(works.back());
-    }
-    for (auto& w : works) wait_tracked(w);
-  }
+  void group(std::vector<P2POp>& ops) override { exchange_on(ops, kTag); }
+  void exchange(std::vector<P2POp>& ops, int tag) override { exchange_on(ops, tag); }
 
   bool non_blocking() const override { return true; }
   int post(std::vector<P2POp>& ops) override {
@@ -114,6 +101,21 @@ class GlooTransport final : public Transport {
 
  private:
   static constexpr int kTag = 0;  // one tag: one FIFO channel per ordered rank pair
+  void exchange_on(std::vector<P2POp>& ops, int tag) {
+    // Post everything first: a one-sided wait would block the peer's half of the group.
+    std::vector<compat::WorkPtr> works;
+    std::vector<at::Tensor> keep;  // contiguous copies must outlive the sends
+    for (auto& op : ops) {
+      if (op.send) {
+        keep.push_back(op.tensor.contiguous());
+        works.push_back(world_.send(keep.back(), op.peer, tag));
+      } else {
+        works.push_back(world_.recv(op.tensor, op.peer, tag));
+      }
+      track(works.back());
+    }
+    for (auto& w : works) wait_tracked(w);
+  }
 
   compat::GlooGroup& group_of(const std::vector<int>& members) {
     if (members.empty() || static_cast<int>(members.size()) == setup_.world_size) return world_;

@@ -25,6 +25,7 @@
 #include "exec/flag_limits.hpp"
 #include "exec/launch_env.hpp"
 #include "exec/model_description.hpp"
+#include "exec/moe_streams.hpp"
 #include "exec/outcome.hpp"
 #include "exec/session.hpp"
 #include "schedule/errors.hpp"
@@ -38,7 +39,7 @@ using namespace ppsched;
 using namespace ppsched::exec;
 
 FaultInjection parse_fault(const std::string& spec) {
-  // RANK:STEP[:throw|kill|hang|corrupt[:ITERATION]]
+  // RANK:STEP[:throw|kill|hang|corrupt|delay[:ITERATION]]
   FaultInjection f;
   std::vector<std::string> parts;
   std::string cur;
@@ -59,11 +60,12 @@ FaultInjection parse_fault(const std::string& spec) {
       else if (parts[2] == "kill") f.mode = FaultInjection::Mode::Kill;
       else if (parts[2] == "hang") f.mode = FaultInjection::Mode::Hang;
       else if (parts[2] == "corrupt") f.mode = FaultInjection::Mode::Corrupt;
+      else if (parts[2] == "delay") f.mode = FaultInjection::Mode::Delay;
       else throw std::invalid_argument("");
     }
     if (parts.size() > 3) f.iteration = std::stoi(parts[3]);
   } catch (const std::exception&) {
-    throw InputError({}, "--fail-at wants RANK:STEP[:throw|kill|hang|corrupt[:ITERATION]], got '" + spec + "'");
+    throw InputError({}, "--fail-at wants RANK:STEP[:throw|kill|hang|corrupt|delay[:ITERATION]], got '" + spec + "'");
   }
   return f;
 }
@@ -81,7 +83,9 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o
   const TraceWritten* trace = o.trace ? &*o.trace : nullptr;
   double mean_s = 0;
   for (double t : o.seconds) mean_s += t / static_cast<double>(o.seconds.size());
-  const char* model = cfg.model.kind == ModelKind::Gpt ? "gpt" : cfg.model.kind == ModelKind::Mlp ? "mlp" : "stage-module";
+  const char* model = cfg.model.kind == ModelKind::Gpt ? (cfg.model.experts > 0 ? "moe" : "gpt")
+                      : cfg.model.kind == ModelKind::Mlp ? "mlp"
+                                                         : "stage-module";
   if (cfg.run.json) {
     // nlohmann: every string escaped, a non-finite number (a diverged loss) written as null.
     using nlohmann::json;
@@ -96,6 +100,9 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o
               {"fsdp", cfg.run.mode.dp.fsdp},
               {"overlap_p2p", cfg.run.mode.overlap_p2p},
               {"model", model},
+              {"experts", cfg.model.experts},
+              {"topk", cfg.model.experts > 0 ? cfg.model.topk : 0},
+              {"ep", cfg.model.experts > 0 ? cfg.model.ep : 1},
               {"iterations", o.seconds.size()},
               {"loss", losses.empty() ? 0.0 : losses.back()},
               {"losses", losses},
@@ -112,6 +119,8 @@ void print_report(const ExecConfig& cfg, const Schedule& s, const ExecOutcome& o
       // (with --fsdp and resharded stages: its shards only).
       j["parameter_elements"] = o.parameter_elements;
       j["held_parameter_elements"] = o.held_parameter_elements;
+      if (cfg.model.experts > 0 && cfg.model.ep > 1)
+        j["all_to_alls"] = {{"calls", o.all_to_alls}, {"overlapped", o.all_to_alls_overlapped}};
     }
     {
       // Per global rank: the CPUs its process could run on and whether ppsched-exec bound it.
@@ -204,12 +213,13 @@ struct ExecFlags {
   std::string schedule_file;
   cli::GeneratorFlags gen;
   std::string model_kind = "gpt", transport = "auto", fail_at, layout_text, stage_module_dir, cpu_bind = "auto";
-  std::string model_out;
+  std::string model_out, a2a_order = "lowered";
+  int experts = 4, topk = 2, ep = 0;
   cli::DataParallelFlags dp;
   cli::ModeFlags mode;
   int stages = 0, global_batch = 0;
   bool no_verify = false, verbose = false;
-  CLI::Option *tower_opt = nullptr, *stage_module_opt = nullptr;
+  CLI::Option *tower_opt = nullptr, *stage_module_opt = nullptr, *ep_opt = nullptr;
 };
 
 // The schedule and the model: a file or a generator's flags, a built-in model or stage modules.
@@ -217,7 +227,19 @@ void declare_model_flags(CLI::App& app, ExecFlags& f) {
   app.add_option("--schedule", f.schedule_file, "schedule file (.json or .csv)");
   cli::add_generator_flags(app, f.gen, /*family_required=*/false);
   f.tower_opt = app.get_option("--tower");
-  app.add_option("--model", f.model_kind, "built-in model: gpt|mlp")->check(CLI::IsMember({"gpt", "mlp"}));
+  app.add_option("--model", f.model_kind, "built-in model: gpt|mlp|moe (moe: gpt whose blocks route each token to its top-k experts)")
+      ->check(CLI::IsMember({"gpt", "mlp", "moe"}));
+  app.add_option("--experts", f.experts, "moe: experts per block (default 4)")->check(CLI::Range(1, 1 << 16));
+  app.add_option("--topk", f.topk, "moe: experts per token (default 2)")->check(CLI::Range(1, 1 << 16));
+  f.ep_opt = app.add_option("--ep", f.ep,
+                            "moe: expert-parallel size, the experts split over each pipeline rank's data-parallel group "
+                            "(must equal --dp; sets it when --dp is not given)")
+                 ->check(CLI::Range(1, 1 << 16));
+  app.add_option("--moe-a2a-order", f.a2a_order,
+                 "moe: lowered (default: the all-to-alls in the stream lowering's order, Megatron's combined 1F1B, verified) "
+                 "or ready (each as soon as its chain reaches it, as a runtime launching on a shared event does; the "
+                 "checker refuses it where an overlapped step's two chains both communicate)")
+      ->check(CLI::IsMember({"lowered", "ready"}));
   app.add_option("--layers", f.cfg.model.layers, "blocks, split over the virtual stages (default: 4, or one per stage when there are more, or --layout's)")->check(CLI::PositiveNumber);
   app.add_option("--layout", f.layout_text,
                  "blocks per virtual stage, stage order (\"3,5\"), or Megatron's layout (\"Et*3|t*5L\"), as `ppsched simulate "
@@ -265,8 +287,9 @@ void declare_run_flags(CLI::App& app, ExecFlags& f) {
                  "clock on CPU, CUDA events on GPU, the format of ppsched simulate --trace (ppsched calibrate reads it); "
                  "the first iteration includes warm-up costs, so trace with --iterations 2 or more");
   app.add_option("--fail-at", f.fail_at,
-                 "testing: RANK:STEP[:throw|kill|hang|corrupt[:ITERATION]] injects a fault (corrupt: scales the rank's "
-                 "gradients by 1.001 after the step; after a DATA_RECV, perturbs the micro-batch it received)");
+                 "testing: RANK:STEP[:throw|kill|hang|corrupt|delay[:ITERATION]] injects a fault (corrupt: scales the rank's "
+                 "gradients by 1.001 after the step; after a DATA_RECV, perturbs the micro-batch it received; delay: "
+                 "the step's first sub-step starts 300 ms late)");
   app.add_option("--model-out", f.model_out,
                  "rank 0 writes the built-in model as a ppsched-model file (one layer per unit, named as the trace's "
                  "otherData.layers names them), for ppsched calibrate TRACE --model FILE");
@@ -294,6 +317,11 @@ Schedule configure(ExecFlags& f, CLI::App& app) {
   // A generated order with --dp N gets PyTorch's FSDP steps, as PyTorch's lowering adds them
   // to a compute-only order: without them nothing would reduce the gradients over the replicas.
   // A file is run as written (the agreement check refuses one that lacks them).
+  // --model moe: --ep is the data-parallel size (the experts are split over its group).
+  for (const char* flag : {"--experts", "--topk", "--ep", "--moe-a2a-order"})
+    if (app.get_option(flag)->count() > 0 && f.model_kind != "moe")
+      throw InputError({}, std::string(flag) + " describes the MoE model: give --model moe");
+  if (f.model_kind == "moe" && f.ep_opt->count() > 0 && app.get_option("--dp")->count() == 0) f.dp.degree = f.ep;
   const bool add_fsdp = f.schedule_file.empty() && f.dp.degree > 1 && !f.gen.fsdp_steps;
   if (add_fsdp) f.gen.fsdp_steps = true;
   Schedule s = f.schedule_file.empty() ? cli::build_generated(f.gen) : read_schedule_file(f.schedule_file, {}, {}, &csv_kind);
@@ -303,6 +331,14 @@ Schedule configure(ExecFlags& f, CLI::App& app) {
               << (f.dp.fsdp ? "" : "; without --fsdp the unshard and reshard do nothing") << "), as PyTorch's lowering does\n";
   f.cfg.model.kind = f.model_kind == "mlp" ? ModelKind::Mlp : ModelKind::Gpt;
   f.cfg.model.layout = f.layout_text;
+  if (f.model_kind == "moe") {
+    f.cfg.model.experts = f.experts;
+    f.cfg.model.topk = f.topk;
+    f.cfg.model.ep = f.ep_opt->count() > 0 ? f.ep : f.dp.degree;
+    f.cfg.run.a2a_ready_order = f.a2a_order == "ready";
+    if (f.cfg.model.ep > 1 && !f.model_out.empty())
+      throw InputError({}, "--model-out with --model moe: the ppsched-model file has no MoE layers from ppsched-exec yet");
+  }
   if (f.stage_module_opt->count() > 0) {
     // The modules define the model: the built-in model's options would be silently ignored.
     for (const char* flag : {"--model", "--layers", "--layout", "--hidden", "--heads", "--seq", "--vocab",
@@ -354,6 +390,29 @@ int refuse_unverified(const ExecConfig& cfg, const Schedule& s, const CommModel&
               << "' unverified; a schedule with violations may hang until --timeout or fail mid-run\n";
   }
   return cli::kOk;
+}
+
+// --model moe --ep > 1: the program of compute and all-to-all threads must verify too
+// (checkers/stream_order.cpp): kBadInput when it has violations, unless --no-verify.
+int refuse_racy_streams(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout) {
+  if (cfg.model.experts <= 0 || cfg.model.ep <= 1) return cli::kOk;
+  const int rank = cfg.env.rank;
+  const StreamProgram p = moe_stream_program(s, cfg.model, layout, cfg.run.a2a_ready_order);
+  const CheckReport report = verify_streams(p);
+  if (report.ok()) return cli::kOk;
+  const char* order = cfg.run.a2a_ready_order ? "ready" : "lowered";
+  if (!cfg.run.verify) {
+    std::cerr << "warning: rank " << rank << ": --no-verify: the expert all-to-alls (--moe-a2a-order " << order << ") have "
+              << report.violations.size() << " violation(s), first: " << report.violations.front().message << "\n";
+    return cli::kOk;
+  }
+  for (const auto& v : report.violations)
+    std::cerr << "error: rank " << rank << ": stream violation (" << to_string(v.kind) << "): " << v.message << "\n";
+  std::cerr << "error: rank " << rank << ": refusing to run '" << s.name << "' with --moe-a2a-order " << order
+            << ": the checker found " << report.violations.size()
+            << " violation(s) in the order of its expert all-to-alls (ppsched check --emit-streams shows the program; "
+               "--no-verify runs it anyway)\n";
+  return cli::kBadInput;
 }
 
 // A mode the executor cannot run is refused; every rank decides the same, before any communication.
@@ -427,6 +486,7 @@ int run(int argc, char** argv) {
       std::cerr << "error: rank " << rank << ": " << a.errors.size() << " problems with the schedule, the model or the launch; nothing was run\n";
     return cli::kBadInput;
   }
+  if (const int rc = refuse_racy_streams(cfg, s, a.layout); rc != cli::kOk) return rc;
   if (!f.model_out.empty() && rank == 0)
     if (const int rc = write_model_out(cfg, f.model_out, a); rc != cli::kOk) return rc;
   return report(cfg, s, run_executor(cfg, s, a.layout, lowering));

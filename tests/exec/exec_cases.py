@@ -317,6 +317,122 @@ for _name, (_pp, _dp, _gen, _flags) in DP_CASES.items():
     case(f"parity_dp_{_name}")(_dp_case)
 
 
+# ---- MoE with expert parallelism (--model moe --ep N, issue 39) ------------------------------
+# The experts of each block are split over the pipeline rank's data-parallel group (EP = DP),
+# the dispatch and combine all-to-alls run on each rank's comm thread over Gloo, in the order of
+# the verified stream lowering (exec/expert_link.hpp); an overlapped step's two sub-steps run on
+# two compute threads, one at a time, so one's all-to-all overlaps the other's compute. Parity:
+# one process, every expert, every replica's micro-batches.
+MOE = ["--model", "moe", "--layers", "6", "--hidden", "16", "--heads", "2", "--seq", "4", "--vocab", "32",
+       "--micro-batch-size", "2", "--experts", "4", "--topk", "2"]
+MOE_RUNS = {
+    "1f1b": ["1f1b", "--micro", "4"],
+    "dualpipev": ["dualpipev", "--vpp", "2", "--micro", "4"],
+    "combined_1f1b": ["combined-1f1b", "--vpp", "2", "--micro", "4"],
+}
+
+
+def moe_run(ctx, generate, extra=(), iterations=2, pp=2, ep=2):
+    path = fsdp_schedule(ctx, generate + ["--pp", str(pp)])
+    rc, out, err, dt = launch(ctx, pp * ep, ["--schedule", path, "--ep", str(ep), "--check-parity", "--json",
+                                             "--iterations", str(iterations)] + list(extra) + MOE)
+    s = summary(out)
+    expect_parity(s, err, f"{s['schedule']} PP={s['ranks']} x EP={s['ep']} moe experts={s['experts']} "
+                          f"top-{s['topk']}, losses={s['losses']}", dt)
+    if s["parity"]["max_rel_error"] > 1e-6:  # exec/README.md, "Experts": below 1e-6
+        raise Failure(f"max relative gradient error {s['parity']['max_rel_error']}, more than 1e-6")
+    if s["model"] != "moe" or s["ep"] != ep or s["dp"] != ep:
+        raise Failure(f"the summary does not state the MoE run: {json.dumps(s)}")
+    # Every rank's comm thread ran a dispatch and a combine per MoE block of each forward, and
+    # their mirrors in each backward (BWD, or BWD_INPUT; BWD_WEIGHT reuses BWD_INPUT's), and
+    # ran some of them while the rank's other compute thread computed where the schedule
+    # overlaps two steps.
+    want = [iterations * n for n in expected_all_to_alls(path, blocks_per_stage(6, pp_stages(path)))] * ep
+    got = s["all_to_alls"]
+    if got["calls"] != want:
+        raise Failure(f"all-to-alls per rank {got['calls']}, expected {want} from the schedule")
+    overlaps = any(st and st.get("op", "").startswith("OVERLAP") for prog in json.load(open(path))["programs"] for st in prog)
+    if overlaps != any(n > 0 for n in got["overlapped"]):
+        raise Failure(f"overlapped all-to-alls {got['overlapped']}, the schedule {'has' if overlaps else 'has no'} "
+                      "overlapped steps")
+    print(f"all-to-alls per rank {got['calls']}, of which overlapped with the other sub-step's compute {got['overlapped']}")
+    return path, s
+
+
+def pp_stages(path):
+    with open(path) as f:
+        return json.load(f)["stages"]
+
+
+def blocks_per_stage(blocks, stages):
+    """The even split (torchtitan's rule, exec/model_layout.cpp): embedding and head count one
+    unit each, the first stages take the remainder; returns the MoE blocks of each stage."""
+    units = blocks + 2
+    sizes = [units // stages + (1 if s < units % stages else 0) for s in range(stages)]
+    out, u = [], 0
+    for n in sizes:
+        out.append(sum(1 for k in range(u, u + n) if 0 < k < units - 1))
+        u += n
+    return out
+
+
+def expected_all_to_alls(path, blocks):
+    """Per pipeline rank, per iteration: 2 all-to-alls per MoE block of every FWD, BWD and
+    BWD_INPUT leaf (composites counted by their leaves)."""
+    with open(path) as f:
+        doc = json.load(f)
+    out = []
+    for prog in doc["programs"]:
+        n = 0
+        for st in prog:
+            if not st:
+                continue
+            for leaf in st.get("sub_steps", [st]):
+                if leaf.get("op") in ("FWD", "BWD", "BWD_INPUT"):
+                    n += 2 * blocks[leaf["stage"]]
+        out.append(n)
+    return out
+
+
+for _name, _gen in MOE_RUNS.items():
+    def _moe_case(ctx, gen=_gen):
+        moe_run(ctx, gen)
+    case(f"parity_moe_ep2_pp2_{_name}")(_moe_case)
+
+
+def first_overlap(path, rank):
+    """Index of the first overlapped step (OVERLAP_F_B / OVERLAP_B_F) of `rank`'s program in a
+    schedule file (with MOE's 6 blocks on 4 stages every stage holds MoE blocks)."""
+    with open(path) as f:
+        doc = json.load(f)
+    for i, st in enumerate(doc["programs"][rank]):
+        if st and st.get("op", "").startswith("OVERLAP"):
+            return i
+    raise Failure(f"no overlapped step on rank {rank} of {path}")
+
+
+@case("moe_ready_order_refused_then_hangs")
+def _(ctx):
+    # --moe-a2a-order ready: each chain of an overlapped step issues its all-to-alls as soon as
+    # it reaches them (Megatron-LM#1810's shared event). The checker finds the race and the run
+    # is refused before anything connects; with --no-verify and one rank's forward chain started
+    # late (--fail-at R:S:delay), that rank issues combine_bwd first while its partner issues
+    # dispatch_fwd: both wait, and every rank exits naming the all-to-all it was stuck in. The
+    # same delay under the lowered order changes nothing: the comm thread keeps the order.
+    gen = ["combined-1f1b", "--vpp", "2", "--micro", "4"]
+    path = fsdp_schedule(ctx, gen + ["--pp", "2"])
+    rc, out, err, dt = launch(ctx, 4, ["--schedule", path, "--ep", "2", "--moe-a2a-order", "ready"] + MOE, expect_rc=2)
+    if rc != 2 or "collective_order_race" not in err or "refusing to run" not in err:
+        raise Failure(f"the ready order was not refused as a collective_order_race (exit {rc}):\n{err}")
+    print("refused: " + next(ln for ln in err.splitlines() if "collective_order_race" in ln))
+    step = first_overlap(path, 0)
+    delay = ["--fail-at", f"2:{step}:delay"]  # global rank 2 = pipeline rank 0 of replica 1
+    moe_run(ctx, gen, extra=delay, iterations=1)
+    flags, limit = fault_limits(ctx, "timeout")
+    fault_run(ctx, 4, ["--schedule", path, "--ep", "2", "--moe-a2a-order", "ready", "--no-verify"] + MOE + flags + delay,
+              failing=0, killed=False, expect=["all-to-all", "on expert-parallel group {"], limit=limit)
+
+
 @case("parity_dp_generated_adds_fsdp_steps_pp2_dp2")
 def _(ctx):
     # --generate with --dp N inserts PyTorch's FSDP steps itself (and says so): the run is the

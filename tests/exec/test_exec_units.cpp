@@ -17,6 +17,8 @@
 #include "exec/measured_trace.hpp"
 #include "exec/model_description.hpp"
 #include "exec/model_layout.hpp"
+#include "exec/moe_streams.hpp"
+#include "checkers/checks.hpp"
 #include "exec/stage_manifest.hpp"
 #include "schedule/errors.hpp"
 #include "schedule/generators/generator.hpp"
@@ -433,4 +435,85 @@ TEST_CASE("a stages.json that is not JSON, or holds a number JSON cannot hold, i
     }
   }
   std::filesystem::remove_all(dir);
+}
+
+// --model moe --ep 2 (issue 39): the program the executor verifies and its comm thread follows.
+// The lowered order is race-free for every family run with the MoE model; the ready order (each
+// chain of an overlapped step issuing on its own) is a collective_order_race exactly where an
+// overlapped step has two communicating chains; the per-step lists hold 2 all-to-alls per MoE
+// block of every FWD / BWD / BWD_INPUT (none for BWD_WEIGHT).
+TEST_CASE("moe stream program: lowered order verifies, ready order races only where steps overlap", "[exec][moe]") {
+  ModelConfig m;
+  m.kind = ModelKind::Gpt;
+  m.layers = 6;
+  m.experts = 4;
+  m.topk = 2;
+  m.ep = 2;
+  struct Family {
+    const char* name;
+    int vpp;
+    bool overlaps;
+  };
+  for (const Family& f : {Family{"1f1b", 1, false}, Family{"dualpipev", 2, true}, Family{"combined-1f1b", 2, true}}) {
+    INFO(f.name);
+    GenerateOptions g;
+    g.pp = 2;
+    g.vpp = f.vpp;
+    g.micro = 4;
+    const Schedule s = generate(f.name, g);
+    ModelConfig mm = m;
+    DataParallelOptions dp;
+    dp.degree = 2;
+    Agreement a = check_agreement(s, 4, mm, [](Op) { return true; }, dp);
+    // The generated order has no FSDP steps: the agreement asks for them and nothing else.
+    REQUIRE(a.errors.size() == 1);
+    CHECK(a.errors[0].find("FSDP_") != std::string::npos);
+    const StreamProgram lowered = moe_stream_program(s, mm, a.layout, false);
+    CHECK(lowered.ranks.size() == 4);
+    CHECK(verify_streams(lowered).ok());
+    const CheckReport ready = verify_streams(moe_stream_program(s, mm, a.layout, true));
+    CHECK(ready.ok() == !f.overlaps);
+    if (f.overlaps) CHECK(ready.violations.front().kind == ViolationKind::CollectiveOrderRace);
+    // Two all-to-alls per block per FWD / BWD / BWD_INPUT leaf, none in BWD_WEIGHT.
+    std::vector<int> blocks;
+    for (const auto& units : a.layout.stage_units) {
+      int b = 0;
+      for (int u : units) b += u != a.layout.embedding_unit && u != a.layout.head_unit;
+      blocks.push_back(b);
+    }
+    for (int r = 0; r < s.ranks; ++r) {
+      size_t want = 0;
+      for (const auto& slot : s.programs[static_cast<size_t>(r)]) {
+        if (!slot) continue;
+        std::vector<const Step*> leaves;
+        if (slot->sub_steps().empty()) leaves.push_back(&*slot);
+        for (const auto& sub : slot->sub_steps()) leaves.push_back(&sub);
+        for (const Step* l : leaves)
+          if (l->op == Op::FWD || l->op == Op::BWD || l->op == Op::BWD_INPUT) want += 2 * static_cast<size_t>(blocks[static_cast<size_t>(l->stage)]);
+      }
+      size_t got = 0;
+      for (const auto& [step, list] : moe_all_to_alls(lowered, r)) got += list.size();
+      CHECK(got == want);
+    }
+  }
+}
+
+TEST_CASE("moe agreement: --ep equals --dp, no FSDP sharding, top-k within the experts", "[exec][moe]") {
+  GenerateOptions g;
+  g.pp = 2;
+  g.micro = 4;
+  const Schedule s = add_fsdp_steps(generate("1f1b", g));
+  ModelConfig m;
+  m.kind = ModelKind::Gpt;
+  m.experts = 2;
+  m.topk = 3;
+  m.ep = 3;
+  DataParallelOptions dp;
+  dp.degree = 2;
+  dp.fsdp = true;
+  Agreement a = check_agreement(s, 4, m, [](Op) { return true; }, dp);
+  CHECK(mentions(a.errors, "--topk 3 must be between 1 and --experts 2"));
+  CHECK(mentions(a.errors, "--ep 3 must equal --dp 2"));
+  CHECK(mentions(a.errors, "--ep 3 is more than --experts 2"));
+  CHECK(mentions(a.errors, "--fsdp with --model moe"));
 }

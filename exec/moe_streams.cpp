@@ -1,0 +1,53 @@
+#include "exec/moe_streams.hpp"
+
+#include <string>
+
+#include "schedule/step_types.hpp"
+
+namespace ppsched::exec {
+
+StreamProgram moe_stream_program(const Schedule& s, const ModelConfig& m, const ModelLayout& l, bool ready_order) {
+  StreamLowering low;
+  low.ep = m.ep;
+  for (int st = 0; st < s.stages; ++st) {
+    MoeStage ms;
+    const auto& units = l.stage_units[static_cast<size_t>(st % l.stages)];
+    int blocks = 0;
+    for (int u : units) blocks += u != l.embedding_unit && u != l.head_unit;
+    // Shares only size the phases for the simulator; any positive split keeps every phase.
+    for (int b = 0; b < blocks; ++b) {
+      MoeLayerShare layer;
+      layer.before.fill(0.5f / static_cast<float>(blocks));
+      layer.experts.fill(0.5f / static_cast<float>(blocks));
+      layer.a2a_bytes = static_cast<double>(m.micro_batch_size) * m.seq * m.topk * (m.hidden + 1) * 4.0;
+      ms.layers.push_back(layer);
+    }
+    low.stages.push_back(std::move(ms));
+  }
+  StreamProgram p = lower_streams(s, low);
+  if (!ready_order) return p;
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    int moved = -1;
+    for (size_t i = 0; i < p.ranks[r].ops.size(); ++i) {
+      const StreamOp& op = p.ranks[r].ops[i];
+      if (op.kind != StreamOpKind::Collective || op.sub != 1) continue;
+      move_to_stream(p, static_cast<int>(r), static_cast<int>(i), moved, "comm (second chain)");
+      moved = static_cast<int>(p.ranks[r].streams.size()) - 1;
+    }
+  }
+  return p;
+}
+
+std::map<int, std::vector<std::pair<int, int>>> moe_all_to_alls(const StreamProgram& p, int rank) {
+  static const char* const kinds[] = {"dispatch_fwd", "combine_fwd", "dispatch_bwd", "combine_bwd"};
+  std::map<int, std::vector<std::pair<int, int>>> out;
+  for (const StreamOp& op : p.ranks.at(static_cast<size_t>(rank)).ops) {
+    if (op.kind != StreamOpKind::Collective) continue;
+    const std::string head = op.name.substr(0, op.name.find(' '));
+    for (int k = 0; k < 4; ++k)
+      if (head == kinds[k]) out[op.step].emplace_back(op.sub, k);
+  }
+  return out;
+}
+
+}  // namespace ppsched::exec

@@ -9,14 +9,17 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "lowering/moe_phases.hpp"
 #include "schedule/errors.hpp"
 #include "schedule/step_types.hpp"
 #include "schedule/text_format.hpp"
 #include "schedule/validate.hpp"
 #include "sim/cost_model.hpp"
+#include "sim/engine_streams.hpp"
 #include "traces/trace_reader.hpp"
 
 namespace ppsched {
@@ -32,6 +35,7 @@ struct Slice {
   double bytes = 0;
   bool meta = false;
   Lane lane = Lane::Compute;
+  int layer = -1, phase = -1;  // Lane::Comm: an MoE layer's all-to-all
   int flows = 0;  // flow ends bound to this slice
   double end() const { return ts + dur; }
 };
@@ -115,6 +119,7 @@ Calibration describe_run(const RunProvenance& p, const std::string& file, const 
   cal.ranks = p.ranks;
   cal.stages = p.stages;
   cal.micro_batches = p.micro_batches;
+  if (p.mesh) cal.dp = std::max(1, p.mesh->dp);
   cal.mode = p.mode;
   cal.layers = p.layers;
   cal.split_backward = p.split_backward;
@@ -148,6 +153,8 @@ std::vector<Slice> slices_of(const ReadTrace& t, const Calibration& cal, const s
     s.bytes = r.bytes;
     s.meta = r.meta;
     s.lane = r.lane;
+    s.layer = r.layer;
+    s.phase = r.phase;
     s.flows = t.flows_of_slice[i];
     const std::string what = "the slice of step " + std::to_string(s.step_index) + " on rank " + std::to_string(s.pid);
     if (!(s.bytes >= 0 && s.bytes <= kMaxBytes)) {
@@ -166,9 +173,22 @@ std::vector<Slice> slices_of(const ReadTrace& t, const Calibration& cal, const s
 
 // ---- compute -------------------------------------------------------------------------------
 // Per (compute kind, stage), the mean (or median) of the kind's slices.
+// A slice's (rank, step index, sub-step): what ties a step's all-to-alls to its compute slice.
+using StepKey = std::tuple<int, int, int>;
+// Per step that ran all-to-alls on the comm stream (a measured MoE run): the time it waited for
+// them (the compute slice spans them: the compute thread waits for each).
+std::map<StepKey, double> comm_wait(const std::vector<Slice>& slices) {
+  std::map<StepKey, double> out;
+  for (const auto& s : slices)
+    if (s.lane == Lane::Comm && s.phase >= 0) out[{s.pid, s.step_index, s.sub}] += s.dur;
+  return out;
+}
+
 void fit_compute(const std::vector<Slice>& slices, const CalibrateOptions& options, Calibration& cal) {
   CostModel& c = cal.costs;
   std::map<ComputeKind, std::map<int, std::vector<double>>> samples;
+  // A step's own all-to-alls are the comm stream's: its compute is the rest of its slice.
+  const std::map<StepKey, double> waited = comm_wait(slices);
   int composites = 0, sub_slices = 0;
   cal.stage_ranks.assign(static_cast<size_t>(cal.stages), -1);
   for (const auto& s : slices) {
@@ -184,7 +204,8 @@ void fit_compute(const std::vector<Slice>& slices, const CalibrateOptions& optio
       int& r = cal.stage_ranks[static_cast<size_t>(s.stage)];
       r = r == -1 || r == s.pid ? s.pid : -2;
     }
-    samples[kind][s.stage].push_back(s.dur);
+    const auto w = waited.find({s.pid, s.step_index, s.sub});
+    samples[kind][s.stage].push_back(w == waited.end() ? s.dur : std::max(0.0, s.dur - w->second));
   }
   for (const auto& [kind, by_stage] : samples) {
     const bool staged = std::any_of(by_stage.begin(), by_stage.end(), [](const auto& kv) { return kv.first >= 0; });
@@ -598,6 +619,174 @@ void fit_link(const std::vector<Slice>& slices, const std::vector<MessageFlow>& 
   c.links.pairs.clear();
 }
 
+// ---- MoE: a measured run's comm stream (issue 39) --------------------------------------------
+// What MoeFit (calibrate.hpp) says: the all-to-all link, each stage's layers and phase shares,
+// the contention.
+void fit_moe(const std::vector<Slice>& slices, const std::string& file, Calibration& cal) {
+  std::map<StepKey, std::vector<const Slice*>> comm;
+  int stages_seen = 0;
+  for (const auto& s : slices)
+    if (s.lane == Lane::Comm && s.phase >= 0 && s.stage >= 0 && s.layer >= 0) {
+      comm[{s.pid, s.step_index, s.sub}].push_back(&s);
+      stages_seen = std::max(stages_seen, s.stage + 1);
+    }
+  if (comm.empty()) return;
+  CostModel& c = cal.costs;
+  MoeFit f;
+  f.ep = cal.dp;
+  if (f.ep <= 1) {
+    cal.notes.push_back("the trace has all-to-alls on the comm stream but no expert-parallel group (otherData.mesh: one "
+                        "replica): they were not fitted");
+    return;
+  }
+  // The all-to-all link.
+  LinkSamples samples;
+  std::set<double> sizes;
+  std::map<std::pair<int, int>, std::vector<double>> layer_bytes;  // (stage, layer) -> bytes sent
+  std::vector<int> layers(static_cast<size_t>(cal.stages), 0);
+  for (auto& [key, list] : comm) {
+    std::sort(list.begin(), list.end(), [](const Slice* a, const Slice* b) { return a->ts < b->ts; });
+    for (const Slice* s : list) {
+      samples.add(1.0, s->bytes, s->dur);
+      sizes.insert(s->bytes);
+      f.mean_ms += s->dur;
+      layer_bytes[{s->stage, s->layer}].push_back(s->bytes);
+      if (s->stage < cal.stages) layers[static_cast<size_t>(s->stage)] = std::max(layers[static_cast<size_t>(s->stage)], s->layer + 1);
+    }
+  }
+  f.all_to_alls = static_cast<int>(samples.xs.size());
+  f.sizes = static_cast<int>(sizes.size());
+  f.mean_ms /= static_cast<double>(f.all_to_alls);
+  LinkFit lf;
+  const Link a2a = fitted_link(least_squares(samples, lf), lf, file);
+  f.latency_ms = a2a.latency_ms;
+  f.bandwidth_GBps = a2a.bandwidth_GBps;
+  f.rms_residual_ms = lf.rms_residual_ms;
+  f.note = lf.note;
+  f.layers = layers;
+  c.moe.ep = f.ep;
+  c.moe.a2a = a2a;
+
+  // The phase shares: the compute between a lone step's all-to-alls, in expand_phases' order
+  // (a forward: per layer its attention side, then its experts, then what follows the last
+  // layer; a backward: what follows the last layer first, then per layer from the last its
+  // experts' and its attention side's backward).
+  struct Acc {
+    std::vector<double> before, experts;
+    double after = 0, total = 0;
+    int steps = 0;
+  };
+  std::map<std::pair<int, int>, Acc> acc;  // (stage, PhasePart)
+  for (const auto& s : slices) {
+    if (s.lane != Lane::Compute || is_composite(s.op) || s.stage < 0 || s.stage >= cal.stages) continue;
+    const int part = phase_part(info(s.op).compute);
+    const int L = layers[static_cast<size_t>(s.stage)];
+    if (part < 0 || L == 0) continue;
+    const auto it = comm.find({s.pid, s.step_index, s.sub});
+    if (it == comm.end() || static_cast<int>(it->second.size()) != 2 * L) continue;
+    const auto& cs = it->second;
+    std::vector<double> g(cs.size() + 1);
+    g[0] = cs[0]->ts - s.ts;
+    for (size_t k = 1; k < cs.size(); ++k) g[k] = cs[k]->ts - cs[k - 1]->end();
+    g[cs.size()] = s.end() - cs.back()->end();
+    for (double& x : g) x = std::max(0.0, x);
+    Acc& a = acc[{s.stage, part}];
+    a.before.resize(static_cast<size_t>(L), 0.0);
+    a.experts.resize(static_cast<size_t>(L), 0.0);
+    if (part == static_cast<int>(PhasePart::Forward)) {
+      for (int i = 0; i < L; ++i) {
+        a.before[static_cast<size_t>(i)] += g[static_cast<size_t>(2 * i)];
+        a.experts[static_cast<size_t>(i)] += g[static_cast<size_t>(2 * i + 1)];
+      }
+      a.after += g[static_cast<size_t>(2 * L)];
+    } else {
+      a.after += g[0];
+      for (int j = 0; j < L; ++j) {
+        a.experts[static_cast<size_t>(L - 1 - j)] += g[static_cast<size_t>(2 * j + 1)];
+        a.before[static_cast<size_t>(L - 1 - j)] += g[static_cast<size_t>(2 * j + 2)];
+      }
+    }
+    for (double x : g) a.total += x;
+    ++a.steps;
+    ++f.shared_steps;
+  }
+  c.moe.stages.assign(static_cast<size_t>(cal.stages), MoeStage{});
+  for (int st = 0; st < cal.stages; ++st) {
+    const int L = layers[static_cast<size_t>(st)];
+    if (L == 0) continue;
+    MoeStage& m = c.moe.stages[static_cast<size_t>(st)];
+    m.layers.resize(static_cast<size_t>(L));
+    for (int i = 0; i < L; ++i) m.layers[static_cast<size_t>(i)].a2a_bytes = statistic(layer_bytes[{st, i}], Statistic::Median);
+    // A part without a lone step takes another's split: a backward's from the other backward
+    // (BWD_WEIGHT has no all-to-all, so always), a forward's from a backward's or the reverse.
+    const int order[4][4] = {{0, 1, 2, 3}, {1, 2, 0, 3}, {2, 1, 0, 3}, {1, 2, 0, 3}};
+    for (int part = 0; part < static_cast<int>(kPhaseParts); ++part) {
+      const Acc* from = nullptr;
+      for (int k = 0; k < 4 && !from; ++k) {
+        const auto it = acc.find({st, order[part][k]});
+        if (it != acc.end() && it->second.total > 0) from = &it->second;
+      }
+      if (!from) continue;
+      for (int i = 0; i < L; ++i) {
+        m.layers[static_cast<size_t>(i)].before[static_cast<size_t>(part)] =
+            static_cast<float>(from->before[static_cast<size_t>(i)] / from->total);
+        m.layers[static_cast<size_t>(i)].experts[static_cast<size_t>(part)] =
+            static_cast<float>(from->experts[static_cast<size_t>(i)] / from->total);
+      }
+      m.after[static_cast<size_t>(part)] = static_cast<float>(from->after / from->total);
+    }
+  }
+
+  // The contention: overlapped steps whose two chains both ran all-to-alls.
+  struct Overlapped {
+    double measured;
+    std::vector<std::vector<des::TimedPhase>> chains;
+  };
+  std::vector<Overlapped> steps;
+  std::vector<PhaseItem> items;
+  for (const auto& s : slices) {
+    if (s.lane != Lane::Compute || !is_composite(s.op)) continue;
+    Overlapped o{s.dur, {}};
+    for (int sub = 0; sub < 2; ++sub) {
+      const auto it = comm.find({s.pid, s.step_index, sub});
+      if (it == comm.end()) break;
+      const Slice& leaf = *it->second.front();
+      const ComputeKind kind = info(leaf.op).compute;
+      if (leaf.stage < 0 || leaf.stage >= cal.stages || phase_part(kind) < 0) break;
+      const double ms = c.compute(kind).at(leaf.stage, 0);
+      items.clear();
+      expand_phases(leaf.op, c.moe.stages[static_cast<size_t>(leaf.stage)], items);
+      auto& chain = o.chains.emplace_back();
+      for (const PhaseItem& p : items) {
+        const double bw = a2a.bandwidth_GBps && *a2a.bandwidth_GBps > 0 ? *a2a.bandwidth_GBps * 1e9 : 0.0;
+        chain.push_back({p, p.phase.stream == Stream::Comm ? a2a.latency_ms + (bw > 0 ? p.bytes / bw * 1e3 : 0.0) : p.share * ms});
+      }
+    }
+    if (o.chains.size() == 2) steps.push_back(std::move(o));
+  }
+  f.overlapped_steps = static_cast<int>(steps.size());
+  if (steps.empty()) {
+    f.contention = c.moe.contention;
+    cal.notes.push_back("no overlapped step with all-to-alls on both chains: the contention keeps its default " +
+                        general(c.moe.contention, 4));
+  } else {
+    double best = 0, best_sse = -1;
+    for (int k = 0; k <= 95; ++k) {
+      const double cf = k / 100.0;
+      double sse = 0;
+      for (const auto& o : steps) {
+        const double r = o.measured - des::run_streams(o.chains, cf).span_ms;
+        sse += r * r;
+      }
+      if (best_sse < 0 || sse < best_sse) best_sse = sse, best = cf;
+    }
+    f.contention = best;
+    f.contention_rms_ms = std::sqrt(best_sse / static_cast<double>(steps.size()));
+    c.moe.contention = best;
+  }
+  cal.moe = f;
+}
+
 // A derived value (BWD = BWD_INPUT + BWD_WEIGHT) may pass the limit its parts kept.
 void check_limits(const CostModel& c, const std::string& file) {
   for (const auto& k : compute_keys()) {
@@ -640,6 +829,7 @@ Calibration calibrate_run(const ReadTrace& trace, const std::string& file, const
   fit_compute(slices, options, cal);
   fit_bytes(slices, cal);
   fit_link(slices, trace.record.flows, file, options, cal);
+  fit_moe(slices, file, cal);
   check_limits(cal.costs, file);
   return cal;
 }

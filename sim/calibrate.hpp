@@ -81,14 +81,38 @@ struct LinkFit {
   std::string note;          // how the fit was constrained, when it was
 };
 
+// A measured MoE run's comm stream (ppsched-exec --model moe --ep N --trace): its all-to-alls
+// fitted as one link, t = latency + bytes sent / bandwidth (least squares over every all-to-all
+// slice, from its hand-over to the comm thread to the end of its exchange); each stage's MoE
+// layers, whose phase shares are the compute between the all-to-alls of the steps that ran
+// alone; and the contention: the factor that makes the simulator's two-stream timeline of each
+// overlapped step (run_streams) closest to its measured span (least squares over a grid of
+// 0.00 .. 0.95).
+struct MoeFit {
+  int all_to_alls = 0;       // comm-stream slices fitted
+  int sizes = 0;             // distinct byte counts among them
+  double latency_ms = 0;
+  std::optional<double> bandwidth_GBps;
+  double rms_residual_ms = 0, mean_ms = 0;
+  std::string note;
+  int ep = 1;
+  std::vector<int> layers;   // per stage, its MoE layers
+  int shared_steps = 0;      // steps that ran alone whose gaps gave the shares
+  int overlapped_steps = 0;  // overlapped steps the contention was fitted on (0: the default kept)
+  double contention = 0;
+  double contention_rms_ms = 0;
+};
+
 struct Calibration {
   CostModel costs;
+  std::optional<MoeFit> moe;  // a measured MoE run's comm stream
   std::string schedule;      // otherData.schedule
   std::string label;         // the run's display label ("measured (gloo)", "simulated", ...)
   RunTransport transport = RunTransport::None;  // a measured run's transport (its protocol)
   std::vector<StageLayers> layers;  // the model layers each stage held, when the run said
   std::vector<SplitBackwardProbe> split_backward;  // the executor's split-backward probes, when the trace has them
   int ranks = 0, stages = 0, micro_batches = 0;
+  int dp = 1;  // otherData.mesh: the data-parallel replicas of the traced pipeline (ppsched-exec --dp / --ep)
   // Per stage, the rank whose compute slices ran it: -1 none, -2 several (data-parallel
   // replicas, or a trace whose stages moved).
   std::vector<int> stage_ranks;

@@ -52,6 +52,10 @@ struct MoeCosts {
   // Per stage, its MoE layers' phases (from a model; a cost file does not carry them): empty, or
   // one entry per stage.
   std::vector<MoeStage> stages;
+  // The cost of one all-to-all as a link of its own, t = latency + bytes this rank sends /
+  // bandwidth, whatever the group's placement: what `ppsched calibrate` fits from a measured
+  // run's comm stream (ppsched-exec --model moe). Unset: the platform's links (engine_prices).
+  std::optional<Link> a2a;
   const MoeStage* stage(int s) const {
     return s >= 0 && static_cast<size_t>(s) < stages.size() && !stages[static_cast<size_t>(s)].empty()
                ? &stages[static_cast<size_t>(s)]

@@ -88,6 +88,21 @@ std::string summary_text(const Calibration& c, const std::string& trace, Statist
          fixed(l.mean_transfer_ms, 4) + " ms, residual rms " + fixed(l.rms_residual_ms, 4) + " ms, max " +
          fixed(l.max_residual_ms, 4) + " ms)\n";
   if (!l.note.empty()) out += "    " + l.note + "\n";
+  if (const auto& m = c.moe) {
+    std::string layers;
+    for (size_t st = 0; st < m->layers.size(); ++st) layers += (st ? "," : "") + std::to_string(m->layers[st]);
+    out += "  all-to-all (EP " + std::to_string(m->ep) + "): latency " + fixed(m->latency_ms * 1e3, 1) + " us, bandwidth " +
+           (m->bandwidth_GBps ? fixed(*m->bandwidth_GBps, 4) + " GB/s" : std::string("infinite")) + " (least squares over " +
+           std::to_string(m->all_to_alls) + " all-to-alls, " + std::to_string(m->sizes) + " sizes; mean " + fixed(m->mean_ms, 4) +
+           " ms, residual rms " + fixed(m->rms_residual_ms, 4) + " ms)\n";
+    if (!m->note.empty()) out += "    " + m->note + "\n";
+    out += "  MoE layers per stage " + layers + ", phase shares from " + std::to_string(m->shared_steps) +
+           " steps that ran alone; contention " + fixed(m->contention, 2) +
+           (m->overlapped_steps > 0 ? " (fitted on " + std::to_string(m->overlapped_steps) + " overlapped steps, residual rms " +
+                                          fixed(m->contention_rms_ms, 4) + " ms)"
+                                    : std::string(" (default: no overlapped step to fit it on)")) +
+           "\n";
+  }
   for (const auto& n : c.notes) out += "  note: " + n + "\n";
   return out;
 }
@@ -257,6 +272,20 @@ void print_calibration_json(const CalibrationReport& rep) {
                {"rms_residual_ms", l.rms_residual_ms},
                {"max_residual_ms", l.max_residual_ms},
                {"note", l.note}};
+  if (const auto& m = c.moe)
+    j["moe"] = {{"ep", m->ep},
+                {"all_to_alls", m->all_to_alls},
+                {"sizes", m->sizes},
+                {"latency_ms", m->latency_ms},
+                {"bandwidth_GBps", m->bandwidth_GBps ? nlohmann::json(*m->bandwidth_GBps) : nlohmann::json(nullptr)},
+                {"mean_ms", m->mean_ms},
+                {"rms_residual_ms", m->rms_residual_ms},
+                {"note", m->note},
+                {"layers", m->layers},
+                {"shared_steps", m->shared_steps},
+                {"overlapped_steps", m->overlapped_steps},
+                {"contention", m->contention},
+                {"contention_rms_ms", m->contention_rms_ms}};
   j["notes"] = c.notes;
   if (rep.wrote) j["output"] = f.out;
   if (rep.fit) {

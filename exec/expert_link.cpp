@@ -171,6 +171,10 @@ void ExpertLink::loop() {
 
 void ExpertLink::run(Request& r) {
   const int n = size();
+  // Traced: the comm stream's slice, from when this thread starts the exchange (an all-to-all
+  // handed over while another ran waits in the queue, as on a stream) to its end.
+  StepClock* clock = clock_.load();
+  const size_t mark = clock ? clock->begin() : 0;
   // The caller released the baton: whoever holds it now is the other compute thread.
   if (baton_.try_lock()) {
     baton_.unlock();
@@ -226,14 +230,29 @@ void ExpertLink::run(Request& r) {
   world_.exchange(ops, tag);
   progress_.waiting_on = -1;
   r.out = torch::cat(out_parts, 0);
+  if (clock) {
+    TracedInterval iv;
+    iv.step_index = r.slot.index;
+    iv.sub = r.slot.sub;
+    iv.lane = Lane::Comm;
+    int64_t rows = 0;
+    for (int k = 0; k < size(); ++k)
+      if (k != index_) rows += r.send_rows[static_cast<size_t>(k)];
+    iv.bytes = static_cast<double>(rows * r.in.size(1) * static_cast<int64_t>(r.in.element_size()));
+    iv.layer = r.layer;
+    if (r.slot.op >= 0) {
+      const auto& phases = info(static_cast<Op>(r.slot.op)).moe_phases;
+      for (size_t k = 0; k < phases.size(); ++k)
+        if (phases[k].name == a2a_name(r.kind)) iv.phase = static_cast<int>(k);
+    }
+    clock->end(mark, iv);
+  }
 }
 
 at::Tensor ExpertLink::all_to_all(A2aKind kind, int layer, const at::Tensor& in, const std::vector<int64_t>& send_rows,
                                   std::vector<int64_t>& recv_rows) {
   if (static_cast<int>(send_rows.size()) != size()) throw std::logic_error("all_to_all: one row count per member");
   Request r{kind, layer, current, in.detach().contiguous(), send_rows, {}, {}, false, nullptr};
-  StepClock* clock = clock_.load();
-  const size_t mark = clock ? clock->begin() : 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failed_.empty()) throw TransportError(describe(r) + " not run: " + failed_);
@@ -249,23 +268,6 @@ at::Tensor ExpertLink::all_to_all(A2aKind kind, int layer, const at::Tensor& in,
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return r.done; });
-  }
-  if (clock && !r.error) {
-    TracedInterval iv;
-    iv.step_index = r.slot.index;
-    iv.sub = r.slot.sub;
-    iv.lane = Lane::Comm;
-    int64_t rows = 0;
-    for (int k = 0; k < size(); ++k)
-      if (k != index_) rows += send_rows[static_cast<size_t>(k)];
-    iv.bytes = static_cast<double>(rows * r.in.size(1) * static_cast<int64_t>(r.in.element_size()));
-    iv.layer = layer;
-    if (r.slot.op >= 0) {
-      const auto& phases = info(static_cast<Op>(r.slot.op)).moe_phases;
-      for (size_t k = 0; k < phases.size(); ++k)
-        if (phases[k].name == a2a_name(kind)) iv.phase = static_cast<int>(k);
-    }
-    clock->end(mark, iv);
   }
   acquire();
   if (r.error) std::rethrow_exception(r.error);

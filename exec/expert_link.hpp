@@ -82,7 +82,8 @@ class ExpertLink {
   // on an exchange the failing thread's partner will never join).
   void fail(const std::string& why);
   // --trace: the iteration's clock (null: not traced). Each all-to-all becomes a slice on the
-  // comm stream's lane, from its hand-over to the end of its exchange, with the bytes this member
+  // comm stream's lane, from the comm thread's start of it to the end of its exchange (waiting
+  // for the other members included, queueing behind another all-to-all not), with the bytes this member
   // sent the others, its MoE layer and its phase (as the simulator's comm slices).
   void set_clock(StepClock* clock) { clock_.store(clock); }
 

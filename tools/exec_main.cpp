@@ -336,7 +336,7 @@ Schedule configure(ExecFlags& f, CLI::App& app) {
     f.cfg.model.topk = f.topk;
     f.cfg.model.ep = f.ep_opt->count() > 0 ? f.ep : f.dp.degree;
     f.cfg.run.a2a_ready_order = f.a2a_order == "ready";
-    if (f.cfg.model.ep > 1 && !f.model_out.empty())
+    if (!f.model_out.empty())
       throw InputError({}, "--model-out with --model moe: the ppsched-model file has no MoE layers from ppsched-exec yet");
   }
   if (f.stage_module_opt->count() > 0) {

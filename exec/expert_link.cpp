@@ -198,6 +198,7 @@ void ExpertLink::run(Request& r) {
   }
   const int tag = kTagBase + static_cast<int>(r.kind);
   progress_.waiting_on = n > 1 ? group_[static_cast<size_t>(index_ == 0 ? 1 : 0)] : -1;
+  progress_.collective = static_cast<int>(r.kind) + 4 * (r.slot.micro + 1);
   world_.exchange(ops, tag);
   r.recv_rows.assign(static_cast<size_t>(n), 0);
   for (int k = 0; k < n; ++k) {
@@ -229,6 +230,7 @@ void ExpertLink::run(Request& r) {
   }
   world_.exchange(ops, tag);
   progress_.waiting_on = -1;
+  progress_.collective = -1;
   r.out = torch::cat(out_parts, 0);
   if (clock) {
     TracedInterval iv;

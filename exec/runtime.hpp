@@ -58,6 +58,9 @@ struct Progress {
   // modes a rank waits inside a compute step (the consumer's Wait) and a P2P step only posts,
   // so the step alone does not say whom a rank waits for.
   std::atomic<int> waiting_on{-1};
+  // The expert all-to-all this rank's comm thread is in (--model moe --ep > 1): kind + 4 x
+  // (micro-batch + 1), -1 none; published with the heartbeat so that a peer's wait chain names it.
+  std::atomic<int> collective{-1};
 };
 
 struct RunContext;

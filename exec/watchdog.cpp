@@ -1,5 +1,7 @@
 #include "exec/watchdog.hpp"
 
+#include "exec/expert_link.hpp"
+
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <algorithm>
@@ -37,7 +39,7 @@ Watchdog::~Watchdog() { stop(); }
 
 void Watchdog::start() {
   // Publish a first heartbeat before the thread runs, so peers never read a missing key.
-  store_->set(hb_key(rank_), bytes("0 -1 -1 0 -1"));
+  store_->set(hb_key(rank_), bytes("0 -1 -1 0 -1 -1"));
   auto now = Clock::now();
   for (auto& s : seen_) s.changed = now;
   thread_ = std::thread([this] { loop(); });
@@ -49,18 +51,21 @@ void Watchdog::stop() {
   thread_.join();
   try {
     // "finished": this rank stops beating on purpose.
-    store_->set(hb_key(rank_), bytes("-1 -1 -1 1 -1"));
+    store_->set(hb_key(rank_), bytes("-1 -1 -1 1 -1 -1"));
   } catch (...) {
   }
 }
 
-std::string Watchdog::describe_progress(int iteration, int step, int rank) const {
+std::string Watchdog::describe_progress(int iteration, int step, int rank, int collective) const {
   if (iteration < 0) return "before its first step";
   if (step < 0) return "iteration " + std::to_string(iteration) + " (between steps)";
   std::string out = "iteration " + std::to_string(iteration) + ", step " + std::to_string(step);
   const auto& prog = schedule_.programs[static_cast<size_t>(mesh_.pipeline_rank(rank))];
   if (step >= 0 && step < static_cast<int>(prog.size()) && prog[static_cast<size_t>(step)])
     out += " (" + short_label(*prog[static_cast<size_t>(step)]) + ")";
+  if (collective >= 0)
+    out += std::string(" in all-to-all ") + a2a_name(static_cast<A2aKind>(collective % 4)) + " of micro-batch " +
+           std::to_string(collective / 4 - 1) + " on its expert-parallel group";
   return out;
 }
 
@@ -132,10 +137,10 @@ Watchdog::ChainEnd Watchdog::follow_chain(int peer) const {
       return {-1, std::move(chain),
               "the waits form a cycle: rank " + std::to_string(rank_) + " -> " + (via.empty() ? "" : via + " -> ") +
                   "rank " + std::to_string(r) + " -> rank " + std::to_string(next) + " (rank " + std::to_string(r) +
-                  " was last seen at " + describe_progress(s.iteration, s.step, r) + ")"};
+                  " was last seen at " + describe_progress(s.iteration, s.step, r, s.collective) + ")"};
     }
     if (next < 0 || next >= world_) {
-      std::string at = "rank " + std::to_string(r) + " was last seen at " + describe_progress(s.iteration, s.step, r);
+      std::string at = "rank " + std::to_string(r) + " was last seen at " + describe_progress(s.iteration, s.step, r, s.collective);
       return {r, std::move(chain), via.empty() ? at : "waiting on " + via + "; the wait chain ends where " + at};
     }
     via += (via.empty() ? "rank " : " -> rank ") + std::to_string(r);
@@ -194,7 +199,7 @@ void Watchdog::loop() {
     try {
       std::ostringstream hb;
       hb << ++counter << ' ' << progress_.iteration.load() << ' ' << progress_.step.load() << " 0 "
-         << progress_.waiting_on.load();
+         << progress_.waiting_on.load() << ' ' << progress_.collective.load();
       store_->set(hb_key(rank_), bytes(hb.str()));
       if (!fault() && store_->check({kErrorKey})) {
         std::string report = text(store_->get(kErrorKey));
@@ -208,8 +213,9 @@ void Watchdog::loop() {
         if (!store_->check({hb_key(r)})) continue;  // not started yet: the rendezvous has its own timeout
         std::istringstream in(text(store_->get(hb_key(r))));
         long c = 0;
-        int it = -1, st = -1, finished = 0, waiting = -1;
+        int it = -1, st = -1, finished = 0, waiting = -1, collective = -1;
         in >> c >> it >> st >> finished >> waiting;
+        if (!(in >> collective)) collective = -1;  // a failed extraction writes 0
         std::unique_lock<std::mutex> lock(mu_);
         Seen& s = seen_[static_cast<size_t>(r)];
         if (finished) {
@@ -222,6 +228,7 @@ void Watchdog::loop() {
           s.iteration = it;
           s.step = st;
           s.waiting_on = waiting;
+          s.collective = collective;
           s.changed = Clock::now();
         } else if (!s.finished && Clock::now() - s.changed > heartbeat_timeout_) {
           std::string report = "rank " + std::to_string(r) + " died or froze (no heartbeat for " +

@@ -60,7 +60,8 @@ class Watchdog {
   int dead_count() const;
 
   // "iteration 0, step 7 (F3s1)" for `rank` (global) at (iteration, step).
-  std::string describe_progress(int iteration, int step, int rank) const;
+  // `collective`: Progress::collective as the rank published it (-1: none).
+  std::string describe_progress(int iteration, int step, int rank, int collective = -1) const;
 
   // Claims the process's one final error line: true for the first caller only.
   static bool claim_final();
@@ -94,6 +95,7 @@ class Watchdog {
     long counter = -1;
     int iteration = -1, step = -1;
     int waiting_on = -1;  // the peer its transport call is blocked on (Progress::waiting_on)
+    int collective = -1;  // the expert all-to-all it is in (Progress::collective)
     bool finished = false;
     long beats_seen = 0;  // how many times a scan saw its counter move
     std::chrono::steady_clock::time_point changed;

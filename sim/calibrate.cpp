@@ -757,10 +757,8 @@ void fit_moe(const std::vector<Slice>& slices, const std::string& file, Calibrat
       items.clear();
       expand_phases(leaf.op, c.moe.stages[static_cast<size_t>(leaf.stage)], items);
       auto& chain = o.chains.emplace_back();
-      for (const PhaseItem& p : items) {
-        const double bw = a2a.bandwidth_GBps && *a2a.bandwidth_GBps > 0 ? *a2a.bandwidth_GBps * 1e9 : 0.0;
-        chain.push_back({p, p.phase.stream == Stream::Comm ? a2a.latency_ms + (bw > 0 ? p.bytes / bw * 1e3 : 0.0) : p.share * ms});
-      }
+      for (const PhaseItem& p : items)
+        chain.push_back({p, p.phase.stream == Stream::Comm ? a2a.transfer_ms(p.bytes) : p.share * ms});
     }
     if (o.chains.size() == 2) steps.push_back(std::move(o));
   }

@@ -68,11 +68,7 @@ const StreamTimeline* ActionPrices::streams(const Step& st, int r) {
 double ActionPrices::a2a_ms(double bytes, int r) const {
   const int ep = std::max(c_.moe.ep, 1);
   if (ep <= 1 || !(bytes > 0)) return 0.0;
-  if (c_.moe.a2a) {
-    const Link& l = *c_.moe.a2a;
-    const double bw = l.bandwidth_GBps && *l.bandwidth_GBps > 0 ? *l.bandwidth_GBps * 1e9 : 0.0;
-    return l.latency_ms + (bw > 0 ? bytes / bw * 1e3 : 0.0);
-  }
+  if (c_.moe.a2a) return c_.moe.a2a->transfer_ms(bytes);
   const DeviceMesh mesh = check_.dp.mesh(s_.ranks);
   const int per_node = std::max(c_.links.ranks_per_node, 1);
   // The first min(ep, dp) replicas of pipeline rank r; past the data-parallel degree the group

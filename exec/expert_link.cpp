@@ -20,16 +20,6 @@ constexpr int kHeader = 6;     // kind, iteration, step, sub-step, micro-batch, 
 
 }  // namespace
 
-const char* a2a_name(A2aKind k) {
-  switch (k) {
-    case A2aKind::DispatchFwd: return "dispatch_fwd";
-    case A2aKind::CombineFwd: return "combine_fwd";
-    case A2aKind::DispatchBwd: return "dispatch_bwd";
-    case A2aKind::CombineBwd: return "combine_bwd";
-  }
-  return "?";
-}
-
 ExpertLink::ExpertLink(Transport& world, std::vector<int> group, int index, Progress& progress, Order order)
     : world_(world), group_(std::move(group)), index_(index), progress_(progress), order_(order) {
   thread_ = std::thread([this] { loop(); });
@@ -53,7 +43,7 @@ std::string ExpertLink::group_name() const {
   return out + "}";
 }
 
-void ExpertLink::set_lowered(std::map<int, std::vector<std::pair<int, int>>> per_step) {
+void ExpertLink::set_lowered(StepAllToAlls per_step) {
   std::lock_guard<std::mutex> lock(mu_);
   lowered_ = std::move(per_step);
 }
@@ -104,8 +94,7 @@ ExpertLink::Request* ExpertLink::next_locked() {
         describe(*r) + " is not among the all-to-alls the stream lowering lists for this step"));
     return r;
   }
-  const int sub = it->second[pos_].first;
-  const auto kind = static_cast<A2aKind>(it->second[pos_].second);
+  const auto [sub, kind] = it->second[pos_];
   for (Request* r : pending_)
     if (r->slot.sub == sub) {
       if (r->kind != kind)
@@ -240,7 +229,7 @@ void ExpertLink::run(Request& r) {
     int64_t rows = 0;
     for (int k = 0; k < size(); ++k)
       if (k != index_) rows += r.send_rows[static_cast<size_t>(k)];
-    iv.bytes = static_cast<double>(rows * r.in.size(1) * static_cast<int64_t>(r.in.element_size()));
+    iv.bytes = static_cast<double>(rows * cols * static_cast<int64_t>(r.in.element_size()));
     iv.layer = r.layer;
     if (r.slot.op >= 0) {
       const auto& phases = info(static_cast<Op>(r.slot.op)).moe_phases;
@@ -282,8 +271,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-std::vector<int64_t> to_vector(const c10::IValue& v) { return v.toIntVector(); }
-
 A2aKind backward_kind(A2aKind k) { return k == A2aKind::DispatchFwd ? A2aKind::DispatchBwd : A2aKind::CombineBwd; }
 
 struct AllToAllFn : public torch::autograd::Function<AllToAllFn> {
@@ -310,8 +297,8 @@ struct AllToAllFn : public torch::autograd::Function<AllToAllFn> {
     auto* l = reinterpret_cast<ExpertLink*>(ctx->saved_data["link"].toInt());
     const auto kind = static_cast<A2aKind>(ctx->saved_data["kind"].toInt());
     std::vector<int64_t> back_rows;
-    const std::vector<int64_t> recv = to_vector(ctx->saved_data["recv"]);
-    const std::vector<int64_t> send = to_vector(ctx->saved_data["send"]);
+    const std::vector<int64_t> recv = ctx->saved_data["recv"].toIntVector();
+    const std::vector<int64_t> send = ctx->saved_data["send"].toIntVector();
     at::Tensor g = grads.at(0);
     if (!g.defined()) {  // no gradient reached the output: every member still takes part
       int64_t rows = 0;

@@ -39,14 +39,13 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "exec/moe_streams.hpp"
+
 namespace ppsched::exec {
 
 class Transport;
 class StepClock;
 struct Progress;
-
-enum class A2aKind : int { DispatchFwd = 0, CombineFwd = 1, DispatchBwd = 2, CombineBwd = 3 };
-const char* a2a_name(A2aKind k);  // "dispatch_fwd", ... (the step table's phase names)
 
 // The step a compute thread is running (set by the runtime, read by the all-to-alls).
 struct StepSlot {
@@ -69,10 +68,10 @@ class ExpertLink {
   Order order() const { return order_; }
   std::string group_name() const;  // "{1,3}"
 
-  // Per step of this rank's program: the all-to-alls the lowering lists, in order, as
-  // (sub-step, A2aKind number): exec/moe_streams.hpp moe_all_to_alls. Under Order::Lowered the
-  // comm thread runs exactly these, in this order.
-  void set_lowered(std::map<int, std::vector<std::pair<int, int>>> per_step);
+  // Per step of this rank's program: the all-to-alls the lowering lists, in order
+  // (exec/moe_streams.hpp moe_all_to_alls). Under Order::Lowered the comm thread runs exactly
+  // these, in this order.
+  void set_lowered(StepAllToAlls per_step);
   // The runtime around each step: begin resets the step's position, end checks that every
   // listed all-to-all ran.
   void begin_step(int index);
@@ -127,7 +126,7 @@ class ExpertLink {
   int index_;
   Progress& progress_;
   Order order_;
-  std::map<int, std::vector<std::pair<int, int>>> lowered_;
+  StepAllToAlls lowered_;
   int step_ = -1;
   size_t pos_ = 0;  // all-to-alls run in the current step
   std::mutex baton_;

@@ -15,6 +15,8 @@
 //    result, twice the traffic.
 #include <torch/torch.h>
 
+#include <set>
+
 #include "exec/runtime.hpp"
 
 namespace ppsched::exec {
@@ -41,13 +43,11 @@ std::vector<at::Tensor> expert_params(const RunContext& c, int stage) {
   return out;
 }
 std::vector<at::Tensor> stage_params(const RunContext& c, int stage) {
+  std::set<const void*> experts;
+  for (const auto& e : expert_params(c, stage)) experts.insert(e.unsafeGetTensorImpl());
   std::vector<at::Tensor> out;
-  std::vector<at::Tensor> experts = expert_params(c, stage);
-  for (const auto& p : c.model.chain_of(stage).trainable_parameters()) {
-    bool expert = false;
-    for (const auto& e : experts) expert = expert || e.is_same(p);
-    if (!expert) out.push_back(p);
-  }
+  for (const auto& p : c.model.chain_of(stage).trainable_parameters())
+    if (!experts.count(p.unsafeGetTensorImpl())) out.push_back(p);
   return out;
 }
 // The parameters a stage's FSDP_REDUCE_GRAD averages by all-reduce: its own (replicated, without

@@ -6,6 +6,16 @@
 
 namespace ppsched::exec {
 
+const char* a2a_name(A2aKind k) {
+  switch (k) {
+    case A2aKind::DispatchFwd: return "dispatch_fwd";
+    case A2aKind::CombineFwd: return "combine_fwd";
+    case A2aKind::DispatchBwd: return "dispatch_bwd";
+    case A2aKind::CombineBwd: return "combine_bwd";
+  }
+  return "?";
+}
+
 StreamProgram moe_stream_program(const Schedule& s, const ModelConfig& m, const ModelLayout& l, bool ready_order) {
   StreamLowering low;
   low.ep = m.ep;
@@ -38,14 +48,13 @@ StreamProgram moe_stream_program(const Schedule& s, const ModelConfig& m, const 
   return p;
 }
 
-std::map<int, std::vector<std::pair<int, int>>> moe_all_to_alls(const StreamProgram& p, int rank) {
-  static const char* const kinds[] = {"dispatch_fwd", "combine_fwd", "dispatch_bwd", "combine_bwd"};
-  std::map<int, std::vector<std::pair<int, int>>> out;
+StepAllToAlls moe_all_to_alls(const StreamProgram& p, int rank) {
+  StepAllToAlls out;
   for (const StreamOp& op : p.ranks.at(static_cast<size_t>(rank)).ops) {
     if (op.kind != StreamOpKind::Collective) continue;
     const std::string head = op.name.substr(0, op.name.find(' '));
-    for (int k = 0; k < 4; ++k)
-      if (head == kinds[k]) out[op.step].emplace_back(op.sub, k);
+    for (const A2aKind k : {A2aKind::DispatchFwd, A2aKind::CombineFwd, A2aKind::DispatchBwd, A2aKind::CombineBwd})
+      if (head == a2a_name(k)) out[op.step].emplace_back(op.sub, k);
   }
   return out;
 }

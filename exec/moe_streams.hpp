@@ -17,14 +17,19 @@
 
 namespace ppsched::exec {
 
+// The four expert all-to-alls of an MoE layer, named as the step table's phases name them
+// (StepTypeInfo::moe_phases).
+enum class A2aKind : int { DispatchFwd = 0, CombineFwd = 1, DispatchBwd = 2, CombineBwd = 3 };
+const char* a2a_name(A2aKind k);  // "dispatch_fwd", "combine_fwd", "dispatch_bwd", "combine_bwd"
+
 // The program of the run: every schedule stage's MoE layers (its blocks), `ep` members per
 // pipeline rank. `ready_order` (--moe-a2a-order ready): an overlapped step's second chain issues
 // its all-to-alls on a stream of its own, as a runtime that launches whichever all-to-all became
 // ready first does; the checker finds the resulting collective_order_race.
 StreamProgram moe_stream_program(const Schedule& s, const ModelConfig& m, const ModelLayout& l, bool ready_order);
 
-// Pipeline rank r's all-to-alls per step, in the program's order: (sub-step, kind), kind the
-// A2aKind number (exec/expert_link.hpp: dispatch_fwd 0, combine_fwd 1, dispatch_bwd 2, combine_bwd 3).
-std::map<int, std::vector<std::pair<int, int>>> moe_all_to_alls(const StreamProgram& p, int rank);
+// Pipeline rank r's all-to-alls per step, in the program's order: (sub-step, kind).
+using StepAllToAlls = std::map<int, std::vector<std::pair<int, A2aKind>>>;
+StepAllToAlls moe_all_to_alls(const StreamProgram& p, int rank);
 
 }  // namespace ppsched::exec

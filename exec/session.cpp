@@ -433,7 +433,8 @@ RankReport rank_report(const ExecConfig& cfg, const RunContext& ctx, const CpuPl
 
 }  // namespace
 
-ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout, const CommModel& lowering) {
+ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout, const CommModel& lowering,
+                         const StreamProgram* streams) {
   std::signal(SIGPIPE, SIG_IGN);  // a peer that died must surface as an error, not kill us
   const int rank = cfg.env.rank, world = cfg.env.world_size;
   // With --dp this process is pipeline rank `prank` of replica `replica` (exec/mesh.hpp); the
@@ -517,9 +518,10 @@ ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLa
     // in the order of the verified stream program (exec/moe_streams.hpp).
     std::unique_ptr<ExpertLink> experts;
     if (cfg.model.experts > 0 && cfg.model.ep > 1) {
+      if (!streams) throw std::logic_error("an expert-parallel run without its stream program");
       experts = std::make_unique<ExpertLink>(*transport, ctx.dp.group, replica, progress,
                                              cfg.run.a2a_ready_order ? ExpertLink::Order::Ready : ExpertLink::Order::Lowered);
-      experts->set_lowered(moe_all_to_alls(moe_stream_program(s, cfg.model, layout, cfg.run.a2a_ready_order), prank));
+      experts->set_lowered(moe_all_to_alls(*streams, prank));
       ctx.experts = experts.get();
       model.experts->link = experts.get();
     }

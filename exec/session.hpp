@@ -10,6 +10,7 @@
 #include "exec/model_layout.hpp"
 #include "exec/outcome.hpp"
 #include "lowering/comm_model.hpp"
+#include "lowering/stream_program.hpp"
 #include "schedule/schedule.hpp"
 
 namespace ppsched::exec {
@@ -17,7 +18,10 @@ namespace ppsched::exec {
 // Connects to the other ranks, runs the iterations and gathers the results on rank 0. A
 // refusal that needs the libtorch build to notice (--transport nccl without CUDA, ranks
 // started with different arguments) is Refused, before any rank talked to another.
-ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout, const CommModel& lowering);
+// `streams`: with --model moe --ep > 1, the run's multi-stream program (exec/moe_streams.hpp),
+// the one the verifier judged: the expert all-to-alls follow its order.
+ExecOutcome run_executor(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout, const CommModel& lowering,
+                         const StreamProgram* streams = nullptr);
 
 // The process prints one final error: the watchdog thread prints its own when it ends a hung
 // or orphaned process; the command line prints a Failed outcome's message only when this

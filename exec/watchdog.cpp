@@ -1,6 +1,6 @@
 #include "exec/watchdog.hpp"
 
-#include "exec/expert_link.hpp"
+#include "exec/moe_streams.hpp"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 

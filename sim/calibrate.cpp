@@ -175,12 +175,15 @@ std::vector<Slice> slices_of(const ReadTrace& t, const Calibration& cal, const s
 // Per (compute kind, stage), the mean (or median) of the kind's slices.
 // A slice's (rank, step index, sub-step): what ties a step's all-to-alls to its compute slice.
 using StepKey = std::tuple<int, int, int>;
-// Per step that ran all-to-alls on the comm stream (a measured MoE run): the time it waited for
-// them (the compute slice spans them: the compute thread waits for each).
-std::map<StepKey, double> comm_wait(const std::vector<Slice>& slices) {
-  std::map<StepKey, double> out;
+// Per step that ran all-to-alls on the comm stream (a measured MoE run), their slices in time
+// order (the step's compute slice spans them: the compute thread waits for each).
+using StepComm = std::map<StepKey, std::vector<const Slice*>>;
+StepComm comm_by_step(const std::vector<Slice>& slices) {
+  StepComm out;
   for (const auto& s : slices)
-    if (s.lane == Lane::Comm && s.phase >= 0) out[{s.pid, s.step_index, s.sub}] += s.dur;
+    if (s.lane == Lane::Comm && s.phase >= 0 && s.stage >= 0 && s.layer >= 0) out[{s.pid, s.step_index, s.sub}].push_back(&s);
+  for (auto& [key, list] : out)
+    std::sort(list.begin(), list.end(), [](const Slice* a, const Slice* b) { return a->ts < b->ts; });
   return out;
 }
 
@@ -188,7 +191,9 @@ void fit_compute(const std::vector<Slice>& slices, const CalibrateOptions& optio
   CostModel& c = cal.costs;
   std::map<ComputeKind, std::map<int, std::vector<double>>> samples;
   // A step's own all-to-alls are the comm stream's: its compute is the rest of its slice.
-  const std::map<StepKey, double> waited = comm_wait(slices);
+  std::map<StepKey, double> waited;
+  for (const auto& [key, list] : comm_by_step(slices))
+    for (const Slice* s : list) waited[key] += s->dur;
   int composites = 0, sub_slices = 0;
   cal.stage_ranks.assign(static_cast<size_t>(cal.stages), -1);
   for (const auto& s : slices) {
@@ -623,13 +628,7 @@ void fit_link(const std::vector<Slice>& slices, const std::vector<MessageFlow>& 
 // What MoeFit (calibrate.hpp) says: the all-to-all link, each stage's layers and phase shares,
 // the contention.
 void fit_moe(const std::vector<Slice>& slices, const std::string& file, Calibration& cal) {
-  std::map<StepKey, std::vector<const Slice*>> comm;
-  int stages_seen = 0;
-  for (const auto& s : slices)
-    if (s.lane == Lane::Comm && s.phase >= 0 && s.stage >= 0 && s.layer >= 0) {
-      comm[{s.pid, s.step_index, s.sub}].push_back(&s);
-      stages_seen = std::max(stages_seen, s.stage + 1);
-    }
+  const StepComm comm = comm_by_step(slices);
   if (comm.empty()) return;
   CostModel& c = cal.costs;
   MoeFit f;
@@ -644,8 +643,7 @@ void fit_moe(const std::vector<Slice>& slices, const std::string& file, Calibrat
   std::set<double> sizes;
   std::map<std::pair<int, int>, std::vector<double>> layer_bytes;  // (stage, layer) -> bytes sent
   std::vector<int> layers(static_cast<size_t>(cal.stages), 0);
-  for (auto& [key, list] : comm) {
-    std::sort(list.begin(), list.end(), [](const Slice* a, const Slice* b) { return a->ts < b->ts; });
+  for (const auto& [key, list] : comm) {
     for (const Slice* s : list) {
       samples.add(1.0, s->bytes, s->dur);
       sizes.insert(s->bytes);

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "checkers/checks.hpp"
@@ -392,12 +393,11 @@ int refuse_unverified(const ExecConfig& cfg, const Schedule& s, const CommModel&
   return cli::kOk;
 }
 
-// --model moe --ep > 1: the program of compute and all-to-all threads must verify too
-// (checkers/stream_order.cpp): kBadInput when it has violations, unless --no-verify.
-int refuse_racy_streams(const ExecConfig& cfg, const Schedule& s, const ModelLayout& layout) {
-  if (cfg.model.experts <= 0 || cfg.model.ep <= 1) return cli::kOk;
+// --model moe --ep > 1: the program of compute and all-to-all threads (`p`, the one the run
+// follows) must verify too (checkers/stream_order.cpp): kBadInput when it has violations, unless
+// --no-verify.
+int refuse_racy_streams(const ExecConfig& cfg, const Schedule& s, const StreamProgram& p) {
   const int rank = cfg.env.rank;
-  const StreamProgram p = moe_stream_program(s, cfg.model, layout, cfg.run.a2a_ready_order);
   const CheckReport report = verify_streams(p);
   if (report.ok()) return cli::kOk;
   const char* order = cfg.run.a2a_ready_order ? "ready" : "lowered";
@@ -486,10 +486,15 @@ int run(int argc, char** argv) {
       std::cerr << "error: rank " << rank << ": " << a.errors.size() << " problems with the schedule, the model or the launch; nothing was run\n";
     return cli::kBadInput;
   }
-  if (const int rc = refuse_racy_streams(cfg, s, a.layout); rc != cli::kOk) return rc;
+  // Lowered once, like the schedule: the verifier judges it and the run's all-to-alls follow it.
+  std::optional<StreamProgram> streams;
+  if (cfg.model.experts > 0 && cfg.model.ep > 1) {
+    streams = moe_stream_program(s, cfg.model, a.layout, cfg.run.a2a_ready_order);
+    if (const int rc = refuse_racy_streams(cfg, s, *streams); rc != cli::kOk) return rc;
+  }
   if (!f.model_out.empty() && rank == 0)
     if (const int rc = write_model_out(cfg, f.model_out, a); rc != cli::kOk) return rc;
-  return report(cfg, s, run_executor(cfg, s, a.layout, lowering));
+  return report(cfg, s, run_executor(cfg, s, a.layout, lowering, streams ? &*streams : nullptr));
 }
 
 }  // namespace

@@ -87,6 +87,17 @@ bool static_deadlock_free(const CommModel& m, CommMode mode);
 // only where both ends of every group still mirror each other: throws InputError naming the
 // first violation otherwise. `ppsched generate --batch` and the fuzzing cases share it.
 Schedule coalesce_verified(const Schedule& s, const std::string& family);
+// The posting hyper-parallel's boundary transport relies on: every transfer a batch posted and
+// waited later (a receive by its consumer, a send at the end of the run: overlap_p2p), each
+// progressing on its own (P2PBackend::Gloo; hyper-parallel gives every rank pair a communicator
+// of its own, which orders only that pair's transfers; ppsched does not model that, and on one
+// NCCL stream per rank, PyTorch's pipeline-group communicator, the hoisted receives deadlock).
+CheckOptions boundary_posting();
+// hyper-parallel's boundary transport (comm_insertion.hpp attach_boundary_p2p) applied to a
+// schedule with OVERLAP_B_F steps, checked like coalesce_verified under boundary_posting():
+// throws InputError when the schedule has none (nothing to attach: the flag does not apply) or
+// the result does not verify.
+Schedule boundary_verified(const Schedule& s, const std::string& family);
 
 // What a deadlock verdict over `m` (lowered under `o`) assumes, in a schedule author's words:
 // how sends complete, where operations are waited, and, for a program that posts without

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "checkers/checks.hpp"
 
@@ -153,6 +154,7 @@ void check_p2p_matching(const PassInput& in, CheckReport& out) {
     links[key][a].insert(b);
     links[key][b].insert(a);
   }
+  bool shapes_mirror = true;
   for (auto& [pair, sides] : links) {
     for (auto& [side, partners] : sides) {
       if (side.group < 0) continue;  // a lone step has one partner; mismatches show from the batch side
@@ -179,7 +181,83 @@ void check_p2p_matching(const PassInput& in, CheckReport& out) {
                   "mirror its own: a duplex batch facing split single steps (a one-sided split) hangs on "
                   "HCCL/NCCL (hyper-parallel §3.4-3.5).";
       out.violations.push_back(std::move(v));
+      shapes_mirror = false;
     }
+  }
+  if (!shapes_mirror) return;
+  if (std::none_of(m.messages.begin(), m.messages.end(), [](const Message& x) { return x.batch() >= 0; })) return;
+
+  // Group order per rank pair (reference §3.4: one communicator per adjacent rank pair, its
+  // operations served in queue order). Where a pair exchanges batches, each side's groups toward
+  // the other (a batch, or a lone transfer: a batch of one on that transport) meet position by
+  // position: the k-th group of one side must face the k-th of the other. Two groups that face
+  // each other out of turn wait on each other (both ends receive first: hyper-parallel's
+  // "send-crossing hoist" hang). Reported once per pair, at the first position out of turn.
+  struct Group {
+    int rank, id;  // id: batch step index, or -(message id)-2 for a lone transfer
+    int step;      // its step in the rank's program
+    bool sends = false, receives = false;
+  };
+  std::map<std::pair<int, int>, std::vector<Group>> toward;  // (rank, peer) -> groups in program order
+  std::set<std::pair<int, int>> batched_pairs;
+  std::vector<size_t> order;
+  for (size_t id = 0; id < m.messages.size(); ++id)
+    if (!m.messages[id].meta) order.push_back(id);
+  const auto rank_of = [&](size_t id) {
+    const Message& x = m.messages[id];
+    const Channel& ch = m.channels[static_cast<size_t>(x.channel)];
+    return x.send ? ch.src : ch.dst;
+  };
+  const auto peer_of = [&](size_t id) {
+    const Message& x = m.messages[id];
+    const Channel& ch = m.channels[static_cast<size_t>(x.channel)];
+    return x.send ? ch.dst : ch.src;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::make_tuple(rank_of(a), m.messages[a].step_index, m.messages[a].sub) <
+           std::make_tuple(rank_of(b), m.messages[b].step_index, m.messages[b].sub);
+  });
+  std::vector<int> group_of(m.messages.size(), -1);  // message -> index in its side's list
+  for (size_t id : order) {
+    const Message& x = m.messages[id];
+    const int r = rank_of(id), q = peer_of(id);
+    if (x.batch() >= 0) batched_pairs.insert(std::minmax(r, q));
+    auto& list = toward[{r, q}];
+    const int gid = x.batch() >= 0 ? x.batch() : -static_cast<int>(id) - 2;
+    if (list.empty() || list.back().id != gid || gid < -1) list.push_back({r, gid, static_cast<int>(x.step_index)});
+    (x.send ? list.back().sends : list.back().receives) = true;
+    group_of[id] = static_cast<int>(list.size()) - 1;
+  }
+  for (const auto& [a, b] : batched_pairs) {
+    const auto& ga = toward[{a, b}];
+    const auto& gb = toward[{b, a}];
+    // The first position where a group's transfers are not all matched by the peer's group at
+    // the same position.
+    int bad = -1;
+    for (size_t id : order) {
+      const Message& x = m.messages[id];
+      if (x.partner < 0 || rank_of(id) != a || peer_of(id) != b) continue;
+      const int k = group_of[id], k2 = group_of[static_cast<size_t>(x.partner)];
+      if (k != k2 && (bad < 0 || std::min(k, k2) < bad)) bad = std::min(k, k2);
+    }
+    if (bad < 0) continue;
+    const size_t k = static_cast<size_t>(bad);
+    if (k >= ga.size() || k >= gb.size()) continue;  // unmatched transfers are reported above
+    Violation v;
+    v.kind = ViolationKind::P2PMismatch;
+    v.ranks = {a, b};
+    v.steps = {step_ref(s, a, ga[k].step), step_ref(s, b, gb[k].step)};
+    const bool both_receive = !ga[k].sends && !gb[k].sends;
+    v.message = "Ranks " + std::to_string(a) + " and " + std::to_string(b) + " exchange batches, and their " +
+                ordinal(bad) + " groups toward each other (rank " + std::to_string(a) + " step " +
+                std::to_string(ga[k].step) + ", rank " + std::to_string(b) + " step " + std::to_string(gb[k].step) +
+                ") are not each other's partners: " +
+                (both_receive ? std::string("both only receive, each from the other (a receive hoisted over a send)")
+                              : std::string("each holds a transfer the other side posts in another group")) +
+                ". On one communicator per rank pair (HCCL's, hyper-parallel's) the groups are served in queue "
+                "order, the k-th group of one side facing the k-th of the other, so these two wait on each other "
+                "and hang (hyper-parallel §3.4-3.5: a send-crossing hoist makes both ends receive first).";
+    out.violations.push_back(std::move(v));
   }
 }
 

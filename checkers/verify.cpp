@@ -106,4 +106,24 @@ Schedule coalesce_verified(const Schedule& s, const std::string& family) {
   return batched;
 }
 
+CheckOptions boundary_posting() {
+  CheckOptions o;
+  o.overlap_p2p = true;
+  o.backend = P2PBackend::Gloo;
+  return o;
+}
+
+Schedule boundary_verified(const Schedule& s, const std::string& family) {
+  if (!has_overlap_b_f(s))
+    throw InputError({}, family + ": --p2p-transport boundary moves the P2P steps after each OVERLAP_B_F, and this "
+                                  "schedule has none (interleaved-1f1b makes them with --overlap-b-f)");
+  Schedule moved = attach_boundary_p2p(s);
+  CheckReport r = verify(moved, boundary_posting());
+  if (!r.ok())
+    throw InputError({}, family + ": --p2p-transport boundary does not fit this order (checked with --overlap-p2p --p2p-backend gloo: " +
+                             std::string(to_string(r.violations[0].kind)) + ": " + r.violations[0].message.substr(0, 160) +
+                             "...); use the plain transport");
+  return moved;
+}
+
 }  // namespace ppsched

@@ -501,7 +501,7 @@ Schedule coalesce_p2p(const Schedule& s) {
     size_t i = 0;
     while (i < prog.size()) {
       size_t j = i;
-      while (j < prog.size() && prog[j] && is_p2p(prog[j]->op)) ++j;
+      while (j < prog.size() && prog[j] && is_body_p2p(prog[j]->op)) ++j;
       if (j - i >= 2) {
         std::vector<Step> run;
         for (size_t k = i; k < j; ++k) run.push_back(*prog[k]);
@@ -514,6 +514,82 @@ Schedule coalesce_p2p(const Schedule& s) {
         result.push_back(prog[i]);
         ++i;
       }
+    }
+    prog = std::move(result);
+  }
+  return out;
+}
+
+namespace {
+
+// The run of body P2P steps of `prog` starting at `from`: [from, end).
+size_t p2p_run_end(const Program& prog, size_t from) {
+  size_t j = from;
+  while (j < prog.size() && prog[j] && is_body_p2p(prog[j]->op)) ++j;
+  return j;
+}
+
+}  // namespace
+
+bool has_overlap_b_f(const Schedule& s) {
+  for (const auto& prog : s.programs)
+    for (const auto& slot : prog)
+      if (slot && is_overlap(slot->op) && !info(slot->op).forward_first) return true;
+  return false;
+}
+
+Schedule attach_boundary_p2p(const Schedule& s, bool coalesce) {
+  Schedule out = s;
+  const auto solo = [](const Step& st) { return make_composite(Op::BATCH_SEND_RECV, {st}); };
+  // A group of transfers as the transport issues it: each alone, or (coalesce) one batch.
+  const auto emit = [&](Program& to, const std::vector<Step>& group) {
+    if (coalesce && group.size() >= 2) {
+      to.push_back(make_composite(Op::BATCH_SEND_RECV, group));
+      return;
+    }
+    for (const Step& st : group) to.push_back(coalesce ? st : solo(st));
+  };
+  for (auto& prog : out.programs) {
+    Program result;
+    result.reserve(prog.size());
+    size_t i = 0;
+    while (i < prog.size()) {
+      const auto& slot = prog[i];
+      if (slot && is_overlap(slot->op) && !info(slot->op).forward_first && !slot->sub_steps().empty()) {
+        result.push_back(slot);
+        const Step* fwd = nullptr;
+        for (const Step& sub : slot->sub_steps())
+          if (is_forward(sub.op)) fwd = &sub;
+        const size_t j = p2p_run_end(prog, i + 1);
+        std::vector<Step> boundary, rest;
+        for (size_t k = i + 1; k < j; ++k) {
+          const Step& st = *prog[k];
+          if (fwd && st.op == info(fwd->op).hands_over && st.stage == fwd->stage && st.micro == fwd->micro)
+            boundary.push_back(st);
+        }
+        for (size_t k = i + 1; k < j; ++k)
+          if (is_recv(prog[k]->op) && is_body_p2p(prog[k]->op)) boundary.push_back(*prog[k]);
+        for (size_t k = i + 1; k < j; ++k) {
+          const Step& st = *prog[k];
+          const bool taken = (is_recv(st.op) && is_body_p2p(st.op)) ||
+                             (fwd && st.op == info(fwd->op).hands_over && st.stage == fwd->stage && st.micro == fwd->micro);
+          if (!taken) rest.push_back(st);
+        }
+        emit(result, boundary);
+        emit(result, rest);
+        i = j;
+        continue;
+      }
+      if (slot && is_body_p2p(slot->op)) {
+        const size_t j = p2p_run_end(prog, i);
+        std::vector<Step> run;
+        for (size_t k = i; k < j; ++k) run.push_back(*prog[k]);
+        emit(result, run);
+        i = j;
+        continue;
+      }
+      result.push_back(slot);
+      ++i;
     }
     prog = std::move(result);
   }

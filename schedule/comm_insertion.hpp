@@ -57,8 +57,27 @@ bool has_p2p_step(const Step& st);
 // The compute-only projection: drops P2P steps (and BATCH_SEND_RECV) and idle slots.
 Schedule strip_p2p(const Schedule& s);
 
-// Transport rewrite (reference §2.4): each maximal run of >= 2 consecutive P2P steps
-// becomes one BATCH_SEND_RECV with the run as its sub-steps, in order.
+// Transport rewrite (reference §2.4, hyper-parallel's coalesce_p2p): each maximal run of >= 2
+// consecutive body P2P steps (FWD/BWD sends and receives: hyper-parallel's _P2P_STEP_TYPES)
+// becomes one BATCH_SEND_RECV with the run as its sub-steps, in order. Data steps and MPipe
+// transfers are never batched (hyper-parallel sends them alone), and they end a run.
 Schedule coalesce_p2p(const Schedule& s);
+
+// Transport rewrite: hyper-parallel's "boundary" P2P transport (attach_fwd_boundary_p2p,
+// reference §2.4). After each OVERLAP_B_F, the run of P2P steps that follows it is split by
+// what is ready when the overlap's forward ends: the overlap's own forward's FWD_SEND first,
+// then every FWD_RECV / BWD_RECV of the run in order (hyper-parallel issues these at the
+// boundary inside the overlap); the rest of the run (the backward's BWD_SEND, any other send)
+// after them, in order. A run is body P2P steps only, as coalesce_p2p's: a data step ends it
+// (with hyper-parallel's --data-steps a DATA_SEND stands before each FWD_SEND, so only the
+// receives move). Every body P2P step of the schedule is then issued as a batch of its own (a BATCH_SEND_RECV of one transfer, as hyper-parallel's runtime issues each
+// under this transport), so every rank pair's batches stay one transfer against one.
+// `coalesce` (the naive variant hyper-parallel found to hang, for the checks to show where):
+// the boundary group and the rest each become one batch instead (coalesce_p2p's rule: a group of
+// one stays a single step). The per-direction FIFO order of the transfers is unchanged; the
+// order of sends against receives is not.
+Schedule attach_boundary_p2p(const Schedule& s, bool coalesce = false);
+// Whether `s` has an OVERLAP_B_F step (where the boundary transport moves anything).
+bool has_overlap_b_f(const Schedule& s);
 
 }  // namespace ppsched

@@ -74,6 +74,9 @@ TEST_CASE("the regression catalogue is found with the right kind and location", 
       {"bad/grad_order_mismatch.json", ViolationKind::P2PMismatch, 1, 25, true},
       {"bad/short_micro_bwd_before_recv.json", ViolationKind::Dependency, 3, 24, true},
       {"bad/batch_vs_singles.json", ViolationKind::P2PMismatch, 0, 3, true},
+      // hyper-parallel's own boundary transport at P = 2: both ends hoist a receive over the
+      // gradient send the other receives first (the k-th groups of the pair do not face).
+      {"bad/hyper_parallel_boundary_p2.csv", ViolationKind::P2PMismatch, 0, 27, false},
       {"bad/trainable_without_transpose_bwd.json", ViolationKind::CacheViolation, 0, 4, false},
       {"bad/fwd_before_recv.json", ViolationKind::Dependency, 1, 4, true},
       {"bad/w_before_i.json", ViolationKind::CacheViolation, 0, 6, true},

@@ -5,7 +5,8 @@
 //  - hyper_parallel/: hyper-parallel's scheduler.py and mpipe/schedule.py (ScheduleGPipe,
 //    Schedule1F1B, ScheduleInterleaved1F1B, ScheduleMPipeTranspose built by
 //    construct_exec_order), one rank per line in PyTorch's action notation (read with
-//    ppsched's parse_action), idle slots as '.';
+//    ppsched's parse_action), idle slots as '.'; and its P2P transport passes (coalesce_p2p,
+//    attach_fwd_boundary_p2p) on the interleaved orders, boundary steps marked '^';
 //  - megatron/: Megatron-LM's get_schedule_table + get_pp_rank_microbatches +
 //    convert_schedule_table_to_order per rank, and what forward_backward_pipelining_with_interleaving
 //    refuses, with its message;
@@ -20,6 +21,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -66,6 +68,7 @@ struct Case {
   GenerateOptions options;
   std::vector<std::vector<std::string>> ranks;  // the peer's tokens per rank
   std::string refused;                          // Megatron: what it refused, with its message
+  std::string transport;                        // hyper-parallel's p2p_transport pass: "", batch, boundary
 };
 
 GenerateOptions parse_flags(const std::vector<std::string>& w, size_t from) {
@@ -101,7 +104,14 @@ std::vector<Case> read_cases(const std::string& text) {
       c.line = line;
       const auto w = words(line);
       c.family = w.at(1);
-      c.options = parse_flags(w, 2);
+      auto words_left = w;
+      const auto t = std::find(words_left.begin(), words_left.end(), "--p2p-transport");
+      if (t != words_left.end()) {
+        REQUIRE(t + 1 != words_left.end());
+        c.transport = *(t + 1);
+        words_left.erase(t, t + 2);
+      }
+      c.options = parse_flags(words_left, 2);
       cases.push_back(std::move(c));
     } else if (line.rfind("refused ", 0) == 0) {
       REQUIRE(!cases.empty());
@@ -128,15 +138,24 @@ Schedule peer_schedule(const Case& c, const Schedule& like) {
   s.mpipe = like.mpipe;
   for (const auto& tokens : c.ranks) {
     Program p;
-    for (const auto& t : tokens) {
-      if (t == ".") {
+    for (const auto& token : tokens) {
+      if (token == ".") {
         p.push_back(std::nullopt);
         continue;
       }
+      // '^': a step hyper-parallel hangs on the OVERLAP_B_F before it (boundary_p2p) and issues
+      // at the overlap's fwd/bwd boundary, in the order listed: ppsched lists it right after
+      // the overlap, before the rest of the gap.
+      const bool boundary = token.front() == '^';
+      const std::string t = boundary ? token.substr(1) : token;
       std::string error;
       auto st = parse_action(t, &error);
       INFO(t << ": " << error);
       REQUIRE(st);
+      if (boundary) REQUIRE((c.transport == "boundary" && is_body_p2p(st->op)));
+      // Under the boundary transport hyper-parallel's runtime issues every body P2P step as a
+      // batch of its own (data steps alone, unbatched); ppsched writes that batch.
+      if (c.transport == "boundary" && is_body_p2p(st->op)) st = make_composite(Op::BATCH_SEND_RECV, {*st});
       p.push_back(std::move(*st));
     }
     s.programs.push_back(std::move(p));
@@ -176,6 +195,7 @@ std::string joined(const std::vector<std::string>& v) {
 
 struct Tally {
   int cases = 0, identical = 0, same_layout = 0, verified = 0;
+  std::map<std::string, int> refused;  // transport and rule -> cases that do not verify
 };
 
 // Generates each case with ppsched and compares it step for step with the peer's output.
@@ -183,7 +203,9 @@ Tally compare_with_hyper_parallel(const std::string& file, bool compare_layout) 
   Tally t;
   for (const Case& c : read_cases(read_gz(data_path(file)))) {
     INFO(c.line);
-    const Schedule ours = generate(c.family, c.options);
+    Schedule ours = generate(c.family, c.options);
+    if (c.transport == "batch") ours = coalesce_p2p(ours);
+    if (c.transport == "boundary") ours = attach_boundary_p2p(ours);
     const Schedule peer = peer_schedule(c, ours);
     REQUIRE(peer.programs.size() == ours.programs.size());
     bool same = true, layout = true;
@@ -198,9 +220,29 @@ Tally compare_with_hyper_parallel(const std::string& file, bool compare_layout) 
         layout = layout && la == lb;
       }
     }
-    // The peer's own schedule verifies under ppsched, data steps included.
-    const CheckReport report = verify(peer);
-    CHECK(report.ok());
+    // The peer's own schedule verifies under ppsched, data steps included; the boundary
+    // transport under the posting it relies on (every transfer a batch posted and waited later).
+    const CheckReport report = verify(peer, c.transport == "boundary" ? boundary_posting() : CheckOptions{});
+    // hyper-parallel's transports give some orders groups that do not face each other (its own
+    // comments: "2 solos face 1 duplex -> hang", a "send-crossing hoist ... both ends
+    // recv-first"): there ppsched's own --p2p-transport refuses too.
+    bool transport_fits = true;
+    try {
+      if (c.transport == "batch") coalesce_verified(generate(c.family, c.options), c.family);
+      // (boundary_verified would also refuse an order without OVERLAP_B_F, M = 1: nothing moves)
+      if (c.transport == "boundary")
+        transport_fits = verify(attach_boundary_p2p(generate(c.family, c.options)), boundary_posting()).ok();
+    } catch (const InputError&) {
+      transport_fits = false;
+    }
+    CHECK(report.ok() == transport_fits);
+    if (!report.ok()) {
+      CHECK(report.violations[0].kind == ViolationKind::P2PMismatch);
+      const std::string& why = report.violations[0].message;
+      CHECK((why.find("duplex batch facing split single steps") != std::string::npos ||
+             why.find("are not each other's partners") != std::string::npos));
+      ++t.refused[c.transport + (why.find("duplex") != std::string::npos ? " duplex" : " order")];
+    }
     ++t.cases;
     t.identical += same ? 1 : 0;
     t.same_layout += layout ? 1 : 0;
@@ -235,6 +277,130 @@ TEST_CASE("interleaved-1f1b --data-steps is hyper-parallel's ScheduleInterleaved
   CHECK(t.identical == t.cases);
   CHECK(t.same_layout == t.cases);
   CHECK(t.verified == t.cases);
+}
+
+TEST_CASE("hyper-parallel's P2P transports on its interleaved orders: --p2p-transport batch is its coalesce_p2p and "
+          "boundary its attach_fwd_boundary_p2p, step for step and bubble for bubble; the orders that do not verify "
+          "(groups facing each other out of shape or out of turn) are those ppsched's transports refuse",
+          "[peers][interleaved][transport]") {
+  const Tally t = compare_with_hyper_parallel("peers/hyper_parallel/interleaved_1f1b_transports.txt.gz", true);
+  CHECK(t.cases == 432);  // batch: 288, boundary: 144
+  CHECK(t.identical == t.cases);
+  CHECK(t.same_layout == t.cases);
+  // 16 do not verify, and ppsched's --p2p-transport refuses them too. Batch, 10: --less-memory at
+  // V = 2, P = 3 (M 6..9) and P = 5 (M 10..15), where coalesce_p2p leaves a rank's two lone
+  // transfers toward a peer facing that peer's one duplex batch. Boundary, 6: P = 2 (V = 2, M
+  // 4..6, with and without --dxdw-split), where the one rank pair carries both directions and
+  // both ends hoist a receive ahead of their gradient send: both receive first.
+  CHECK(t.verified == t.cases - 16);
+  CHECK(t.refused == std::map<std::string, int>{{"batch duplex", 10}, {"boundary order", 6}});
+}
+
+namespace {
+// Per rank and P2P op, the (micro, stage) sequence: the order each direction carries.
+std::map<std::pair<size_t, Op>, std::vector<std::pair<int, int>>> fifo(const Schedule& s) {
+  std::map<std::pair<size_t, Op>, std::vector<std::pair<int, int>>> out;
+  for (size_t r = 0; r < s.programs.size(); ++r)
+    for (const auto& slot : s.programs[r]) {
+      if (!slot) continue;
+      const auto add = [&](const Step& st) {
+        if (is_p2p(st.op)) out[{r, st.op}].emplace_back(st.micro, st.stage);
+      };
+      add(*slot);
+      for (const Step& sub : slot->sub_steps()) add(sub);
+    }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("the boundary transport: with hyper-parallel's data steps it keeps every direction's FIFO and verifies "
+          "where each transfer progresses on its own, deadlocks on one NCCL stream per rank; without them it hoists "
+          "receives over sends (both ends receive first); hoisted and coalesced, one end is duplex and the other split",
+          "[transport][boundary]") {
+  for (int P : {3, 4, 5}) {
+    GenerateOptions o;
+    o.pp = P;
+    o.vpp = 2;
+    o.micro = 2 * P;
+    o.overlap_b_f = true;
+    o.data_steps = true;
+    INFO("P=" << P);
+    // As hyper-parallel emits it: a DATA_SEND before each FWD_SEND ends the run, so only the
+    // gap's receives move ahead of its BWD_SEND.
+    const Schedule plain = generate("interleaved-1f1b", o);
+    const Schedule boundary = attach_boundary_p2p(plain);
+    CHECK(fifo(boundary) == fifo(plain));
+    CHECK(verify(boundary, boundary_posting()).ok());
+    // On one NCCL stream per rank (PyTorch's pipeline-group communicator) a hoisted receive holds
+    // back the sends queued behind it: a wait-for cycle.
+    CheckOptions one_stream = boundary_posting();
+    one_stream.backend = P2PBackend::Nccl;
+    const CheckReport nccl = verify(boundary, one_stream);
+    REQUIRE(!nccl.ok());
+    CHECK(nccl.violations[0].kind == ViolationKind::Deadlock);
+    CHECK(nccl.violations[0].message.find("NCCL stream") != std::string::npos);
+    int hoisted = 0;
+    for (const Program& prog : boundary.programs)
+      for (size_t i = 0; i + 1 < prog.size(); ++i)
+        if (prog[i] && prog[i]->op == Op::OVERLAP_B_F && prog[i + 1] && is_batch(prog[i + 1]->op) &&
+            prog[i + 1]->sub_steps()[0].op == Op::BWD_RECV)
+          ++hoisted;
+    CHECK(hoisted > 0);
+
+    // Without data steps the run holds the overlap's FWD_SEND and the next forward's FWD_RECV
+    // too: after each OVERLAP_B_F its own FWD_SEND comes first, then the receives, each a batch
+    // of one, and no receive after a BWD_SEND of the gap.
+    o.data_steps = false;
+    const Schedule bare = generate("interleaved-1f1b", o);
+    const Schedule moved = attach_boundary_p2p(bare);
+    CHECK(fifo(moved) == fifo(bare));
+    int sends_first = 0;
+    for (const Program& prog : moved.programs)
+      for (size_t i = 0; i < prog.size(); ++i) {
+        if (!prog[i] || prog[i]->op != Op::OVERLAP_B_F) continue;
+        const Step& fwd = prog[i]->sub_steps()[1];
+        bool sent_grad = false;
+        for (size_t k = i + 1; k < prog.size() && prog[k] && is_batch(prog[k]->op); ++k) {
+          REQUIRE(prog[k]->sub_steps().size() == 1);
+          const Step& x = prog[k]->sub_steps()[0];
+          if (x.op == Op::FWD_SEND && x.micro == fwd.micro && x.stage == fwd.stage) {
+            CHECK(k == i + 1);
+            ++sends_first;
+          }
+          if (x.op == Op::BWD_SEND) sent_grad = true;
+          if (is_recv(x.op)) CHECK(!sent_grad);
+        }
+      }
+    CHECK(sends_first > 0);
+    // The FWD_RECV hoisted ahead of the BWD_SEND its peer receives first: on the pair's one
+    // communicator both ends receive first (hyper-parallel's send-crossing hoist).
+    const CheckReport crossing = verify(moved, boundary_posting());
+    REQUIRE(!crossing.ok());
+    CHECK(crossing.violations[0].kind == ViolationKind::P2PMismatch);
+    CHECK(crossing.violations[0].message.find("are not each other's partners") != std::string::npos);
+    REQUIRE(crossing.violations[0].steps.size() == 2);
+    for (const StepRef& ref : crossing.violations[0].steps) {
+      REQUIRE(is_batch(ref.step.op));
+      CHECK(is_recv(ref.step.sub_steps()[0].op));  // both receive first
+    }
+    CHECK_THROWS_AS(boundary_verified(bare, "interleaved-1f1b"), InputError);
+
+    // The naive variant: the boundary group and the rest each one batch.
+    const CheckReport naive = verify(attach_boundary_p2p(bare, true), boundary_posting());
+    REQUIRE(!naive.ok());
+    int located = 0;
+    for (const Violation& v : naive.violations) {
+      if (v.kind != ViolationKind::P2PMismatch) continue;
+      if (v.message.find("duplex batch facing split single steps") == std::string::npos) continue;
+      REQUIRE(v.ranks.size() == 2);
+      const int d = std::abs(v.ranks[0] - v.ranks[1]);
+      CHECK((d == 1 || d == P - 1));  // neighbours on the loop
+      REQUIRE(!v.steps.empty());
+      CHECK(is_batch(v.steps[0].step.op));  // the step it names is the duplex batch
+      ++located;
+    }
+    CHECK(located > 0);
+  }
 }
 
 TEST_CASE("1f1b and gpipe --data-steps are hyper-parallel's Schedule1F1B and ScheduleGPipe step for step, "

@@ -38,7 +38,13 @@ void add_generator_flags(CLI::App& cmd, GeneratorFlags& f, bool family_required)
   cmd.add_option("--overflow", f.overflow, "mpipe-transpose: owner rule full|min")->check(CLI::IsMember({"full", "min"}));
   cmd.add_option("--tower", f.tower, "mpipe-transpose: trainable|frozen|none")->check(CLI::IsMember({"trainable", "frozen", "none"}));
   cmd.add_flag("--owner-backward", f.options.owner_backward, "mpipe-transpose: owners run the tower backward");
-  cmd.add_flag("--batch", f.batch, "coalesce runs of P2P steps into BATCH_SEND_RECV (batch transport)");
+  auto* batch = cmd.add_flag("--batch", f.batch, "coalesce runs of P2P steps into BATCH_SEND_RECV (batch transport)");
+  cmd.add_option("--p2p-transport", f.transport,
+                 "hyper-parallel's p2p_transport: plain (default: each P2P step alone), batch (= --batch), boundary "
+                 "(after each OVERLAP_B_F, its forward's FWD_SEND and the gap's receives first, every transfer a batch of "
+                 "its own; needs OVERLAP_B_F steps: interleaved-1f1b --overlap-b-f)")
+      ->check(CLI::IsMember({"plain", "batch", "boundary"}))
+      ->excludes(batch);
   cmd.add_flag("--fsdp-steps", f.fsdp_steps,
                "insert FSDP_UNSHARD / FSDP_RESHARD / FSDP_REDUCE_GRAD as PyTorch's lowering does (a pipeline x data "
                "parallel job: simulate --dp N [--fsdp])");
@@ -48,7 +54,7 @@ void generator_flags_need_generate(CLI::App& cmd) {
   CLI::Option* gen = cmd.get_option("--generate");
   for (const char* name : {"--pp", "--vpp", "--micro", "--less-memory", "--overlap-b-f", "--dxdw-split", "--group-size",
                            "--data-steps", "--no-data-steps", "--overflow", "--tower", "--owner-backward", "--batch",
-                           "--fsdp-steps"})
+                           "--p2p-transport", "--fsdp-steps"})
     if (CLI::Option* o = cmd.get_option_no_throw(name)) o->needs(gen);
 }
 
@@ -65,7 +71,9 @@ Schedule build_generated(GeneratorFlags& f) {
   if (f.data_steps_off) f.options.data_steps = false;
   Schedule s = generate(f.family, f.options);
   if (f.fsdp_steps) s = add_fsdp_steps(s);
+  if (f.transport == "batch") f.batch = true;
   if (f.batch) s = coalesce_verified(s, f.family);
+  if (f.transport == "boundary") s = boundary_verified(s, f.family);
   validate_structure(s, "<generated " + f.family + ">");
   return s;
 }

@@ -111,6 +111,7 @@ struct GeneratorFlags {
   std::string overflow;  // "" : not given (full)
   std::string tower;     // "" : not given (trainable)
   bool batch = false;  // coalesce P2P runs into BATCH_SEND_RECV
+  std::string transport;  // --p2p-transport: "" (not given), plain, batch, boundary
   bool fsdp_steps = false;  // insert FSDP_UNSHARD / RESHARD / REDUCE_GRAD as PyTorch lowers them
   bool data_steps_on = false, data_steps_off = false;  // --data-steps / --no-data-steps
 };

@@ -539,11 +539,26 @@ std::string matching(const Schedule& s, const RankComm& c) {
     int group;
   };
   std::map<std::pair<int, int>, std::vector<Posted>> sends, recvs;
-  for (int r = 0; r < s.ranks; ++r)
+  // Each payload's group position toward its peer: the groups (a batch, or a lone payload) a
+  // rank posts toward one peer, counted in posting order; per (src, dst), as sends / recvs.
+  std::map<std::pair<int, int>, std::vector<int>> send_turn, recv_turn;
+  std::set<std::pair<int, int>> batched;  // unordered pairs with a batched payload
+  for (int r = 0; r < s.ranks; ++r) {
+    std::map<int, std::pair<int, int>> last;  // peer -> (its last group's batch step or -1, position)
     for (const CommOp& op : c.ranks[static_cast<size_t>(r)])
       if (op.kind == CommOpKind::Block || op.kind == CommOpKind::Post)
-        for (const Transfer& t : op.transfers)
+        for (const Transfer& t : op.transfers) {
           (t.send ? sends[{r, t.peer}] : recvs[{t.peer, r}]).push_back({r, t, t.meta ? -1 : op.batch});
+          int turn = -1;
+          if (!t.meta) {
+            auto [it, fresh] = last.try_emplace(t.peer, std::pair<int, int>{-1, -1});
+            if (fresh || op.batch < 0 || it->second.first != op.batch) it->second = {op.batch, it->second.second + 1};
+            turn = it->second.second;
+            if (op.batch >= 0) batched.insert(std::minmax(r, t.peer));
+          }
+          (t.send ? send_turn[{r, t.peer}] : recv_turn[{t.peer, r}]).push_back(turn);
+        }
+  }
   std::set<std::pair<int, int>> pairs;
   for (auto& [p, _] : sends) pairs.insert(p);
   for (auto& [p, _] : recvs) pairs.insert(p);
@@ -597,6 +612,19 @@ std::string matching(const Schedule& s, const RankComm& c) {
         return "the batch at rank " + std::to_string(side.first) + " step " + std::to_string(side.second) +
                " does not face exactly one mirrored group of rank " + std::to_string(peer);
     }
+  }
+  // Where a rank pair exchanges batches (one communicator per pair, served in queue order):
+  // every payload travels in the same turn on both sides, the k-th group of one facing the k-th
+  // of the other.
+  for (auto [src, dst] : pairs) {
+    if (!batched.count(std::minmax(src, dst))) continue;
+    const auto& a = send_turn[{src, dst}];
+    const auto& b = recv_turn[{src, dst}];
+    for (size_t k = 0; k < std::min(a.size(), b.size()); ++k)
+      if (a[k] >= 0 && b[k] >= 0 && a[k] != b[k])
+        return "rank " + std::to_string(src) + " -> rank " + std::to_string(dst) + ", message " + std::to_string(k) +
+               ": sent in group " + std::to_string(a[k]) + " toward the peer, received in group " + std::to_string(b[k]) +
+               " (groups out of turn on the pair's communicator)";
   }
   return "";
 }

@@ -32,6 +32,17 @@ inline int phase_part(ComputeKind k) {
   }
 }
 
+// The compute kind whose step time a part is (phase_part's inverse).
+inline ComputeKind part_kind(PhasePart p) {
+  switch (p) {
+    case PhasePart::Forward: return ComputeKind::Forward;
+    case PhasePart::Backward: return ComputeKind::Backward;
+    case PhasePart::BackwardInput: return ComputeKind::BackwardInput;
+    case PhasePart::BackwardWeight: return ComputeKind::BackwardWeight;
+  }
+  return ComputeKind::Backward;
+}
+
 // One MoE layer of a stage: the share of each step time (by PhasePart) its attention side takes
 // (with the dense layers between the previous MoE layer and it) and its routed experts take, and
 // the bytes each of its all-to-alls sends per micro-batch.
@@ -57,6 +68,14 @@ struct PhaseItem {
   int32_t layer = -1;
   double share = 0;
   double bytes = 0;
+  // Under --delay-wgrad-compute (expand_phases' delay_wgrad), a backward's phases are priced as
+  // its split halves: `share` is then of the step time of this part (BackwardInput for the
+  // input-gradient phases, BackwardWeight for the delayed weight gradients); -1: of the step's
+  // own time.
+  int8_t part = -1;
+  // A delayed weight-gradient phase: it runs after the phase before it in the listing (its
+  // layer's input gradient) but nothing in the chain waits for it; it only holds its stream.
+  bool beside = false;
 };
 
 // The phases leaf step `op` runs on a stage described by `m`, in order, appended to `out`: for a
@@ -64,7 +83,11 @@ struct PhaseItem {
 // last layer; a backward the compute past the last layer first, then the layers in reverse, each
 // as the step table orders its phases. Compute phases of zero share and all-to-alls of zero
 // bytes (one EP rank) are left out. Nothing when the stage has no MoE layers or the op no phases.
-void expand_phases(Op op, const MoeStage& m, std::vector<PhaseItem>& out);
+// `delay_wgrad` (Megatron-Core's --delay-wgrad-compute): the step table's delayed_wgrad phases
+// run, each right after the compute phase of its layer and work (the input gradient, priced as
+// BackwardInput), beside the chain (PhaseItem::beside, priced as BackwardWeight); without it they
+// are left out and the backward's phases carry the weight gradients.
+void expand_phases(Op op, const MoeStage& m, std::vector<PhaseItem>& out, bool delay_wgrad = false);
 
 // A step without phases (a dense stage's, or a sub-step of a composite whose other sub-step has
 // them) as one phase: the whole step on the compute stream, named by its op. The engine prices

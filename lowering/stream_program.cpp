@@ -106,7 +106,8 @@ StreamProgram lower_streams(const Schedule& s, const StreamLowering& l) {
       for (int c = 0; c < chains; ++c) {
         items[c].clear();
         const Step& x = *chain_step[c];
-        if (x.stage >= 0 && x.stage < s.stages) expand_phases(x.op, l.stages[static_cast<size_t>(x.stage)], items[c]);
+        if (x.stage >= 0 && x.stage < s.stages)
+          expand_phases(x.op, l.stages[static_cast<size_t>(x.stage)], items[c], l.delay_wgrad);
         any_phases = any_phases || !items[c].empty();
       }
       for (int c = 0; c < chains; ++c)
@@ -134,27 +135,40 @@ StreamProgram lower_streams(const Schedule& s, const StreamLowering& l) {
       const int bwd = chains == 2 ? 1 - fwd : -1;
       size_t pos[2] = {0, 0};
       int prev[2] = {-1, -1};
+      // A chain's last phase when it is beside the chain (the weight gradients of the backward's
+      // last layer, --delay-wgrad-compute) goes after everything else of the step.
+      const PhaseItem* last_beside[2] = {nullptr, nullptr};
+      for (int c = 0; c < chains; ++c)
+        if (!items[c].empty() && items[c].back().beside) {
+          last_beside[c] = &items[c].back();
+        }
+      auto emit = [&](int c, const PhaseItem& it) {
+        StreamOp op;
+        op.name = phase_name(it, *chain_step[c]);
+        op.step = static_cast<int32_t>(i);
+        op.sub = chain_step[c] == &st ? -1 : static_cast<int32_t>(chain_step[c] - st.sub_steps().begin());
+        const int stream = static_cast<int>(it.phase.stream);
+        if (stream == kComm) {
+          op.kind = StreamOpKind::Collective;
+          op.comm = r;
+        }
+        const int id = add(std::move(op), stream, prev[c]);
+        if (!it.beside) prev[c] = id;  // nothing in the chain waits for a phase beside it
+        return stream;
+      };
       auto emit_until_comm = [&](int c) {
         const auto& list = items[c];
-        while (pos[c] < list.size()) {
-          const PhaseItem& it = list[pos[c]++];
-          StreamOp op;
-          op.name = phase_name(it, *chain_step[c]);
-          op.step = static_cast<int32_t>(i);
-          op.sub = chain_step[c] == &st ? -1 : static_cast<int32_t>(chain_step[c] - st.sub_steps().begin());
-          const int stream = static_cast<int>(it.phase.stream);
-          if (stream == kComm) {
-            op.kind = StreamOpKind::Collective;
-            op.comm = r;
-          }
-          prev[c] = add(std::move(op), stream, prev[c]);
-          if (stream == kComm) return;
-        }
+        const size_t end = list.size() - (last_beside[c] ? 1 : 0);
+        while (pos[c] < end)
+          if (emit(c, list[pos[c]++]) == kComm) return;
       };
-      while (pos[0] < items[0].size() || (chains == 2 && pos[1] < items[1].size())) {
+      const auto left = [&](int c) { return pos[c] < items[c].size() - (last_beside[c] ? 1 : 0); };
+      while (left(0) || (chains == 2 && left(1))) {
         if (bwd >= 0) emit_until_comm(bwd);
         emit_until_comm(fwd);
       }
+      for (int c = 0; c < chains; ++c)
+        if (last_beside[c]) emit(c, *last_beside[c]);
     }
   }
   // The expert-parallel replicas run the same program.

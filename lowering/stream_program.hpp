@@ -71,6 +71,10 @@ struct StreamProgram {
 struct StreamLowering {
   int ep = 1;                    // expert-parallel size: each pipeline rank has ep replicas
   std::vector<MoeStage> stages;  // per model stage: its MoE layers (CostModel::moe)
+  // Megatron-Core's --delay-wgrad-compute (MoeCosts::delay_wgrad): each backward layer's weight
+  // gradients on the compute stream right after its input gradients, beside the chain (nothing
+  // waits for them); the backward's last layer's after every other operation of the step.
+  bool delay_wgrad = false;
 };
 
 // The multi-stream program of `s` on stages with MoE layers: each pipeline rank r becomes `ep`

@@ -138,8 +138,12 @@ void compute_rows(Table& t) {
   constexpr Stream Cs = Stream::Compute, Ms = Stream::Comm;
   fwd.moe_phases = {{W::Attention, Cs, "attn_fwd"}, {W::Dispatch, Ms, "dispatch_fwd"}, {W::Experts, Cs, "mlp_fwd"},
                     {W::Combine, Ms, "combine_fwd"}};
+  // Under --delay-wgrad-compute a backward's mlp_bwd and attn_bwd compute the input gradients
+  // only, each followed, beside the chain, by its weight gradients (Megatron's "mlp wgrad" and
+  // "pre_dispatch_computation wgrad", run by the layer's backward after its dgrad).
   bwd.moe_phases = {{W::Combine, Ms, "combine_bwd"}, {W::Experts, Cs, "mlp_bwd"}, {W::Dispatch, Ms, "dispatch_bwd"},
-                    {W::Attention, Cs, "attn_bwd"}};
+                    {W::Attention, Cs, "attn_bwd"}, {W::Experts, Cs, "mlp_wgrad", true},
+                    {W::Attention, Cs, "attn_wgrad", true}};
   bwd_in.moe_phases = {{W::Combine, Ms, "combine_bwd"}, {W::Experts, Cs, "mlp_bwd_dx"}, {W::Dispatch, Ms, "dispatch_bwd"},
                        {W::Attention, Cs, "attn_bwd_dx"}};
   bwd_w.moe_phases = {{W::Experts, Cs, "mlp_bwd_dw"}, {W::Attention, Cs, "attn_bwd_dw"}};

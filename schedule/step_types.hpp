@@ -96,6 +96,11 @@ struct Phase {
   PhaseWork work;
   Stream stream;
   std::string_view name;  // Megatron-Core's names: attn_fwd, dispatch_fwd, mlp_fwd, combine_fwd, ...
+  // A weight-gradient phase that only runs under Megatron-Core's --delay-wgrad-compute (a
+  // runtime mode of the MoE lowering: StreamLowering::delay_wgrad, MoeCosts::delay_wgrad): the
+  // backward's weight gradients leave the phase before them (which then computes the input
+  // gradient only) and run beside the chain, right after it, on the compute stream.
+  bool delayed_wgrad = false;
 };
 
 // How a composite runs its sub-steps.

@@ -89,6 +89,12 @@ void apply_assumptions(const PricingAssumptions& a, CostModel& c) {
   if (a.memory_margin) c.memory_margin = *a.memory_margin;
   if (a.comm_contention) c.moe.contention = *a.comm_contention;
   if (a.ranks_per_node) c.links.ranks_per_node = *a.ranks_per_node;
+  if (a.delay_wgrad) {
+    if (c.moe.stages.empty())
+      throw InputError({}, "--delay-wgrad-compute moves the weight gradients of MoE layers' backward phases, and this "
+                           "model has no MoE layers (give a model with experts, e.g. tests/data/models/hf/qwen3_30b_a3b.json)");
+    c.moe.delay_wgrad = true;
+  }
 }
 
 CostOverlay read_cost_overlay(const std::string& path) {

@@ -51,6 +51,7 @@ struct PricingAssumptions {
   std::optional<double> memory_margin;       // a peak within this fraction below the capacity is tight
   std::optional<double> comm_contention;     // MoeCosts::contention
   std::optional<int> ranks_per_node;         // Links::ranks_per_node
+  bool delay_wgrad = false;                  // MoeCosts::delay_wgrad (refused without MoE layers)
 };
 void apply_assumptions(const PricingAssumptions& a, CostModel& c);
 

@@ -56,6 +56,10 @@ struct MoeCosts {
   // bandwidth, whatever the group's placement: what `ppsched calibrate` fits from a measured
   // run's comm stream (ppsched-exec --model moe). Unset: the platform's links (engine_prices).
   std::optional<Link> a2a;
+  // Megatron-Core's --delay-wgrad-compute: a backward's weight gradients run beside its chain,
+  // each after its layer's input gradient (expand_phases' delay_wgrad), priced as the split
+  // backward's halves (BWD_INPUT, BWD_WEIGHT times).
+  bool delay_wgrad = false;
   const MoeStage* stage(int s) const {
     return s >= 0 && static_cast<size_t>(s) < stages.size() && !stages[static_cast<size_t>(s)].empty()
                ? &stages[static_cast<size_t>(s)]

@@ -53,14 +53,17 @@ const StreamTimeline* ActionPrices::streams(const Step& st, int r) {
     const double ms = duration(leaf_of(*x));
     std::vector<TimedPhase>& chain = chains.emplace_back();
     phase_scratch_.clear();
-    if (const MoeStage* m = c_.moe.stage(x->stage)) expand_phases(x->op, *m, phase_scratch_);
+    if (const MoeStage* m = c_.moe.stage(x->stage)) expand_phases(x->op, *m, phase_scratch_, c_.moe.delay_wgrad);
     if (phase_scratch_.empty()) {
       // A step without phases (a dense stage's) runs whole on the compute stream.
       if (ms > 0) chain.push_back({whole_step_phase(x->op), ms});
       continue;
     }
-    for (const PhaseItem& it : phase_scratch_)
-      chain.push_back({it, it.phase.stream == Stream::Comm ? a2a_ms(it.bytes, r) : it.share * ms});
+    for (const PhaseItem& it : phase_scratch_) {
+      // A delayed weight gradient's phases are priced as the split backward's halves.
+      const double of = it.part < 0 ? ms : c_.compute(part_kind(static_cast<PhasePart>(it.part))).at(x->stage, x->micro);
+      chain.push_back({it, it.phase.stream == Stream::Comm ? a2a_ms(it.bytes, r) : it.share * of});
+    }
   }
   return &timelines_.emplace(key, run_streams(chains, c_.moe.contention)).first->second;
 }

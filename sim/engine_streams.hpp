@@ -13,7 +13,12 @@
 //    the slowdown of a compute phase already placed when an all-to-all is placed beside it is
 //    added to the compute stream's end (an approximation: it is not redistributed);
 //  - one chain alone has nothing to run beside its all-to-alls: every one of them is exposed,
-//    and its step lasts its compute plus its all-to-alls.
+//    and its step lasts its compute plus its all-to-alls;
+//  - a phase beside its chain (PhaseItem::beside: a delayed weight gradient, --delay-wgrad-compute)
+//    starts once the chain phase listed before it has ended and the compute stream is free, and
+//    nothing waits for it; at a tie it goes before a chain's compute phase (it is listed first).
+//    A chain's last phase when it is beside (the backward's last layer's weight gradients) runs
+//    after every chain phase of the step, as Megatron runs it after the step's P2P hook.
 // What a step reports: its span (the step's duration), the compute stream's busy time with the
 // slowdown, the all-to-alls' time on the communication stream, and the part of it the step
 // waited for (its span minus its compute stream's busy time: the exposed all-to-all).

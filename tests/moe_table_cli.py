@@ -34,7 +34,10 @@ MODELS = [
     ("DeepSeek-V3", "deepseek_v3.json", 16, 32, ["--recompute", "full"]),
 ]
 SCHEDULES = [("1F1B", "1f1b", 1), ("interleaved", "interleaved-1f1b", 2), ("combined 1F1B", "combined-1f1b", 2),
+             ("combined 1F1B, delayed wgrad", "combined-1f1b", 2),
              ("ZB-V", "zbv", 2), ("DualPipeV", "dualpipev", 2), ("DualPipe", "dualpipe", 1)]
+# Megatron-Core's --delay-wgrad-compute: the same steps, each backward's weight gradients beside its chain.
+FLAGS = {"combined 1F1B, delayed wgrad": ["--delay-wgrad-compute"]}
 EPS = [1, 4, 8]
 # Inter-node links (GB/s): InfiniBand NDR200 and XDR (800 Gb/s); NVLink 4 inside a node of 8.
 LINKS = [("25 GB/s", 25.0), ("100 GB/s", 100.0)]
@@ -48,10 +51,10 @@ def link_file(gbps):
                  "inter_node": {"latency_ms": 0.010, "bandwidth_GBps": gbps}, "ranks_per_node": 8}}))
 
 
-def run(model, pp, micro, extra, family, vpp, ep, link):
+def run(model, pp, micro, extra, family, vpp, ep, link, flags):
     j = cli.json("simulate", "--generate", family, "--pp", str(pp), "--vpp", str(vpp), "--micro", str(micro),
                  "--model", os.path.join(DATA, "models", "hf", model), "--costs", link, "--ep", str(ep), "--dp", "8",
-                 "--distributed-optimizer", *extra, expect=None)
+                 "--distributed-optimizer", *extra, *flags, expect=None)
     j = j[0] if isinstance(j, list) else j
     # Exit 1 when a rank is over the device's memory: the table shows it; it must have run.
     check(j.get("completed") is True, "simulate %s %s EP %d: no completed run" % (model, family, ep))
@@ -68,7 +71,7 @@ for label, model, pp, micro, extra in MODELS:
         link = link_file(gbps)
         for ep in EPS:
             for name, family, vpp in SCHEDULES:
-                r = run(model, pp, micro, extra, family, vpp, ep, link)
+                r = run(model, pp, micro, extra, family, vpp, ep, link, FLAGS.get(name, []))
                 results[(label, gbps, ep, name)] = r
                 hidden = (r["a2a"] - r["exposed"]) / r["a2a"] if r["a2a"] > 0 else 0.0
                 rows.append("| %s | %s | %d | %s | %.0f | %.0f | %.0f %% | %.0f | %.1f |" % (
@@ -88,7 +91,7 @@ for label, _, _, _, _ in MODELS:
             for name in ("1F1B", "interleaved", "ZB-V"):
                 r = results[(label, gbps, ep, name)]
                 check(abs(r["exposed"] - r["a2a"]) <= 1e-6 * r["a2a"], "%s %s EP %d: nothing overlaps, all exposed" % (label, name, ep))
-            for name in ("DualPipeV", "DualPipe", "combined 1F1B"):
+            for name in ("DualPipeV", "DualPipe", "combined 1F1B", "combined 1F1B, delayed wgrad"):
                 r = results[(label, gbps, ep, name)]
                 check(r["exposed"] < 0.9 * r["a2a"], "%s %s EP %d at %g GB/s: hides part of its all-to-all (%.0f of %.0f exposed)"
                       % (label, name, ep, gbps, r["exposed"], r["a2a"]))
@@ -102,6 +105,12 @@ for label, _, _, _, _ in MODELS:
             check(comb["exposed"] < inter["exposed"] and comb["makespan"] < inter["makespan"],
                   "%s EP %d at %g GB/s: combined 1F1B exposes less than interleaved (%.0f vs %.0f ms) and is faster "
                   "(%.0f vs %.0f ms)" % (label, ep, gbps, comb["exposed"], inter["exposed"], comb["makespan"], inter["makespan"]))
+            # --delay-wgrad-compute moves the same all-to-all and hides more of it: each layer's
+            # weight gradients run while its dispatch gradient travels instead of before it.
+            dly = results[(label, gbps, ep, "combined 1F1B, delayed wgrad")]
+            check(abs(dly["a2a"] - comb["a2a"]) <= 1e-6 * comb["a2a"] and dly["exposed"] < comb["exposed"],
+                  "%s EP %d at %g GB/s: the delayed weight gradients hide more of the same all-to-all (%.0f vs %.0f ms "
+                  "exposed)" % (label, ep, gbps, dly["exposed"], comb["exposed"]))
     slow, fast = LINKS[0][1], LINKS[1][1]
     for ep in EPS[1:]:
         def gap(gbps, key):

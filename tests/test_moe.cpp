@@ -173,6 +173,45 @@ TEST_CASE("a stage's steps expand into each MoE layer's phases in the step table
   CHECK(none.empty());
 }
 
+TEST_CASE("--delay-wgrad-compute: a backward's weight gradients leave its phases and run beside the chain, each "
+          "after its layer's input gradient, priced as the split halves",
+          "[moe][phases][delay_wgrad]") {
+  MoeStage m;
+  // before / experts shares by part: Forward, Backward, BackwardInput, BackwardWeight.
+  m.layers.push_back({{0.2f, 0.2f, 0.25f, 0.15f}, {0.3f, 0.3f, 0.25f, 0.35f}, 1000});
+  m.layers.push_back({{0.1f, 0.1f, 0.15f, 0.05f}, {0.3f, 0.3f, 0.25f, 0.35f}, 1000});
+  m.after = {0.1f, 0.1f, 0.1f, 0.1f};
+  std::vector<PhaseItem> items;
+  expand_phases(Op::BWD, m, items, true);
+  std::string names;
+  double dx = 0, dw = 0;
+  for (const PhaseItem& it : items) {
+    names += std::string(names.empty() ? "" : " ") + std::string(it.phase.name) + (it.layer >= 0 ? std::to_string(it.layer) : "") +
+             (it.beside ? "*" : "");
+    if (it.phase.stream == Stream::Compute) {
+      REQUIRE(it.part >= 0);
+      (it.beside ? dw : dx) += it.share;
+      CHECK(it.part == static_cast<int>(it.beside ? PhasePart::BackwardWeight : PhasePart::BackwardInput));
+      // A name the step table gives the op at that index (the traces read it so).
+      CHECK(info(Op::BWD).moe_phases[it.index].name == it.phase.name);
+    }
+  }
+  // Megatron's layer backward with delay: combine, mlp backward (dgrad), mlp wgrad, dispatch,
+  // attention backward (dgrad), attention wgrad; the compute past the last layer first.
+  CHECK(names ==
+        "attn_bwd attn_wgrad* combine_bwd1 mlp_bwd1 mlp_wgrad1* dispatch_bwd1 attn_bwd1 attn_wgrad1* combine_bwd0 mlp_bwd0 "
+        "mlp_wgrad0* dispatch_bwd0 attn_bwd0 attn_wgrad0*");
+  CHECK(dx == Approx(1.0));  // the whole input-gradient step ...
+  CHECK(dw == Approx(1.0));  // ... and the whole weight-gradient step
+  // Without the mode, and for ops without delayed phases, nothing changes.
+  std::vector<PhaseItem> plain, split;
+  expand_phases(Op::BWD, m, plain);
+  for (const PhaseItem& it : plain) CHECK((it.part == -1 && !it.beside && !it.phase.delayed_wgrad));
+  CHECK(plain.size() == 9);
+  expand_phases(Op::BWD_INPUT, m, split, true);
+  for (const PhaseItem& it : split) CHECK((it.part == -1 && !it.beside));
+}
+
 TEST_CASE("a model's stage phases are its layers' FLOP shares and all-to-all bytes", "[moe][phases]") {
   const WorkloadCosts wc = workload_costs(with_ep(hf("qwen3_30b_a3b"), 8, 8), 4);
   REQUIRE(wc.costs.moe.stages.size() == 4);
@@ -223,6 +262,36 @@ TEST_CASE("one chain's all-to-alls are all exposed; two chains hide them behind 
   CHECK(slowed.slowdown_ms > 0);
   CHECK(slowed.span_ms > two.span_ms);
   CHECK(slowed.span_ms < 8 + slowed.slowdown_ms + 1e-9);
+}
+
+TEST_CASE("a weight gradient beside the chain runs while the all-to-all after its input gradient travels; the "
+          "last one after every chain phase",
+          "[moe][streams][delay_wgrad]") {
+  const auto beside = [](des::TimedPhase p) {
+    p.item.beside = true;
+    return p;
+  };
+  // By hand, contention 0. Without the mode the expert backward carries its weight gradient:
+  // combine [0,1], mlp (dgrad + wgrad) [1,4], dispatch [4,6], attention [6,7].
+  const des::StreamTimeline whole = des::run_streams({{comm(1), compute(3), comm(2), compute(1)}}, 0.0);
+  CHECK(whole.span_ms == 7);
+  CHECK(whole.a2a_exposed_ms == 3);
+  // With it: combine [0,1], mlp dgrad [1,2], then the dispatch [2,4] beside the mlp wgrad [2,4];
+  // attention [4,5]; the chain no longer waits for the weight gradient.
+  const des::StreamTimeline delayed = des::run_streams({{comm(1), compute(1), beside(compute(2)), comm(2), compute(1)}}, 0.0);
+  CHECK(delayed.span_ms == 5);
+  CHECK(delayed.compute_ms == 4);
+  CHECK(delayed.a2a_exposed_ms == 1);
+  REQUIRE(delayed.comm.size() == 2);
+  CHECK(delayed.comm[1].start_ms == 2);
+  // A trailing weight gradient (the chain's last phase) waits for every chain of the step: A's
+  // compute [0,1], its all-to-all [1,2] beside B's first compute [1,2], A's [2,2.5] (the chain
+  // listed first at the tie), B's [2.5,4.5], then the weight gradient [4.5,6.5]; it would start
+  // at 2.5 were it an ordinary phase beside the chain.
+  const des::StreamTimeline last =
+      des::run_streams({{compute(1), comm(1), compute(0.5), beside(compute(2))}, {compute(1), compute(2)}}, 0.0);
+  CHECK(last.span_ms == Approx(6.5));
+  CHECK(last.compute_ms == Approx(6.5));
 }
 
 TEST_CASE("the all-to-all is priced over the EP group's links by locality", "[moe][streams]") {

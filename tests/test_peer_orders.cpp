@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "checkers/checks.hpp"
+#include "lowering/stream_program.hpp"
 #include "schedule/comm_insertion.hpp"
 #include "schedule/errors.hpp"
 #include "schedule/formats/action_notation.hpp"
@@ -649,4 +650,106 @@ TEST_CASE("combined-1f1b is Megatron-Core's combined 1F1B order per rank, merged
   CHECK(refused + p2p_overlap_only == 72);
   CHECK(p2p_overlap_only > 0);
   CHECK(merged > 500);
+}
+
+// Megatron-Core's per-layer phase order inside one merged step: TransformerModelChunkSchedulePlan.run
+// on a forward plan and a backward plan, under stubs (combined_1f1b_layer_phases.json.gz): each
+// stream's phases in issue order, with and without --delay-wgrad-compute. ppsched's stream
+// lowering of the same OVERLAP_F_B (a forward chunk of f MoE layers, a backward chunk of b) must
+// issue the same phases, layer for layer, on each stream.
+namespace {
+
+// Megatron's per_stream list as (phase, layer) in ppsched's names; its layer-pair markers
+// ("-- layer_0f-layer_1b --") give the layers; hooks and the other chunk parts are left out.
+std::vector<std::string> megatron_phases(const nlohmann::json& list) {
+  static const std::map<std::string, std::pair<std::string, bool>> names = {
+      // Megatron's node -> ppsched's phase, and whether it belongs to the forward layer
+      {"pre_dispatch_computation forward", {"attn_fwd", true}},
+      {"mlp forward", {"mlp_fwd", true}},
+      {"moe_dispatch forward", {"dispatch_fwd", true}},
+      {"moe_combine forward", {"combine_fwd", true}},
+      {"moe_combine backward", {"combine_bwd", false}},
+      {"mlp backward", {"mlp_bwd", false}},
+      {"moe_dispatch backward", {"dispatch_bwd", false}},
+      {"pre_dispatch_computation backward", {"attn_bwd", false}},
+      {"mlp wgrad", {"mlp_wgrad", false}},
+      {"pre_dispatch_computation wgrad", {"attn_wgrad", false}}};
+  std::vector<std::string> out;
+  int f = -1, b = -1, last_b = -1;
+  for (const auto& e : list) {
+    const std::string x = e.get<std::string>();
+    if (x.rfind("-- ", 0) == 0) {  // "-- layer_<i>f-layer_<j>b --", "-- layer_<i>f --", "-- layer_<j>b --"
+      f = b = -1;
+      size_t at = 0;
+      while ((at = x.find("layer_", at)) != std::string::npos) {
+        at += 6;
+        size_t end = at;
+        while (end < x.size() && std::isdigit(static_cast<unsigned char>(x[end]))) ++end;
+        const int n = std::stoi(x.substr(at, end - at));
+        (x[end] == 'f' ? f : b) = n;
+        if (x[end] == 'b') last_b = n;
+      }
+      continue;
+    }
+    const auto it = names.find(x);
+    if (it == names.end()) continue;
+    // The weight gradient listed after the last marker is the last backward layer's.
+    const int layer = it->second.second ? f : (b >= 0 ? b : last_b);
+    out.push_back(it->second.first + " L" + std::to_string(layer));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("combined-1f1b's merged step issues Megatron-Core's per-layer phases in Megatron's order on each stream, "
+          "with and without --delay-wgrad-compute",
+          "[peers][megatron][streams]") {
+  const nlohmann::json doc = nlohmann::json::parse(read_gz(data_path("peers/megatron/combined_1f1b_layer_phases.json.gz")));
+  int compared = 0, delayed = 0;
+  for (const auto& sc : doc.at("scenarios")) {
+    const std::string name = sc.at("name").get<std::string>();
+    int fl = -1, bl = -1;
+    if (sc.contains("f_layers")) {
+      fl = sc.at("f_layers").get<int>();
+      bl = sc.at("b_layers").get<int>();
+    } else if (name.rfind("one MoE layer forward", 0) == 0 && !sc.at("ep_overlap_early_attn_memory_release").get<bool>()) {
+      fl = bl = 1;  // (the early attention memory release, which moves attn_bwd, is not modelled)
+    }
+    if (fl < 0) continue;  // first / last stage, a dense layer: pre/post-process compute ppsched folds into phases
+    const bool delay = sc.at("delay_wgrad_compute").get<bool>();
+    INFO(name << (delay ? " (delay_wgrad_compute)" : ""));
+    // One rank, two stages: the forward chunk's (fl MoE layers) and the backward chunk's (bl).
+    Schedule s;
+    s.name = "merged";
+    s.ranks = 1;
+    s.stages = 2;
+    s.micro_batches = 2;
+    s.placement = Placement::loop(1, 2);
+    s.programs.push_back(Program{make_composite(Op::OVERLAP_F_B, {make_step(Op::FWD, 1, 0), make_step(Op::BWD, 0, 1)})});
+    const auto stage = [](int layers) {
+      MoeStage m;
+      for (int l = 0; l < layers; ++l) m.layers.push_back({{0.1f, 0.1f, 0.1f, 0.1f}, {0.1f, 0.1f, 0.1f, 0.1f}, 1.0});
+      return m;
+    };
+    StreamLowering low{2, {stage(fl), stage(bl)}, delay};
+    const StreamProgram p = lower_streams(s, low);
+    std::map<std::string, std::vector<std::string>> ours;  // "comp" / "comm" -> phases
+    const StreamRank& r0 = p.ranks.at(0);
+    for (const StreamOp& op : r0.ops) {
+      const std::string& stream = r0.streams.at(static_cast<size_t>(op.stream));
+      // "mlp_bwd L1 B0s1": the phase and its layer; a chunk without MoE layers runs whole ("B0s1").
+      const auto w = words(op.name);
+      if (w.size() < 3) continue;
+      ours[stream == "comm" ? "comm" : "comp"].push_back(w[0] + " " + w[1]);
+    }
+    for (const char* st : {"comp", "comm"}) {
+      INFO("stream " << st);
+      CHECK(joined(ours[st]) == joined(megatron_phases(sc.at("per_stream").at(st))));
+    }
+    ++compared;
+    delayed += delay ? 1 : 0;
+  }
+  CHECK(compared == 10);  // 1+1, 3+2, 2+3, 2+0, 0+2; delay off and on
+  CHECK(delayed == 5);
 }

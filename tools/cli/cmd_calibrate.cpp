@@ -138,6 +138,9 @@ CLI::App* declare_calibrate_flags(CLI::App& app, CalibrateFlags& f) {
   add_cost_flags(*cmd, f.cost, false);
   // calibrate measures what these assume: refused (as unknown) rather than ignored.
   for (const char* flag : {"--overlap-efficiency", "--memory-margin", "--memory-reserve"}) cmd->remove_option(cmd->get_option(flag));
+  // The traced run's backwards ran whole (ppsched-exec has no delayed weight gradients): the fit
+  // of its MoE phases has nothing of --delay-wgrad-compute to read.
+  cmd->remove_option(cmd->get_option("--delay-wgrad-compute"));
   cmd->get_option("--model")->description(
       "per-layer calibration: explain the trace's per-stage step times by the FLOPs this model (a ppsched-model "
       "file or a Hugging Face config.json) puts on each stage, one achieved rate and per-step overhead per compute "

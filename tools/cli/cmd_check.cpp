@@ -129,7 +129,7 @@ Action add_check(CLI::App& app) {
       CheckReport report = verify(s, o);
       // An MoE model over EP > 1: the expert all-to-alls on the comm stream, proven too.
       if (costs.moe.ep > 1 && !costs.moe.stages.empty()) {
-        StreamLowering l{costs.moe.ep, costs.moe.stages};
+        StreamLowering l{costs.moe.ep, costs.moe.stages, costs.moe.delay_wgrad};
         l.stages.resize(static_cast<size_t>(std::max<int>(s.stages, static_cast<int>(l.stages.size()))));
         StreamProgram prog = lower_streams(s, l);
         CheckReport sr = verify_streams(prog);

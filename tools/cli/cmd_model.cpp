@@ -253,6 +253,8 @@ Action add_model(CLI::App& app) {
   };
   auto st = std::make_shared<State>();
   add_cost_flags(*cmd, st->cost, false, true);
+  // Where a backward's weight gradients run inside a step changes no stage figure.
+  cmd->remove_option(cmd->get_option("--delay-wgrad-compute"));
   cmd->add_option("--pp", st->pp, "pipeline ranks P (default 1)")->check(whole_in(1, kMaxCount));
   cmd->add_option("--vpp", st->vpp, "stages per rank V (default 1): the layout has P x V stages")->check(whole_in(1, kMaxCount));
   add_data_parallel_flags(*cmd, st->dp);

@@ -157,6 +157,7 @@ struct CostFlags {
   // how much communication beside compute slows it (the MoE all-to-all's streams).
   std::optional<double> overlap_efficiency, memory_margin, comm_contention;
   std::optional<int> gpus_per_node;
+  bool delay_wgrad = false;  // --delay-wgrad-compute (MoE models)
   std::string memory_reserve;
   CLI::Option* model_opt = nullptr;
 };

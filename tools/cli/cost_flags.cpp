@@ -93,6 +93,11 @@ void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file, bool posi
                  "runs at 1 - this of its speed): the MoE all-to-all on its own stream (default 20/132 = 0.152, the "
                  "SMs DeepSeek-V3 gives its all-to-all kernels on an H800)")
       ->check(CLI::Range(0.0, 0.9));
+  needs_model(cmd.add_flag("--delay-wgrad-compute", f.delay_wgrad,
+                           "Megatron-Core's --delay-wgrad-compute: in each backward of an MoE stage the weight "
+                           "gradients leave the layer's backward phases and run right after its input gradients, "
+                           "beside the chain (the experts' while the dispatch all-to-all's gradient travels), the last "
+                           "layer's at the end of the step; priced as the split backward's halves"));
   cmd.add_option("--gpus-per-node", f.gpus_per_node,
                  "ranks that share a node (the intra-node link): where the pipeline's, the data-parallel and the "
                  "expert-parallel groups' links are read (default: the model's or cost file's link.ranks_per_node, else 8)")
@@ -100,7 +105,7 @@ void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file, bool posi
 }
 
 PricingAssumptions pricing_assumptions(const CostFlags& f) {
-  return {f.overlap_efficiency, f.memory_margin, f.comm_contention, f.gpus_per_node};
+  return {f.overlap_efficiency, f.memory_margin, f.comm_contention, f.gpus_per_node, f.delay_wgrad};
 }
 
 std::string budget_basis(bool flag_given, const CostModel& c) {
@@ -111,6 +116,7 @@ std::string budget_basis(bool flag_given, const CostModel& c) {
 nlohmann::json assumptions_json(const CostModel& c, std::optional<double> budget, bool budget_flag_given) {
   return {{"overlap_efficiency", c.overlap_efficiency},
           {"comm_contention", c.moe.contention},
+          {"delay_wgrad_compute", c.moe.delay_wgrad},
           {"ranks_per_node", c.links.ranks_per_node},
           {"memory_budget_bytes", budget ? nlohmann::json(static_cast<int64_t>(*budget)) : nlohmann::json(nullptr)},
           {"memory_budget_basis", budget ? nlohmann::json(budget_basis(budget_flag_given, c)) : nlohmann::json(nullptr)},

@@ -1209,9 +1209,9 @@ def _(ctx):
 
 # ---- faults: every other rank exits non-zero, naming the failing rank and step -------------
 
-def fault_run(ctx, ranks, args, failing, killed, expect, limit):
+def fault_run(ctx, ranks, args, failing, killed, expect, limit, log=print):
     """Every rank but a killed one must print an error naming the failing rank and its step,
-    and the whole job must be over within `limit` seconds."""
+    and the whole job must be over within `limit` seconds. `log` takes what it prints."""
     rc, out, err, dt = launch(ctx, ranks, args, expect_rc=1, grace=limit, limit=limit + 30)
     lines = (out + err).splitlines()
     for r in range(ranks):
@@ -1225,10 +1225,10 @@ def fault_run(ctx, ranks, args, failing, killed, expect, limit):
                 raise Failure(f"rank {r}'s error does not mention '{needle}': {mine}\n--- all output\n{out}\n{err}")
     if dt > limit:
         raise Failure(f"the ranks needed {dt:.1f} s to exit, limit {limit} s")
-    print(f"all ranks exited non-zero in {dt:.1f} s:")
+    log(f"all ranks exited non-zero in {dt:.1f} s:")
     for ln in lines:
         if "error:" in ln:
-            print("   " + ln)
+            log("   " + ln)
 
 
 # ---- the machine's pace: what the fault cases' timeouts and limits are derived from ---------
@@ -1341,8 +1341,9 @@ def fault_matrix_run(ctx, mode):
     # Every kind under the hang's limits: a hang needs the short timeout, and a throw or a kill
     # is still reported by its peers, within the same limit.
     limit_flags, limit = fault_limits(ctx, "timeout")
-    done, failures = [], []
-    for j, fam in enumerate(families):
+
+    def one(j, fam):
+        """(description, error or None, what the run printed)"""
         kind = FAULT_KINDS[(i + j) % 3]
         pp = 2 if j % 2 == 0 else 4
         rank, step = (1, 4) if pp == 2 else (1 + (i + j) % 3, 5)
@@ -1352,11 +1353,27 @@ def fault_matrix_run(ctx, mode):
             "kill": [f"rank {rank} died or froze", f"step {step} ("],
             "hang": [f"rank {rank} was last seen at iteration 0, step {step} ("],
         }[kind]
+        what, lines = f"{fam} PP={pp} {kind} rank {rank} step {step}", []
         try:
-            fault_run(ctx, pp, args, failing=rank, killed=kind == "kill", expect=expect, limit=limit)
-            done.append(f"{fam} PP={pp} {kind} rank {rank} step {step}")
+            fault_run(ctx, pp, args, failing=rank, killed=kind == "kill", expect=expect, limit=limit, log=lines.append)
+            return what, None, lines
         except (Failure, subprocess.TimeoutExpired) as e:
-            failures.append(f"{fam} PP={pp} {kind} rank {rank} step {step}: {e}")
+            return what, e, lines
+
+    # A fault run mostly waits (a heartbeat, a timeout): two at a time, each within the same
+    # limit (a hang's, which is derived from the machine's pace), halve the matrix's wall time.
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda jf: one(*jf), enumerate(families)))
+    done, failures = [], []
+    for what, error, lines in results:
+        print(what + ":")
+        for ln in lines:
+            print("  " + ln)
+        if error is None:
+            done.append(what)
+        else:
+            failures.append(f"{what}: {error}")
     print(f"faults in mode {mode}: {len(done)} of {len(families)} named by every rank:")
     for d in done:
         print("  " + d)

@@ -439,17 +439,19 @@ def _(ctx):
     # Some expert-parallel group hangs in two different all-to-alls: the delayed rank's group
     # {0,2} at its step, or, as the ready order races wherever two chains overlap, pipeline rank
     # 1's group {1,3} earlier (seen in CI). Every rank names an all-to-all: its own, or through
-    # the heartbeats the one its wait chain ends in; and the lines name two different kinds.
+    # the heartbeats the one its wait chain ends in; and the lines name two different kinds (a
+    # rank's line may name both: "all-to-all dispatch_fwd ... not run: an earlier one failed:
+    # all-to-all dispatch_bwd ...", its compute thread's and its comm thread's, seen in CI).
     kinds = set()
     for r in range(4):
         mine = " ".join(ln for ln in lines if ln.startswith(f"[rank {r}] error:"))
         if not mine:
             raise Failure(f"rank {r} printed no error line\n{out}\n{err}")
-        own = re.search(r"all-to-all (\w+) of micro-batch \d+ \(step \d+ \S+ sub-step \d\) on expert-parallel group \{\d,\d\}", mine)
-        via = re.search(r"rank \d was last seen at .* in all-to-all (\w+) of micro-batch \d+ on its expert-parallel group", mine)
+        own = re.findall(r"all-to-all (\w+) of micro-batch \d+ \(step \d+ \S+ sub-step \d\) on expert-parallel group \{\d,\d\}", mine)
+        via = re.findall(r"rank \d was last seen at .* in all-to-all (\w+) of micro-batch \d+ on its expert-parallel group", mine)
         if not (own or via):
             raise Failure(f"rank {r} names neither its all-to-all nor the one its wait chain ends in: {mine}")
-        kinds.update(m.group(1) for m in (own, via) if m)
+        kinds.update(own + via)
     if len(kinds) < 2:
         raise Failure(f"the ranks should name the two all-to-alls a group issued in different orders, got {kinds}")
     print(f"all ranks exited non-zero in {dt:.1f} s")

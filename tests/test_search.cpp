@@ -520,6 +520,69 @@ TEST_CASE("tune: the best is verified, never slower than any family that fits th
   CHECK_FALSE(r.bound.formula.empty());
 }
 
+TEST_CASE("tune --dp prices the gradient sync and tune --fsdp verifies: every candidate carries the FSDP steps "
+          "PyTorch's lowering adds, so simulate of the written schedule gives tune's makespan") {
+  const auto count_dp_steps = [](const Schedule& s, CollectiveKind kind) {
+    int n = 0;
+    for (const Program& prog : s.programs)
+      for (const Slot& slot : prog)
+        n += slot && info(slot->op).collective == CollectiveScope::DataParallel && info(slot->op).collective_kind == kind;
+    return n;
+  };
+  const auto request = [](int dp, bool fsdp) {
+    TuneRequest rq;
+    rq.pp = 4;
+    rq.micro = 8;
+    rq.costs = [](int stages) { return default_cost_model(stages); };
+    rq.settings.iterations = 500;
+    rq.settings.threads = 2;
+    rq.settings.des_iterations = 20;
+    rq.keep_schedules = true;
+    rq.sim.check.dp.degree = dp;
+    rq.sim.check.dp.fsdp = fsdp;
+    return rq;
+  };
+  const auto family = [](const TuneResult& r, const std::string& name) {
+    for (const Entry& e : r.leaderboard)
+      if (e.name == name && e.origin.is_family()) return e;
+    FAIL("no family entry " << name);
+    return Entry{};
+  };
+  const TuneResult alone = tune(request(1, false));
+  for (const bool fsdp : {false, true}) {
+    CAPTURE(fsdp);
+    const TuneRequest rq = request(4, fsdp);
+    const TuneResult r = tune(rq);
+    REQUIRE(r.best == 0);  // before FSDP steps were inserted, --fsdp verified no candidate
+    REQUIRE(r.schedules.size() == r.leaderboard.size());
+    for (size_t i = 0; i < r.schedules.size(); ++i) {
+      CAPTURE(r.leaderboard[i].name);
+      // One gradient reduction per stage, after its last backward, as add_fsdp_steps places it.
+      CHECK(count_dp_steps(r.schedules[i], CollectiveKind::ReduceScatter) == r.schedules[i].stages);
+      CHECK(count_dp_steps(r.schedules[i], CollectiveKind::AllGather) > 0);
+    }
+    CHECK(count_dp_steps(r.best_schedule, CollectiveKind::ReduceScatter) == r.best_schedule.stages);
+    SimOptions o = rq.sim;
+    o.check.memory = default_cost_model(4).memory_model(4);
+    const RunRecord again = simulate(r.best_schedule, default_cost_model(4), o);
+    CHECK(again.check.ok());
+    CHECK(again.makespan_ms == Approx(r.leaderboard[0].makespan_ms).epsilon(1e-12));
+    CHECK(again.dp_collective_ms > 0);
+    // The family as a data-parallel run executes it: generated, FSDP steps added, simulated.
+    const RunRecord one = simulate(add_fsdp_steps(generate("1f1b", [] {
+                                     GenerateOptions g;
+                                     g.pp = 4;
+                                     g.micro = 8;
+                                     return g;
+                                   }())),
+                                   default_cost_model(4), o);
+    CHECK(family(r, "1f1b").makespan_ms == Approx(one.makespan_ms).epsilon(1e-12));
+    // The sync after the last backward is exposed: DP 4 takes longer than the pipeline alone.
+    CHECK(family(r, "1f1b").makespan_ms > family(alone, "1f1b").makespan_ms + 1e-6);
+    CHECK(r.leaderboard[0].makespan_ms > alone.leaderboard[0].makespan_ms + 1e-6);
+  }
+}
+
 TEST_CASE("an F paired with the next backward becomes one OVERLAP_F_B step: verified, and the DES prices it "
           "as the evaluator does (max + (1 - efficiency) x min)") {
   CostModel costs = unit_costs(0.1);

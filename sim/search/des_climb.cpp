@@ -257,7 +257,14 @@ Found des_refine(const Problem& p, const std::vector<Found>& starts, const CostM
   // The fastest start that runs and verifies, timed with every check.
   Found best;
   double best_ms = -1;
-  for (const Found& f : starts) {
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const Found& f = starts[k];
+    // Out of time with a start in hand: the later starts are left untimed (and the result then
+    // depends on timing).
+    if (best_ms >= 0 && seconds > 0 && std::chrono::duration<double>(Clock::now() - t0).count() > seconds) {
+      c.stopped_by_time = true;
+      break;
+    }
     if (!evaluate(p, f.order).ok) continue;
     const double ms = timing.checked(f.order);
     if (ms >= 0 && (best_ms < 0 || ms < best_ms - 1e-12)) best_ms = ms, best = f;

@@ -244,7 +244,8 @@ std::vector<Found> OrderSearch::seed_pool(const std::vector<Found>& seeds) {
   }
   rank(pool);
   std::vector<Found> filled;
-  for (size_t i = 0; i < pool.size() && i < 16; ++i) {
+  // Filling takes long on a large problem: once --seconds is up, the pool goes as it is.
+  for (size_t i = 0; i < pool.size() && i < 16 && !stop_.load(std::memory_order_relaxed); ++i) {
     Found f = fill_gaps(p_, pool[i]);
     if (f.order != pool[i].order) filled.push_back(std::move(f));
   }

@@ -387,7 +387,8 @@ PartitionResult search_partition(const PartitionRequest& rq) {
       if (const auto it = layouts.find(e.vpp); it != layouts.end()) e.layout.assign(it->second.begin(), it->second.end());
     return r;
   };
-  const double share = total > 0 ? std::max(0.0, total - std::chrono::duration<double>(Clock::now() - t0).count()) : 0;
+  // What the layout walk left of --seconds (a millisecond when it took it all: 0 would mean no limit).
+  const double share = total > 0 ? std::max(1e-3, total - std::chrono::duration<double>(Clock::now() - t0).count()) : 0;
   const bool same = best.empty() || best == even;
   TuneResult searched, on_even;
   bool have_searched = false;

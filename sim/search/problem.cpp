@@ -7,6 +7,7 @@
 
 #include "schedule/comm_insertion.hpp"
 #include "schedule/errors.hpp"
+#include "schedule/generators/generator.hpp"
 
 namespace ppsched::search {
 
@@ -71,6 +72,7 @@ Problem problem_from_costs(const CostModel& costs, int ranks, int vpp, int micro
   p.micros = micros;
   p.split = split;
   p.memory_rule = rule;
+  p.data_parallel_steps = dp.degree > 1;
   p.placement = placement == PlacementKind::V ? Placement::v(ranks, p.stages) : Placement::loop(ranks, p.stages);
   costs.check_fits(p.stages, micros);
   const size_t n = static_cast<size_t>(p.stages) * static_cast<size_t>(micros);
@@ -455,7 +457,8 @@ Schedule to_schedule(const Problem& p, const Order& order, const std::string& na
       }
     }
   }
-  return insert_p2p(std::move(s), Alignment::Auto);
+  s = insert_p2p(std::move(s), Alignment::Auto);
+  return p.data_parallel_steps ? add_fsdp_steps(s) : s;
 }
 
 std::optional<Order> order_of(const Schedule& s, const Problem& p) {
@@ -468,7 +471,7 @@ std::optional<Order> order_of(const Schedule& s, const Problem& p) {
       if (!slot) continue;
       const Step& st = *slot;
       const StepTypeInfo& inf = info(st.op);
-      if (is_p2p(st.op) || inf.composite == CompositeKind::Batch) continue;
+      if (is_p2p(st.op) || inf.composite == CompositeKind::Batch || inf.collective == CollectiveScope::DataParallel) continue;
       // An overlap composite of a forward and then a backward of another micro (OVERLAP_F_B).
       // In a split problem the backward may also be a full one (DualPipeV mixes both).
       if (inf.composite == CompositeKind::Overlap && st.sub_steps().size() == 2 &&

@@ -70,6 +70,10 @@ struct Problem {
   // The cost model's overlap_efficiency: > 0 lets the search pair an F with a backward
   // (OVERLAP_F_B); 0 (ZB's model, or a model without overlap) never pairs.
   double overlap_efficiency = 0;
+  // A data-parallel run (DP > 1): to_schedule() adds PyTorch's FSDP steps (add_fsdp_steps), so
+  // the DES prices the gradient sync (and, under FSDP, the gathers) as a run executes them.
+  // evaluate() leaves them out: the DES decides between orders that differ by them.
+  bool data_parallel_steps = false;
 
   size_t at(int stage, int micro) const { return static_cast<size_t>(stage) * static_cast<size_t>(micros) + static_cast<size_t>(micro); }
   int rank_of(int stage) const { return placement.stage_to_rank[static_cast<size_t>(stage)]; }
@@ -136,9 +140,10 @@ struct LowerBound {
 };
 LowerBound lower_bound(const Problem& p);
 
-// The order as a Schedule: compute steps per rank, P2P steps inserted (Alignment::Auto).
+// The order as a Schedule: compute steps per rank, P2P steps inserted (Alignment::Auto), and
+// the FSDP steps of a data-parallel problem (data_parallel_steps).
 Schedule to_schedule(const Problem& p, const Order& order, const std::string& name);
-// The compute order of a schedule (P2P dropped); nullopt when it has other steps (composites,
+// The compute order of a schedule (P2P and FSDP steps dropped); nullopt when it has other steps (composites,
 // data or tower steps) or does not match the problem's shape. A full backward in a split
 // problem stays one B task, so DualPipeV's order (full and split backwards) seeds the F/I/W search.
 std::optional<Order> order_of(const Schedule& s, const Problem& p);

@@ -279,8 +279,9 @@ class TuneRun {
   const TuneRequest& rq_;
   const Clock::time_point t0_ = Clock::now();
   const Pricing pricing_;
-  // The search's time limit, shared out evenly over the shapes and backward kinds.
-  const double deadline_share_ = rq_.settings.seconds > 0 ? rq_.settings.seconds / static_cast<double>(pricing_.shapes().size() * 2) : 0;
+  // The search's time limit: what is left of --seconds shared out evenly over the shapes and
+  // backward kinds still to search (set before each; 0: no limit).
+  double deadline_share_ = 0;
   double global_best_ = -1;  // the progress line's best over every shape so far
   std::vector<Schedule> family_schedules_;  // each fitting a shape; named by its label
   std::vector<std::unique_ptr<Schedule>> found_schedules_;  // the searches' candidates
@@ -296,8 +297,19 @@ class TuneRun {
 
 TuneResult TuneRun::run() {
   add_families();
+  const size_t searches = pricing_.shapes().size() * 2;
+  size_t done = 0;
   for (const Shape& sh : pricing_.shapes())
-    for (bool split : {true, false}) search_shape(sh, split);
+    for (bool split : {true, false}) {
+      if (rq_.settings.seconds > 0) {
+        // The families' DES runs and the earlier searches came out of the same --seconds: a
+        // search that finds none left still runs its seeds (a limit of a millisecond).
+        const double left = rq_.settings.seconds - std::chrono::duration<double>(Clock::now() - t0_).count();
+        deadline_share_ = std::max(1e-3, left / static_cast<double>(searches - done));
+      }
+      ++done;
+      search_shape(sh, split);
+    }
   rank_leaderboard();
   describe_best();
   res_.seconds = std::chrono::duration<double>(Clock::now() - t0_).count();
@@ -319,6 +331,9 @@ void TuneRun::add_families() {
                                 [&](PlacementKind k) { return k == s.placement.kind; }))
         continue;
       s.name = fv.label;
+      // A data-parallel run executes the FSDP steps PyTorch's lowering (and ppsched-exec) adds:
+      // the gradient sync after each stage's last backward, FSDP's gathers around its steps.
+      if (rq_.sim.check.dp.degree > 1) s = add_fsdp_steps(s);
       family_schedules_.push_back(std::move(s));
     }
   }

@@ -761,6 +761,26 @@ for _pp in (2, 4):
     case(f"parity_tuned_pp{_pp}")(_tuned)
 
 
+@case("parity_tuned_dp2_fsdp_pp2")
+def _(ctx):
+    # tune --dp 2 --fsdp writes its best with the FSDP steps PyTorch's lowering adds (issue 40):
+    # ppsched-exec runs the file under --dp 2 --fsdp as it is (it refuses a DP run without them).
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "tuned.json")
+        run_ppsched(ctx, ["tune", "--pp", "2", "--micro", "4", "--dp", "2", "--fsdp", "--no-families",
+                          "--iterations", "2000", "--threads", "1", "-q", "-o", path])
+        with open(path) as f:
+            ops = [st["op"] for prog in json.load(f)["programs"] for st in prog if isinstance(st, dict)]
+        if ops.count("FSDP_REDUCE_GRAD") != 2 or "FSDP_UNSHARD" not in ops:
+            raise Failure("the tuned schedule lacks the FSDP steps: " + ", ".join(sorted(set(ops))))
+        rc, out, err, dt = launch(ctx, 4, ["--schedule", path, "--dp", "2", "--fsdp", "--check-parity", "--json",
+                                           "--iterations", "2"] + GPT)
+        s = summary(out)
+        if not s["ok"] or not s["parity"]["ok"]:
+            raise Failure("parity failed: " + json.dumps(s, indent=1) + "\n" + err)
+        print(f"tuned under DP 2 FSDP: parity ok, max_rel_error {s['parity']['max_rel_error']:.3g}")
+
+
 def predict_run(ctx, ranks, generate, model, factor):
     """Runs a generated schedule from a file under Gloo (two iterations, so the traced last one
     is warm), calibrates the trace, predicts the run and holds the prediction to `factor`."""

@@ -257,6 +257,28 @@ struct MPipeConfig {
   }
 };
 
+// What a schedule was planned for (`tune -o` with a model): the model file it was priced from,
+// which layers each stage holds, and the training settings given with it (0 or empty: the model
+// file's own). The commands that price a schedule take them unless told otherwise
+// (tools/cli/planned_for.cpp). The schedule file's "planned_for" object.
+struct PlannedFor {
+  std::string model;              // the model file, as the planner was given it
+  std::vector<int32_t> layout;    // body layers per stage, in stage order
+  std::string layout_megatron;    // the same, as Megatron's --pipeline-model-parallel-layout (for people)
+  int64_t seq_len = 0, micro_batch_size = 0;
+  int32_t tp = 0, ep = 0, etp = 0, dp = 0;
+  std::string recompute, precision, optimizer;
+  bool fsdp = false, distributed_optimizer = false;
+
+  bool operator==(const PlannedFor& o) const {
+    return model == o.model && layout == o.layout && seq_len == o.seq_len && micro_batch_size == o.micro_batch_size &&
+           tp == o.tp && ep == o.ep && etp == o.etp && dp == o.dp && recompute == o.recompute &&
+           precision == o.precision && optimizer == o.optimizer && fsdp == o.fsdp &&
+           distributed_optimizer == o.distributed_optimizer;
+  }
+  bool operator!=(const PlannedFor& o) const { return !(*this == o); }
+};
+
 struct Schedule {
   std::string name;
   int32_t ranks = 0;
@@ -272,6 +294,7 @@ struct Schedule {
   int32_t pipes = 1;
   std::vector<int32_t> micro_pipe;  // pipes > 1: the copy of each micro-batch (size micro_batches)
   std::vector<Program> programs;
+  std::optional<PlannedFor> planned_for;  // a planned schedule's model, layout and settings
   // Derived from the programs, never written to a file: the body carries hyper-parallel's data
   // steps (a DATA_LOAD, DATA_SEND or DATA_RECV with a stage), so each micro-batch's inputs and
   // labels travel with its forward and the last stage takes its labels from what arrived (the

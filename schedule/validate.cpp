@@ -45,6 +45,7 @@ class Validator {
     check_placement();
     check_mpipe();
     check_pipes();
+    check_planned_for();
     if (s_.data_steps != has_body_data_steps(s_))
       fail_top("programs", std::string("internal: the schedule's data_steps flag says ") +
                                (s_.data_steps ? "it has" : "it has no") +
@@ -124,6 +125,16 @@ class Validator {
                  "owner " + std::to_string(owners[m]) + " of micro " + std::to_string(m) +
                      " is out of range: expected " + range_text(s_.ranks, "ranks"));
     }
+  }
+
+  // A planned schedule's layout holds the body layers of each of its model stages.
+  void check_planned_for() const {
+    if (!s_.planned_for) return;
+    const size_t n = s_.planned_for->layout.size();
+    if (n != static_cast<size_t>(s_.model_stages()))
+      fail_top("planned_for.layout", "expected the body layers of each of the " + std::to_string(s_.model_stages()) +
+                                         " stages, found " + entries(n));
+    if (s_.planned_for->model.empty()) fail_top("planned_for.model", "expected the model file, got an empty string");
   }
 
   // Replicated stages: the copies divide the stages evenly, every micro-batch names its copy.

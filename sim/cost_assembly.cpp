@@ -141,6 +141,13 @@ const Workload& workload_of(const CostSource& src) {
 }  // namespace
 
 WorkloadCosts assemble_costs(const CostSource& src, int stages) {
+  if (src.layout.empty() && !src.layout_counts.empty()) {
+    if (src.layout_counts.size() != static_cast<size_t>(stages))
+      throw InputError({}, "the schedule's planned layout has " + std::to_string(src.layout_counts.size()) +
+                               " stages, and " + std::to_string(stages) + " are priced: give --layout");
+    const std::vector<int> counts(src.layout_counts.begin(), src.layout_counts.end());
+    return finish(workload_costs(workload_of(src), counts, "the schedule's planned_for.layout"), src);
+  }
   return finish(workload_costs(workload_of(src), stages, src.layout, "--layout"), src);
 }
 

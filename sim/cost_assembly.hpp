@@ -71,6 +71,8 @@ struct CostSource {
   std::optional<Workload> workload;        // a model description, overrides applied
   std::string model_file;              // its file, for messages
   std::string layout;                    // --layout's text ("": the model file's, else the even split)
+  // A planned schedule's layout (its planned_for), used when --layout is not given.
+  std::vector<int64_t> layout_counts;
   std::optional<CostOverlay> overlay;    // a cost file over the model's figures
   std::optional<CostModel> file_costs;   // a cost file alone (no model)
   PricingAssumptions assumptions;

@@ -700,6 +700,53 @@ TEST_CASE("the SVG timeline is a standalone, well-formed picture with a row per 
   CHECK(svg.find("peak &quot;9 GiB&quot; &gt; budget &lt;8 GiB&gt; &amp;") != std::string::npos);
 }
 
+TEST_CASE("every rank's memory strip is on one scale, topped by the largest peak or the budget, with the "
+          "budget drawn") {
+  Fabricated f = fabricate(4, 6);
+  std::vector<int64_t> peak(4, 0);
+  for (const auto& m : f.r.memory) peak[static_cast<size_t>(m.rank)] = std::max(peak[static_cast<size_t>(m.rank)], m.bytes);
+  const int64_t top = *std::max_element(peak.begin(), peak.end());
+  REQUIRE(peak[0] < top);  // ranks differ, else one scale and per-rank scales look alike
+  // The y of each row's strip bottom ("mb"), each peak dot ("pkd") and each budget line ("bud").
+  const auto ys = [](const std::string& svg, const std::string& prefix) {
+    std::vector<double> out;
+    for (size_t at = svg.find(prefix); at != std::string::npos; at = svg.find(prefix, at + 1)) {
+      const size_t y = svg.find(prefix.find("circle") != std::string::npos ? "cy=\"" : "y1=\"", at);
+      out.push_back(std::strtod(svg.c_str() + svg.find('"', y) + 1, nullptr));
+    }
+    return out;
+  };
+  for (const double budget_over_top : {0.0, 2.0}) {
+    CAPTURE(budget_over_top);
+    SvgOptions o;
+    if (budget_over_top > 0) o.memory_budget = static_cast<int64_t>(budget_over_top * static_cast<double>(top));
+    const std::string svg = svg_timeline(f.s, f.r, o);
+    CHECK(check_xml(svg) == "");
+    const std::vector<double> bottom = ys(svg, "<line class=\"mb\""), dot = ys(svg, "<circle class=\"pkd\""),
+                              bud = ys(svg, "<line class=\"bud\"");
+    REQUIRE(bottom.size() == 4);
+    REQUIRE(dot.size() == 4);
+    // Heights over the strip's bottom, as fractions of the tallest: each rank's peak over the scale's top.
+    const double scale_top = o.memory_budget ? static_cast<double>(*o.memory_budget) : static_cast<double>(top);
+    double usable = 0;
+    for (size_t r = 0; r < 4; ++r)
+      if (peak[r] == top) usable = (bottom[r] - dot[r]) * scale_top / static_cast<double>(top);
+    REQUIRE(usable > 0);
+    for (size_t r = 0; r < 4; ++r) {
+      CAPTURE(r);
+      CHECK(bottom[r] - dot[r] == Approx(usable * static_cast<double>(peak[r]) / scale_top).margin(0.02));
+    }
+    if (o.memory_budget) {
+      REQUIRE(bud.size() == 5);  // one per rank's strip, then the legend's
+      for (size_t r = 0; r < 4; ++r) CHECK(bottom[r] - bud[r] == Approx(usable).margin(0.02));
+      CHECK(svg.find("memory budget 48.0 MiB (usable capacity)") != std::string::npos);
+      CHECK(svg.find("% of the budget") != std::string::npos);
+    } else {
+      CHECK(bud.empty());
+    }
+  }
+}
+
 TEST_CASE("the SVG leaves out arrows above max_arrows and the memory curve on request") {
   Fabricated f = fabricate(3, 4);
   SvgOptions o;

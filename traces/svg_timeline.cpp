@@ -337,12 +337,13 @@ class Legend {
   int lines_ = 1;
 };
 
-// A rank's memory strip is scaled to its own peak.
+// Every rank's memory strip on one scale: its top is the largest peak of any rank, or the memory
+// budget when that is larger, so the strips compare and the rank closest to the budget shows.
 struct MemoryScale {
   double bottom = 0, usable = 0;
-  int64_t peak = 0;
+  int64_t top = 0;
   double y_of(int64_t b) const {
-    return bottom - (peak > 0 ? usable * std::clamp(static_cast<double>(b) / static_cast<double>(peak), 0.0, 1.0) : 0.0);
+    return bottom - (top > 0 ? usable * std::clamp(static_cast<double>(b) / static_cast<double>(top), 0.0, 1.0) : 0.0);
   }
 };
 
@@ -356,6 +357,9 @@ class Timeline {
         tooltips_(r.slices.size() <= static_cast<size_t>(std::max(0, options.max_tooltips))),
         arrows_(!r.flows.empty() && r.flows.size() <= static_cast<size_t>(std::max(0, options.max_arrows))) {
     for (const auto& c : r.critical_path) critical_.insert(step_key(c.rank, c.step_index));
+    for (const auto& samples : samples_of_)
+      for (const auto* x : samples) memory_top_ = std::max(memory_top_, x->bytes);
+    if (options.memory_budget && *options.memory_budget > 0) memory_top_ = std::max(memory_top_, *options.memory_budget);
   }
 
   std::string draw() {
@@ -500,19 +504,26 @@ class Timeline {
     }
   }
 
-  // Memory curve, scaled to this rank's peak.
+  // Memory curve, on the scale every rank shares, with the budget's line.
   void memory_strip(int rank, const RowGeometry& g) {
     const auto& samples = samples_of_[static_cast<size_t>(rank)];
     MemoryScale m;
     m.bottom = g.memory + kMemH;
     m.usable = kMemH - 4;
+    m.top = memory_top_;
     body_.raw("<line class=\"mb\" x1=\"").num(kLeft).raw("\" y1=\"").num(m.bottom).raw("\" x2=\"").num(kLeft + l_.width)
         .raw("\" y2=\"").num(m.bottom).raw("\"/><text class=\"sl\" x=\"8\" y=\"").num(g.memory + 11)
         .raw("\">memory</text>\n");
+    if (options_.memory_budget && *options_.memory_budget > 0)
+      body_.raw("<line class=\"bud\" x1=\"").num(kLeft).raw("\" y1=\"").num(m.y_of(*options_.memory_budget))
+          .raw("\" x2=\"").num(kLeft + l_.width).raw("\" y2=\"").num(m.y_of(*options_.memory_budget))
+          .raw("\"><title>memory budget (usable capacity): ").raw(human_bytes(static_cast<double>(*options_.memory_budget)))
+          .raw("</title></line>\n");
     if (samples.empty()) return;
+    int64_t peak = 0;
     double peak_t = samples.front()->time_ms;
     for (const auto* x : samples)
-      if (x->bytes > m.peak) m.peak = x->bytes, peak_t = x->time_ms;
+      if (x->bytes > peak) peak = x->bytes, peak_t = x->time_ms;
     memory_curve(samples, &MemorySample::bytes, "mem", m);
     // With a model's costs the rank also holds its weights, gradients and optimizer state
     // for the whole step (a dashed level) and keeps activations (a lighter curve).
@@ -526,9 +537,14 @@ class Timeline {
       memory_curve(samples, &MemorySample::activations, "act", m);
     }
     // The peak: a dot on the curve (tooltip: when) and its value under the row's label.
-    const std::string peak_text = "peak " + human_bytes(static_cast<double>(m.peak));
-    body_.raw("<circle class=\"pkd\" cx=\"").num(l_.x_of(peak_t)).raw("\" cy=\"").num(m.y_of(m.peak))
-        .raw("\" r=\"2.5\"><title>").raw(peak_text).raw(" at ").raw(coord(peak_t, 3)).raw(" ms</title></circle>");
+    const std::string peak_text = "peak " + human_bytes(static_cast<double>(peak));
+    std::string of_budget;
+    if (options_.memory_budget && *options_.memory_budget > 0)
+      of_budget = ", " + std::to_string(std::lround(100.0 * static_cast<double>(peak) /
+                                                    static_cast<double>(*options_.memory_budget))) + "% of the budget";
+    body_.raw("<circle class=\"pkd\" cx=\"").num(l_.x_of(peak_t)).raw("\" cy=\"").num(m.y_of(peak))
+        .raw("\" r=\"2.5\"><title>").raw(peak_text).raw(" at ").raw(coord(peak_t, 3)).raw(" ms").raw(of_budget)
+        .raw("</title></circle>");
     body_.raw("<text class=\"pk\" x=\"8\" y=\"").num(g.memory + kMemH - 2).raw("\">").raw(peak_text).raw("</text>\n");
   }
 
@@ -633,7 +649,10 @@ class Timeline {
                   (tooltips_ ? "" : " (and tooltips left out above " + std::to_string(options_.max_tooltips) +
                                         " slices: ppsched simulate --trace shows them)"));
     if (options_.memory && !r_.memory.empty()) {
-      legend.line("mem", "memory (scaled to the rank's peak)");
+      legend.line("mem", "memory (every rank on one scale: the largest peak" +
+                             std::string(options_.memory_budget ? " or the budget)" : ")"));
+      if (options_.memory_budget && *options_.memory_budget > 0)
+        legend.line("bud", "memory budget " + human_bytes(static_cast<double>(*options_.memory_budget)) + " (usable capacity)");
       bool resident = false;
       for (const auto& x : r_.ranks) resident = resident || x.memory.resident_bytes() > 0;
       if (resident) {
@@ -673,6 +692,7 @@ class Timeline {
              ".mem{fill:none;stroke:#1f5fa8;stroke-width:1}\n"
              ".act{fill:none;stroke:#7fb0e0;stroke-width:1}\n"
              ".res{stroke:#1f5fa8;stroke-width:0.8;stroke-dasharray:3,2}\n"
+             ".bud{stroke:#c0392b;stroke-width:1;stroke-dasharray:6,3}\n"
              ".ar{stroke:#555;stroke-width:0.7;fill:none;opacity:0.8}\n"
              ".cp{stroke:#000;stroke-width:1.2}\n"
              ".vi{fill:#d00000}\n");
@@ -709,6 +729,7 @@ class Timeline {
   const LocalStages stages_;
   const bool tooltips_, arrows_;
   std::unordered_set<uint64_t> critical_;  // step_key of the critical path's steps
+  int64_t memory_top_ = 0;                  // the memory strips' common scale (MemoryScale)
   Svg body_;
   bool used_[kClsCount] = {};
   bool any_critical_ = false;

@@ -26,13 +26,17 @@ namespace {
 
 using Keys = std::vector<std::string_view>;
 const Keys kTopKeys = {"format",        "version",   "name",  "ranks",      "stages",
-                       "micro_batches", "placement", "mpipe", "programs", "pipes", "micro_pipe"};
+                       "micro_batches", "placement", "mpipe", "programs", "pipes", "micro_pipe", "planned_for"};
+const Keys kPlanKeys = {"model", "layout", "layout_megatron", "seq_len", "micro_batch_size", "tp", "ep", "etp",
+                        "dp", "recompute", "precision", "optimizer", "fsdp", "distributed_optimizer"};
 const Keys kMPipeKeys = {"overflow", "tower", "owner_backward", "owners"};
 const Keys kStepKeys = {"op", "micro", "stage", "peer", "sub_steps", "tensors", "group"};
 const Keys kTensorKeys = {"shape", "dtype"};
 // Positions in the lists above.
 enum TopKey { kTopFormat, kTopVersion, kTopName, kTopRanks, kTopStages, kTopMicro, kTopPlacement, kTopMPipe,
-              kTopPrograms, kTopPipes, kTopMicroPipe };
+              kTopPrograms, kTopPipes, kTopMicroPipe, kTopPlannedFor };
+enum PlanKey { kPlanModel, kPlanLayout, kPlanLayoutMegatron, kPlanSeqLen, kPlanMicroBatchSize, kPlanTp, kPlanEp, kPlanEtp,
+               kPlanDp, kPlanRecompute, kPlanPrecision, kPlanOptimizer, kPlanFsdp, kPlanDistributedOptimizer };
 enum MPipeKey { kMPipeOverflow, kMPipeTower, kMPipeOwnerBackward, kMPipeOwners };
 enum StepKey { kStepOp, kStepMicro, kStepStage, kStepPeer, kStepSubSteps, kStepTensors, kStepGroup };
 enum TensorKey { kTensorShape, kTensorDtype };
@@ -129,7 +133,7 @@ class Reader {
 
   // What an open container is.
   enum class Ctx : uint8_t { Top, Placement, MPipe, Owners, MicroPipe, Programs, Program, Step, SubSteps, Tensors, Tensor,
-                             Shape, Group, Skip };
+                             Shape, Group, Plan, PlanLayout, Skip };
   // A container's own place in its parent is the parent's pending key or element (which
   // cannot change while the container is open), so a frame stores no label. Frames are
   // reused: a push resets one, a pop only lowers depth_, so a step costs no allocation.
@@ -284,6 +288,7 @@ class Reader {
     switch (c) {
       case Ctx::Top: return &kTopKeys;
       case Ctx::MPipe: return &kMPipeKeys;
+      case Ctx::Plan: return &kPlanKeys;
       case Ctx::Step: return &kStepKeys;
       case Ctx::Tensor: return &kTensorKeys;
       default: return nullptr;
@@ -314,6 +319,7 @@ class Reader {
   bool scalar(const Value& v);
   void top_field(const Frame& f, const Value& v);
   void mpipe_field(int key_id, const Value& v);
+  void plan_field(int key_id, const Value& v);
   void program_slot(const Value& v);
   bool close();
   void begin_element() {
@@ -472,6 +478,10 @@ void Reader::open_top_field(int key_id, Kind kind) {
   } else if (key_id == kTopMicroPipe) {
     if (object) wrong_type("an array with the pipe of each micro-batch", kind);
     push(Ctx::MicroPipe, false);
+  } else if (key_id == kTopPlannedFor) {
+    if (!object) wrong_type("an object (the model and layout the schedule was planned for)", kind);
+    s_.planned_for.emplace();
+    push(Ctx::Plan, true);
   } else {
     wrong_type(key_id == kTopName || key_id == kTopFormat ? "a string" : "an integer", kind);
   }
@@ -510,6 +520,10 @@ bool Reader::open(Kind kind) {
       return true;
     case Ctx::MPipe:
       open_mpipe_field(f.key_id, kind);
+      return true;
+    case Ctx::Plan:
+      if (f.key_id != kPlanLayout || object) wrong_type(f.key_id == kPlanLayout ? "an array" : "a scalar", kind);
+      push(Ctx::PlanLayout, false);
       return true;
     case Ctx::Programs:
       if (object) wrong_type("an array", kind);
@@ -563,6 +577,7 @@ bool Reader::open(Kind kind) {
     case Ctx::MicroPipe:
     case Ctx::Shape:
     case Ctx::Group:
+    case Ctx::PlanLayout:
       wrong_type("an integer", kind);
     case Ctx::Skip: break;
   }
@@ -654,7 +669,7 @@ void Reader::top_field(const Frame& f, const Value& v) {
            "\": expected \"loop\", \"v\" or an array with the rank of each stage");
     placement_name_ = std::string(*v.s);
     placement_map_.reset();
-  } else if (id == kTopMPipe) {
+  } else if (id == kTopMPipe || id == kTopPlannedFor) {
     wrong_type("an object", v.kind);
   } else if (id == kTopPrograms) {
     wrong_type("an array", v.kind);
@@ -673,6 +688,33 @@ void Reader::mpipe_field(int key_id, const Value& v) {
     m.owner_backward = boolean_of(v);
   } else {
     wrong_type("an array", v.kind);
+  }
+}
+
+// A scalar in the planned_for object.
+void Reader::plan_field(int key_id, const Value& v) {
+  PlannedFor& p = *s_.planned_for;
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max();
+  switch (key_id) {
+    case kPlanModel: p.model = std::string(text(v)); break;
+    case kPlanLayout: wrong_type("an array with the body layers of each stage", v.kind);
+    case kPlanLayoutMegatron: p.layout_megatron = std::string(text(v)); break;
+    case kPlanSeqLen: p.seq_len = integer(v, 1, kMax, "a sequence length >= 1"); break;
+    case kPlanMicroBatchSize: p.micro_batch_size = integer(v, 1, kMax, "a micro-batch size >= 1"); break;
+    case kPlanTp: p.tp = int32(v, 1, "a degree >= 1"); break;
+    case kPlanEp: p.ep = int32(v, 1, "a degree >= 1"); break;
+    case kPlanEtp: p.etp = int32(v, 1, "a degree >= 1"); break;
+    case kPlanDp: p.dp = int32(v, 1, "a degree >= 1"); break;
+    case kPlanRecompute:
+      p.recompute = pick<std::string>(v, "recompute", {{"none", "none"}, {"selective", "selective"}, {"full", "full"}});
+      break;
+    case kPlanPrecision:
+      p.precision = pick<std::string>(v, "precision", {{"bf16", "bf16"}, {"fp16", "fp16"}, {"fp32", "fp32"}});
+      break;
+    case kPlanOptimizer: p.optimizer = pick<std::string>(v, "optimizer", {{"adam", "adam"}, {"adamw", "adamw"}, {"sgd", "sgd"}}); break;
+    case kPlanFsdp: p.fsdp = boolean_of(v); break;
+    case kPlanDistributedOptimizer: p.distributed_optimizer = boolean_of(v); break;
+    default: break;
   }
 }
 
@@ -705,6 +747,8 @@ bool Reader::scalar(const Value& v) {
     case Ctx::Top: top_field(f, v); break;
     case Ctx::Placement: placement_map_->push_back(int32(v)); break;
     case Ctx::MPipe: mpipe_field(f.key_id, v); break;
+    case Ctx::Plan: plan_field(f.key_id, v); break;
+    case Ctx::PlanLayout: s_.planned_for->layout.push_back(int32(v, 0, "a layer count >= 0")); break;
     case Ctx::Owners: s_.mpipe->owners.push_back(int32(v)); break;
     case Ctx::MicroPipe: s_.micro_pipe.push_back(int32(v)); break;
     case Ctx::Programs: wrong_type("an array", v.kind);
@@ -751,6 +795,10 @@ bool Reader::close() {
   if (f.ctx == Ctx::Tensor) {
     if (!(f.seen & (1u << kTensorShape))) missing("shape", "an array of dimensions");
     if (!(f.seen & (1u << kTensorDtype))) missing("dtype", "a dtype name such as \"bf16\"");
+  }
+  if (f.ctx == Ctx::Plan) {
+    if (!(f.seen & (1u << kPlanModel))) missing("model", "the model file the schedule was planned for");
+    if (!(f.seen & (1u << kPlanLayout))) missing("layout", "an array with the body layers of each stage");
   }
   if (f.ctx == Ctx::Top) {
     if (!format_) missing("format", "\"" + std::string(kScheduleJsonFormat) + "\"");

@@ -74,6 +74,44 @@ void put_step(std::string& out, const Step& st) {
   out += '}';
 }
 
+// The "planned_for" object: the model and layout always, each setting only when given.
+void put_planned_for(std::string& out, const PlannedFor& p) {
+  out += ",\n  \"planned_for\": {\"model\": ";
+  put_string(out, p.model);
+  out += ", \"layout\": ";
+  put_int_array(out, p.layout);
+  if (!p.layout_megatron.empty()) {
+    out += ", \"layout_megatron\": ";
+    put_string(out, p.layout_megatron);
+  }
+  const auto number = [&](const char* key, int64_t v) {
+    if (v <= 0) return;
+    out += ", \"";
+    out += key;
+    out += "\": ";
+    put_int(out, v);
+  };
+  const auto text = [&](const char* key, const std::string& v) {
+    if (v.empty()) return;
+    out += ", \"";
+    out += key;
+    out += "\": ";
+    put_string(out, v);
+  };
+  number("seq_len", p.seq_len);
+  number("micro_batch_size", p.micro_batch_size);
+  number("tp", p.tp);
+  number("ep", p.ep);
+  number("etp", p.etp);
+  number("dp", p.dp);
+  text("recompute", p.recompute);
+  text("precision", p.precision);
+  text("optimizer", p.optimizer);
+  if (p.fsdp) out += ", \"fsdp\": true";
+  if (p.distributed_optimizer) out += ", \"distributed_optimizer\": true";
+  out += '}';
+}
+
 }  // namespace
 
 std::string write_schedule_json(const Schedule& s) {
@@ -118,6 +156,7 @@ std::string write_schedule_json(const Schedule& s) {
     out += ",\n  \"micro_pipe\": ";
     put_int_array(out, s.micro_pipe);
   }
+  if (s.planned_for) put_planned_for(out, *s.planned_for);
   out += ",\n  \"programs\": [";
   for (size_t r = 0; r < s.programs.size(); ++r) {
     out += r ? ",\n    [" : "\n    [";

@@ -33,7 +33,7 @@ Action add_check(CLI::App& app) {
   generator_flags_need_generate(*cmd);
   add_mode_flags(*cmd, st->mode);
   add_data_parallel_flags(*cmd, st->dp);
-  add_cost_flags(*cmd, st->cost);
+  add_cost_flags(*cmd, st->cost, true, false, true);
   // check times nothing and marks nothing tight: refused (as unknown) rather than ignored.
   for (const char* flag : {"--overlap-efficiency", "--memory-margin"}) cmd->remove_option(cmd->get_option(flag));
   cmd->add_option("--memory-budget", st->budget,
@@ -110,6 +110,11 @@ Action add_check(CLI::App& app) {
       comms_csv.push_back(selects_overlap_p2p(kind));
     }
     if (inputs.empty()) throw InputError({}, "give schedule files or --generate FAMILY --pp P --micro M");
+    {
+      std::vector<std::pair<std::string, const Schedule*>> planned;
+      for (const auto& [name, s] : inputs) planned.emplace_back(name, &s);
+      take_planned_for(planned, st->cost, st->dp, "check");
+    }
     const CostSource costs_from = cost_source(st->cost, st->dp);  // read once for every input
     bool all_ok = true;
     nlohmann::json files = nlohmann::json::array();

@@ -144,6 +144,7 @@ double timeline_unit(const ShowFlags& f, const Schedule& s, const RunRecord& r, 
 // `show --timeline`: the simulated run as a time-aligned grid.
 int show_timeline(const ShowFlags& f, const Schedule& s, const std::optional<CsvKind>& kind) {
   SimFlags sim = f.sim;
+  take_planned_for({{f.file, &s}}, sim.cost, sim.dp, "show --timeline");
   CostModel c = load_cost_model(sim.cost, sim.dp, s);
   const SimOptions so = sim_options(sim, c, s, f.file, true, selects_overlap_p2p(kind));
   // As `simulate` says it: a compute_comms CSV runs under PyTorch's runtime semantics.

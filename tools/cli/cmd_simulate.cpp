@@ -348,6 +348,11 @@ Action add_simulate(CLI::App& app) {
         write_errors.push_back(e.what());
       }
     };
+    {
+      std::vector<std::pair<std::string, const Schedule*>> planned;
+      for (const auto& [name, s] : inputs) planned.emplace_back(name, &s);
+      take_planned_for(planned, st->sim.cost, st->sim.dp, "simulate");
+    }
     const CostSource costs_from = cost_source(st->sim.cost, st->sim.dp);  // read once for every input
     for (size_t k = 0; k < inputs.size(); ++k) {
       auto& [name, s] = inputs[k];
@@ -384,7 +389,11 @@ Action add_simulate(CLI::App& app) {
             try_write(path, chrome_trace_json(s, r, to));
           }
       }
-      if (!st->svg.empty()) try_write(st->svg, svg_timeline(s, r));
+      if (!st->svg.empty()) {
+        SvgOptions svg;
+        svg.memory_budget = so.check.memory_budget;
+        try_write(st->svg, svg_timeline(s, r, svg));
+      }
     }
     if (st->json) std::cout << (all.size() == 1 ? all[0] : all).dump(2) << "\n";
     if (!write_errors.empty()) {
@@ -432,6 +441,11 @@ Action add_compare(CLI::App& app) {
                "), marked *; --body-only prices each schedule as written\n";
     table += "schedule                                   makespan ms   bubble   peak memory   messages   steps  verdict\n";
     bool ok = true;
+    {
+      std::vector<std::pair<std::string, const Schedule*>> planned;
+      for (size_t k = 0; k < schedules.size(); ++k) planned.emplace_back(st->files[k], &schedules[k]);
+      take_planned_for(planned, st->sim.cost, st->sim.dp, "compare");
+    }
     const CostSource costs_from = cost_source(st->sim.cost, st->sim.dp);  // read once for every schedule
     for (size_t k = 0; k < schedules.size(); ++k) {
       const std::string& f = st->files[k];

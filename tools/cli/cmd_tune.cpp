@@ -113,9 +113,9 @@ std::string aligned(const std::vector<std::vector<std::string>>& rows, const std
 
 // `tune --pareto`: the frontier, one row per point (ascending memory).
 int print_pareto(const search::TuneRequest& rq, const CostModel& shown, const std::string& rule, const std::string& objective,
-                 int max_searches, bool json, bool quiet) {
+                 int max_searches, bool json, ProgressLine& progress) {
   const search::ParetoResult r = search::pareto(rq, max_searches);
-  if (!quiet) std::fprintf(stderr, "\n");
+  progress.done();
   // Memory also in activations: multiples of the largest stage's kept activation (one chunk
   // activation with V placement), the unit of the controllable-memory paper.
   auto activations = [&](const search::ParetoPoint& p) {
@@ -306,6 +306,7 @@ struct TuneSetup {
   std::optional<double> budget;
   std::string basis;  // where the budget came from
   std::shared_ptr<const CostSource> source;  // the model, read once, the layouts' costs come from
+  std::shared_ptr<ProgressLine> progress;    // on a terminal only
 };
 
 TuneSetup tune_setup(const std::shared_ptr<TuneFlags>& st) {
@@ -350,14 +351,11 @@ TuneSetup tune_setup(const std::shared_ptr<TuneFlags>& st) {
   rq.settings.seed = st->seed;
   rq.settings.threads = st->threads;
   rq.settings.seconds = st->seconds;
-  if (!st->quiet)
-    rq.settings.progress = [](double best, double elapsed) {
-      std::fprintf(stderr,
-                   "\rtune: %.1f s, best so far %.4f ms by the search's evaluator (the table below is timed by the "
-                   "simulator, which prices communication fully)   ",
-                   elapsed, best);
-      std::fflush(stderr);
-    };
+  setup.progress = std::make_shared<ProgressLine>(st->quiet);
+  rq.settings.progress = [line = setup.progress](double best, double elapsed) {
+    line->show(format_text("tune: %.1f s, best so far %.4f ms by the search's evaluator (the table is timed by the DES)",
+                           elapsed, best));
+  };
   return setup;
 }
 
@@ -390,16 +388,12 @@ Tuned run_search(const std::shared_ptr<TuneFlags>& st, const TuneSetup& setup) {
       const std::vector<int64_t> c(counts.begin(), counts.end());
       return assemble_costs(src, counts_layout(c, t.layers, static_cast<int>(c.size()), "tune --partition search")).costs;
     };
-    if (!st->quiet)
-      pr.progress = [last = -1.0](long n, double best, double elapsed) mutable {
-        if (elapsed - last < 0.25) return;  // a few lines a second
-        last = elapsed;
-        if (best < 1e300)
-          std::fprintf(stderr, "\rtune --partition search: %.1f s, %ld layouts, best so far %.3f ms (families)   ", elapsed, n, best);
-        else
-          std::fprintf(stderr, "\rtune --partition search: %.1f s, %ld layouts, none fits the memory budget yet   ", elapsed, n);
-        std::fflush(stderr);
-      };
+    pr.progress = [line = setup.progress](long n, double best, double elapsed) {
+      line->show(best < 1e300 ? format_text("tune --partition search: %.1f s, %ld layouts, best so far %.3f ms (families)",
+                                            elapsed, n, best)
+                              : format_text("tune --partition search: %.1f s, %ld layouts, none fits the memory budget yet",
+                                            elapsed, n));
+    };
     t.part = search::search_partition(pr);
     t.r = std::move(t.part->result);
   } else {
@@ -569,7 +563,16 @@ int print_leaderboard(const TuneReport& rep) {
             << rep.r.des_moves << " DES hill-climb moves"
             << (rep.r.stopped_by_time ? " (stopped by --seconds: the result may depend on timing)" : " (deterministic for --seed)")
             << "\n";
-  if (!rep.flags.out.empty()) std::cout << "wrote " << rep.flags.out << " (P2P steps inserted; verified)\n";
+  if (!rep.flags.out.empty()) {
+    std::cout << "wrote " << rep.flags.out << " (P2P steps inserted"
+              << (rep.rq.sim.check.dp.degree > 1 ? ", FSDP steps for DP " + std::to_string(rep.rq.sim.check.dp.degree) : "")
+              << "; verified";
+    if (rep.with_model())
+      std::cout << (output_format("", "-o", rep.flags.out) == FileFormat::Json
+                        ? "; planned for its model and layout: simulate, compare and check price it so"
+                        : "; a CSV carries no plan: price it with --model and --layout " + rep.best_counts);
+    std::cout << ")\n";
+  }
   if (!rep.flags.layout_out.empty()) std::cout << "wrote " << rep.flags.layout_out << " (layer counts per stage; Megatron's layout)\n";
   return kOk;
 }
@@ -579,7 +582,7 @@ int report_tune(const TuneFlags& f, const TuneSetup& setup, const Tuned& tuned, 
   const search::TuneResult& r = tuned.r;
   const search::TuneRequest& rq = setup.rq;
   const bool with_model = tuned.net.has_value();
-  if (!f.quiet) std::fprintf(stderr, "\n");
+  if (setup.progress) setup.progress->done();
   if (r.best < 0) {
     std::cerr << "tune: no candidate verifies under the memory budget (" << r.leaderboard.size()
               << " tried; the first: " << (r.leaderboard.empty() ? "none" : r.leaderboard.front().verdict) << ")\n";
@@ -593,9 +596,18 @@ int report_tune(const TuneFlags& f, const TuneSetup& setup, const Tuned& tuned, 
     rep.best_megatron = megatron_text(lay, tuned.layers);
   }
   if (!f.layout_out.empty()) write_output(f.layout_out, rep.best_counts + "\n" + rep.best_megatron + "\n");
-  if (!f.out.empty()) write_output(f.out, write_schedule(r.best_schedule, output_format("", "-o", f.out)));
+  if (!f.out.empty()) {
+    Schedule planned = r.best_schedule;
+    // With a model, the file carries what it was planned for: simulate, compare and check price it so.
+    if (with_model) planned.planned_for = planned_for(f.cost, rq.sim.check.dp, best.layout, rep.best_megatron);
+    write_output(f.out, write_schedule(planned, output_format("", "-o", f.out)));
+  }
   if (!f.trace.empty()) write_output(f.trace, chrome_trace_json(r.best_schedule, r.best_sim));
-  if (!f.svg.empty()) write_output(f.svg, svg_timeline(r.best_schedule, r.best_sim));
+  if (!f.svg.empty()) {
+    SvgOptions svg;
+    if (setup.budget) svg.memory_budget = static_cast<int64_t>(*setup.budget);
+    write_output(f.svg, svg_timeline(r.best_schedule, r.best_sim, svg));
+  }
   for (const auto& e : r.leaderboard)
     if (e.origin.is_family() && e.verified) {
       rep.best_family = &e;
@@ -622,7 +634,7 @@ int tune_ep_search(const std::shared_ptr<TuneFlags>& st) {
     if (!st->quiet) std::fprintf(stderr, "tune --ep-search: EP %d\n", ep);
     TuneSetup setup = tune_setup(one);
     Tuned t = run_search(one, setup);
-    if (!st->quiet) std::fprintf(stderr, "\n");
+    setup.progress->done();
     EpCandidate c{ep, std::nullopt};
     if (t.r.best >= 0) c.best = t.r.leaderboard[static_cast<size_t>(t.r.best)];
     const bool better = c.best && (!win || win->r.best < 0 ||
@@ -649,7 +661,7 @@ Action add_tune(CLI::App& app) {
     if (!st->ep_search.empty()) return tune_ep_search(st);
     const TuneSetup setup = tune_setup(st);
     if (st->pareto)
-      return print_pareto(setup.rq, setup.shown, st->memory_rule, st->objective, st->pareto_searches, st->json, st->quiet);
+      return print_pareto(setup.rq, setup.shown, st->memory_rule, st->objective, st->pareto_searches, st->json, *setup.progress);
     return report_tune(*st, setup, run_search(st, setup));
   };
 }

@@ -130,6 +130,7 @@ struct DataParallelFlags {
   bool distributed_optimizer = false;
   std::string mesh_order = to_string(MeshOrder::DpPp);
   CLI::Option *degree_opt = nullptr, *fsdp_opt = nullptr, *dist_opt = nullptr;  // given on the command line?
+  bool planned = false;  // degree and sharding taken from a planned schedule (take_planned_for): as if given
 };
 // --dp, --fsdp, --mesh-order and (`with_distributed_optimizer`: where the optimizer state is
 // priced; the executor has none to shard) --distributed-optimizer.
@@ -160,9 +161,25 @@ struct CostFlags {
   bool delay_wgrad = false;  // --delay-wgrad-compute (MoE models)
   std::string memory_reserve;
   CLI::Option* model_opt = nullptr;
+  std::vector<int64_t> planned_layout;  // a planned schedule's layout (take_planned_for), without --layout
+  std::vector<CLI::Option*> model_only;  // the flags that need a model, where a schedule may name it
 };
+// What `tune -o` writes a schedule was planned for: the model and training flags it priced with,
+// the data parallelism and the best entry's layout (tools/cli/planned_for.cpp).
+PlannedFor planned_for(const CostFlags& f, const DataParallelOptions& dp, const std::vector<int64_t>& layout,
+                       const std::string& megatron);
+// Before a command reads its costs: the plan its input schedules carry (all the same one, else an
+// InputError) fills the flags the command line leaves unset: the model (opened as written, else
+// beside the schedule file), the layout, the training settings and the data parallelism. An
+// explicit --layout or data-parallel flag overrides the plan's and a --model of another file sets
+// the plan aside, each with a note on stderr.
+void take_planned_for(const std::vector<std::pair<std::string, const Schedule*>>& inputs, CostFlags& f,
+                      DataParallelFlags& dp, const std::string& command);
 // `positional_model`: `ppsched model MODEL` takes the model as its argument.
-void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file = true, bool positional_model = false);
+// `reads_schedules`: the model may come from a planned schedule, so the flags that need one are
+// checked by cost_source() (after take_planned_for), not by the parser.
+void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file = true, bool positional_model = false,
+                    bool reads_schedules = false);
 // The workload --model names with the training flags applied (a flag wins over the file); the
 // data-parallel flags not given on the command line take the model file's training values.
 // check_positions' notes go to `notes` when the command renders them (`model`), else to stderr.

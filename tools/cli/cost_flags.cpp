@@ -29,7 +29,7 @@ CLI::Validator one_of(std::vector<std::string> choices) {
 
 }  // namespace
 
-void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file, bool positional_model) {
+void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file, bool positional_model, bool reads_schedules) {
   if (with_costs_file)
     cmd.add_option("--costs", f.costs,
                    "cost model file (ppsched-costs JSON); with --model it overrides what it sets; default: the "
@@ -39,8 +39,11 @@ void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file, bool posi
                     : cmd.add_option("--model", f.model,
                                      "price the schedule from a model: a ppsched-model file or a Hugging Face config.json "
                                      "(per-stage costs and the whole per-rank memory)");
+  // A command that reads schedules may take the model from a planned one (take_planned_for):
+  // cost_source() refuses these flags without a model then, after the plan is taken.
   const auto needs_model = [&](CLI::Option* o) {
-    if (!positional_model) o->needs(f.model_opt);
+    if (reads_schedules) f.model_only.push_back(o);
+    else if (!positional_model) o->needs(f.model_opt);
   };
   needs_model(cmd.add_option("--layout", f.layout,
                              "which layers each stage holds: counts per stage (4,2,1,1) or Megatron's "
@@ -141,8 +144,8 @@ TrainingOverrides training_overrides(const CostFlags& f, const DataParallelFlags
   if (!f.optimizer.empty()) o.optimizer = f.optimizer == "sgd" ? Optimizer::Sgd : Optimizer::Adam;
   // The data-parallel flags given win over the model file's training values.
   const auto given = [](CLI::Option* opt) { return opt && opt->count() > 0; };
-  if (given(dp.degree_opt)) o.dp = dp.degree;
-  if (given(dp.fsdp_opt) || given(dp.dist_opt)) {
+  if (given(dp.degree_opt) || dp.planned) o.dp = dp.degree;
+  if (given(dp.fsdp_opt) || given(dp.dist_opt) || dp.planned) {
     o.fsdp = dp.fsdp;
     o.distributed_optimizer = dp.distributed_optimizer;
   }
@@ -172,6 +175,11 @@ Workload load_workload(const CostFlags& f, DataParallelFlags& dp, std::vector<st
 CostSource cost_source(const CostFlags& f, DataParallelFlags& dp, std::vector<std::string>* notes) {
   CostSource src;
   src.assumptions = pricing_assumptions(f);
+  if (f.model.empty())
+    for (const CLI::Option* o : f.model_only)
+      if (o->count() > 0)
+        throw InputError({}, o->get_name() + " needs --model (or a schedule file planned for a model): a cost file "
+                                             "has no layers");
   if (f.model.empty()) {
     if (!f.costs.empty()) src.file_costs = read_cost_file(f.costs);
     return src;
@@ -179,6 +187,7 @@ CostSource cost_source(const CostFlags& f, DataParallelFlags& dp, std::vector<st
   src.workload = load_workload(f, dp, notes);
   src.model_file = f.model;
   src.layout = f.layout;
+  src.layout_counts = f.planned_layout;
   if (!f.costs.empty()) src.overlay = read_cost_overlay(f.costs);
   return src;
 }

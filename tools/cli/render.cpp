@@ -1,5 +1,9 @@
 #include "tools/cli/render.hpp"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -159,6 +163,30 @@ std::string report_text(const std::string& what, const Schedule& s, const CheckR
   if (!r.semantics.empty()) out += "  assumes " + r.semantics + "\n";
   for (const auto& n : r.notes) out += "note: " + n + "\n";
   return out;
+}
+
+ProgressLine::ProgressLine(bool quiet) : on_(!quiet && isatty(STDERR_FILENO)) {
+  t0_ = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  struct winsize ws {};
+  if (on_ && ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1) width_ = ws.ws_col;
+}
+
+void ProgressLine::show(const std::string& text) {
+  if (!on_) return;
+  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count() - t0_;
+  if (drawn_ && now - last_ < 0.25) return;
+  last_ = now;
+  drawn_ = true;
+  // One column short of the width: a line that fills it wraps on some terminals.
+  std::string line = text.size() < width_ ? text : text.substr(0, width_ - 1);
+  std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
+  std::fflush(stderr);
+}
+
+void ProgressLine::done() {
+  if (!drawn_) return;
+  std::fprintf(stderr, "\n");
+  drawn_ = false;
 }
 
 int64_t parse_bytes(const std::string& text, const std::string& flag) {

@@ -28,4 +28,20 @@ std::string stream_report_text(const std::string& what, const StreamProgram& p, 
 // its unit ("10": bytes or GiB?), with the spellings that would be taken.
 int64_t parse_bytes(const std::string& text, const std::string& flag);
 
+// A long search's progress on stderr: on a terminal, one line rewritten in place, clipped to the
+// terminal's width and redrawn at most four times a second; in a log (stderr not a terminal) or
+// when quiet, nothing. done() ends the line (if one was drawn).
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool quiet);
+  void show(const std::string& text);
+  void done();
+
+ private:
+  bool on_ = false, drawn_ = false;
+  size_t width_ = 80;
+  double last_ = -1;  // seconds since construction when last drawn
+  double t0_ = 0;
+};
+
 }  // namespace ppsched::cli

@@ -10,7 +10,7 @@
 namespace ppsched::cli {
 
 void add_sim_flags(CLI::App& cmd, SimFlags& f) {
-  add_cost_flags(cmd, f.cost);
+  add_cost_flags(cmd, f.cost, true, false, true);
   cmd.add_option("--memory-budget", f.budget,
                  "per-rank memory budget for everything a rank holds (e.g. 80GiB); default: the cost model's capacity");
   add_mode_flags(cmd, f.mode);

@@ -74,6 +74,8 @@ std::vector<std::string> apply_training(Workload& net, const TrainingOverrides& 
   if (o.moe_capacity_factor) t.moe_capacity_factor = *o.moe_capacity_factor;
   if (const std::string why = expert_parallel_problem(t, net.arch ? net.arch->experts : 0); !why.empty())
     throw InputError(in_file(file), (o.ep ? "--ep " + std::to_string(*o.ep) : std::string("--dp/--tp")) + ": " + why);
+  if (const std::string why = tensor_parallel_problem(t, net.arch ? &*net.arch : nullptr); !why.empty())
+    throw InputError(in_file(file), (o.tp ? "--tp " + std::to_string(*o.tp) : std::string("training.tp")) + ": " + why);
   if (o.memory_reserve_bytes) {
     net.device.memory_reserve_bytes = *o.memory_reserve_bytes;
     if (net.device.memory_bytes && net.device.memory_reserve_bytes >= *net.device.memory_bytes)

@@ -11,6 +11,8 @@ but for the differences by design, each derived here by hand from the model's co
   stage, so at PP > 1 stage 0 holds h fewer parameters' share: h / PP (RMSNorm) or 2h / PP;
 - Megatron's formula has no QK-norm: Qwen3's q_norm and k_norm (head_dim each, a layer) are in
   ppsched's layers, whole on every TP rank;
+- a TP that does not divide the attention heads (or the key/value heads) is refused, as
+  Megatron-LM's argument checks refuse it before the estimator runs (GPT-2's 12 heads at TP 8);
 - Megatron's formula has no linear biases and no learned positions: GPT-2's QKV and MLP-up
   biases (3h + 4h a layer, split over TP), its two row-parallel biases (h + h a layer, whole on
   every TP rank) and its position table (n_positions x h on stage 0, whole on every TP rank) are
@@ -39,6 +41,14 @@ def main():
         args = ["model", path, "--pp", str(pp), "--tp", str(tp), "--layout", ",".join([str(layers // pp)] * pp)]
         if dist:
             args += ["--dp", str(dp), "--distributed-optimizer"]
+        heads = config.get("num_attention_heads", config.get("n_head"))
+        groups = config.get("num_key_value_heads", heads)
+        if heads % tp or groups % tp:
+            # Megatron-LM's argument checks refuse this TP before its estimator runs (the estimator
+            # alone does not check): ppsched refuses it too, naming the heads.
+            cli.refused(args, "--tp %d" % tp, "does not divide the")
+            rows.append((name, pp, tp, dp if dist else None, case["bytes"], 0, 0, "refused: TP does not divide the heads"))
+            continue
         model = cli.json(*args)
         if not model:
             continue

@@ -139,6 +139,23 @@ TEST_CASE("expert parallelism that cannot split the model is refused, naming the
   CHECK_THAT(training_error(hf("llama3_8b"), o), Catch::Contains("needs a model with routed experts"));
 }
 
+TEST_CASE("tensor parallelism that cannot split the attention is refused as Megatron-LM refuses it", "[errors]") {
+  // Llama-3-8B: 32 heads, 8 key/value heads (config.json); DeepSeek-V3: 128 heads, MLA (no groups).
+  TrainingOverrides o;
+  o.tp = 3;
+  CHECK_THAT(training_error(hf("llama3_8b"), o), Catch::Contains("--tp 3") && Catch::Contains("does not divide the 32 attention heads"));
+  o.tp = 16;
+  CHECK_THAT(training_error(hf("llama3_8b"), o), Catch::Contains("does not divide the 8 key/value heads"));
+  o.tp = 64;
+  CHECK_THAT(training_error(hf("llama3_8b"), o), Catch::Contains("does not divide the 32 attention heads"));
+  o.tp = 8;
+  CHECK(training_error(hf("llama3_8b"), o).empty());
+  o.tp = 16;  // 128 heads, latent attention: no key/value groups to divide
+  CHECK(training_error(hf("deepseek_v3"), o).empty());
+  o.tp = 3;
+  CHECK_THAT(training_error(hf("deepseek_v3"), o), Catch::Contains("does not divide the 128 attention heads"));
+}
+
 // ---- phases ------------------------------------------------------------------------------------------
 
 TEST_CASE("a stage's steps expand into each MoE layer's phases in the step table's order", "[moe][phases]") {

@@ -206,6 +206,7 @@ class ModelReader {
                                         "a capacity / imbalance factor from 1 to 1024");
     if (const std::string why = expert_parallel_problem(t, net.arch ? net.arch->experts : 0); !why.empty())
       f_.fail(j.contains("ep") ? "training.ep" : "training.dp", why);
+    if (const std::string why = tensor_parallel_problem(t, net.arch ? &*net.arch : nullptr); !why.empty()) f_.fail("training.tp", why);
     if (j.contains("recompute")) {
       const nlohmann::json& r = j["recompute"];
       t.recompute.clear();

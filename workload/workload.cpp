@@ -65,6 +65,18 @@ std::string expert_parallel_problem(const Training& t, int64_t experts) {
   return "";
 }
 
+std::string tensor_parallel_problem(const Training& t, const Architecture* arch) {
+  const int64_t tp = std::max(t.tp, 1);
+  if (tp == 1 || !arch || arch->heads <= 0) return "";
+  if (arch->heads % tp != 0)
+    return "tensor parallelism " + std::to_string(tp) + " does not divide the " + std::to_string(arch->heads) +
+           " attention heads (Megatron-LM requires num_attention_heads divisible by the tensor-parallel size)";
+  if (arch->kv_lora_rank == 0 && arch->kv_heads > 0 && arch->kv_heads % tp != 0)
+    return "tensor parallelism " + std::to_string(tp) + " does not divide the " + std::to_string(arch->kv_heads) +
+           " key/value heads (Megatron-LM requires num_query_groups divisible by the tensor-parallel size)";
+  return "";
+}
+
 std::vector<std::string> check_positions(const Workload& net, const std::string& given_by) {
   if (!net.arch || net.training.seq_lens.empty()) return {};
   const Architecture& a = *net.arch;

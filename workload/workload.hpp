@@ -201,6 +201,11 @@ std::vector<std::string> check_positions(const Workload& net, const std::string&
 // can): ep must divide the experts, and ep x etp the dp x tp ranks of a stage (Megatron-Core's
 // expert ranks tile the same ranks as the dense ones).
 std::string expert_parallel_problem(const Training& t, int64_t experts);
+// Why tensor parallelism t.tp cannot split a model's attention ("" when it can, or when the model
+// gives no heads): Megatron-LM requires the attention heads, and with grouped-query attention
+// the key/value heads (its num_query_groups), divisible by --tensor-model-parallel-size.
+// Multi-head latent attention has no key/value groups: only the heads are split.
+std::string tensor_parallel_problem(const Training& t, const Architecture* arch);
 
 // Limits of a network description (README "Limits"): checked while reading, before anything
 // is sized by them.

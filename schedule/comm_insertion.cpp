@@ -493,6 +493,21 @@ Schedule strip_p2p(const Schedule& s) {
   return out;
 }
 
+namespace {
+
+// The run of body P2P steps of `prog` starting at `from`: [from, end).
+size_t p2p_run_end(const Program& prog, size_t from) {
+  size_t j = from;
+  while (j < prog.size() && prog[j] && is_body_p2p(prog[j]->op)) ++j;
+  return j;
+}
+
+// An OVERLAP_B_F composite (backward first): where hyper-parallel's boundary transport splits
+// the P2P run that follows.
+bool is_overlap_b_f(const Slot& slot) { return slot && is_overlap(slot->op) && !info(slot->op).forward_first; }
+
+}  // namespace
+
 Schedule coalesce_p2p(const Schedule& s) {
   Schedule out = s;
   for (auto& prog : out.programs) {
@@ -500,15 +515,11 @@ Schedule coalesce_p2p(const Schedule& s) {
     result.reserve(prog.size());
     size_t i = 0;
     while (i < prog.size()) {
-      size_t j = i;
-      while (j < prog.size() && prog[j] && is_body_p2p(prog[j]->op)) ++j;
+      const size_t j = p2p_run_end(prog, i);
       if (j - i >= 2) {
         std::vector<Step> run;
         for (size_t k = i; k < j; ++k) run.push_back(*prog[k]);
         result.push_back(make_composite(Op::BATCH_SEND_RECV, std::move(run)));
-        i = j;
-      } else if (j - i == 1) {
-        result.push_back(prog[i]);
         i = j;
       } else {
         result.push_back(prog[i]);
@@ -520,21 +531,10 @@ Schedule coalesce_p2p(const Schedule& s) {
   return out;
 }
 
-namespace {
-
-// The run of body P2P steps of `prog` starting at `from`: [from, end).
-size_t p2p_run_end(const Program& prog, size_t from) {
-  size_t j = from;
-  while (j < prog.size() && prog[j] && is_body_p2p(prog[j]->op)) ++j;
-  return j;
-}
-
-}  // namespace
-
 bool has_overlap_b_f(const Schedule& s) {
   for (const auto& prog : s.programs)
     for (const auto& slot : prog)
-      if (slot && is_overlap(slot->op) && !info(slot->op).forward_first) return true;
+      if (is_overlap_b_f(slot)) return true;
   return false;
 }
 
@@ -555,26 +555,24 @@ Schedule attach_boundary_p2p(const Schedule& s, bool coalesce) {
     size_t i = 0;
     while (i < prog.size()) {
       const auto& slot = prog[i];
-      if (slot && is_overlap(slot->op) && !info(slot->op).forward_first && !slot->sub_steps().empty()) {
+      if (is_overlap_b_f(slot) && !slot->sub_steps().empty()) {
         result.push_back(slot);
         const Step* fwd = nullptr;
         for (const Step& sub : slot->sub_steps())
           if (is_forward(sub.op)) fwd = &sub;
+        // The boundary group: the overlap's own forward send first, then the run's receives.
+        const auto own_send = [&](const Step& st) {
+          return fwd && st.op == info(fwd->op).hands_over && st.stage == fwd->stage && st.micro == fwd->micro;
+        };
+        const auto body_recv = [](const Step& st) { return is_recv(st.op) && is_body_p2p(st.op); };
         const size_t j = p2p_run_end(prog, i + 1);
         std::vector<Step> boundary, rest;
-        for (size_t k = i + 1; k < j; ++k) {
-          const Step& st = *prog[k];
-          if (fwd && st.op == info(fwd->op).hands_over && st.stage == fwd->stage && st.micro == fwd->micro)
-            boundary.push_back(st);
-        }
         for (size_t k = i + 1; k < j; ++k)
-          if (is_recv(prog[k]->op) && is_body_p2p(prog[k]->op)) boundary.push_back(*prog[k]);
-        for (size_t k = i + 1; k < j; ++k) {
-          const Step& st = *prog[k];
-          const bool taken = (is_recv(st.op) && is_body_p2p(st.op)) ||
-                             (fwd && st.op == info(fwd->op).hands_over && st.stage == fwd->stage && st.micro == fwd->micro);
-          if (!taken) rest.push_back(st);
-        }
+          if (own_send(*prog[k])) boundary.push_back(*prog[k]);
+        for (size_t k = i + 1; k < j; ++k)
+          if (body_recv(*prog[k])) boundary.push_back(*prog[k]);
+        for (size_t k = i + 1; k < j; ++k)
+          if (!own_send(*prog[k]) && !body_recv(*prog[k])) rest.push_back(*prog[k]);
         emit(result, boundary);
         emit(result, rest);
         i = j;

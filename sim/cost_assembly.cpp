@@ -130,6 +130,9 @@ CostModel overlay_costs(const CostModel& base, const CostOverlay& top) {
 namespace {
 
 WorkloadCosts finish(WorkloadCosts nc, const CostSource& src) {
+  Links links = nc.costs.links;
+  if (src.assumptions.ranks_per_node) links.ranks_per_node = *src.assumptions.ranks_per_node;
+  price_tensor_parallel(nc, links);
   if (src.overlay) nc.costs = overlay_costs(nc.costs, *src.overlay);
   apply_assumptions(src.assumptions, nc.costs);
   return nc;

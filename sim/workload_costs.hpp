@@ -43,4 +43,16 @@ bool apply_rank_time(CostModel& c, const Device& d, const Schedule& s);
 
 CostModel costs_from_plan(const Workload& net, const StagePlan& plan, const std::vector<Layer>& layers, std::string source);
 
+// Tensor parallelism's collectives (Layer::tp_*; none when Training::tp is 1) added to each
+// stage's forward and input-gradient backward times: they run on the compute stream between
+// the layer's matmuls (Megatron-LM without its TP communication overlap), so a step waits for
+// them. One all-gather or reduce-scatter of B bytes over a TP group of t ranks takes
+// (t-1)/t B / bandwidth + (t-1) latency (NCCL's ring), over `links`' intra-node link when the
+// group fits in a node (t <= ranks_per_node; Megatron places TP innermost), else the inter-node
+// one. Returns the milliseconds added to one micro-batch's forward and backward of each stage.
+struct TensorParallelTime {
+  std::vector<double> fwd_ms, bwd_ms;  // per stage, the first sequence length's
+};
+TensorParallelTime price_tensor_parallel(WorkloadCosts& nc, const Links& links);
+
 }  // namespace ppsched

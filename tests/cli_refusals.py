@@ -93,7 +93,7 @@ refused(["--versoin"], "ppsched has no flag --versoin", "did you mean --version?
 p = refused(["frobnicate"], "unknown command 'frobnicate'")
 check("did you mean" not in p.stderr, "no suggestion for a word near nothing: %r" % p.stderr[:200])
 p = run(expect=2)
-commands = ["generate", "show", "convert", "check", "simulate", "compare", "costs", "calibrate", "fuzz", "tune", "model"]
+commands = ["generate", "show", "convert", "check", "simulate", "compare", "costs", "calibrate", "fuzz", "tune", "model", "plan"]
 lines = [l for l in p.stdout.splitlines() if l.startswith("  ")]
 check([l.split()[0] for l in lines] == commands, "bare ppsched prints one line per command: %r" % p.stdout)
 check(all(len(l) <= 100 for l in lines), "each command on one short line: %r" % p.stdout)

@@ -15,6 +15,7 @@
 #include "workload/layout.hpp"
 #include "workload/model_file.hpp"
 #include "workload/stage_plan.hpp"
+#include "sim/cost_assembly.hpp"
 #include "sim/engine.hpp"
 #include "sim/workload_costs.hpp"
 #include "tests/support/model_data.hpp"
@@ -578,4 +579,50 @@ TEST_CASE("a tied embedding and head are one FSDP2 unit that stays gathered thro
   CHECK(units[1].params == 7087872);
   CHECK_FALSE(units[1].kept_gathered);
   CHECK(nc.costs.memory_model(1).gathered(0, dp) == 59078016 + 2 * 10631808);
+}
+
+TEST_CASE("tensor parallelism's all-gathers and reduce-scatters are priced into each stage's compute, over the link the group spans",
+          "[workload][costs][tp]") {
+  // Hand derivation (Korthikanti et al. 2022, sequence parallelism): a decoder layer moves its
+  // whole s x b x h bf16 activation B = 4096 x 1 x 4096 x 2 bytes 4 times each way; the
+  // embedding and the head once each way. A ring
+  // all-gather or reduce-scatter over t ranks: (t-1)/t B / bw + (t-1) lat. Llama-3-8B on 4
+  // stages of 8 layers, TP 2 in a node of 8 (NVLink 450 GB/s, 5 us: the model's link defaults).
+  Workload llama = hf("llama3_8b");
+  llama.training.tp = 2;
+  const WorkloadCosts bare = workload_costs(llama, 4, "8,8,8,8");  // the figures before the platform prices TP
+  CostSource src;
+  src.workload = llama;
+  src.layout = "8,8,8,8";
+  const double B = 4096.0 * 4096 * 2;
+  const auto ring = [&](double bw_GBps, double lat_ms) { return 0.5 * B / (bw_GBps * 1e9) * 1e3 + 1 * lat_ms; };
+  const double in_node = ring(450, 0.005);
+  const WorkloadCosts nc = assemble_costs(src, 4);
+  const auto delta = [&](const WorkloadCosts& w, StageValue CostModel::*field, int stage) {
+    return (w.costs.*field).at(stage, 0) - (bare.costs.*field).at(stage, 0);
+  };
+  CHECK(delta(nc, &CostModel::fwd, 1) == Approx(8 * 4 * in_node).margin(2e-3));
+  CHECK(delta(nc, &CostModel::bwd_input, 1) == Approx(8 * 4 * in_node).margin(2e-3));
+  CHECK(delta(nc, &CostModel::bwd, 1) == Approx(8 * 4 * in_node).margin(2e-3));
+  CHECK(delta(nc, &CostModel::bwd_weight, 1) == 0);  // the weight gradients need no collective
+  CHECK(delta(nc, &CostModel::fwd, 0) == Approx((1 + 8 * 4) * in_node).margin(2e-3));  // the embedding's scatter
+  CHECK(delta(nc, &CostModel::bwd_input, 0) == Approx((1 + 8 * 4) * in_node).margin(2e-3));  // its gradient's gather
+  CHECK(delta(nc, &CostModel::fwd, 3) == Approx((8 * 4 + 1) * in_node).margin(2e-3));   // the head's gather
+  // A node of one GPU: the group spans nodes and takes InfiniBand (50 GB/s, 10 us).
+  src.assumptions.ranks_per_node = 1;
+  CHECK(delta(assemble_costs(src, 4), &CostModel::fwd, 1) == Approx(8 * 4 * ring(50, 0.010)).margin(2e-3));
+  // Full recomputation re-runs the forward's collectives in the backward.
+  src.assumptions.ranks_per_node.reset();
+  src.workload->training.recompute = {Recompute::Full};
+  Workload full = llama;
+  full.training.recompute = {Recompute::Full};
+  const WorkloadCosts bare_full = workload_costs(full, 4, "8,8,8,8");
+  const WorkloadCosts nc_full = assemble_costs(src, 4);
+  CHECK(nc_full.costs.bwd_input.at(1, 0) - bare_full.costs.bwd_input.at(1, 0) == Approx(8 * 8 * in_node).margin(2e-3));
+  // TP 1 moves nothing.
+  src.workload = hf("llama3_8b");
+  src.workload->training.recompute = {Recompute::None};
+  const WorkloadCosts one = assemble_costs(src, 4);
+  const WorkloadCosts one_bare = workload_costs(*src.workload, 4, "8,8,8,8");
+  CHECK(one.costs.fwd.at(1, 0) == one_bare.costs.fwd.at(1, 0));
 }

@@ -142,6 +142,7 @@ int main(int argc, char** argv) {
   reg(cli::add_fuzz);
   reg(cli::add_tune);
   reg(cli::add_model);
+  reg(cli::add_plan);
   // Bare `ppsched`: the command map, not a parser error.
   if (argc <= 1) {
     std::cout << command_map(app);

@@ -144,6 +144,19 @@ Layer finish(const std::string& name, LayerKind kind, const Figures& x, const Sh
   return l;
 }
 
+// Tensor parallelism's collectives of a layer with sequence parallelism (Megatron-LM, Korthikanti
+// et al. 2022 section 4.2.2): a decoder layer all-gathers its sequence-split input before the
+// attention and before the MLP and reduce-scatters after each (4 in the forward, their
+// conjugates in the backward; an MoE layer's token dispatcher gathers and scatters the routed
+// tokens over TP as the dense MLP does); the embedding reduce-scatters its vocabulary-parallel
+// output, the head all-gathers its input (1 each way). A full recomputation re-runs the forward's.
+void add_tp_collectives(Layer& l, const Shape& z, int fwd, Recompute r) {
+  if (z.t <= 1 || fwd == 0) return;
+  l.tp_fwd_collectives = fwd;
+  l.tp_bwd_collectives = r == Recompute::Full ? 2 * fwd : fwd;
+  l.tp_collective_bytes = whole(z.e * z.T * z.h, "tensor-parallel collective bytes", l.name, kMaxLayerBytes);
+}
+
 // Self-attention of one decoder layer (standard, GQA or MLA).
 void attention(const Architecture& m, const Shape& z, bool flash, AttentionCore core, Figures& x) {
   const double h = z.h, a = z.a, T = z.T, e = z.e, s = z.s;
@@ -290,11 +303,13 @@ std::vector<Layer> transformer_layers(const Architecture& m, const Training& tr,
     x.kept = 8 * z.T + (m.embedding_dropout > 0 ? z.T * z.h : 0);
     x.weight_grad = 8 * z.T + hidden_out;
     out.push_back(finish("embedding", LayerKind::Embedding, x, z, Recompute::None, hidden_out));
+    add_tp_collectives(out.back(), z, 1, Recompute::None);
   }
   for (int64_t i = 0; i < m.layers; ++i) {
     const bool moe = m.experts > 0 && static_cast<size_t>(i) < m.moe_layers.size() && m.moe_layers[static_cast<size_t>(i)];
     out.push_back(decoder_layer(m, z, moe, tr, tr.recompute_of(static_cast<size_t>(i)), "layers." + std::to_string(i),
                                 LayerKind::Decoder));
+    add_tp_collectives(out.back(), z, 4, tr.recompute_of(static_cast<size_t>(i)));
   }
   const double norm = m.layer_norm ? 2 * z.h : z.h;
   for (int64_t i = 0; i < m.mtp_layers; ++i) {
@@ -315,6 +330,7 @@ std::vector<Layer> transformer_layers(const Architecture& m, const Training& tr,
     l.weight_grad_bytes += whole((2 * z.e * z.T * z.h + z.e * z.T * z.h + z.e * z.T * z.V) / z.t, "weight-gradient bytes", l.name, kMaxLayerBytes);
     l.uses_embedding_params = whole(head / z.t, "parameter count", l.name, kMaxLayerParams);
     if (!m.tied_embeddings) l.uses_head_params = l.uses_embedding_params;
+    add_tp_collectives(l, z, 4, tr.recompute_of(static_cast<size_t>(m.layers + i)));
     out.push_back(std::move(l));
   }
   {
@@ -331,6 +347,7 @@ std::vector<Layer> transformer_layers(const Architecture& m, const Training& tr,
     x.weight_grad = z.e * z.T * z.h + z.e * z.T * z.V;
     Layer head = finish("head", LayerKind::Head, x, z, Recompute::None, z.e * z.T * z.V);
     if (m.tied_embeddings) head.uses_embedding_params = whole(z.V * z.h / z.t, "parameter count", "head", kMaxLayerParams);
+    add_tp_collectives(head, z, 1, Recompute::None);
     out.push_back(std::move(head));
   }
   {

@@ -86,6 +86,13 @@ struct Layer {
   // (Megatron builds the embedding on every stage with the MTP module, and a tied head's stage
   // keeps its own copy of the embedding's weight); one holding both holds it once.
   int64_t uses_embedding_params = 0, uses_head_params = 0;
+  // Tensor parallelism's collectives (Training::tp > 1), as Megatron-LM runs them with sequence
+  // parallelism: each all-gathers or reduce-scatters a whole s x b x h activation of
+  // tp_collective_bytes over the TP group, tp_fwd_collectives in the forward and
+  // tp_bwd_collectives in the input-gradient backward (a full recomputation re-runs the
+  // forward's). sim/workload_costs prices them over the link the group spans.
+  int tp_fwd_collectives = 0, tp_bwd_collectives = 0;
+  int64_t tp_collective_bytes = 0;
 };
 
 // Bytes per parameter of each resident part (Megatron's accounting: with bf16 mixed precision

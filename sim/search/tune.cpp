@@ -130,8 +130,25 @@ struct FamilyVariant {
   std::string family;
 };
 
-std::vector<FamilyVariant> family_variants(int pp, int vpp, int micro, const std::vector<std::string>& only) {
+// megatron: only what Megatron-LM runs: 1F1B (V = 1) and its interleaved 1F1B (V > 1) in
+// micro-batch groups of P, its default microbatch_group_size_per_vp_stage.
+std::vector<FamilyVariant> family_variants(int pp, int vpp, int micro, const std::vector<std::string>& only,
+                                           bool megatron = false) {
   std::vector<FamilyVariant> out;
+  if (megatron) {
+    GenerateOptions o;
+    o.pp = pp;
+    o.vpp = vpp;
+    o.micro = micro;
+    if (vpp == 1) {
+      out.push_back({"1f1b", o, "1f1b"});
+    } else {
+      o.group_size = pp;
+      out.push_back({"interleaved-1f1b --group-size " + std::to_string(pp) + " V=" + std::to_string(vpp), o,
+                     "interleaved-1f1b"});
+    }
+    return out;
+  }
   for (const std::string& name : tunable_families()) {
     if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) continue;
     GenerateOptions o;
@@ -320,7 +337,7 @@ TuneResult TuneRun::run() {
 void TuneRun::add_families() {
   for (int v = rq_.vpp_min; v <= rq_.vpp_max && rq_.families; ++v) {
     if (!pricing_.fits(v)) continue;
-    for (const auto& fv : family_variants(rq_.pp, v, rq_.micro, rq_.only_families)) {
+    for (const auto& fv : family_variants(rq_.pp, v, rq_.micro, rq_.only_families, rq_.megatron_orders)) {
       Schedule s;
       try {
         s = generate(fv.family, fv.options);

@@ -164,6 +164,10 @@ struct TuneRequest {
   // Run the order search (false: the families alone, each timed by the DES; what the partition
   // search evaluates a layout with).
   bool search_orders = true;
+  // Only the orders Megatron-LM runs (ppsched plan --framework megatron): 1F1B, and interleaved
+  // 1F1B in micro-batch groups of P (its default microbatch_group_size_per_vp_stage); no order
+  // search then, as Megatron cannot run another order.
+  bool megatron_orders = false;
   // The accounting the budget is judged by: ppsched's cache model (the DES checks it), or Zero
   // Bubble's (a forward keeps its activation until its weight pass; every candidate's peaks by
   // memory_peaks(), the DES then checks no budget).

@@ -98,6 +98,7 @@ Action add_fuzz(CLI::App& app);
 Action add_calibrate(CLI::App& app);
 Action add_tune(CLI::App& app);
 Action add_model(CLI::App& app);
+Action add_plan(CLI::App& app);
 
 // `check --suggest`: searches and prints (or adds to `json`) the smallest move edit that makes
 // `s` verify, writing the fixed schedule to fix_out when given (tools/cli/check_suggest.cpp).

@@ -61,7 +61,7 @@ void add_cost_flags(CLI::App& cmd, CostFlags& f, bool with_costs_file, bool posi
                              "the diagonal, half the s x s matrix; default with FlashAttention) or full (the whole matrix; "
                              "eager attention, the default without)")
                   ->check(one_of({"causal", "full"})));
-  needs_model(cmd.add_option("--tp", f.tp, "tensor-parallel degree: every figure divided by it (Megatron's accounting; no TP communication is priced); it must divide the attention heads and key/value heads, as Megatron-LM requires")
+  needs_model(cmd.add_option("--tp", f.tp, "tensor-parallel degree: every figure divided by it (Megatron's accounting, with sequence parallelism) and each layer's TP all-gathers and reduce-scatters priced over the intra-node link (the inter-node one when it is over --gpus-per-node); it must divide the attention heads and key/value heads, as Megatron-LM requires")
                   ->check(whole_in(1, 65536)));
   needs_model(cmd.add_option("--ep", f.ep,
                              "expert parallelism of an MoE model (Megatron's --expert-model-parallel-size): each stage's "

@@ -20,6 +20,7 @@
 #include "workload/model_file.hpp"
 #include "sim/engine.hpp"
 #include "sim/workload_costs.hpp"
+#include "sim/search/cluster_plan.hpp"
 #include "sim/search/partition.hpp"
 #include "sim/search/tune.hpp"
 
@@ -449,3 +450,38 @@ static void BM_PartitionVsPyTorch(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_PartitionVsPyTorch)->Unit(benchmark::kSecond)->Iterations(1);
+
+// ppsched plan at scale (issue 40): an 80-layer model (Llama-3-70B) on 1,024 GPUs (8 per node,
+// global batch 2,048 x 8,192 tokens) and a 61-layer MoE (DeepSeek-V3) on 2,048 (4,096 x 4,096),
+// every constraint at its default, --seconds 60 on this 2-core machine class. Counters: the
+// shapes enumerated and timed, shapes timed per second, the sweep's seconds, the best step and
+// when it was found (how the best improves with time: the trajectory's points as
+// best_ms_at_<s>s), the shapes the bound pruned. A pin (test plan_scale_pins): the sweep ends
+// within the limit without being stopped by it (measured 15.7-18.2 s and 22.3-26.3 s alone).
+static void BM_PlanScale(benchmark::State& state) {
+  const char* d = std::getenv("PPSCHED_TEST_DATA");
+  const std::string dir = std::string(d ? d : PPSCHED_TEST_DATA_DIR) + "/models/hf/";
+  const bool moe = state.range(0) == 1;
+  PlanRequest rq;
+  rq.model_file = dir + (moe ? "deepseek_v3.json" : "llama3_70b.json");
+  rq.model = read_model_file(rq.model_file);
+  rq.model.training.seq_lens = {moe ? 4096 : 8192};
+  rq.gpus = moe ? 2048 : 1024;
+  rq.global_batch = moe ? 4096 : 2048;
+  rq.seconds = 60;
+  PlanResult r;
+  for (auto _ : state) r = plan_cluster(rq);
+  state.counters["shapes"] = static_cast<double>(r.enumerated);
+  state.counters["timed"] = static_cast<double>(r.timed);
+  state.counters["pruned_by_bound"] = static_cast<double>(r.pruned_by_bound);
+  state.counters["seconds"] = r.seconds;
+  state.counters["timed_per_s"] = r.seconds > 0 ? static_cast<double>(r.timed) / r.seconds : 0;
+  state.counters["best_ms"] = r.plans.empty() ? 0 : r.plans.front().step_ms;
+  state.counters["best_found_at_s"] = r.trajectory.empty() ? 0 : r.trajectory.back().first;
+  for (const auto& [t, ms] : r.trajectory) state.counters[format_text("best_ms_at_%05.1fs", t)] = ms;
+  state.counters["pin_checks"] = 1;
+  if (r.plans.empty()) state.SkipWithError("no plan");
+  else if (r.stopped_by_time || r.seconds > 60)
+    state.SkipWithError(format_text("the sweep took %.1f s (stopped by the 60 s limit: %d)", r.seconds, r.stopped_by_time).c_str());
+}
+BENCHMARK(BM_PlanScale)->ArgName("moe")->Arg(0)->Arg(1)->Unit(benchmark::kSecond)->Iterations(1);

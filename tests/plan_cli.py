@@ -258,8 +258,11 @@ def main():
     # ---- --seconds ----
     if timing:
         t0 = time.monotonic()
-        cli.run("plan", os.path.join(hf, "llama3_70b.json"), "--gpus", "256", "--global-batch-size", "512", "--seq-len", "8192",
-                "--seconds", "4", "-q")
+        # Under a loaded machine the first shapes timed may not fit yet: exit 1 (nothing found) is
+        # an answer too; the time is what this checks.
+        p = cli.run("plan", os.path.join(hf, "llama3_70b.json"), "--gpus", "256", "--global-batch-size", "512",
+                    "--seq-len", "8192", "--seconds", "4", "-q", expect=None)
+        cli.check(p.returncode in (0, 1), "plan --seconds 4 answers (exit %d): %s" % (p.returncode, p.stderr[-300:]))
         took = time.monotonic() - t0
         cli.check(took <= 4 * 1.1 + 0.5, "plan --seconds 4 ended in %.2f s" % took)
     return cli.finish("plan_cli")

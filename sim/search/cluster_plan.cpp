@@ -1,7 +1,10 @@
 #include "sim/search/cluster_plan.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <numeric>
 
@@ -76,6 +79,13 @@ struct Sweep {
   PlanResult& out;
   Clock::time_point t0 = Clock::now();
   int body = 0;
+
+  // What a plan is held to: the device's usable memory less the margin (none: no limit).
+  std::optional<double> budget() const {
+    const auto usable = rq.model.device.usable_memory_bytes();
+    if (!usable) return std::nullopt;
+    return static_cast<double>(*usable) * (1 - rq.assumptions.memory_margin.value_or(kPlanMemoryMargin));
+  }
 
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - t0).count(); }
   double left() const { return rq.seconds > 0 ? rq.seconds - elapsed() : 0; }
@@ -203,7 +213,7 @@ struct Sweep {
       for (int st = 0; st < s.pp; ++st) per_micro += m.fwd.at(st, 0) + m.bwd.at(st, 0);
       c.bound_ms = s.micro * per_micro / s.pp;
       // Weights, gradients and optimizer state alone (the even split, V = 1) over the usable memory.
-      if (m.capacity_bytes) {
+      if (const auto cap = budget()) {
         const MemoryModel mm = m.memory_model(s.pp);
         DataParallelOptions dp;
         dp.degree = s.dp;
@@ -211,7 +221,7 @@ struct Sweep {
         dp.distributed_optimizer = s.sharding == Sharding::DistributedOptimizer;
         int64_t resident = 0;
         for (int st = 0; st < s.pp; ++st) resident = std::max(resident, mm.resident(st, dp).total());
-        if (static_cast<double>(resident) > *m.capacity_bytes) {
+        if (static_cast<double>(resident) > *cap) {
           ++out.over_memory;
           return;
         }
@@ -236,6 +246,7 @@ struct Sweep {
     q.sim.check.dp.degree = c.shape.dp;
     q.sim.check.dp.fsdp = c.shape.sharding == Sharding::Fsdp;
     q.sim.check.dp.distributed_optimizer = c.shape.sharding == Sharding::DistributedOptimizer;
+    q.budget = budget();
     q.families = true;
     q.only_families = rq.families;
     q.megatron_orders = rq.framework == Framework::Megatron;
@@ -250,6 +261,7 @@ struct Sweep {
   Plan make_plan(const Candidate& c, TuneResult&& r) const {
     Plan p;
     p.shape = c.shape;
+    p.tune_seconds = r.seconds;
     p.best = r.leaderboard[static_cast<size_t>(r.best)];
     p.schedule = std::move(r.best_schedule);
     p.sim = std::move(r.best_sim);
@@ -299,8 +311,15 @@ struct Sweep {
         p.largest_part = name;
         p.largest_part_bytes = bytes;
       }
-    p.budget_bytes = p.costs.capacity_bytes ? static_cast<int64_t>(*p.costs.capacity_bytes) : 0;
+    p.budget_bytes = budget() ? static_cast<int64_t>(*budget()) : 0;
     return p;
+  }
+
+  // Faster first; a tie by the shape's and the schedule's names (whatever order the workers finish in).
+  static bool before(const Plan& a, const Plan& b) {
+    if (a.step_ms != b.step_ms) return a.step_ms < b.step_ms;
+    const std::string x = a.shape.text(), y = b.shape.text();
+    return x != y ? x < y : a.best.name < b.best.name;
   }
 
   static DataParallelOptions dp_options(const Candidate& c) {
@@ -312,17 +331,17 @@ struct Sweep {
   }
 
   void keep(Plan&& p, std::vector<Plan>& plans) {
-    const double before = plans.empty() ? 0 : plans.front().step_ms;
-    if (p.shape.pp == 1 && (!out.baseline || p.step_ms < out.baseline->step_ms)) {
+    const double best_before = plans.empty() ? 0 : plans.front().step_ms;
+    if (p.shape.pp == 1 && (!out.baseline || before(p, *out.baseline))) {
       out.baseline = p;
       out.baseline->sim.slices.clear();  // the report reads its figures, not its trace
       out.baseline->sim.memory.clear();
       out.baseline->sim.flows.clear();
     }
     plans.push_back(std::move(p));
-    std::stable_sort(plans.begin(), plans.end(), [](const Plan& a, const Plan& b) { return a.step_ms < b.step_ms; });
+    std::stable_sort(plans.begin(), plans.end(), before);
     if (plans.size() > static_cast<size_t>(rq.top)) plans.resize(static_cast<size_t>(rq.top));
-    if (plans.front().step_ms != before) out.trajectory.emplace_back(elapsed(), plans.front().step_ms);
+    if (plans.front().step_ms != best_before) out.trajectory.emplace_back(elapsed(), plans.front().step_ms);
   }
 
   void run() {
@@ -339,38 +358,57 @@ struct Sweep {
     }
     std::stable_sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) { return a.bound_ms < b.bound_ms; });
     std::vector<Plan> plans;
-    long i = 0;
     // A tenth of the time stays for the refinement.
     const double sweep_seconds = rq.seconds > 0 ? 0.9 * rq.seconds : 0;
-    for (; i < static_cast<long>(cands.size()); ++i) {
-      const Candidate& c = cands[static_cast<size_t>(i)];
-      if (sweep_seconds > 0 && elapsed() >= sweep_seconds) {
-        out.stopped_by_time = true;
-        break;
-      }
-      // Branch and bound: nothing from here on (ascending bounds) can enter the top plans.
-      if (rq.prune && plans.size() >= static_cast<size_t>(rq.top) && c.bound_ms >= plans.back().step_ms) {
-        // The PP = 1 baseline is reported whatever it costs: its shapes are still timed.
-        if (c.shape.pp != 1 || out.baseline) {
-          ++out.pruned_by_bound;
+    // Shapes are timed in bound order by `threads` workers. A shape is skipped when its bound
+    // cannot beat the top plans' last nor (PP = 1) the baseline: what is skipped could never be
+    // reported, so the plans do not depend on the order the workers finish in (the counts do).
+    std::mutex mu;
+    std::atomic<long> next{0};
+    auto worker = [&]() {
+      for (;;) {
+        const long i = next++;
+        if (i >= static_cast<long>(cands.size())) return;
+        const Candidate& c = cands[static_cast<size_t>(i)];
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (sweep_seconds > 0 && elapsed() >= sweep_seconds) {
+            out.stopped_by_time = true;
+            return;
+          }
+          const bool top_full = plans.size() >= static_cast<size_t>(rq.top);
+          const bool beats_top = !top_full || c.bound_ms < plans.back().step_ms;
+          const bool beats_baseline = c.shape.pp == 1 && (!out.baseline || c.bound_ms < out.baseline->step_ms);
+          if (rq.prune && !beats_top && !beats_baseline) {
+            ++out.pruned_by_bound;
+            continue;
+          }
+        }
+        TuneResult r;
+        bool timed = true;
+        try {
+          r = tune(tune_request(c, sweep_seconds > 0 ? std::max(1e-3, sweep_seconds - elapsed()) : 0));
+        } catch (const InputError&) {
+          timed = false;
+        }
+        std::optional<Plan> plan;
+        if (timed && r.best >= 0) plan = make_plan(c, std::move(r));
+        std::lock_guard<std::mutex> lock(mu);
+        if (!timed) {
+          ++out.no_schedule;
           continue;
         }
+        ++out.timed;
+        if (plan) keep(std::move(*plan), plans);
+        else ++out.no_schedule;
+        if (rq.progress) rq.progress(out.timed, static_cast<long>(cands.size()), plans.empty() ? 0 : plans.front().step_ms, elapsed());
       }
-      TuneResult r;
-      try {
-        r = tune(tune_request(c, sweep_seconds > 0 ? std::max(1e-3, sweep_seconds - elapsed()) : 0));
-      } catch (const InputError&) {
-        ++out.no_schedule;
-        continue;
-      }
-      ++out.timed;
-      if (r.best < 0) {
-        ++out.no_schedule;
-      } else {
-        keep(make_plan(c, std::move(r)), plans);
-      }
-      if (rq.progress) rq.progress(out.timed, static_cast<long>(cands.size()), plans.empty() ? 0 : plans.front().step_ms, elapsed());
-    }
+    };
+    const int threads = std::max(1, rq.threads > 0 ? rq.threads : static_cast<int>(std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (std::thread& t : pool) t.join();
     // Refinement: the layout walk and (unless the framework runs only its own) the order search
     // on the best few, with what is left of the time.
     const int n = std::min<int>(rq.refine, static_cast<int>(plans.size()));
@@ -386,6 +424,12 @@ struct Sweep {
       });
       if (it == cands.end()) continue;
       const double share = rq.seconds > 0 ? std::max(1e-3, left() / (n - k)) : 0;
+      // The layout walk times a layout as the sweep timed the shape, and ends with two full tunes:
+      // a share under four such timings would overrun --seconds.
+      if (rq.seconds > 0 && share < 4 * p.tune_seconds) {
+        out.stopped_by_time = true;
+        continue;
+      }
       PartitionRequest pr;
       pr.tune = tune_request(*it, share);
       pr.tune.search_orders = rq.framework != Framework::Megatron;
@@ -414,7 +458,7 @@ struct Sweep {
         // no layout of this shape is a candidate: the plan keeps its even split
       }
     }
-    std::stable_sort(plans.begin(), plans.end(), [](const Plan& a, const Plan& b) { return a.step_ms < b.step_ms; });
+    std::stable_sort(plans.begin(), plans.end(), before);
     if (!plans.empty() && (out.trajectory.empty() || out.trajectory.back().second != plans.front().step_ms))
       out.trajectory.emplace_back(elapsed(), plans.front().step_ms);
     out.plans = std::move(plans);

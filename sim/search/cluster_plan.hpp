@@ -34,6 +34,10 @@
 
 namespace ppsched::search {
 
+// The share of the usable memory a plan leaves free by default (PlanRequest::assumptions.memory_margin
+// sets it): fragmentation and buffers a model cannot foresee.
+inline constexpr double kPlanMemoryMargin = 0.05;
+
 enum class Sharding : uint8_t { Replicas, DistributedOptimizer, Fsdp };
 const char* to_string(Sharding s);  // "ddp", "zero1", "fsdp"
 
@@ -72,7 +76,8 @@ struct PlanRequest {
   int refine = 3;                     // best plans refined with the layout and order searches
   double seconds = 30;                // 0: no limit
   uint64_t seed = 1;
-  // Called with the shapes timed, the shapes enumerated, the best step time so far (ms; 0: none
+  int threads = 0;                    // shapes timed at once (0: every core)
+  // Called from one worker at a time with the shapes timed, the shapes enumerated, the best step time so far (ms; 0: none
   // yet) and the elapsed seconds.
   std::function<void(long timed, long total, double best_ms, double elapsed)> progress;
 };
@@ -87,6 +92,8 @@ struct Plan {
   std::string layout_megatron;
   std::string layout_even;     // the even split's counts, for comparison
   bool refined = false;        // the layout / order search ran on it
+  double tune_seconds = 0;     // what timing its shape took (tune over the families)
+  int vpp() const { return schedule.ranks > 0 ? schedule.stages / schedule.ranks : 1; }
   // Figures per step.
   double step_ms = 0;
   double tokens_per_s_per_gpu = 0;
@@ -98,7 +105,7 @@ struct Plan {
   int peak_rank = 0;
   std::string largest_part;    // of that peak: "activations", "optimizer state", ...
   int64_t largest_part_bytes = 0;
-  int64_t budget_bytes = 0;    // usable capacity the plan was held to
+  int64_t budget_bytes = 0;    // what the plan was held to: the usable memory less the margin
 };
 
 struct PlanResult {

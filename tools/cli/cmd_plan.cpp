@@ -48,7 +48,7 @@ void declare(CLI::App& cmd, PlanFlags& f) {
                  "each GPU's memory with its unit, as its driver reports it (default: the model file's, else an H100 80 GB's 79.6 GiB)");
   cmd.add_option("--memory-reserve", f.memory_reserve,
                  "device memory a training process cannot use (default: the model file's, else 4GiB)");
-  cmd.add_option("--memory-margin", f.memory_margin, "a peak within this fraction below the usable memory is reported tight (default 0.05)")
+  cmd.add_option("--memory-margin", f.memory_margin, "the share of the usable memory every plan leaves free (default 0.05)")
       ->check(CLI::Range(0.0, 0.5));
   cmd.add_option("--pp", f.pp, "pipeline sizes to try (default: every divisor of GPUs / TP up to the layers)")
       ->delimiter(',')->check(whole_in(1, 16384));
@@ -165,12 +165,10 @@ search::PlanRequest request(const PlanFlags& f) {
 
 std::string gib(int64_t b) { return fixed(static_cast<double>(b) / (1 << 30), 1); }
 
-int vpp_of(const search::Plan& p) { return p.schedule.ranks > 0 ? p.schedule.stages / p.schedule.ranks : 1; }
-
 nlohmann::json plan_json(const search::Plan& p) {
   return {{"tp", p.shape.tp},
           {"pp", p.shape.pp},
-          {"vpp", vpp_of(p)},
+          {"vpp", p.vpp()},
           {"dp", p.shape.dp},
           {"ep", p.shape.ep},
           {"micro_batch_size", p.shape.micro_batch_size},
@@ -218,7 +216,7 @@ std::string why(const search::PlanResult& r) {
   if (b.a2a_exposed_ms > 0) w += ", " + fixed(b.a2a_exposed_ms, 1) + " ms to exposed all-to-alls";
   if (b.budget_bytes > 0)
     w += "; its highest peak is " + fixed(100.0 * static_cast<double>(b.peak_bytes) / static_cast<double>(b.budget_bytes), 0) +
-         "% of the usable memory (rank " + std::to_string(b.peak_rank) + ", largest part " + b.largest_part + " " +
+         "% of what it is held to (rank " + std::to_string(b.peak_rank) + ", largest part " + b.largest_part + " " +
          gib(b.largest_part_bytes) + " GiB)";
   return w;
 }
@@ -227,7 +225,12 @@ void print_text(const PlanFlags& f, const search::PlanRequest& rq, const search:
   const int nodes = (rq.gpus + rq.gpus_per_node - 1) / rq.gpus_per_node;
   const auto usable = rq.model.device.usable_memory_bytes();
   std::cout << "plan: " << f.model << " on " << rq.gpus << " GPUs (" << nodes << " node" << (nodes == 1 ? "" : "s") << " of "
-            << rq.gpus_per_node << ", " << (usable ? gib(*usable) + " GiB usable each" : std::string("no memory limit"))
+            << rq.gpus_per_node << ", "
+            << (usable ? gib(*usable) + " GiB usable each, plans held to " +
+                             gib(static_cast<int64_t>(static_cast<double>(*usable) *
+                                                      (1 - rq.assumptions.memory_margin.value_or(search::kPlanMemoryMargin)))) +
+                             " GiB"
+                       : std::string("no memory limit"))
             << "), global batch " << rq.global_batch << " x " << rq.model.training.seq_lens.front() << " tokens"
             << (rq.framework == search::Framework::Any ? ""
                 : rq.framework == search::Framework::Torchtitan ? ", for torchtitan" : ", for Megatron-LM")
@@ -246,7 +249,7 @@ void print_text(const PlanFlags& f, const search::PlanRequest& rq, const search:
   rows.push_back({"#", "TP", "PP", "V", "DP", "EP", "mbs", "M", "recompute", "sharding", "schedule", "step ms", "tokens/s/GPU",
                   "MFU", "peak GiB", "largest part", "bubble", "TP ms", "DP exposed ms"});
   auto row = [&](const std::string& label, const search::Plan& p) {
-    rows.push_back({label, std::to_string(p.shape.tp), std::to_string(p.shape.pp), std::to_string(vpp_of(p)),
+    rows.push_back({label, std::to_string(p.shape.tp), std::to_string(p.shape.pp), std::to_string(p.vpp()),
                     std::to_string(p.shape.dp), std::to_string(p.shape.ep), std::to_string(p.shape.micro_batch_size),
                     std::to_string(p.shape.micro), ppsched::to_string(p.shape.recompute), search::to_string(p.shape.sharding),
                     p.best.name, fixed(p.step_ms, 1), fixed(p.tokens_per_s_per_gpu, 0), fixed(100 * p.mfu, 1) + "%",

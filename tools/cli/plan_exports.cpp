@@ -31,6 +31,12 @@ std::string plain_family(const Plan& p) {
   return options.empty() ? family : "";
 }
 
+// What ppsched predicts of the plan, for a launch file's header.
+std::string predicted(const Plan& p) {
+  return format_text("predicted %.1f ms per step, %.0f tokens/s per GPU, MFU %.1f%%, peak %s per GPU", p.step_ms,
+                     p.tokens_per_s_per_gpu, 100 * p.mfu, human_bytes(p.peak_bytes).c_str());
+}
+
 std::string quoted(const std::string& s) {
   std::string out = "\"";
   for (char ch : s) {
@@ -44,7 +50,7 @@ std::string quoted(const std::string& s) {
 
 std::string torchtitan_schedule_class(const Plan& p) {
   const std::string f = plain_family(p);
-  const int v = p.schedule.ranks > 0 ? p.schedule.stages / p.schedule.ranks : 1;
+  const int v = p.vpp();
   if (f == "1f1b") return "1F1B";
   if (f == "gpipe") return "GPipe";
   if (f == "interleaved-1f1b" && v > 1) return "Interleaved1F1B";
@@ -86,13 +92,12 @@ std::string torchtitan_toml(const PlanContext& c, const std::string& csv_name) {
   if (s.sharding == Sharding::DistributedOptimizer)
     throw InputError({}, "--torchtitan: the plan shards only the optimizer state (Megatron's distributed optimizer), "
                          "which torchtitan does not run: plan with --framework torchtitan");
-  const int v = p.schedule.ranks > 0 ? p.schedule.stages / p.schedule.ranks : 1;
+  const int v = p.vpp();
   const std::string cls = torchtitan_schedule_class(p);
   const int64_t seq = c.rq.model.training.seq_lens.front();
   std::string t;
   t += "# torchtitan (v0.2.2) job settings for the plan ppsched plan chose: " + s.text() + ", " + p.best.name + "\n";
-  t += format_text("# predicted %.1f ms per step, %.0f tokens/s per GPU, MFU %.1f%%, peak %s per GPU\n", p.step_ms,
-                   p.tokens_per_s_per_gpu, 100 * p.mfu, human_bytes(p.peak_bytes).c_str());
+  t += "# " + predicted(p) + "\n";
   t += "# Merge into your model's job file ([model], [optimizer], ... stay yours); run it with\n";
   t += "# torchrun ... -m torchtitan.train --job.config_file <this file>.\n";
   t += "[training]\n";
@@ -145,7 +150,7 @@ std::string megatron_script(const PlanContext& c) {
   if (s.sharding == Sharding::Fsdp)
     throw InputError({}, "--megatron: the plan shards with FSDP; plan with --framework megatron (its distributed "
                          "optimizer or plain replicas)");
-  const int v = p.schedule.ranks > 0 ? p.schedule.stages / p.schedule.ranks : 1;
+  const int v = p.vpp();
   // Megatron's orders: 1F1B, and interleaved 1F1B in micro-batch groups of P (its default group).
   const auto [f, options] = family_and_options(p);
   const bool megatron_order = (f == "1f1b" && v == 1 && options.empty()) ||
@@ -188,8 +193,7 @@ std::string megatron_script(const PlanContext& c) {
   }
   std::string t = "#!/bin/bash\n";
   t += "# Megatron-LM (core_v0.15.3) arguments for the plan ppsched plan chose: " + s.text() + ", " + p.best.name + "\n";
-  t += format_text("# predicted %.1f ms per step, %.0f tokens/s per GPU, MFU %.1f%%, peak %s per GPU;\n", p.step_ms,
-                   p.tokens_per_s_per_gpu, 100 * p.mfu, human_bytes(p.peak_bytes).c_str());
+  t += "# " + predicted(p) + ";\n";
   t += format_text("# M = global batch / (micro-batch size x DP) = %d micro-batches per step.\n", s.micro);
   t += "# Source it in bash, then: torchrun ... pretrain_gpt.py \"${MEGATRON_PLAN_ARGS[@]}\" <your model, data and\n";
   t += "# optimizer arguments> (an array: the layout's * and | stay one argument).\n";

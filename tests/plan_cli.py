@@ -13,9 +13,11 @@ and the launch files follow what the frameworks' own readers accept:
     (layout_cases.json: its PipelineParallelLayerLayout's output) and as the plan's layout;
     gbs = mbs x DP x M; the flags are ones its argument parser took.
 
-Then the refusals (exit 2) and, unless --no-timing, --seconds within a few percent.
+Then the refusals (exit 2) and, unless --no-timing, --seconds within a few percent. --quick (the
+sanitized build, several times slower) leaves out re-making the peers' files, which the main build
+checks: the same code paths, at a tenth of the time.
 
-    plan_cli.py PPSCHED DATA [--no-timing]
+    plan_cli.py PPSCHED DATA [--no-timing] [--quick]
 """
 import json
 import os
@@ -48,6 +50,7 @@ def tt_type_ok(value, type_text):
 def main():
     exe, data = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     timing = "--no-timing" not in sys.argv[3:]
+    quick = "--quick" in sys.argv[3:]
     cli = Cli(exe, timeout=300, stop="exit", verbose=True)
     tmp = cli.tmp
     hf = os.path.join(data, "models", "hf")
@@ -206,7 +209,7 @@ def main():
     here = os.path.join(tmp, "exports")
     os.makedirs(here, exist_ok=True)
     for line in open(os.path.join(peers, "commands.txt")):
-        if not line.strip() or line.startswith("#"):
+        if quick or not line.strip() or line.startswith("#"):
             continue
         name, *args = line.split()
         args = [a.replace("MODELS", os.path.abspath(hf)) for a in args]

@@ -201,46 +201,46 @@ CostModel costs_from_plan(const Workload& net, const StagePlan& plan, const std:
   return c;
 }
 
-TensorParallelTime price_tensor_parallel(WorkloadCosts& nc, const Links& links) {
-  TensorParallelTime out;
+void price_tensor_parallel(WorkloadCosts& nc, const Links& links) {
+  TensorParallelTime& out = nc.tensor_parallel;
+  out = {};
   const int t = std::max(nc.workload.training.tp, 1);
-  if (t <= 1) return out;
+  if (t <= 1) return;
   const Link& link = t <= links.ranks_per_node ? links.intra_node : links.inter_node;
   const auto one_ms = [&](double bytes) {
     return (t - 1) / static_cast<double>(t) * (link.transfer_ms(bytes) - link.latency_ms) + (t - 1) * link.latency_ms;
   };
+  const auto round_us = [](double ms) { return std::round(ms * 1e3) / 1e3; };
   const std::vector<int64_t>& lens = nc.workload.training.seq_lens;
   bool any = false;
   for (StageFigures& st : nc.plan.stages) {
-    double f = 0, b = 0;
-    for (int32_t i : st.layers) {
-      const Layer& l = nc.layers[static_cast<size_t>(i)];
-      f += l.tp_fwd_collectives * one_ms(static_cast<double>(l.tp_collective_bytes));
-      b += l.tp_bwd_collectives * one_ms(static_cast<double>(l.tp_collective_bytes));
-    }
+    // A stage's collectives each way at a sequence length `scale` times the first: the bytes in
+    // proportion, the latency once per collective.
+    const auto stage_ms = [&](double scale) {
+      double f = 0, b = 0;
+      for (int32_t i : st.layers) {
+        const Layer& l = nc.layers[static_cast<size_t>(i)];
+        f += l.tp_fwd_collectives * one_ms(scale * static_cast<double>(l.tp_collective_bytes));
+        b += l.tp_bwd_collectives * one_ms(scale * static_cast<double>(l.tp_collective_bytes));
+      }
+      return std::pair{f, b};
+    };
+    const auto [f, b] = stage_ms(1.0);
     out.fwd_ms.push_back(f);
     out.bwd_ms.push_back(b);
     any = any || f > 0 || b > 0;
-    // Another sequence length moves bytes in proportion (the latency once per collective).
     for (size_t m = 0; m < st.fwd_ms.size(); ++m) {
       const double scale = st.fwd_ms.size() == lens.size() ? static_cast<double>(lens[m]) / static_cast<double>(lens[0]) : 1.0;
-      double fm = 0, bm = 0;
-      for (int32_t i : st.layers) {
-        const Layer& l = nc.layers[static_cast<size_t>(i)];
-        fm += l.tp_fwd_collectives * one_ms(scale * static_cast<double>(l.tp_collective_bytes));
-        bm += l.tp_bwd_collectives * one_ms(scale * static_cast<double>(l.tp_collective_bytes));
-      }
-      const auto round_us = [](double ms) { return std::round(ms * 1e3) / 1e3; };
+      const auto [fm, bm] = scale == 1.0 ? std::pair{f, b} : stage_ms(scale);
       st.fwd_ms[m] = round_us(st.fwd_ms[m] + fm);
       st.bwd_input_ms[m] = round_us(st.bwd_input_ms[m] + bm);
       st.bwd_ms[m] = round_us(st.bwd_ms[m] + bm);
     }
   }
-  if (!any) return out;
+  if (!any) return;
   nc.costs.fwd = stage_value(nc.plan, &StageFigures::fwd_ms);
   nc.costs.bwd_input = stage_value(nc.plan, &StageFigures::bwd_input_ms);
   nc.costs.bwd = stage_value(nc.plan, &StageFigures::bwd_ms);
-  return out;
 }
 
 bool apply_rank_time(CostModel& c, const Device& d, const Schedule& s) {

@@ -15,12 +15,19 @@
 namespace ppsched {
 
 // A network laid out over a schedule's stages, and its cost model.
+// Tensor parallelism's collectives per micro-batch, priced into a stage's compute times
+// (price_tensor_parallel below).
+struct TensorParallelTime {
+  std::vector<double> fwd_ms, bwd_ms;  // per stage, the first sequence length's (empty: TP 1)
+};
+
 struct WorkloadCosts {
   Workload workload;
   std::vector<Layer> layers;  // the figures of the first sequence length
   Layout layout;
   StagePlan plan;
   CostModel costs;
+  TensorParallelTime tensor_parallel;  // what price_tensor_parallel added (assemble_costs applies it)
 };
 
 // The layout is `layout_text` ("" : the model file's, else torchtitan's even split), checked
@@ -49,10 +56,8 @@ CostModel costs_from_plan(const Workload& net, const StagePlan& plan, const std:
 // them. One all-gather or reduce-scatter of B bytes over a TP group of t ranks takes
 // (t-1)/t B / bandwidth + (t-1) latency (NCCL's ring), over `links`' intra-node link when the
 // group fits in a node (t <= ranks_per_node; Megatron places TP innermost), else the inter-node
-// one. Returns the milliseconds added to one micro-batch's forward and backward of each stage.
-struct TensorParallelTime {
-  std::vector<double> fwd_ms, bwd_ms;  // per stage, the first sequence length's
-};
-TensorParallelTime price_tensor_parallel(WorkloadCosts& nc, const Links& links);
+// one. Keeps what it added to one micro-batch's forward and backward of each stage in
+// nc.tensor_parallel (none when TP is 1).
+void price_tensor_parallel(WorkloadCosts& nc, const Links& links);
 
 }  // namespace ppsched

@@ -5,8 +5,6 @@
 #include <chrono>
 #include <mutex>
 #include <thread>
-#include <cmath>
-#include <numeric>
 
 #include "schedule/errors.hpp"
 #include "schedule/text_format.hpp"
@@ -30,6 +28,14 @@ std::string PlanShape::text() const {
   return format_text("TP %d PP %d DP %d%s mbs %lld M %d recompute %s %s", tp, pp, dp,
                      ep > 1 ? (" EP " + std::to_string(ep)).c_str() : "", static_cast<long long>(micro_batch_size), micro,
                      ppsched::to_string(recompute), to_string(sharding));
+}
+
+DataParallelOptions PlanShape::data_parallel() const {
+  DataParallelOptions o;
+  o.degree = dp;
+  o.fsdp = sharding == Sharding::Fsdp;
+  o.distributed_optimizer = sharding == Sharding::DistributedOptimizer;
+  return o;
 }
 
 double model_flops_per_step(const Workload& model, int64_t global_batch) {
@@ -62,11 +68,6 @@ int body_layers(const Workload& net) {
   return n;
 }
 
-bool has_flash_selective_noop(const Workload& net) {
-  // With FlashAttention there are no scores to drop: selective recomputation is no recomputation.
-  return net.training.flash_attention;
-}
-
 // One shape to time: its priced model and its bound.
 struct Candidate {
   PlanShape shape;
@@ -89,7 +90,6 @@ struct Sweep {
 
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - t0).count(); }
   double left() const { return rq.seconds > 0 ? rq.seconds - elapsed() : 0; }
-  bool out_of_time() const { return rq.seconds > 0 && elapsed() >= rq.seconds; }
 
   void refuse(const std::string& why) { ++out.refused[why]; }
 
@@ -118,7 +118,8 @@ struct Sweep {
   }
   std::vector<Recompute> recomputes() const {
     if (!rq.recompute.empty()) return rq.recompute;
-    if (has_flash_selective_noop(rq.model)) return {Recompute::None, Recompute::Full};
+    // With FlashAttention there are no scores to drop: selective recomputation is no recomputation.
+    if (rq.model.training.flash_attention) return {Recompute::None, Recompute::Full};
     return {Recompute::None, Recompute::Selective, Recompute::Full};
   }
 
@@ -215,10 +216,7 @@ struct Sweep {
       // Weights, gradients and optimizer state alone (the even split, V = 1) over the usable memory.
       if (const auto cap = budget()) {
         const MemoryModel mm = m.memory_model(s.pp);
-        DataParallelOptions dp;
-        dp.degree = s.dp;
-        dp.fsdp = s.sharding == Sharding::Fsdp;
-        dp.distributed_optimizer = s.sharding == Sharding::DistributedOptimizer;
+        const DataParallelOptions dp = s.data_parallel();
         int64_t resident = 0;
         for (int st = 0; st < s.pp; ++st) resident = std::max(resident, mm.resident(st, dp).total());
         if (static_cast<double>(resident) > *cap) {
@@ -243,9 +241,7 @@ struct Sweep {
     if (rq.framework == Framework::Megatron) q.placements = {PlacementKind::Loop};
     auto src = c.src;
     q.costs = [src](int stages) { return costs_for(*src, stages); };
-    q.sim.check.dp.degree = c.shape.dp;
-    q.sim.check.dp.fsdp = c.shape.sharding == Sharding::Fsdp;
-    q.sim.check.dp.distributed_optimizer = c.shape.sharding == Sharding::DistributedOptimizer;
+    q.sim.check.dp = c.shape.data_parallel();
     q.budget = budget();
     q.families = true;
     q.only_families = rq.families;
@@ -279,11 +275,9 @@ struct Sweep {
     const double tokens = static_cast<double>(rq.global_batch) * static_cast<double>(rq.model.training.seq_lens.front());
     p.tokens_per_s_per_gpu = step_s > 0 ? tokens / step_s / rq.gpus : 0;
     p.mfu = step_s > 0 ? out.model_flops_per_step / (rq.gpus * out.peak_flops * step_s) : 0;
-    // TP collectives per rank and step: M x those of the rank's stages.
+    // TP collectives per rank and step: M x those of the rank's stages (as assemble_costs priced them).
     {
-      WorkloadCosts bare = workload_costs(*c.src->workload, nc.layout);
-      Links links = nc.costs.links;
-      const TensorParallelTime tt = price_tensor_parallel(bare, links);
+      const TensorParallelTime& tt = nc.tensor_parallel;
       std::vector<double> per_rank(static_cast<size_t>(p.schedule.ranks), 0.0);
       for (size_t st = 0; st < tt.fwd_ms.size(); ++st)
         per_rank[static_cast<size_t>(p.schedule.rank_of(static_cast<int>(st)))] += tt.fwd_ms[st] + tt.bwd_ms[st];
@@ -301,7 +295,7 @@ struct Sweep {
     const MemoryModel mm = p.costs.memory_model(stages);
     ResidentBytes held;
     for (int st = 0; st < stages; ++st)
-      if (p.schedule.rank_of(st) == p.peak_rank) held += mm.resident(st, dp_options(c));
+      if (p.schedule.rank_of(st) == p.peak_rank) held += mm.resident(st, c.shape.data_parallel());
     const std::pair<const char*, int64_t> parts[] = {{"weights", held.weights},
                                                      {"gradients", held.grads},
                                                      {"optimizer state", held.optimizer},
@@ -320,14 +314,6 @@ struct Sweep {
     if (a.step_ms != b.step_ms) return a.step_ms < b.step_ms;
     const std::string x = a.shape.text(), y = b.shape.text();
     return x != y ? x < y : a.best.name < b.best.name;
-  }
-
-  static DataParallelOptions dp_options(const Candidate& c) {
-    DataParallelOptions dp;
-    dp.degree = c.shape.dp;
-    dp.fsdp = c.shape.sharding == Sharding::Fsdp;
-    dp.distributed_optimizer = c.shape.sharding == Sharding::DistributedOptimizer;
-    return dp;
   }
 
   void keep(Plan&& p, std::vector<Plan>& plans) {

@@ -53,6 +53,7 @@ struct PlanShape {
   Recompute recompute = Recompute::None;
   Sharding sharding = Sharding::Replicas;
   std::string text() const;  // "TP 8 PP 4 DP 8 EP 1 mbs 1 M 16 recompute none zero1"
+  DataParallelOptions data_parallel() const;  // its degree and sharding, as the DES and the memory model read them
 };
 
 struct PlanRequest {

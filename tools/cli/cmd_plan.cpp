@@ -331,11 +331,7 @@ std::vector<std::string> write_outputs(const PlanFlags& f, const search::PlanReq
     cf.tp = b.shape.tp;
     if (rq.model.arch && rq.model.arch->experts > 0) cf.ep = b.shape.ep;
     cf.recompute = ppsched::to_string(b.shape.recompute);
-    DataParallelOptions dp;
-    dp.degree = b.shape.dp;
-    dp.fsdp = b.shape.sharding == search::Sharding::Fsdp;
-    dp.distributed_optimizer = b.shape.sharding == search::Sharding::DistributedOptimizer;
-    s.planned_for = planned_for(cf, dp, b.layout, b.layout_megatron);
+    s.planned_for = planned_for(cf, b.shape.data_parallel(), b.layout, b.layout_megatron);
     write_output(f.out, write_schedule(s, FileFormat::Json));
     wrote.push_back(f.out + " (the best plan's schedule, verified, planned for its model, layout and flags)");
   }
